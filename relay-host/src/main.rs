@@ -1,0 +1,5 @@
+//! `relay-host`: see the relay-token crate. (Under construction.)
+fn main() {
+    eprintln!("usage: relay-host (not yet implemented)");
+    std::process::exit(70);
+}

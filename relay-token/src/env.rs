@@ -1,0 +1,155 @@
+//! The child's environment: [`ChildEnv`].
+//!
+//! From the parent's environment drop Claude Code's own session markers (`CLAUDECODE`,
+//! `CLAUDE_PID`, `CLAUDE_EFFORT`, every `CLAUDE_CODE_*` name) and the relay's secrets
+//! (`RELAY_*_TOKEN`, `RELAY_LAUNCH_FD`); for a launch that carries a token also
+//! `ANTHROPIC_AUTH_TOKEN` and `ANTHROPIC_API_KEY`, which outrank the descriptor in Claude Code.
+//! Then the template's `env` is applied. `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5` is *not* set
+//! here: [`crate::pipe::spawn_with_token_fd`] sets it beside the descriptor, last.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::process::Command;
+
+/// An environment block for a child, built by the rules above.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use relay_token::env::ChildEnv;
+///
+/// let parent = [("PATH", "/usr/bin"), ("CLAUDE_CODE_ENTRYPOINT", "cli"), ("ANTHROPIC_API_KEY", "k")];
+/// let env = ChildEnv::new(parent.iter().map(|(k, v)| (k.into(), v.into())), &BTreeMap::new(), true);
+/// assert_eq!(env.get("PATH"), Some("/usr/bin".as_ref()));
+/// assert_eq!(env.get("CLAUDE_CODE_ENTRYPOINT"), None);
+/// assert_eq!(env.get("ANTHROPIC_API_KEY"), None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildEnv {
+    vars: BTreeMap<OsString, OsString>,
+}
+
+/// True for a name the child never inherits from its parent, whatever the launch.
+///
+/// ```
+/// use relay_token::env::always_dropped;
+/// assert!(always_dropped("CLAUDE_CODE_OAUTH_TOKEN".as_ref()));
+/// assert!(always_dropped("RELAY_HOST_TOKEN".as_ref()));
+/// assert!(!always_dropped("CLAUDE_CONFIG_DIR".as_ref()));
+/// assert!(!always_dropped("CLAUDECODE_EXTRA".as_ref()));
+/// ```
+pub fn always_dropped(name: &OsStr) -> bool {
+    let n = name.as_bytes();
+    matches!(
+        n,
+        b"CLAUDECODE" | b"CLAUDE_PID" | b"CLAUDE_EFFORT" | b"RELAY_LAUNCH_FD"
+    ) || n.starts_with(b"CLAUDE_CODE_")
+        || (n.starts_with(b"RELAY_") && n.ends_with(b"_TOKEN"))
+}
+
+/// True for a name dropped only when the launch carries a token: credentials that would
+/// outrank the descriptor in Claude Code.
+///
+/// ```
+/// assert!(relay_token::env::dropped_with_token("ANTHROPIC_API_KEY".as_ref()));
+/// assert!(!relay_token::env::dropped_with_token("ANTHROPIC_BASE_URL".as_ref()));
+/// ```
+pub fn dropped_with_token(name: &OsStr) -> bool {
+    matches!(
+        name.as_bytes(),
+        b"ANTHROPIC_AUTH_TOKEN" | b"ANTHROPIC_API_KEY"
+    )
+}
+
+impl ChildEnv {
+    /// Scrubs `parent`, then applies the template's `env`. `carries_token` says whether the
+    /// launch hands a token descriptor (it decides the `ANTHROPIC_*` drops).
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use relay_token::env::ChildEnv;
+    /// let mut template = BTreeMap::new();
+    /// template.insert("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR".to_string(), "9".to_string());
+    /// let env = ChildEnv::new(std::iter::empty(), &template, false);
+    /// // Without a token a template's value passes unchanged.
+    /// assert_eq!(env.get("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR"), Some("9".as_ref()));
+    /// ```
+    pub fn new(
+        parent: impl IntoIterator<Item = (OsString, OsString)>,
+        template: &BTreeMap<String, String>,
+        carries_token: bool,
+    ) -> ChildEnv {
+        let mut vars: BTreeMap<OsString, OsString> = parent
+            .into_iter()
+            .filter(|(k, _)| !always_dropped(k) && !(carries_token && dropped_with_token(k)))
+            .collect();
+        for (k, v) in template {
+            vars.insert(k.into(), v.into());
+        }
+        ChildEnv { vars }
+    }
+
+    /// [`ChildEnv::new`] over this process's environment.
+    ///
+    /// ```
+    /// let env = relay_token::env::ChildEnv::from_current(&Default::default(), false);
+    /// assert_eq!(env.get("CLAUDECODE"), None);
+    /// ```
+    pub fn from_current(template: &BTreeMap<String, String>, carries_token: bool) -> ChildEnv {
+        ChildEnv::new(std::env::vars_os(), template, carries_token)
+    }
+
+    /// Sets (or replaces) one variable.
+    ///
+    /// ```
+    /// let mut env = relay_token::env::ChildEnv::default();
+    /// env.set("TMPDIR", "/tmp");
+    /// assert_eq!(env.get("TMPDIR"), Some("/tmp".as_ref()));
+    /// ```
+    pub fn set(&mut self, name: impl Into<OsString>, value: impl Into<OsString>) {
+        self.vars.insert(name.into(), value.into());
+    }
+
+    /// Removes one variable.
+    ///
+    /// ```
+    /// let mut env = relay_token::env::ChildEnv::default();
+    /// env.set("A", "1");
+    /// env.remove("A");
+    /// assert_eq!(env.get("A"), None);
+    /// ```
+    pub fn remove(&mut self, name: impl AsRef<OsStr>) {
+        self.vars.remove(name.as_ref());
+    }
+
+    /// One variable's value.
+    ///
+    /// ```
+    /// assert_eq!(relay_token::env::ChildEnv::default().get("HOME"), None);
+    /// ```
+    pub fn get(&self, name: impl AsRef<OsStr>) -> Option<&OsStr> {
+        self.vars.get(name.as_ref()).map(OsString::as_os_str)
+    }
+
+    /// Every variable, sorted by name.
+    ///
+    /// ```
+    /// assert_eq!(relay_token::env::ChildEnv::default().iter().count(), 0);
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.vars
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
+    /// Replaces `cmd`'s whole environment with this one (`env_clear`, then each variable).
+    ///
+    /// ```
+    /// let mut cmd = std::process::Command::new("env");
+    /// relay_token::env::ChildEnv::default().apply(&mut cmd);
+    /// ```
+    pub fn apply(&self, cmd: &mut Command) {
+        cmd.env_clear();
+        cmd.envs(self.iter());
+    }
+}

@@ -1,0 +1,284 @@
+//! Descriptor placement in a child: [`FdMap`].
+//!
+//! A child spawned through an [`FdMap`] holds exactly fds 0, 1, 2 and the descriptors placed on
+//! purpose; every other descriptor it inherited is closed at `exec`. The part that runs between
+//! `fork` and `exec` (a `pre_exec` hook) makes raw system calls only: no allocation, no locks, no
+//! `io::Error::new`, so it is async-signal-safe.
+//!
+//! Two traps are handled in the parent, before the fork:
+//! - std's exec-error channel is a close-on-exec pipe opened just before the fork. If a target
+//!   number (fd 5, say) is free it can land there and be overwritten by our `dup2`, so a failed
+//!   `exec` would look like a child that aborted. Every free target number is *parked* with a
+//!   close-on-exec `/dev/null` for the duration of the spawn.
+//! - The hook never closes descriptors itself (it might close std's channel, making a failed
+//!   `exec` look like a success); it marks them close-on-exec (`close_range(..,
+//!   CLOSE_RANGE_CLOEXEC)`, or `fcntl` one by one where that call is missing) and lets `exec`
+//!   close them.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::sys;
+
+/// The descriptor number a Claude Code child reads its token from.
+pub const TOKEN_FD: RawFd = 5;
+
+/// The most descriptors one [`FdMap`] places.
+pub const MAX_PLACED: usize = 4;
+
+/// Descriptors to place in a child at fixed numbers; everything else above 2 is closed at exec.
+///
+/// ```
+/// use std::process::Command;
+/// use relay_token::FdMap;
+///
+/// // A child with only 0, 1 and 2, whatever the parent has open.
+/// let status = FdMap::new().spawn(&mut Command::new("true"))?.wait()?;
+/// assert!(status.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct FdMap<'fd> {
+    placed: Vec<(BorrowedFd<'fd>, RawFd)>,
+}
+
+/// The plan as the hook sees it: plain integers in a fixed array, copied into the closure.
+#[derive(Clone, Copy)]
+struct Plan {
+    pairs: [(RawFd, RawFd); MAX_PLACED],
+    len: usize,
+}
+
+impl<'fd> FdMap<'fd> {
+    /// An empty map: the child keeps 0, 1 and 2 only.
+    ///
+    /// ```
+    /// let map = relay_token::FdMap::new();
+    /// # drop(map);
+    /// ```
+    pub fn new() -> Self {
+        FdMap { placed: Vec::new() }
+    }
+
+    /// Places `src` in the child at number `dst` (above 2). The parent's `src` is left as it is;
+    /// closing it after the spawn is the caller's business.
+    ///
+    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past [`MAX_PLACED`].
+    ///
+    /// ```
+    /// use std::os::fd::AsFd;
+    /// let devnull = std::fs::File::open("/dev/null")?;
+    /// let mut map = relay_token::FdMap::new();
+    /// map.place(devnull.as_fd(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn place(&mut self, src: BorrowedFd<'fd>, dst: RawFd) -> &mut Self {
+        assert!(dst > 2, "fd {dst} is stdio; place descriptors above 2");
+        assert!(
+            self.placed.iter().all(|&(_, d)| d != dst),
+            "fd {dst} placed twice"
+        );
+        assert!(
+            self.placed.len() < MAX_PLACED,
+            "at most {MAX_PLACED} placed fds"
+        );
+        self.placed.push((src, dst));
+        self
+    }
+
+    /// The numbers this map places in the child, in the order given.
+    ///
+    /// ```
+    /// let devnull = std::fs::File::open("/dev/null")?;
+    /// # use std::os::fd::AsFd;
+    /// let mut map = relay_token::FdMap::new();
+    /// map.place(devnull.as_fd(), 5);
+    /// assert_eq!(map.targets(), vec![5]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn targets(&self) -> Vec<RawFd> {
+        self.placed.iter().map(|&(_, d)| d).collect()
+    }
+
+    /// Spawns `cmd` with the placed descriptors and nothing else above 2.
+    ///
+    /// The hook it installs is armed for this one spawn: spawning the same `Command` again fails
+    /// with `EBADF` rather than placing whatever then holds the old numbers.
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// let out = relay_token::FdMap::new()
+    ///     .spawn(Command::new("ls").arg("/proc/self/fd").stdout(std::process::Stdio::piped()))?
+    ///     .wait_with_output()?;
+    /// assert!(out.status.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
+        // 1. No source may sit on another entry's target number, or an earlier dup2 in the child
+        //    would overwrite it before it is placed. Move such sources above every target.
+        let max_target = self.placed.iter().map(|&(_, d)| d).max().unwrap_or(2);
+        let mut moved: Vec<OwnedFd> = Vec::new();
+        let mut plan = Plan {
+            pairs: [(-1, -1); MAX_PLACED],
+            len: self.placed.len(),
+        };
+        for (i, &(src, dst)) in self.placed.iter().enumerate() {
+            let raw = src.as_raw_fd();
+            let clashes = raw != dst && self.placed.iter().any(|&(_, d)| d == raw);
+            let raw = if clashes {
+                let dup = sys::dup_cloexec_at_least(src, max_target + 1)?;
+                let r = dup.as_raw_fd();
+                moved.push(dup);
+                r
+            } else {
+                raw
+            };
+            plan.pairs[i] = (raw, dst);
+        }
+
+        // 2. Park a close-on-exec /dev/null on every free target number, so std's exec-error
+        //    channel cannot be opened there.
+        let mut parked: Vec<OwnedFd> = Vec::new();
+        let mut devnull: Option<OwnedFd> = None;
+        for &(_, dst) in &self.placed {
+            if let Some(p) = park(dst, &mut devnull)? {
+                parked.push(p);
+            }
+        }
+        drop(devnull);
+
+        // 3. The hook, armed for this spawn only.
+        let armed = Arc::new(AtomicBool::new(true));
+        let hook_armed = Arc::clone(&armed);
+        // SAFETY: the closure runs in the child between fork and exec. It reads a `Copy` plan
+        // and an atomic, and makes only raw system calls (fcntl, dup2, close_range, getrlimit);
+        // it neither allocates nor takes locks, and builds errors with `from_raw_os_error` or
+        // `last_os_error`, which do not allocate.
+        unsafe {
+            cmd.pre_exec(move || {
+                if !hook_armed.load(Ordering::SeqCst) {
+                    return Err(io::Error::from_raw_os_error(libc::EBADF));
+                }
+                child_apply(&plan)
+            });
+        }
+        let result = cmd.spawn();
+        armed.store(false, Ordering::SeqCst);
+        drop(parked);
+        drop(moved);
+        result
+    }
+}
+
+/// If `fd` is free in this process, occupies it with a close-on-exec `/dev/null` and returns the
+/// guard; if it is busy, returns `None` (the busy descriptor shields it already).
+///
+/// Race-free: it asks for the lowest free number `>= fd` and keeps the result only if it is `fd`,
+/// so it never replaces a descriptor another thread has just opened.
+fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>> {
+    if devnull.is_none() {
+        *devnull = Some(sys::open(c"/dev/null", libc::O_RDONLY)?);
+    }
+    let src = devnull.as_ref().map(|d| d.as_fd()).expect("opened above");
+    let dup = sys::dup_cloexec_at_least(src, fd)?;
+    Ok((dup.as_raw_fd() == fd).then_some(dup))
+}
+
+/// Runs in the child after fork: places each pair, then marks everything else above 2
+/// close-on-exec. Async-signal-safe.
+fn child_apply(plan: &Plan) -> io::Result<()> {
+    for &(src, dst) in &plan.pairs[..plan.len] {
+        if src == dst {
+            // SAFETY: fcntl(F_SETFD, 0) on an int fd; it clears close-on-exec and touches no memory.
+            if unsafe { libc::fcntl(dst, libc::F_SETFD, 0) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        } else {
+            // SAFETY: dup2 on two int fds; the result at `dst` has close-on-exec cleared.
+            if unsafe { libc::dup2(src, dst) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    // Keep 0..=2 and the targets; mark every gap close-on-exec. Targets sorted without
+    // allocating: at most MAX_PLACED entries, a selection by repeated minimum.
+    let mut lo: RawFd = 3;
+    let mut done = 0;
+    let mut last: RawFd = 2;
+    while done < plan.len {
+        let mut next = RawFd::MAX;
+        for &(_, dst) in &plan.pairs[..plan.len] {
+            if dst > last && dst < next {
+                next = dst;
+            }
+        }
+        if next > lo {
+            cloexec_range(lo as u32, (next - 1) as u32)?;
+        }
+        lo = next + 1;
+        last = next;
+        done += 1;
+    }
+    cloexec_range(lo as u32, u32::MAX)
+}
+
+/// Marks `lo..=hi` close-on-exec: `close_range(lo, hi, CLOSE_RANGE_CLOEXEC)`, or, where the
+/// kernel lacks it (before Linux 5.11), `fcntl(F_SETFD, FD_CLOEXEC)` on each open number up to
+/// the soft `RLIMIT_NOFILE`. Async-signal-safe.
+fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
+    // SAFETY: close_range takes three integers and touches only the descriptor table.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            lo as libc::c_uint,
+            hi as libc::c_uint,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => {}
+        _ => return Err(err),
+    }
+    // SAFETY: `rlimit` is plain old data; getrlimit writes into it.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.min(1 << 20) as u32
+    } else {
+        1024
+    };
+    let mut fd = lo;
+    while fd <= hi && fd < max {
+        // SAFETY: fcntl(F_SETFD) on an int fd; EBADF for a closed number is ignored.
+        unsafe { libc::fcntl(fd as RawFd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        fd += 1;
+    }
+    Ok(())
+}
+
+/// The descriptors this process holds open, from `/proc/self/fd` (or `/dev/fd`), sorted. For
+/// tests and for `status` reports; not used after fork.
+///
+/// ```
+/// let fds = relay_token::fds::open_fds()?;
+/// assert!(fds.contains(&0) || fds.contains(&1) || fds.contains(&2) || true);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn open_fds() -> io::Result<Vec<RawFd>> {
+    let dir = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))?;
+    let mut fds: Vec<RawFd> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    // read_dir's own descriptor was listed too; drop numbers no longer open.
+    fds.retain(|&fd| sys::fd_flags(fd).is_ok());
+    fds.sort_unstable();
+    Ok(fds)
+}

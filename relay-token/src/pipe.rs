@@ -1,0 +1,135 @@
+//! The filled pipe: [`TokenPipe`], and the one function that attaches a token descriptor to a
+//! child together with its variable, [`spawn_with_token_fd`].
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::{Child, Command};
+
+use crate::fds::{FdMap, TOKEN_FD};
+use crate::sys;
+use crate::token::ClaudeToken;
+
+/// The variable that tells Claude Code which descriptor holds its token.
+pub const TOKEN_FD_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
+
+/// A pipe that holds a token, its write end already closed, so a reader gets the bytes and then
+/// EOF. The write never blocks: a token is at most 4096 bytes, below every pipe's capacity.
+///
+/// A pipe, never a socketpair: Claude Code up to 2.1.252 reopens `/proc/self/fd/N`, which fails
+/// on a socket.
+///
+/// ```
+/// use std::process::{Command, Stdio};
+/// use relay_token::{ClaudeToken, TokenPipe};
+///
+/// let token = ClaudeToken::from_bytes(b"sk-ant-oat01-demo").unwrap();
+/// let pipe = TokenPipe::new(&token)?;
+/// let out = pipe
+///     .spawn(Command::new("sh").args(["-c", "cat <&5; echo \" $CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR\""]).stdout(Stdio::piped()))?
+///     .wait_with_output()?;
+/// assert_eq!(out.stdout, b"sk-ant-oat01-demo 5\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct TokenPipe {
+    read: OwnedFd,
+}
+
+impl TokenPipe {
+    /// `pipe2(O_CLOEXEC)`, writes every byte of the token, closes the write end.
+    ///
+    /// ```
+    /// # use relay_token::{ClaudeToken, TokenPipe};
+    /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
+    /// # drop(pipe);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new(token: &ClaudeToken) -> io::Result<TokenPipe> {
+        let (read, write) = sys::pipe2_cloexec()?;
+        sys::write_all(&write, token.expose_bytes())?;
+        drop(write);
+        Ok(TokenPipe { read })
+    }
+
+    /// Spawns `cmd` with the read end at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`,
+    /// nothing else above 2. The read end is closed in this process once the spawn returns,
+    /// success or not.
+    ///
+    /// ```
+    /// # use std::process::Command;
+    /// # use relay_token::{ClaudeToken, TokenPipe};
+    /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
+    /// let status = pipe.spawn(Command::new("sh").args(["-c", "test \"$(cat <&5)\" = tok"]))?.wait()?;
+    /// assert!(status.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn(self, cmd: &mut Command) -> io::Result<Child> {
+        self.spawn_with(cmd, FdMap::new())
+    }
+
+    /// [`spawn`](Self::spawn) with more descriptors placed on purpose (such as a status pipe at 3).
+    ///
+    /// ```
+    /// # use std::process::Command;
+    /// # use std::os::fd::AsFd;
+    /// # use relay_token::{ClaudeToken, FdMap, TokenPipe};
+    /// let devnull = std::fs::File::open("/dev/null")?;
+    /// let mut extra = FdMap::new();
+    /// extra.place(devnull.as_fd(), 3);
+    /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
+    /// let status = pipe.spawn_with(Command::new("sh").args(["-c", "test -e /dev/fd/3"]), extra)?.wait()?;
+    /// assert!(status.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn_with(self, cmd: &mut Command, extra: FdMap<'_>) -> io::Result<Child> {
+        let result = spawn_with_token_fd(cmd, self.read.as_fd(), extra);
+        drop(self.read);
+        result
+    }
+
+    /// The raw read end, for callers that spawn by other means. They must place it at fd 5 and
+    /// set `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5` themselves, both or neither.
+    ///
+    /// ```
+    /// # use relay_token::{ClaudeToken, TokenPipe};
+    /// let fd: std::os::fd::OwnedFd = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?.into_fd();
+    /// let mut s = String::new();
+    /// std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut s)?;
+    /// assert_eq!(s, "tok");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_fd(self) -> OwnedFd {
+        self.read
+    }
+}
+
+/// Spawns `cmd` with `token_fd` at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, plus the
+/// descriptors of `extra`; nothing else above 2. The one place the variable is set, right beside
+/// the placement of its descriptor, so the two cannot disagree. The variable is set last, so it
+/// wins over a value already on `cmd`.
+///
+/// `token_fd` is only borrowed: the caller closes its copy after the spawn, success or not.
+///
+/// ```
+/// # use std::process::Command;
+/// # use std::os::fd::AsFd;
+/// # use relay_token::{ClaudeToken, FdMap, TokenPipe};
+/// let fd = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?.into_fd();
+/// let status = relay_token::pipe::spawn_with_token_fd(
+///     Command::new("sh").args(["-c", "test \"$CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR\" = 5"]),
+///     fd.as_fd(),
+///     FdMap::new(),
+/// )?.wait()?;
+/// drop(fd);
+/// assert!(status.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn spawn_with_token_fd<'fd>(
+    cmd: &mut Command,
+    token_fd: BorrowedFd<'fd>,
+    mut extra: FdMap<'fd>,
+) -> io::Result<Child> {
+    extra.place(token_fd, TOKEN_FD);
+    cmd.env(TOKEN_FD_VAR, TOKEN_FD.to_string());
+    extra.spawn(cmd)
+}

@@ -1,0 +1,179 @@
+//! The strict reader: [`read_claude_token`].
+//!
+//! One open, one `fstat`, at most two reads into a fixed zeroized buffer, one close. The file is
+//! read afresh at every call; nothing is cached. Errors name the path and never hold a byte of
+//! the file.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use zeroize::Zeroizing;
+
+use crate::sys;
+use crate::token::{is_token_bytes, ClaudeToken};
+
+/// The largest token accepted, in bytes (after trimming nothing: the file itself).
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
+/// A token file that could not be read as a token.
+///
+/// `Display` reads exactly `read claude_token_file <path>: <reason>`.
+///
+/// ```
+/// let err = relay_token::read_claude_token("/nonexistent/token".as_ref()).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "read claude_token_file /nonexistent/token: no such file or directory"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenFileError {
+    /// The path that was read.
+    pub path: PathBuf,
+    /// Why it is not a usable token.
+    pub reason: TokenFileReason,
+}
+
+/// Why a token file was refused. None of these holds a byte of the file.
+///
+/// ```
+/// use relay_token::TokenFileReason;
+/// assert_eq!(TokenFileReason::TooLarge.to_string(), "larger than 4096 bytes");
+/// assert_eq!(TokenFileReason::Os(libc::EACCES).to_string(), "permission denied");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenFileReason {
+    /// A system call failed with this errno (`open`, `fstat` or `read`).
+    Os(i32),
+    /// Not a regular file (a folder, a FIFO, a device, a socket).
+    NotRegular,
+    /// The file has more than one hard link: another name could be read through a grant.
+    HardLinks(u64),
+    /// More than [`MAX_TOKEN_BYTES`] bytes.
+    TooLarge,
+    /// The bytes read differ from the size `fstat` reports (a procfs or sysfs file, or a file
+    /// that changed while it was read).
+    SizeMismatch {
+        /// The size `fstat` reported.
+        stat_size: u64,
+        /// The bytes actually read.
+        read: u64,
+    },
+    /// Nothing but whitespace.
+    Empty,
+    /// A byte outside printable ASCII after trimming (whitespace inside, a control byte, a
+    /// JSON credentials file...).
+    NotAToken,
+}
+
+impl TokenFileReason {
+    /// The errno behind an [`Os`](TokenFileReason::Os) reason.
+    ///
+    /// ```
+    /// use relay_token::TokenFileReason;
+    /// assert_eq!(TokenFileReason::Os(libc::ENOENT).errno(), Some(libc::ENOENT));
+    /// assert_eq!(TokenFileReason::Empty.errno(), None);
+    /// ```
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            TokenFileReason::Os(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TokenFileReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenFileReason::Os(errno) => f.write_str(&sys::errno_words(*errno)),
+            TokenFileReason::NotRegular => f.write_str("not a regular file"),
+            TokenFileReason::HardLinks(n) => write!(f, "has {n} hard links"),
+            TokenFileReason::TooLarge => write!(f, "larger than {MAX_TOKEN_BYTES} bytes"),
+            TokenFileReason::SizeMismatch { stat_size, read } => write!(
+                f,
+                "read {read} bytes but its size is {stat_size} (not a plain file, or it changed while read)"
+            ),
+            TokenFileReason::Empty => f.write_str("empty"),
+            TokenFileReason::NotAToken => {
+                f.write_str("not a token: holds whitespace or control bytes")
+            }
+        }
+    }
+}
+
+impl fmt::Display for TokenFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "read claude_token_file {}: {}",
+            self.path.display(),
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for TokenFileError {}
+
+/// Reads the token file at `path` with the checks of the contract's §4.
+///
+/// Opens with `O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a FIFO never blocks), refuses
+/// anything but a regular file with one link, reads at most 4097 bytes into a zeroized buffer,
+/// requires the count to match `st_size`, trims ASCII whitespace at both ends and requires what
+/// is left to be non-empty printable ASCII.
+///
+/// ```no_run
+/// let token = relay_token::read_claude_token("/home/me/.config/claude-ltt/token".as_ref())?;
+/// println!("{} bytes", token.len());
+/// # Ok::<(), relay_token::TokenFileError>(())
+/// ```
+pub fn read_claude_token(path: &Path) -> Result<ClaudeToken, TokenFileError> {
+    let fail = |reason| TokenFileError {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let os = |e: io::Error| fail(TokenFileReason::Os(e.raw_os_error().unwrap_or(libc::EIO)));
+
+    let cpath =
+        crate::path::to_cstring(path).ok_or_else(|| fail(TokenFileReason::Os(libc::EINVAL)))?;
+    let fd = sys::open(&cpath, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY).map_err(os)?;
+    let st = sys::fstat(&fd).map_err(os)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(fail(TokenFileReason::NotRegular));
+    }
+    if st.st_nlink > 1 {
+        return Err(fail(TokenFileReason::HardLinks(st.st_nlink as u64)));
+    }
+    let stat_size = st.st_size as u64;
+    if stat_size > MAX_TOKEN_BYTES as u64 {
+        return Err(fail(TokenFileReason::TooLarge));
+    }
+
+    let mut buf = Zeroizing::new([0u8; MAX_TOKEN_BYTES + 1]);
+    let mut len = 0;
+    while len < buf.len() {
+        let n = sys::read(&fd, &mut buf[len..]).map_err(os)?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    drop(fd);
+    if len > MAX_TOKEN_BYTES {
+        return Err(fail(TokenFileReason::TooLarge));
+    }
+    if len as u64 != stat_size {
+        return Err(fail(TokenFileReason::SizeMismatch {
+            stat_size,
+            read: len as u64,
+        }));
+    }
+    let trimmed = buf[..len].trim_ascii();
+    if trimmed.is_empty() {
+        return Err(fail(TokenFileReason::Empty));
+    }
+    if !is_token_bytes(trimmed) {
+        return Err(fail(TokenFileReason::NotAToken));
+    }
+    ClaudeToken::from_bytes(trimmed).ok_or_else(|| fail(TokenFileReason::NotAToken))
+}

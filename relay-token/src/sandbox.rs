@@ -1,0 +1,3 @@
+//! The sandbox profile and its renderings (bubblewrap on Linux, SBPL on macOS).
+//!
+//! (Under construction.)

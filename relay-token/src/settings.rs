@@ -1,0 +1,380 @@
+//! The host's settings: [`Settings`], read from `settings.json` or `settings.toml`.
+//!
+//! Both formats carry the same keys; both files present is an error, and so is an unknown key.
+//! `claude_token_file` is left out of a written file when it is empty, so a file that never set
+//! it round-trips byte-identical.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The settings of `relay-host`.
+///
+/// ```
+/// use relay_token::settings::Settings;
+/// let s = Settings::from_json(r#"{"claude_token_file": "~/.config/claude-ltt/token"}"#).unwrap();
+/// assert_eq!(s.claude_token_file, "~/.config/claude-ltt/token");
+/// assert_eq!(Settings::from_toml(r#"claude_token_file = "~/.config/claude-ltt/token""#).unwrap(), s);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The token file (`""`: no token). See [`crate::claude_token_path`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub claude_token_file: String,
+    /// Templates; an entry with the id of a built-in one replaces it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<Template>,
+    /// The `bwrap` to use instead of the one on `PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bwrap: Option<PathBuf>,
+    /// The `relay-shim` to use when none is beside `relay-host` or on `PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shim: Option<PathBuf>,
+}
+
+/// A launch template.
+///
+/// ```
+/// use relay_token::settings::{Sandbox, Template};
+/// let t: Template = serde_json::from_str(r#"{"id": "shell", "command": ["/bin/sh"], "sandbox": false}"#).unwrap();
+/// assert_eq!(t.sandbox, Sandbox::Off);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    /// The template's id (`claude-code`, `shell`, ...).
+    pub id: String,
+    /// The program and its first arguments.
+    pub command: Vec<String>,
+    /// Variables set in the child after the parent's environment is scrubbed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The sandbox: grants, or `false` for none.
+    #[serde(default)]
+    pub sandbox: Sandbox,
+}
+
+/// A template's sandbox: `false`, or the folders it grants.
+///
+/// ```
+/// use relay_token::settings::Sandbox;
+/// let s: Sandbox = serde_json::from_str(r#"{"read": ["~/.config"], "read_write": ["{project}"]}"#).unwrap();
+/// assert!(matches!(s, Sandbox::Grants(_)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Sandbox {
+    /// `false`: the template runs unsandboxed.
+    #[serde(with = "off")]
+    Off,
+    /// The grants of a sandboxed template.
+    Grants(Grants),
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox::Grants(Grants::default())
+    }
+}
+
+/// Folders a sandboxed template may read, or read and write. Each is `~/...`, absolute, or
+/// starts with `{project}`.
+///
+/// ```
+/// let g = relay_token::settings::Grants::default();
+/// assert!(g.read.is_empty() && g.read_write.is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// Read-only grants.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Read-write grants.
+    #[serde(default)]
+    pub read_write: Vec<String>,
+}
+
+mod off {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(false)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+        match bool::deserialize(d)? {
+            false => Ok(()),
+            true => Err(serde::de::Error::custom(
+                "sandbox: true is the default; give grants or false",
+            )),
+        }
+    }
+}
+
+/// Settings that could not be loaded.
+///
+/// ```
+/// let err = relay_token::settings::Settings::from_json("{").unwrap_err();
+/// assert!(err.to_string().contains("line 1"));
+/// ```
+#[derive(Debug)]
+pub enum SettingsError {
+    /// Both `settings.json` and `settings.toml` exist.
+    BothPresent {
+        /// The JSON file.
+        json: PathBuf,
+        /// The TOML file.
+        toml: PathBuf,
+    },
+    /// The file could not be read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// The file does not parse, or holds an unknown key; the message names line and column.
+    Parse {
+        /// The file (empty when parsed from a string).
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// The file parses, but a value is not usable.
+    Invalid {
+        /// The file (empty when parsed from a string).
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = |p: &Path| {
+            if p.as_os_str().is_empty() {
+                "settings".to_string()
+            } else {
+                p.display().to_string()
+            }
+        };
+        match self {
+            SettingsError::BothPresent { json, toml } => write!(
+                f,
+                "both {} and {} exist: keep one",
+                json.display(),
+                toml.display()
+            ),
+            SettingsError::Io { path, error } => write!(f, "read {}: {error}", path.display()),
+            SettingsError::Parse { path, message } => write!(f, "{}: {message}", at(path)),
+            SettingsError::Invalid { path, message } => write!(f, "{}: {message}", at(path)),
+        }
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+/// The two file names settings are read from.
+pub const FILE_NAMES: [&str; 2] = ["settings.json", "settings.toml"];
+
+impl Settings {
+    /// Parses JSON settings.
+    ///
+    /// ```
+    /// let err = relay_token::settings::Settings::from_json(r#"{"colour": 1}"#).unwrap_err();
+    /// assert!(err.to_string().contains("colour"));
+    /// ```
+    pub fn from_json(text: &str) -> Result<Settings, SettingsError> {
+        let s: Settings = serde_json::from_str(text).map_err(|e| SettingsError::Parse {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?;
+        s.validate(Path::new(""))?;
+        Ok(s)
+    }
+
+    /// Parses TOML settings.
+    ///
+    /// ```
+    /// let s = relay_token::settings::Settings::from_toml("").unwrap();
+    /// assert_eq!(s, Default::default());
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Settings, SettingsError> {
+        let s: Settings = toml::from_str(text).map_err(|e| SettingsError::Parse {
+            path: PathBuf::new(),
+            message: one_line(&e.to_string()),
+        })?;
+        s.validate(Path::new(""))?;
+        Ok(s)
+    }
+
+    /// Loads `settings.json` or `settings.toml` from `config_dir`; neither present gives the
+    /// defaults; both present is an error naming both.
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir().join("relay-settings-doc-none");
+    /// let s = relay_token::settings::Settings::load(&dir).unwrap();
+    /// assert_eq!(s, Default::default());
+    /// ```
+    pub fn load(config_dir: &Path) -> Result<Settings, SettingsError> {
+        Ok(Settings::load_with_path(config_dir)?.0)
+    }
+
+    /// [`Settings::load`], also returning the file it read (`None` for the defaults).
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir().join("relay-settings-doc-none2");
+    /// let (_, file) = relay_token::settings::Settings::load_with_path(&dir).unwrap();
+    /// assert_eq!(file, None);
+    /// ```
+    pub fn load_with_path(config_dir: &Path) -> Result<(Settings, Option<PathBuf>), SettingsError> {
+        let json = config_dir.join(FILE_NAMES[0]);
+        let toml_path = config_dir.join(FILE_NAMES[1]);
+        let (has_json, has_toml) = (json.exists(), toml_path.exists());
+        if has_json && has_toml {
+            return Err(SettingsError::BothPresent {
+                json,
+                toml: toml_path,
+            });
+        }
+        let path = if has_json {
+            json
+        } else if has_toml {
+            toml_path
+        } else {
+            return Ok((Settings::default(), None));
+        };
+        let text = std::fs::read_to_string(&path).map_err(|error| SettingsError::Io {
+            path: path.clone(),
+            error,
+        })?;
+        let parsed = if has_json {
+            Settings::from_json(&text)
+        } else {
+            Settings::from_toml(&text)
+        };
+        let s = parsed.map_err(|e| match e {
+            SettingsError::Parse { message, .. } => SettingsError::Parse {
+                path: path.clone(),
+                message,
+            },
+            SettingsError::Invalid { message, .. } => SettingsError::Invalid {
+                path: path.clone(),
+                message,
+            },
+            other => other,
+        })?;
+        Ok((s, Some(path)))
+    }
+
+    /// The settings as pretty JSON, with a final newline.
+    ///
+    /// ```
+    /// let s = relay_token::settings::Settings::default();
+    /// assert_eq!(s.to_json(), "{}\n");
+    /// ```
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("settings serialize");
+        s.push('\n');
+        s
+    }
+
+    /// The settings as TOML.
+    ///
+    /// ```
+    /// let s = relay_token::settings::Settings::default();
+    /// assert_eq!(s.to_toml(), "");
+    /// ```
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("settings serialize")
+    }
+
+    /// The template with this id: one from the settings, else the built-in one.
+    ///
+    /// ```
+    /// let s = relay_token::settings::Settings::default();
+    /// assert_eq!(s.template("shell").unwrap().command, vec!["/bin/sh".to_string()]);
+    /// assert!(s.template("nope").is_none());
+    /// ```
+    pub fn template(&self, id: &str) -> Option<Template> {
+        self.templates
+            .iter()
+            .find(|t| t.id == id)
+            .cloned()
+            .or_else(|| builtin_templates().into_iter().find(|t| t.id == id))
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), SettingsError> {
+        let invalid = |message: String| SettingsError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        for (i, t) in self.templates.iter().enumerate() {
+            if t.id.is_empty() {
+                return Err(invalid(format!("templates[{i}]: empty id")));
+            }
+            if t.command.is_empty() || t.command[0].is_empty() {
+                return Err(invalid(format!("template {:?}: command is empty", t.id)));
+            }
+            if self.templates[..i].iter().any(|o| o.id == t.id) {
+                return Err(invalid(format!("template {:?} defined twice", t.id)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The project-folder placeholder in grants.
+pub const PROJECT_PLACEHOLDER: &str = "{project}";
+
+/// The placeholder for the relay-owned Claude config folder in the state folder (used by the
+/// built-in `claude-code` template in its grants and as `CLAUDE_CONFIG_DIR`).
+pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
+
+/// The built-in templates: `claude-code` and `shell`.
+///
+/// ```
+/// let ids: Vec<String> = relay_token::settings::builtin_templates().into_iter().map(|t| t.id).collect();
+/// assert_eq!(ids, ["claude-code", "shell"]);
+/// ```
+pub fn builtin_templates() -> Vec<Template> {
+    let mut claude_env = BTreeMap::new();
+    claude_env.insert(
+        "CLAUDE_CONFIG_DIR".to_string(),
+        CLAUDE_CONFIG_PLACEHOLDER.to_string(),
+    );
+    vec![
+        Template {
+            id: "claude-code".into(),
+            command: vec!["claude".into()],
+            env: claude_env,
+            sandbox: Sandbox::Grants(Grants {
+                read: vec![],
+                read_write: vec![PROJECT_PLACEHOLDER.into(), CLAUDE_CONFIG_PLACEHOLDER.into()],
+            }),
+        },
+        Template {
+            id: "shell".into(),
+            command: vec!["/bin/sh".into()],
+            env: BTreeMap::new(),
+            sandbox: Sandbox::Grants(Grants {
+                read: vec![],
+                read_write: vec!["~/".into()],
+            }),
+        },
+    ]
+}
+
+fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^' || c == ' ')
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}

@@ -1,0 +1,3 @@
+//! The logic of `relay-shim`.
+//!
+//! (Under construction.)
