@@ -1,5 +1,7 @@
-//! `relay-host`: see the relay-token crate. (Under construction.)
+//! `relay-host`: launches Claude Code sessions that start logged in with a token handed on fd 5.
+//! All logic lives in `relay_token::host`; this binary only passes its arguments along.
 fn main() {
-    eprintln!("usage: relay-host (not yet implemented)");
-    std::process::exit(70);
+    std::process::exit(relay_token::host::main(
+        std::env::args_os().skip(1).collect(),
+    ));
 }

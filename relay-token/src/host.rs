@@ -1,3 +1,0 @@
-//! The logic of `relay-host`.
-//!
-//! (Under construction.)

@@ -1,0 +1,647 @@
+//! One launch, in the order of the contract's §9: validate → resolve and read the token → build
+//! the profile → create the session folder → spawn `relay-shim` (status pipe at 3, token pipe at
+//! 5) around the sandbox command → wait for `started` → answer → supervise until the session
+//! ends. A refusal leaves nothing behind but its audit row and its event.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::request::{Request, Validated};
+use super::state::{private_dir, State};
+use super::Host;
+use crate::env::ChildEnv;
+use crate::fds::FdMap;
+use crate::redact::Redactor;
+use crate::sandbox::{self, Profile};
+use crate::settings::{Sandbox, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+use crate::{claude_token_path, read_claude_token, sys, TokenPipe};
+
+/// How long the host waits for the shim's `started` line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The descriptor the shim reads its status pipe from.
+pub const STATUS_FD: i32 = 3;
+
+/// Why a launch was refused, with the answer's `error` and the host's exit code.
+///
+/// ```
+/// use relay_token::host::launch::LaunchError;
+/// let e = LaunchError::InvalidSpec("request: unknown field `claude_token`".into());
+/// assert_eq!((e.code(), e.exit_code(), e.status()), ("invalid_spec", 64, 400));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchError {
+    /// The request cannot be launched as written (400, exit 64).
+    InvalidSpec(String),
+    /// The launch cannot be made safe: the token file, the settings, the sandbox (400, exit 78).
+    SandboxUnavailable(String),
+    /// The session could not be started (500, exit 71).
+    SpawnFailed(String),
+}
+
+impl LaunchError {
+    /// The answer's `error` field.
+    ///
+    /// ```
+    /// # use relay_token::host::launch::LaunchError;
+    /// assert_eq!(LaunchError::SpawnFailed(String::new()).code(), "spawn_failed");
+    /// ```
+    pub fn code(&self) -> &'static str {
+        match self {
+            LaunchError::InvalidSpec(_) => "invalid_spec",
+            LaunchError::SandboxUnavailable(_) => "sandbox_unavailable",
+            LaunchError::SpawnFailed(_) => "spawn_failed",
+        }
+    }
+
+    /// The answer's `status` field.
+    ///
+    /// ```
+    /// # use relay_token::host::launch::LaunchError;
+    /// assert_eq!(LaunchError::SandboxUnavailable(String::new()).status(), 400);
+    /// ```
+    pub fn status(&self) -> u16 {
+        match self {
+            LaunchError::SpawnFailed(_) => 500,
+            _ => 400,
+        }
+    }
+
+    /// The host's exit code for this refusal.
+    ///
+    /// ```
+    /// # use relay_token::host::launch::LaunchError;
+    /// assert_eq!(LaunchError::SandboxUnavailable(String::new()).exit_code(), 78);
+    /// ```
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LaunchError::InvalidSpec(_) => 64,
+            LaunchError::SandboxUnavailable(_) => 78,
+            LaunchError::SpawnFailed(_) => 71,
+        }
+    }
+
+    /// The message (paths only, never a token byte).
+    ///
+    /// ```
+    /// # use relay_token::host::launch::LaunchError;
+    /// assert_eq!(LaunchError::SpawnFailed("x".into()).message(), "x");
+    /// ```
+    pub fn message(&self) -> &str {
+        match self {
+            LaunchError::InvalidSpec(m)
+            | LaunchError::SandboxUnavailable(m)
+            | LaunchError::SpawnFailed(m) => m,
+        }
+    }
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code(), self.message())
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+/// How the session's stdin is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdin {
+    /// The host's own stdin (a terminal launch, or a request read from a file).
+    Inherit,
+    /// `/dev/null` (the request came on stdin).
+    Null,
+}
+
+/// What the launch is about, for the audit row.
+struct Facts<'a> {
+    kind: &'a str,
+    template: String,
+    sandbox: bool,
+    token: bool,
+    session_id: Option<String>,
+}
+
+/// Launches `request` and supervises the session until it ends. Returns the host's exit code:
+/// the session's own, or the refusal's code. Every outcome is written to the audit and event
+/// logs; a refusal is also printed to stderr.
+///
+/// ```no_run
+/// use relay_token::host::{Host, launch::{launch, Stdin}, request::Request};
+/// let host = Host::from_dirs("/etc/relay".into(), "/var/lib/relay".into())?;
+/// let code = launch(&host, Request::from_json(r#"{"kind": "claude"}"#)?, Stdin::Inherit);
+/// std::process::exit(code);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    let mut state = match State::open(&host.state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("relay-host: state folder {}: {e}", host.state_dir.display());
+            return 70;
+        }
+    };
+    let mut facts = Facts {
+        kind: request.kind.as_str(),
+        template: request.template.clone().unwrap_or_default(),
+        sandbox: request.sandbox,
+        token: false,
+        session_id: request.session_id.clone(),
+    };
+    match prepare_and_spawn(host, &mut state, request, stdin, &mut facts) {
+        Ok(session) => supervise(&state, session),
+        Err(e) => {
+            refuse(&state, &facts, &e);
+            e.exit_code()
+        }
+    }
+}
+
+fn refuse(state: &State, facts: &Facts<'_>, e: &LaunchError) {
+    let answer = json!({
+        "event": "launch",
+        "status": e.status(),
+        "error": e.code(),
+        "message": state.redactor().redact(e.message()),
+        "session_id": facts.session_id,
+    });
+    let _ = state.event(&answer);
+    let _ = state.audit(audit_row(facts, "error", e.message()));
+    state.log(&format!("launch refused: {e}"));
+    eprintln!("{}", state.redactor().redact(&answer.to_string()));
+}
+
+fn audit_row(facts: &Facts<'_>, outcome: &str, message: &str) -> Value {
+    json!({
+        "event": "session_launch",
+        "outcome": outcome,
+        "kind": facts.kind,
+        "template": facts.template,
+        "sandbox": facts.sandbox,
+        "token": if facts.token { "fd" } else { "none" },
+        "session_id": facts.session_id,
+        "message": message,
+    })
+}
+
+/// A spawned session the host supervises.
+struct Session {
+    id: String,
+    shim: std::process::Child,
+    status: BufReader<File>,
+    _lock: File,
+}
+
+fn prepare_and_spawn(
+    host: &Host,
+    state: &mut State,
+    request: Request,
+    stdin: Stdin,
+    facts: &mut Facts<'_>,
+) -> Result<Session, LaunchError> {
+    // 1. Validate.
+    let settings = host
+        .settings()
+        .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+    let v: Validated = request
+        .validate(&settings)
+        .map_err(|e| LaunchError::InvalidSpec(e.to_string()))?;
+    facts.template = v.template.id.clone();
+    facts.sandbox = v.sandboxed;
+    facts.session_id = Some(v.session_id.clone());
+    let session_dir = state.session_dir(&v.session_id);
+    if session_running(&session_dir) {
+        return Err(LaunchError::InvalidSpec(format!(
+            "session {:?} is already running",
+            v.session_id
+        )));
+    }
+    let shim = host
+        .find_shim(&settings)
+        .map_err(LaunchError::SpawnFailed)?;
+    let program = resolve_command(&v.template.command[0]).map_err(LaunchError::SpawnFailed)?;
+
+    // 2. Resolve and read the token. Only a sandboxed, local Claude launch carries it, but every
+    //    sandboxed launch denies the file while the setting is set.
+    let token_path = if v.sandboxed {
+        claude_token_path(&settings.claude_token_file)
+            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?
+    } else {
+        None
+    };
+    let token = match (&token_path, v.claude) {
+        (Some(p), true) => {
+            let t =
+                read_claude_token(p).map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+            state.set_redactor(Redactor::new(Some(&t)));
+            Some(t)
+        }
+        _ => None,
+    };
+    facts.token = token.is_some();
+
+    // 3. The profile, and the command line around it.
+    let project = v.request.project.clone();
+    let claude_config = state.claude_config_dir();
+    let subst = |s: &str| -> String {
+        let mut s = s.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
+        if let Some(p) = &project {
+            s = s.replace(PROJECT_PLACEHOLDER, &p.to_string_lossy());
+        }
+        s
+    };
+    let mut target: Vec<OsString> = vec![program.clone().into()];
+    target.extend(
+        v.template.command[1..]
+            .iter()
+            .map(|a| OsString::from(subst(a))),
+    );
+    if let (true, Some(r)) = (v.claude, &v.request.resume) {
+        target.push("--resume".into());
+        target.push(r.into());
+    }
+    target.extend(v.request.extra_args.iter().map(OsString::from));
+    let session_tmp = session_dir.join("tmp");
+    let argv: Vec<OsString> = if v.sandboxed {
+        let bwrap = sandbox::find_bwrap(settings.bwrap.as_deref())
+            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+        let profile = build_profile(
+            host,
+            &settings,
+            &v,
+            &program,
+            &session_tmp,
+            &claude_config,
+            token_path.as_deref(),
+        )?;
+        let all_rw = all_rw_grants(host, &settings, project.as_deref(), &claude_config)?;
+        let resolved = profile
+            .resolve(&all_rw)
+            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+        resolved.bwrap_argv(&bwrap, &target)
+    } else if let Some(h) = &v.request.host {
+        let mut a: Vec<OsString> = vec!["ssh".into(), "-t".into(), "--".into(), h.into()];
+        a.extend(target);
+        a
+    } else {
+        target
+    };
+
+    // 4. The session folder (and the relay-owned Claude config folder).
+    let created = !session_dir.exists();
+    let cleanup = |e: LaunchError| {
+        if created {
+            let _ = std::fs::remove_dir_all(&session_dir);
+        }
+        e
+    };
+    private_dir(&session_tmp)
+        .and_then(|_| private_dir(&claude_config))
+        .map_err(|e| {
+            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
+        })
+        .map_err(cleanup)?;
+    let lock = lock_session(&session_dir)
+        .map_err(|e| LaunchError::InvalidSpec(format!("session {:?}: {e}", v.session_id)))
+        .map_err(cleanup)?;
+
+    // 5. Spawn relay-shim with the status pipe at 3 and the token pipe at 5.
+    let mut env_vars: BTreeMap<String, String> = v
+        .template
+        .env
+        .iter()
+        .map(|(k, val)| (k.clone(), subst(val)))
+        .collect();
+    env_vars.extend(v.request.env.clone());
+    let mut env = ChildEnv::from_current(&env_vars, token.is_some());
+    env.set("RELAY_SESSION_ID", &v.session_id);
+    if v.sandboxed {
+        env.set("TMPDIR", "/tmp");
+    } else {
+        env.set("TMPDIR", &session_tmp);
+    }
+    let mut cmd = Command::new(&shim);
+    if token.is_some() {
+        cmd.arg("--pass-token");
+    }
+    cmd.arg("--status-fd")
+        .arg(STATUS_FD.to_string())
+        .arg("--session-id")
+        .arg(&v.session_id)
+        .arg("--")
+        .args(&argv);
+    env.apply(&mut cmd);
+    if let (false, Some(p)) = (v.sandboxed, &project) {
+        cmd.current_dir(p);
+    }
+    if stdin == Stdin::Null {
+        cmd.stdin(Stdio::null());
+    }
+    let (status_r, status_w) = sys::pipe2_cloexec()
+        .map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))
+        .map_err(cleanup)?;
+    let mut extra = FdMap::new();
+    extra.place(status_w.as_fd(), STATUS_FD);
+    let spawned = match token {
+        Some(t) => {
+            let pipe = TokenPipe::new(&t)
+                .map_err(|e| LaunchError::SpawnFailed(format!("token pipe: {e}")));
+            drop(t);
+            pipe.map_err(cleanup)?.spawn_with(&mut cmd, extra)
+        }
+        None => extra.spawn(&mut cmd),
+    };
+    drop(status_w);
+    let mut shim_child = spawned
+        .map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))
+        .map_err(cleanup)?;
+
+    // 6. Wait for `started`.
+    let mut status = BufReader::new(File::from(status_r));
+    match wait_started(&mut status, START_TIMEOUT) {
+        Ok(pid) => {
+            let answer =
+                json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
+            let _ = state.event(&answer);
+            let _ = state.audit(audit_row(facts, "ok", "started"));
+            state.log(&format!(
+                "session {} started: pid {pid}, template {}, sandbox {}, token {}",
+                v.session_id,
+                v.template.id,
+                v.sandboxed,
+                if facts.token { "fd" } else { "none" }
+            ));
+            Ok(Session {
+                id: v.session_id,
+                shim: shim_child,
+                status,
+                _lock: lock,
+            })
+        }
+        Err(e) => {
+            let _ = shim_child.kill();
+            let _ = shim_child.wait();
+            drop(lock);
+            Err(cleanup(e))
+        }
+    }
+}
+
+/// Reads status lines until `started` (its pid) or a failure.
+fn wait_started(status: &mut BufReader<File>, timeout: Duration) -> Result<i64, LaunchError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || !poll_readable(status.get_ref(), left) {
+            return Err(LaunchError::SpawnFailed(format!(
+                "relay-shim did not report started within {} s",
+                timeout.as_secs()
+            )));
+        }
+        let mut line = String::new();
+        match status.read_line(&mut line) {
+            Ok(0) => {
+                return Err(LaunchError::SpawnFailed(
+                    "relay-shim ended before the session started".into(),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) => return Err(LaunchError::SpawnFailed(format!("status pipe: {e}"))),
+        }
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        match v.get("event").and_then(Value::as_str) {
+            Some("started") => return Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1)),
+            Some("spawn_failed") => {
+                let errno = v.get("errno").and_then(Value::as_i64).unwrap_or(0) as i32;
+                return Err(LaunchError::SpawnFailed(format!(
+                    "the session's program could not be started: {}",
+                    sys::errno_words(errno)
+                )));
+            }
+            _ => continue,
+        }
+    }
+}
+
+/// `poll(fd, POLLIN, timeout)`: true when readable (or at EOF/error, which a read reports).
+fn poll_readable(f: &File, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc >= 0 {
+            return rc > 0;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}
+
+/// Waits for the session to end: forwards SIGTERM and SIGHUP to the shim, ignores SIGINT and
+/// SIGQUIT (the terminal delivers those to the shim directly), records the exit.
+fn supervise(state: &State, mut session: Session) -> i32 {
+    let pid = session.shim.id() as i32;
+    super::signals::forward_to(pid);
+    let mut last: Option<Value> = None;
+    let mut line = String::new();
+    while session.status.read_line(&mut line).unwrap_or(0) > 0 {
+        if let Ok(v) = serde_json::from_str::<Value>(&line) {
+            if v.get("event").and_then(Value::as_str) == Some("exit") {
+                last = Some(v);
+            }
+        }
+        line.clear();
+    }
+    let code = match session.shim.wait() {
+        Ok(s) => super::exit_code_of(s),
+        Err(_) => 70,
+    };
+    super::signals::stop_forwarding();
+    let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
+    if let Some(Value::Object(m)) = last {
+        for k in ["status", "signal"] {
+            if let Some(x) = m.get(k) {
+                ev[k] = x.clone();
+            }
+        }
+    }
+    let _ = state.event(&ev);
+    state.log(&format!("session {} ended: exit code {code}", session.id));
+    code
+}
+
+fn session_running(dir: &Path) -> bool {
+    match File::open(dir.join("lock")) {
+        Ok(f) => {
+            // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+            rc != 0
+        }
+        Err(_) => false,
+    }
+}
+
+fn lock_session(dir: &Path) -> io::Result<File> {
+    let f = super::state::append_private(&dir.join("lock"))?;
+    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "is already running",
+        ));
+    }
+    Ok(f)
+}
+
+/// Finds `name` on `PATH` (or takes it as a path when it holds a `/`), canonical.
+fn resolve_command(name: &str) -> Result<PathBuf, String> {
+    let found = if name.contains('/') {
+        Some(PathBuf::from(name))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| is_executable(p))
+        })
+    };
+    let Some(p) = found.filter(|p| is_executable(p)) else {
+        return Err(format!(
+            "command {name:?} not found or not executable (looked on PATH)"
+        ));
+    };
+    p.canonicalize()
+        .map_err(|e| format!("command {}: {e}", p.display()))
+}
+
+pub(crate) fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn expand(
+    host: &Host,
+    value: &str,
+    project: Option<&Path>,
+    claude_config: &Path,
+) -> Result<Option<PathBuf>, LaunchError> {
+    if value.contains(CLAUDE_CONFIG_PLACEHOLDER) {
+        let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
+        return sandbox::expand_grant(&v, &host.home, project)
+            .map(Some)
+            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()));
+    }
+    if value.starts_with(PROJECT_PLACEHOLDER) && project.is_none() {
+        return Ok(None);
+    }
+    sandbox::expand_grant(value, &host.home, project)
+        .map(Some)
+        .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_profile(
+    host: &Host,
+    _settings: &crate::settings::Settings,
+    v: &Validated,
+    program: &Path,
+    session_tmp: &Path,
+    claude_config: &Path,
+    token_path: Option<&Path>,
+) -> Result<Profile, LaunchError> {
+    let project = v.request.project.as_deref();
+    let mut profile = Profile::new();
+    if let Sandbox::Grants(g) = &v.template.sandbox {
+        for r in &g.read {
+            if let Some(p) = expand(host, r, project, claude_config)? {
+                profile.read(p);
+            }
+        }
+        for r in &g.read_write {
+            if let Some(p) = expand(host, r, project, claude_config)? {
+                profile.read_write(p);
+            }
+        }
+    }
+    if let Some(dir) = program.parent() {
+        profile.command_dir(dir.to_path_buf());
+    }
+    profile.tmp(session_tmp.to_path_buf());
+    if let Some(p) = project {
+        profile.project(p.to_path_buf());
+    }
+    if let Some(t) = token_path {
+        profile.deny(t.to_path_buf());
+    }
+    Ok(profile)
+}
+
+/// Every template's read-write grants, expanded for this launch: a link in any of them is one a
+/// sandboxed session could have made.
+fn all_rw_grants(
+    host: &Host,
+    settings: &crate::settings::Settings,
+    project: Option<&Path>,
+    claude_config: &Path,
+) -> Result<Vec<PathBuf>, LaunchError> {
+    let mut out = Vec::new();
+    let mut templates = crate::settings::builtin_templates();
+    templates.retain(|b| settings.templates.iter().all(|t| t.id != b.id));
+    templates.extend(settings.templates.iter().cloned());
+    for t in templates {
+        if let Sandbox::Grants(g) = &t.sandbox {
+            for r in &g.read_write {
+                if let Some(p) = expand(host, r, project, claude_config)? {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Refuses a launch that failed before it could be validated (a request that is not JSON):
+/// writes the audit row and the event, prints the answer to stderr, returns the exit code.
+///
+/// ```no_run
+/// use relay_token::host::{Host, launch::{refuse_early, LaunchError}};
+/// let host = Host::from_dirs("/c".into(), "/s".into())?;
+/// let code = refuse_early(&host, &LaunchError::InvalidSpec("request is not valid JSON".into()));
+/// assert_eq!(code, 64);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn refuse_early(host: &Host, e: &LaunchError) -> i32 {
+    let facts = Facts {
+        kind: "",
+        template: String::new(),
+        sandbox: false,
+        token: false,
+        session_id: None,
+    };
+    match State::open(&host.state_dir) {
+        Ok(state) => refuse(&state, &facts, e),
+        Err(err) => eprintln!(
+            "relay-host: {e} (and the state folder {}: {err})",
+            host.state_dir.display()
+        ),
+    }
+    e.exit_code()
+}

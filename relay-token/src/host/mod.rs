@@ -1,0 +1,213 @@
+//! The logic of `relay-host`: settings, templates, launches, status and the logs.
+//!
+//! The binary parses nothing itself: it hands its arguments to [`main`] and exits with the code
+//! it returns.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use crate::settings::{Settings, SettingsError};
+
+pub mod cli;
+pub mod demo;
+pub mod launch;
+pub mod request;
+pub mod signals;
+pub mod state;
+pub mod status;
+
+/// Where the host keeps its settings and its state.
+///
+/// ```
+/// let host = relay_token::host::Host::from_dirs("/tmp/cfg".into(), "/tmp/state".into())?;
+/// assert_eq!(host.config_dir, std::path::Path::new("/tmp/cfg"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// The config folder (`settings.json` or `settings.toml`).
+    pub config_dir: PathBuf,
+    /// The state folder (logs, session folders, the Claude config folder).
+    pub state_dir: PathBuf,
+    /// The home folder grants and `~/` values expand against.
+    pub home: PathBuf,
+}
+
+/// The home folder: `$HOME` when absolute, else the password database's entry.
+///
+/// ```
+/// assert!(relay_token::host::home_dir().is_some());
+/// ```
+pub fn home_dir() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
+        if h.is_absolute() {
+            return Some(h);
+        }
+    }
+    // SAFETY: getpwuid returns a pointer into static storage or null; it is read at once and
+    // this process does not call getpw* from other threads.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if pw.is_null() || (*pw).pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr((*pw).pw_dir);
+        Some(PathBuf::from(
+            std::ffi::OsStr::from_encoded_bytes_unchecked(dir.to_bytes()),
+        ))
+    }
+}
+
+impl Host {
+    /// A host with these folders and the caller's home.
+    ///
+    /// ```
+    /// let host = relay_token::host::Host::from_dirs("/c".into(), "/s".into())?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_dirs(config_dir: PathBuf, state_dir: PathBuf) -> std::io::Result<Host> {
+        let home = home_dir().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no home folder: set HOME")
+        })?;
+        Ok(Host {
+            config_dir,
+            state_dir,
+            home,
+        })
+    }
+
+    /// The folders from the flags, else `$RELAY_CONFIG_DIR` / `$RELAY_STATE_DIR`, else
+    /// `~/.config/relay` and `~/.local/state/relay`.
+    ///
+    /// ```
+    /// let host = relay_token::host::Host::locate(Some("/c".into()), None)?;
+    /// assert_eq!(host.config_dir, std::path::Path::new("/c"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn locate(
+        config_dir: Option<PathBuf>,
+        state_dir: Option<PathBuf>,
+    ) -> std::io::Result<Host> {
+        let home = home_dir().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no home folder: set HOME")
+        })?;
+        let pick = |flag: Option<PathBuf>, var: &str, default: &str| {
+            flag.or_else(|| {
+                std::env::var_os(var)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(|| home.join(default))
+        };
+        Ok(Host {
+            config_dir: pick(config_dir, "RELAY_CONFIG_DIR", ".config/relay"),
+            state_dir: pick(state_dir, "RELAY_STATE_DIR", ".local/state/relay"),
+            home,
+        })
+    }
+
+    /// The settings, read afresh from the config folder.
+    ///
+    /// ```
+    /// let host = relay_token::host::Host::from_dirs("/nonexistent".into(), "/s".into())?;
+    /// assert_eq!(host.settings().unwrap(), Default::default());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn settings(&self) -> Result<Settings, SettingsError> {
+        Settings::load(&self.config_dir)
+    }
+
+    /// Finds `relay-shim`: beside this executable, else on `PATH`, else the `shim` setting.
+    /// The error says where it looked.
+    ///
+    /// ```no_run
+    /// let host = relay_token::host::Host::from_dirs("/c".into(), "/s".into())?;
+    /// let shim = host.find_shim(&Default::default()).expect("relay-shim found");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn find_shim(&self, settings: &Settings) -> Result<PathBuf, String> {
+        let mut looked = Vec::new();
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            let p = dir.join("relay-shim");
+            if launch::is_executable(&p) {
+                return Ok(p);
+            }
+            looked.push(p.display().to_string());
+        }
+        if let Some(paths) = std::env::var_os("PATH") {
+            for d in std::env::split_paths(&paths) {
+                let p = d.join("relay-shim");
+                if launch::is_executable(&p) {
+                    return Ok(p);
+                }
+            }
+            looked.push("relay-shim on PATH".into());
+        }
+        match &settings.shim {
+            Some(p) if launch::is_executable(p) => return Ok(p.clone()),
+            Some(p) => looked.push(format!("{} (the shim setting)", p.display())),
+            None => looked.push("the shim setting (not set)".into()),
+        }
+        Err(format!(
+            "relay-shim not found: looked at {}",
+            looked.join(", ")
+        ))
+    }
+}
+
+/// A child's exit status as an exit code: its own code, or 128 + the signal that killed it.
+///
+/// ```
+/// use std::os::unix::process::ExitStatusExt;
+/// let s = std::process::ExitStatus::from_raw(9); // killed by SIGKILL
+/// assert_eq!(relay_token::host::exit_code_of(s), 137);
+/// ```
+pub fn exit_code_of(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 70,
+    }
+}
+
+/// Hardens this process for holding a secret: `PR_SET_DUMPABLE 0` (no core dumps, no ptrace
+/// attach by the same user, `/proc/PID/mem` closed to them) and `RLIMIT_CORE 0`.
+///
+/// ```
+/// relay_token::host::harden_process().unwrap();
+/// ```
+pub fn harden_process() -> std::io::Result<()> {
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `zero` is a valid rlimit for the duration of the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `relay-host`'s entry point: parses `args` (without the program name), runs the command,
+/// returns the exit code.
+///
+/// ```no_run
+/// let code = relay_token::host::main(std::env::args_os().skip(1).collect());
+/// std::process::exit(code);
+/// ```
+pub fn main(args: Vec<OsString>) -> i32 {
+    if let Err(e) = harden_process() {
+        eprintln!("relay-host: cannot harden the process (prctl/setrlimit): {e}");
+        return 70;
+    }
+    cli::run(args)
+}

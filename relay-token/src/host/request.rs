@@ -1,0 +1,264 @@
+//! A launch request, as `relay-host launch` reads it, and its validation.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::settings::{Sandbox, Settings, Template};
+
+/// The kinds of session a request may ask for.
+///
+/// ```
+/// use relay_token::host::request::Kind;
+/// let k: Kind = serde_json::from_str("\"claude\"").unwrap();
+/// assert_eq!(k, Kind::Claude);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Claude Code, from the `claude-code` template.
+    Claude,
+    /// Any template, in a terminal (`claude-code` makes it a Claude launch).
+    Terminal,
+    /// The `pi` template.
+    Pi,
+    /// The `codex` template.
+    Codex,
+    /// The `chat` template.
+    Chat,
+}
+
+impl Kind {
+    /// The kind's name as it is written in a request.
+    ///
+    /// ```
+    /// assert_eq!(relay_token::host::request::Kind::Terminal.as_str(), "terminal");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Claude => "claude",
+            Kind::Terminal => "terminal",
+            Kind::Pi => "pi",
+            Kind::Codex => "codex",
+            Kind::Chat => "chat",
+        }
+    }
+}
+
+/// The id of the template Claude launches use.
+pub const CLAUDE_TEMPLATE: &str = "claude-code";
+
+/// A launch request. Unknown keys (such as `claude_token`: only the host sets a token) are
+/// refused.
+///
+/// ```
+/// use relay_token::host::request::Request;
+/// let r = Request::from_json(r#"{"kind": "claude", "project": "/srv/p"}"#).unwrap();
+/// assert!(r.sandbox);
+/// assert!(Request::from_json(r#"{"kind": "claude", "claude_token": "x"}"#).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The kind of session.
+    pub kind: Kind,
+    /// The template id (may be left out for `claude` and for the kinds named after a template).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The session id: `[A-Za-z0-9._-]`, 1 to 64 characters; generated when left out.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// A Claude conversation to resume (`--resume <id>` for Claude launches).
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// The project folder (absolute).
+    #[serde(default)]
+    pub project: Option<PathBuf>,
+    /// Arguments appended to the template's command.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Variables set after the template's env.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Sandboxed (the default) or not.
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// Run on another machine over ssh (never gets the token).
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A request that cannot be launched: the answer is `invalid_spec` (exit 64).
+///
+/// ```
+/// let e = relay_token::host::request::Request::from_json("not json").unwrap_err();
+/// assert!(e.to_string().starts_with("request is not valid JSON"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSpec(pub String);
+
+impl fmt::Display for InvalidSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidSpec {}
+
+/// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.`.
+///
+/// ```
+/// use relay_token::host::request::valid_session_id;
+/// assert!(valid_session_id("s-1"));
+/// assert!(!valid_session_id("../x"));
+/// assert!(!valid_session_id(""));
+/// ```
+pub fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A request checked against the settings: what to launch.
+///
+/// ```
+/// use relay_token::host::request::Request;
+/// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell"}"#).unwrap();
+/// let v = r.validate(&Default::default()).unwrap();
+/// assert!(!v.claude);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// The request.
+    pub request: Request,
+    /// The template it resolved to.
+    pub template: Template,
+    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
+    pub claude: bool,
+    /// True when it runs in the sandbox (the request asks for it and the template has one).
+    pub sandboxed: bool,
+    /// The session id (given or generated).
+    pub session_id: String,
+}
+
+impl Request {
+    /// Parses a request; an error is `invalid_spec`.
+    ///
+    /// ```
+    /// let e = relay_token::host::request::Request::from_json(r#"{"kind": "claude", "colour": 1}"#).unwrap_err();
+    /// assert!(e.to_string().contains("colour"));
+    /// ```
+    pub fn from_json(text: &str) -> Result<Request, InvalidSpec> {
+        serde_json::from_str(text).map_err(|e| {
+            if e.is_syntax() || e.is_eof() {
+                InvalidSpec(format!("request is not valid JSON: {e}"))
+            } else {
+                InvalidSpec(format!("request: {e}"))
+            }
+        })
+    }
+
+    /// Checks the request against the settings and picks the template.
+    ///
+    /// ```
+    /// use relay_token::host::request::Request;
+    /// let r = Request::from_json(r#"{"kind": "pi", "template": "claude-code"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).is_err());
+    /// ```
+    pub fn validate(self, settings: &Settings) -> Result<Validated, InvalidSpec> {
+        let bad = |m: String| Err(InvalidSpec(m));
+        let template_id = match (self.kind, self.template.as_deref()) {
+            (Kind::Claude, None) | (Kind::Claude, Some(CLAUDE_TEMPLATE)) => CLAUDE_TEMPLATE,
+            (Kind::Claude, Some(t)) => {
+                return bad(format!(
+                    "kind \"claude\" takes the {CLAUDE_TEMPLATE:?} template, not {t:?}"
+                ))
+            }
+            (Kind::Terminal, Some(t)) => t,
+            (Kind::Terminal, None) => return bad("kind \"terminal\" needs a template".into()),
+            (k, None) => k.as_str(),
+            (k, Some(t)) if t == k.as_str() => t,
+            (k, Some(t)) => {
+                return bad(format!(
+                    "kind {:?} takes the template of its own name, not {t:?}",
+                    k.as_str()
+                ))
+            }
+        };
+        let Some(template) = settings.template(template_id) else {
+            return bad(format!("no template {template_id:?} is defined"));
+        };
+        let session_id = match &self.session_id {
+            Some(id) if valid_session_id(id) => id.clone(),
+            Some(id) => {
+                return bad(format!(
+                    "session_id {id:?}: use 1 to 64 of A-Z a-z 0-9 . _ - (not starting with .)"
+                ))
+            }
+            None => new_session_id(),
+        };
+        if let Some(r) = &self.resume {
+            if !valid_session_id(r) {
+                return bad(format!("resume {r:?}: not a session id"));
+            }
+        }
+        if let Some(p) = &self.project {
+            if !p.is_absolute() {
+                return bad(format!(
+                    "project {:?}: must be absolute",
+                    p.display().to_string()
+                ));
+            }
+        }
+        if let Some(h) = &self.host {
+            if h.is_empty() || h.starts_with('-') || h.chars().any(|c| c.is_control() || c == ' ') {
+                return bad(format!("host {h:?}: not a host name"));
+            }
+        }
+        for k in self.env.keys() {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return bad(format!("env {k:?}: not a variable name"));
+            }
+        }
+        let claude =
+            template.id == CLAUDE_TEMPLATE && matches!(self.kind, Kind::Claude | Kind::Terminal);
+        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox != Sandbox::Off;
+        Ok(Validated {
+            request: self,
+            template,
+            claude,
+            sandboxed,
+            session_id,
+        })
+    }
+}
+
+/// A fresh random session id (`s-` and 16 hex digits).
+///
+/// ```
+/// let id = relay_token::host::request::new_session_id();
+/// assert!(relay_token::host::request::valid_session_id(&id));
+/// ```
+pub fn new_session_id() -> String {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is writable for its length; getrandom fills at most that many bytes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n != buf.len() as isize {
+        let t = super::state::now_secs() ^ ((std::process::id() as u64) << 32);
+        buf = t.to_le_bytes();
+    }
+    let mut s = String::from("s-");
+    for b in buf {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
