@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod digest;
 pub mod env;
 pub mod fds;
 pub mod host;

@@ -20,10 +20,11 @@ use super::state::{private_dir, State};
 use super::Host;
 use crate::env::ChildEnv;
 use crate::fds::FdMap;
+use crate::path::claude_token_path_in;
 use crate::redact::Redactor;
 use crate::sandbox::{self, Profile};
 use crate::settings::{Sandbox, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
-use crate::{claude_token_path, read_claude_token, sys, TokenPipe};
+use crate::{read_claude_token, sys, TokenPipe};
 
 /// How long the host waits for the shim's `started` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -233,7 +234,7 @@ fn prepare_and_spawn(
     // 2. Resolve and read the token. Only a sandboxed, local Claude launch carries it, but every
     //    sandboxed launch denies the file while the setting is set.
     let token_path = if v.sandboxed {
-        claude_token_path(&settings.claude_token_file)
+        claude_token_path_in(&settings.claude_token_file, Some(&host.home))
             .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?
     } else {
         None

@@ -197,14 +197,24 @@ pub fn harden_process() -> std::io::Result<()> {
     Ok(())
 }
 
-/// `relay-host`'s entry point: parses `args` (without the program name), runs the command,
-/// returns the exit code.
+/// `relay-host`'s entry point: takes the whole argv (program name first), runs the command,
+/// returns the exit code. Called under the name `relay-shim` (a link to it), it acts as the
+/// shim, so the demo runs from a lone `relay-host` build.
 ///
 /// ```no_run
-/// let code = relay_token::host::main(std::env::args_os().skip(1).collect());
+/// let code = relay_token::host::main(std::env::args_os().collect());
 /// std::process::exit(code);
 /// ```
-pub fn main(args: Vec<OsString>) -> i32 {
+pub fn main(mut argv: Vec<OsString>) -> i32 {
+    let args = if argv.is_empty() {
+        Vec::new()
+    } else {
+        argv.split_off(1)
+    };
+    let called = argv.first().map(Path::new).and_then(Path::file_name);
+    if called.is_some_and(|n| n == "relay-shim") {
+        return crate::shim::main(args);
+    }
     if let Err(e) = harden_process() {
         eprintln!("relay-host: cannot harden the process (prctl/setrlimit): {e}");
         return 70;

@@ -3,7 +3,8 @@
 use serde_json::{json, Value};
 
 use super::Host;
-use crate::{claude_token_path, read_claude_token, sandbox};
+use crate::path::claude_token_path_in;
+use crate::{read_claude_token, sandbox};
 
 /// The status report as JSON.
 ///
@@ -22,7 +23,7 @@ pub fn report(host: &Host) -> Value {
     let token = if settings.claude_token_file.is_empty() {
         json!({"configured": false})
     } else {
-        match claude_token_path(&settings.claude_token_file) {
+        match claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
             Err(e) => json!({"configured": true, "ok": false, "error": e.to_string()}),
             Ok(None) => json!({"configured": false}),
             Ok(Some(p)) => match read_claude_token(&p) {
