@@ -1,0 +1,396 @@
+//! Runs the built `ltt` and `embed` examples against a probe: a `/bin/sh -c` script standing in
+//! for `claude` that reports what it received (never the token itself).
+//!
+//! The examples are not built by this test target: `cargo build -p relay-examples --examples`
+//! (which `cargo test` also does) puts them in `target/<profile>/examples/`.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
+
+const TOKEN: &str = "sk-ant-oat01-relay-examples-TEST-7f3a9c";
+
+/// Reports, one `key=value` per line, the variable and the hash and length of what it read from
+/// the descriptor the variable names; then its environment block, its argv and its own open
+/// descriptors, each section after a header line. `ls` lists the shell's fds (`$$`), not its own;
+/// it runs as a plain command, so the shell holds no pipe of a substitution while it lists.
+const PROBE: &str = r#"v=$CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR
+echo "var=${v-unset}"
+x=$(cat "/dev/fd/$v"; echo .); x=${x%.}
+echo "len=${#x}"
+printf %s "$x" | sha256sum | sed 's/ .*//; s/^/sha=/'
+echo env:
+tr '\0' '\n' </proc/$$/environ
+echo argv:
+tr '\0' '\n' </proc/$$/cmdline
+echo fds:
+ls /proc/$$/fd
+"#;
+
+/// `target/debug/deps/examples-HASH` → `target/debug/examples/NAME`.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let path = profile_dir.join("examples").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run cargo build -p relay-examples --examples",
+        path.display()
+    );
+    path
+}
+
+/// A folder holding `token` with `contents`.
+fn token_dir(contents: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    fs::write(&path, contents).unwrap();
+    (dir, path)
+}
+
+/// `ltt --token-file PATH --claude /bin/sh -c PROBE probe`: `-c` is the first argument ltt does
+/// not know, so it and everything after it go to the program.
+fn ltt_probe(token_file: &Path) -> Command {
+    let mut cmd = Command::new(example("ltt"));
+    cmd.arg("--token-file").arg(token_file);
+    cmd.args(["--claude", "/bin/sh", "-c", PROBE, "probe"]);
+    cmd
+}
+
+/// Gives the spawned process `src` at `dst` as an inherited (not close-on-exec) descriptor.
+fn inherit_fd(cmd: &mut Command, src: RawFd, dst: RawFd) {
+    // SAFETY: dup2 and fcntl are async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rc = if src == dst {
+                libc::fcntl(dst, libc::F_SETFD, 0) // dup2 would leave close-on-exec set
+            } else {
+                libc::dup2(src, dst)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("spawn the example")
+}
+
+struct Report {
+    var: String,
+    len: usize,
+    sha: String,
+    env: Vec<String>,
+    argv: Vec<String>,
+    fds: BTreeSet<RawFd>,
+}
+
+fn report(out: &Output) -> Report {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert!(
+        !stdout.contains(TOKEN),
+        "the probe's report holds the token"
+    );
+    assert!(!stderr.contains(TOKEN), "stderr holds the token");
+    let mut r = Report {
+        var: String::new(),
+        len: 0,
+        sha: String::new(),
+        env: Vec::new(),
+        argv: Vec::new(),
+        fds: BTreeSet::new(),
+    };
+    let mut section = "";
+    for line in stdout.lines() {
+        match (section, line) {
+            (_, "env:" | "argv:" | "fds:") => section = line,
+            ("", _) => match line.split_once('=') {
+                Some(("var", v)) => r.var = v.to_string(),
+                Some(("len", v)) => r.len = v.parse().unwrap(),
+                Some(("sha", v)) => r.sha = v.to_string(),
+                _ => panic!("unexpected probe line {line:?}"),
+            },
+            ("env:", _) => r.env.push(line.to_string()),
+            ("argv:", _) => r.argv.push(line.to_string()),
+            ("fds:", _) => {
+                r.fds.insert(line.parse().unwrap());
+            }
+            _ => unreachable!(),
+        }
+    }
+    r
+}
+
+/// The child read exactly the token from the descriptor the variable names, which is 5; the
+/// token is in neither its environment nor its argv; it holds fds 0, 1, 2 and 5 only.
+fn assert_received_token(r: &Report) {
+    let want = format!("{:x}", Sha256::digest(TOKEN.as_bytes()));
+    assert_eq!(r.var, "5");
+    assert_eq!(r.len, TOKEN.len());
+    assert_eq!(r.sha, want);
+    assert!(
+        r.env.iter().any(|l| l.starts_with("PATH=")),
+        "empty env dump"
+    );
+    assert!(r.env.iter().all(|l| !l.contains(TOKEN)), "token in the env");
+    assert_eq!(r.argv.first().map(String::as_str), Some("/bin/sh"));
+    assert!(r.argv.iter().all(|a| !a.contains(TOKEN)), "token in argv");
+    assert_eq!(r.fds, BTreeSet::from([0, 1, 2, 5]));
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+#[test]
+fn ltt_hands_the_token_on_fd_5() {
+    let (_dir, path) = token_dir(&format!("{TOKEN}\n")); // trailing newline is trimmed
+    let out = run(&mut ltt_probe(&path));
+    let r = report(&out);
+    assert_received_token(&r);
+    // argv as ltt got it after its own options (the dump splits the script at its newlines).
+    assert_eq!(
+        r.argv.join("\n"),
+        ["/bin/sh", "-c", PROBE, "probe"].join("\n")
+    );
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn ltt_child_inherits_none_of_ltts_descriptors() {
+    let (dir, path) = token_dir(TOKEN);
+    // ltt itself starts with a decoy at fd 5 (as the old `exec 5<file` script left it) and a
+    // stray descriptor at 7: the child must get the token at 5 and nothing at 7.
+    let decoy_path = dir.path().join("decoy");
+    fs::write(&decoy_path, "decoy").unwrap();
+    let decoy = fs::File::open(&decoy_path).unwrap();
+    let mut cmd = ltt_probe(&path);
+    inherit_fd(&mut cmd, decoy.as_raw_fd(), 5);
+    inherit_fd(&mut cmd, decoy.as_raw_fd(), 7);
+    assert_received_token(&report(&run(&mut cmd)));
+}
+
+#[test]
+fn ltt_scrubs_credentials_from_the_child_env() {
+    let (_dir, path) = token_dir(TOKEN);
+    let out = run(ltt_probe(&path)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api-MARKER-1")
+        .env("ANTHROPIC_AUTH_TOKEN", "MARKER-2")
+        .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-MARKER-3")
+        .env("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR", "9")
+        .env("CLAUDECODE", "1")
+        .env("CLAUDE_CONFIG_DIR", "/keep/config")
+        .env("LTT_TEST_KEEP", "kept"));
+    let r = report(&out);
+    assert_received_token(&r);
+    for gone in [
+        "ANTHROPIC_API_KEY=",
+        "ANTHROPIC_AUTH_TOKEN=",
+        "CLAUDE_CODE_OAUTH_TOKEN=",
+        "CLAUDECODE=",
+    ] {
+        assert!(
+            !r.env.iter().any(|l| l.starts_with(gone)),
+            "{gone} reached the child"
+        );
+    }
+    assert!(r.env.iter().all(|l| !l.contains("MARKER")));
+    let claude_code: Vec<_> = r
+        .env
+        .iter()
+        .filter(|l| l.starts_with("CLAUDE_CODE_"))
+        .collect();
+    assert_eq!(claude_code, ["CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5"]);
+    assert!(r
+        .env
+        .contains(&"CLAUDE_CONFIG_DIR=/keep/config".to_string()));
+    assert!(r.env.contains(&"LTT_TEST_KEEP=kept".to_string()));
+}
+
+#[test]
+fn ltt_reads_the_default_token_file_under_home() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".config/claude-ltt");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("token"), TOKEN).unwrap();
+    let mut cmd = Command::new(example("ltt"));
+    cmd.env("HOME", home.path()).env("LTT_CLAUDE", "/bin/sh");
+    cmd.args(["-c", PROBE, "probe"]);
+    assert_received_token(&report(&run(&mut cmd)));
+
+    // `--token-file ~/...` goes through claude_token_path too.
+    fs::rename(dir.join("token"), home.path().join("other")).unwrap();
+    let mut cmd = ltt_probe(Path::new("~/other"));
+    cmd.env("HOME", home.path());
+    assert_received_token(&report(&run(&mut cmd)));
+}
+
+#[test]
+fn ltt_missing_token_file_exits_78_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent");
+    let out = run(&mut ltt_probe(&path));
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "ltt: read claude_token_file {}: no such file or directory\n",
+            path.display()
+        )
+    );
+    assert!(out.stdout.is_empty(), "the probe ran");
+}
+
+#[test]
+fn ltt_refuses_a_non_token_without_echoing_it() {
+    let (_dir, path) = token_dir("sk-ant-oat01 MARKER-inner-space-91c2\n");
+    let out = run(&mut ltt_probe(&path));
+    assert_eq!(out.status.code(), Some(78));
+    let err = stderr(&out);
+    assert_eq!(
+        err,
+        format!(
+            "ltt: read claude_token_file {}: not a token: holds whitespace or control bytes\n",
+            path.display()
+        )
+    );
+    assert!(!err.contains("MARKER") && !err.contains("sk-ant-oat01"));
+    assert!(out.stdout.is_empty(), "the probe ran");
+}
+
+#[test]
+fn ltt_usage_errors_exit_64() {
+    let out = run(Command::new(example("ltt")).args(["--token-file", "./token"]));
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("\"./token\": must be absolute or start with ~/"));
+
+    let out = run(Command::new(example("ltt")).arg("--token-file"));
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(
+        stderr(&out),
+        "ltt: --token-file needs a value (see ltt --help)\n"
+    );
+}
+
+#[test]
+fn ltt_help_prints_usage() {
+    let out = run(Command::new(example("ltt")).arg("--help"));
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("usage: ltt [--token-file PATH] [--claude PROGRAM] [--]"));
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn ltt_exits_with_the_childs_status() {
+    let (_dir, path) = token_dir(TOKEN);
+    let ltt = |script: &str| {
+        let mut cmd = Command::new(example("ltt"));
+        cmd.arg("--token-file").arg(&path);
+        cmd.args(["--claude", "/bin/sh", "--", "-c", script]);
+        run(&mut cmd)
+    };
+    assert_eq!(ltt("exit 3").status.code(), Some(3));
+    assert_eq!(
+        ltt("kill -TERM $$").status.code(),
+        Some(128 + libc::SIGTERM)
+    );
+}
+
+#[test]
+fn ltt_outlives_ctrl_c_and_reports_130() {
+    let (_dir, path) = token_dir(TOKEN);
+    let mut cmd = Command::new(example("ltt"));
+    cmd.arg("--token-file").arg(&path);
+    // SIGINT to the whole group, as a terminal sends it, once ltt ($PPID) ignores SIGINT (bit 1
+    // of SigIgn), or after 5 s.
+    let script = r#"i=0
+        while [ $i -lt 100 ] &&
+            [ $(( 0x$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$PPID/status) & 2 )) -eq 0 ]
+        do i=$((i + 1)); sleep 0.05; done
+        kill -INT 0; sleep 5"#;
+    cmd.args(["--claude", "/bin/sh", "-c", script]);
+    cmd.process_group(0);
+    // SAFETY: signal() is async-signal-safe. Undo an ignored SIGINT inherited from the caller.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let out = run(&mut cmd);
+    assert_eq!(out.status.signal(), None, "ltt died of the signal");
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT));
+}
+
+#[test]
+fn ltt_spawn_failures_exit_127_and_126() {
+    let (dir, path) = token_dir(TOKEN);
+    let missing = dir.path().join("no-such-claude");
+    let out = run(Command::new(example("ltt"))
+        .arg("--token-file")
+        .arg(&path)
+        .env("LTT_CLAUDE", &missing));
+    assert_eq!(out.status.code(), Some(127));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("ltt: cannot run {}: ", missing.display())),
+        "{err}"
+    );
+
+    let not_executable = dir.path().join("claude");
+    fs::write(&not_executable, "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&not_executable, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(Command::new(example("ltt"))
+        .arg("--token-file")
+        .arg(&path)
+        .arg("--claude")
+        .arg(&not_executable));
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+}
+
+#[test]
+fn embed_hands_the_token_on_fd_5() {
+    let (_dir, path) = token_dir(&format!("{TOKEN}\n"));
+    let out = run(Command::new(example("embed"))
+        .arg(&path)
+        .args(["/bin/sh", "-c", PROBE, "probe"])
+        .env("ANTHROPIC_API_KEY", "MARKER")
+        .env("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR", "9"));
+    let r = report(&out);
+    assert_received_token(&r);
+    assert!(r.env.iter().all(|l| !l.contains("MARKER")));
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn embed_errors_name_the_path_not_the_bytes() {
+    let (_dir, path) = token_dir("MARKER with spaces");
+    let out = run(Command::new(example("embed")).arg(&path).arg("/bin/true"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "embed: read claude_token_file {}: not a token: holds whitespace or control bytes\n",
+            path.display()
+        )
+    );
+
+    let out = run(Command::new(example("embed")).arg(&path));
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(stderr(&out), "usage: embed TOKEN_FILE PROGRAM [ARGS...]\n");
+}
