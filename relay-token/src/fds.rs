@@ -184,6 +184,11 @@ fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>>
         *devnull = Some(sys::open(c"/dev/null", libc::O_RDONLY)?);
     }
     let src = devnull.as_ref().map(|d| d.as_fd()).expect("opened above");
+    if src.as_raw_fd() == fd {
+        // `/dev/null` itself was opened on the free target (the lowest free number): keep it
+        // there as the guard. Closing it with the spare would leave the target free.
+        return Ok(devnull.take());
+    }
     let dup = sys::dup_cloexec_at_least(src, fd)?;
     Ok((dup.as_raw_fd() == fd).then_some(dup))
 }
