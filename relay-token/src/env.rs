@@ -81,7 +81,7 @@ impl ChildEnv {
     ) -> ChildEnv {
         let mut vars: BTreeMap<OsString, OsString> = parent
             .into_iter()
-            .filter(|(k, _)| !always_dropped(k) && !(carries_token && dropped_with_token(k)))
+            .filter(|(k, _)| !(always_dropped(k) || (carries_token && dropped_with_token(k))))
             .collect();
         for (k, v) in template {
             vars.insert(k.into(), v.into());
