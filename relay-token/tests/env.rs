@@ -41,10 +41,7 @@ const KEPT: &[(&str, &str)] = &[
     ("EMPTY", ""),
 ];
 
-const CREDENTIALS: &[(&str, &str)] = &[
-    ("ANTHROPIC_AUTH_TOKEN", "a"),
-    ("ANTHROPIC_API_KEY", "k"),
-];
+const CREDENTIALS: &[(&str, &str)] = &[("ANTHROPIC_AUTH_TOKEN", "a"), ("ANTHROPIC_API_KEY", "k")];
 
 fn all_vars() -> Vec<(OsString, OsString)> {
     parent(&[ALWAYS_DROPPED, KEPT, CREDENTIALS].concat())
@@ -52,12 +49,19 @@ fn all_vars() -> Vec<(OsString, OsString)> {
 
 fn as_map(env: &ChildEnv) -> BTreeMap<String, String> {
     env.iter()
-        .map(|(k, v)| (k.to_str().unwrap().to_string(), v.to_str().unwrap().to_string()))
+        .map(|(k, v)| {
+            (
+                k.to_str().unwrap().to_string(),
+                v.to_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
 fn map(vars: &[(&str, &str)]) -> BTreeMap<String, String> {
-    vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    vars.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[test]
@@ -107,7 +111,10 @@ fn template_env_is_applied_after_the_scrub() {
 }
 
 /// Runs `/usr/bin/env` with `env` applied, through `spawn`, and returns what it printed.
-fn child_env(env: &ChildEnv, spawn: impl FnOnce(&mut Command) -> std::process::Child) -> BTreeMap<String, String> {
+fn child_env(
+    env: &ChildEnv,
+    spawn: impl FnOnce(&mut Command) -> std::process::Child,
+) -> BTreeMap<String, String> {
     let mut cmd = Command::new("/usr/bin/env");
     cmd.stdout(Stdio::piped());
     env.apply(&mut cmd);

@@ -42,17 +42,41 @@ fn tilde_slash_is_home_based() {
 #[test]
 fn refused_values_name_the_key_and_the_value() {
     let cases: &[(&str, TokenPathReason, &str)] = &[
-        ("~", TokenPathReason::NotAbsolute, r#"claude_token_file "~": must be absolute or start with ~/"#),
+        (
+            "~",
+            TokenPathReason::NotAbsolute,
+            r#"claude_token_file "~": must be absolute or start with ~/"#,
+        ),
         (
             "~root/x",
             TokenPathReason::OtherUsersHome,
             r#"claude_token_file "~root/x": ~user/ is not supported: must be absolute or start with ~/"#,
         ),
-        ("x", TokenPathReason::NotAbsolute, r#"claude_token_file "x": must be absolute or start with ~/"#),
-        ("./x", TokenPathReason::NotAbsolute, r#"claude_token_file "./x": must be absolute or start with ~/"#),
-        ("../x", TokenPathReason::NotAbsolute, r#"claude_token_file "../x": must be absolute or start with ~/"#),
-        ("a\0b", TokenPathReason::NulByte, r#"claude_token_file "a\0b": holds a NUL byte"#),
-        ("/a\0b", TokenPathReason::NulByte, r#"claude_token_file "/a\0b": holds a NUL byte"#),
+        (
+            "x",
+            TokenPathReason::NotAbsolute,
+            r#"claude_token_file "x": must be absolute or start with ~/"#,
+        ),
+        (
+            "./x",
+            TokenPathReason::NotAbsolute,
+            r#"claude_token_file "./x": must be absolute or start with ~/"#,
+        ),
+        (
+            "../x",
+            TokenPathReason::NotAbsolute,
+            r#"claude_token_file "../x": must be absolute or start with ~/"#,
+        ),
+        (
+            "a\0b",
+            TokenPathReason::NulByte,
+            r#"claude_token_file "a\0b": holds a NUL byte"#,
+        ),
+        (
+            "/a\0b",
+            TokenPathReason::NulByte,
+            r#"claude_token_file "/a\0b": holds a NUL byte"#,
+        ),
     ];
     for &(value, reason, msg) in cases {
         let e = err(value);

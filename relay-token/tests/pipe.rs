@@ -232,7 +232,11 @@ fn before_without_one(before: &[RawFd]) -> Vec<RawFd> {
         .filter(|f| !now.contains(f))
         .collect();
     assert_eq!(gone.len(), 1, "exactly the read end is closed: {gone:?}");
-    before.iter().copied().filter(|f| !gone.contains(f)).collect()
+    before
+        .iter()
+        .copied()
+        .filter(|f| !gone.contains(f))
+        .collect()
 }
 
 #[test]

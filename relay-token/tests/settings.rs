@@ -41,7 +41,10 @@ sandbox = false
 fn expected() -> Settings {
     let mut env = BTreeMap::new();
     env.insert("A".to_string(), "1".to_string());
-    env.insert("CLAUDE_CONFIG_DIR".to_string(), "{claude_config}".to_string());
+    env.insert(
+        "CLAUDE_CONFIG_DIR".to_string(),
+        "{claude_config}".to_string(),
+    );
     Settings {
         claude_token_file: "~/.config/claude-ltt/token".into(),
         templates: vec![
@@ -84,13 +87,19 @@ fn json_and_toml_load_the_same() {
     assert_eq!(st, expected());
     assert_eq!(pj, Some(j.path().join("settings.json")));
     assert_eq!(pt, Some(t.path().join("settings.toml")));
-    assert_eq!(Settings::from_json(JSON).unwrap(), Settings::from_toml(TOML).unwrap());
+    assert_eq!(
+        Settings::from_json(JSON).unwrap(),
+        Settings::from_toml(TOML).unwrap()
+    );
 }
 
 #[test]
 fn neither_file_gives_defaults() {
     let d = tempfile::tempdir().unwrap();
-    assert_eq!(Settings::load_with_path(d.path()).unwrap(), (Settings::default(), None));
+    assert_eq!(
+        Settings::load_with_path(d.path()).unwrap(),
+        (Settings::default(), None)
+    );
     assert_eq!(Settings::default().claude_token_file, "");
 }
 
@@ -100,10 +109,16 @@ fn both_files_is_an_error_naming_both() {
     let err = Settings::load(d.path()).unwrap_err();
     let json = d.path().join("settings.json");
     let toml = d.path().join("settings.toml");
-    assert!(matches!(&err, SettingsError::BothPresent { json: j, toml: t } if *j == json && *t == toml));
+    assert!(
+        matches!(&err, SettingsError::BothPresent { json: j, toml: t } if *j == json && *t == toml)
+    );
     assert_eq!(
         err.to_string(),
-        format!("both {} and {} exist: keep one", json.display(), toml.display())
+        format!(
+            "both {} and {} exist: keep one",
+            json.display(),
+            toml.display()
+        )
     );
 }
 
@@ -165,7 +180,10 @@ fn sandbox_true_is_refused_with_a_reason() {
     ] {
         let d = dir_with(&[(name, text)]);
         let msg = Settings::load(d.path()).unwrap_err().to_string();
-        assert!(msg.contains("sandbox: true is the default; give grants or false"), "{msg}");
+        assert!(
+            msg.contains("sandbox: true is the default; give grants or false"),
+            "{msg}"
+        );
     }
 }
 
@@ -175,10 +193,16 @@ fn parse_errors_name_line_and_column_on_one_line() {
     let msg = Settings::load(d.path()).unwrap_err().to_string();
     assert_eq!(
         msg,
-        format!("{}: expected value at line 3 column 1", d.path().join("settings.json").display())
+        format!(
+            "{}: expected value at line 3 column 1",
+            d.path().join("settings.json").display()
+        )
     );
 
-    let d = dir_with(&[("settings.toml", "bwrap = \"/usr/bin/bwrap\"\nclaude_token_file = \n")]);
+    let d = dir_with(&[(
+        "settings.toml",
+        "bwrap = \"/usr/bin/bwrap\"\nclaude_token_file = \n",
+    )]);
     let msg = Settings::load(d.path()).unwrap_err().to_string();
     assert!(!msg.contains('\n'), "{msg:?}");
     assert_eq!(
@@ -197,20 +221,34 @@ fn written_without_token_file_omits_the_key_and_round_trips() {
     let mut s = expected();
     s.claude_token_file.clear();
     for (text, parse) in [
-        (s.to_json(), Settings::from_json as fn(&str) -> Result<Settings, SettingsError>),
+        (
+            s.to_json(),
+            Settings::from_json as fn(&str) -> Result<Settings, SettingsError>,
+        ),
         (s.to_toml(), Settings::from_toml),
     ] {
         assert!(!text.contains("claude_token_file"), "{text}");
         let back = parse(&text).unwrap();
         assert_eq!(back, s);
-        let again = if text.starts_with('{') { back.to_json() } else { back.to_toml() };
+        let again = if text.starts_with('{') {
+            back.to_json()
+        } else {
+            back.to_toml()
+        };
         assert_eq!(again.as_bytes(), text.as_bytes());
     }
     // Through files, as the host writes and reads them.
-    for (name, text) in [("settings.json", s.to_json()), ("settings.toml", s.to_toml())] {
+    for (name, text) in [
+        ("settings.json", s.to_json()),
+        ("settings.toml", s.to_toml()),
+    ] {
         let d = dir_with(&[(name, &text)]);
         let loaded = Settings::load(d.path()).unwrap();
-        let written = if name.ends_with("json") { loaded.to_json() } else { loaded.to_toml() };
+        let written = if name.ends_with("json") {
+            loaded.to_json()
+        } else {
+            loaded.to_toml()
+        };
         assert_eq!(fs::read(d.path().join(name)).unwrap(), written.as_bytes());
     }
     // The empty settings write as nothing at all.
@@ -226,8 +264,14 @@ fn written_with_token_file_round_trips() {
     }
     assert_eq!(Settings::from_json(&s.to_json()).unwrap(), s);
     assert_eq!(Settings::from_toml(&s.to_toml()).unwrap(), s);
-    assert_eq!(Settings::from_json(&s.to_json()).unwrap().to_json(), s.to_json());
-    assert_eq!(Settings::from_toml(&s.to_toml()).unwrap().to_toml(), s.to_toml());
+    assert_eq!(
+        Settings::from_json(&s.to_json()).unwrap().to_json(),
+        s.to_json()
+    );
+    assert_eq!(
+        Settings::from_toml(&s.to_toml()).unwrap().to_toml(),
+        s.to_toml()
+    );
 }
 
 #[test]
@@ -237,7 +281,8 @@ fn unreadable_settings_file_names_it() {
     fs::create_dir(d.path().join("settings.json")).unwrap();
     let err = Settings::load(d.path()).unwrap_err();
     assert!(matches!(err, SettingsError::Io { .. }));
-    assert!(err
-        .to_string()
-        .starts_with(&format!("read {}: ", d.path().join("settings.json").display())));
+    assert!(err.to_string().starts_with(&format!(
+        "read {}: ",
+        d.path().join("settings.json").display()
+    )));
 }
