@@ -478,3 +478,58 @@ fn pipe_holds_exactly_the_token_and_no_writer() {
     }
     assert_eq!(f.read(&mut buf).unwrap(), 0);
 }
+
+#[test]
+fn concurrent_spawns_of_a_missing_program_all_fail_not_found() {
+    // Spawns from several threads at once: one thread's parked guard on 5 must not stand in for
+    // another's, or a guard dropped early leaves 5 free for the other's exec-error channel.
+    let _g = lock();
+    let mut scene = Scene::occupy(&(3..=9).collect::<Vec<_>>());
+    scene.free(&[4, 5, 6, 7, 8, 9]);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let mut wrong = 0;
+                for _ in 0..300 {
+                    let pipe = TokenPipe::new(&token()).unwrap();
+                    match pipe.spawn(&mut Command::new(MISSING)) {
+                        Ok(mut child) => {
+                            let _ = child.wait();
+                            wrong += 1;
+                        }
+                        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}"),
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    let wrong: i32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(wrong, 0, "{wrong} spawns of a missing program returned Ok");
+    drop(scene);
+}
+
+#[test]
+fn hook_refuses_when_fd_5_changed_since_the_parent_looked() {
+    // Simulates fd 5 changing between the parent's look and the fork (another thread closing
+    // its descriptor there): an earlier hook closes 5 in the child. The placement must refuse
+    // (EAGAIN) rather than dup2 over whatever might now sit there.
+    let _g = lock();
+    for busy in [false, true] {
+        let scene = Scene::occupy(if busy { &[5][..] } else { &[][..] });
+        let mut cmd = Command::new("/bin/true");
+        // SAFETY: close(2) on an int fd is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close(5);
+                Ok(())
+            });
+        }
+        let e = TokenPipe::new(&token())
+            .unwrap()
+            .spawn(&mut cmd)
+            .expect_err("must refuse");
+        assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "busy={busy}: {e}");
+        drop(scene);
+    }
+}
