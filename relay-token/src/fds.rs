@@ -311,8 +311,12 @@ fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
 /// tests and for `status` reports; not used after fork.
 ///
 /// ```
-/// let fds = relay_token::fds::open_fds()?;
-/// assert!(fds.contains(&0) || fds.contains(&1) || fds.contains(&2) || true);
+/// use std::os::fd::AsRawFd;
+/// let file = std::fs::File::open("/dev/null")?;
+/// let n = file.as_raw_fd();
+/// assert!(relay_token::fds::open_fds()?.contains(&n));
+/// drop(file);
+/// assert!(!relay_token::fds::open_fds()?.contains(&n));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn open_fds() -> io::Result<Vec<RawFd>> {
