@@ -14,13 +14,28 @@
 //!   `exec` look like a success); it marks them close-on-exec (`close_range(..,
 //!   CLOSE_RANGE_CLOEXEC)`, or `fcntl` one by one where that call is missing) and lets `exec`
 //!   close them.
+//! - Threads: spawns through this module (and the token pipe's own descriptor churn) are
+//!   serialized by one lock, so one spawn's guard never shields another. The parent also records
+//!   what each target number holds once parked; if that changed by the time the child runs
+//!   (another thread closed a busy target), the hook fails with `EAGAIN` instead of overwriting
+//!   whatever now sits there: a refused spawn, never a failed `exec` taken for a success.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Serializes spawns through [`FdMap`] in this process, so one spawn's parked guard is never
+/// taken for a shield by another spawn that then outlives it.
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+/// Holds [`SPAWN_LOCK`]: for the crate's own descriptor churn (the token pipe's write end, its
+/// read end after a spawn), which must not free a number while a spawn relies on it being busy.
+pub(crate) fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 use crate::sys;
 
@@ -50,6 +65,8 @@ pub struct FdMap<'fd> {
 #[derive(Clone, Copy)]
 struct Plan {
     pairs: [(RawFd, RawFd); MAX_PLACED],
+    /// `(st_dev, st_ino)` of what each target number held in the parent once parked.
+    held: [(u64, u64); MAX_PLACED],
     len: usize,
 }
 
@@ -124,6 +141,7 @@ impl<'fd> FdMap<'fd> {
         let mut moved: Vec<OwnedFd> = Vec::new();
         let mut plan = Plan {
             pairs: [(-1, -1); MAX_PLACED],
+            held: [(0, 0); MAX_PLACED],
             len: self.placed.len(),
         };
         for (i, &(src, dst)) in self.placed.iter().enumerate() {
@@ -140,6 +158,8 @@ impl<'fd> FdMap<'fd> {
             plan.pairs[i] = (raw, dst);
         }
 
+        let serial = spawn_lock();
+
         // 2. Park a close-on-exec /dev/null on every free target number, so std's exec-error
         //    channel cannot be opened there.
         let mut parked: Vec<OwnedFd> = Vec::new();
@@ -150,6 +170,14 @@ impl<'fd> FdMap<'fd> {
             }
         }
         drop(devnull);
+        // What each target holds now: our guard, or the caller's busy descriptor. Should it
+        // change before the fork (another thread closed it), std's channel may sit there; the
+        // hook then refuses (EAGAIN) rather than overwrite it.
+        for (i, &(_, dst)) in self.placed.iter().enumerate() {
+            // SAFETY: only borrowed for one fstat; an fd closed meanwhile gives EBADF.
+            let st = sys::fstat(&unsafe { BorrowedFd::borrow_raw(dst) })?;
+            plan.held[i] = (st.st_dev as u64, st.st_ino as u64);
+        }
 
         // 3. The hook, armed for this spawn only.
         let armed = Arc::new(AtomicBool::new(true));
@@ -169,6 +197,7 @@ impl<'fd> FdMap<'fd> {
         let result = cmd.spawn();
         armed.store(false, Ordering::SeqCst);
         drop(parked);
+        drop(serial);
         drop(moved);
         result
     }
@@ -184,6 +213,11 @@ fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>>
         *devnull = Some(sys::open(c"/dev/null", libc::O_RDONLY)?);
     }
     let src = devnull.as_ref().map(|d| d.as_fd()).expect("opened above");
+    if src.as_raw_fd() == fd {
+        // `/dev/null` itself was opened on the free target (the lowest free number): keep it
+        // there as the guard. Closing it with the spare would leave the target free.
+        return Ok(devnull.take());
+    }
     let dup = sys::dup_cloexec_at_least(src, fd)?;
     Ok((dup.as_raw_fd() == fd).then_some(dup))
 }
@@ -191,6 +225,15 @@ fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>>
 /// Runs in the child after fork: places each pair, then marks everything else above 2
 /// close-on-exec. Async-signal-safe.
 fn child_apply(plan: &Plan) -> io::Result<()> {
+    for (&(_, dst), &held) in plan.pairs[..plan.len].iter().zip(&plan.held) {
+        // SAFETY: `stat` is plain old data; fstat fills it. No allocation.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a valid, writable stat; fstat on an int fd.
+        let rc = unsafe { libc::fstat(dst, &mut st) };
+        if rc != 0 || (st.st_dev as u64, st.st_ino as u64) != held {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+    }
     for &(src, dst) in &plan.pairs[..plan.len] {
         if src == dst {
             // SAFETY: fcntl(F_SETFD, 0) on an int fd; it clears close-on-exec and touches no memory.
@@ -268,8 +311,12 @@ fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
 /// tests and for `status` reports; not used after fork.
 ///
 /// ```
-/// let fds = relay_token::fds::open_fds()?;
-/// assert!(fds.contains(&0) || fds.contains(&1) || fds.contains(&2) || true);
+/// use std::os::fd::AsRawFd;
+/// let file = std::fs::File::open("/dev/null")?;
+/// let n = file.as_raw_fd();
+/// assert!(relay_token::fds::open_fds()?.contains(&n));
+/// drop(file);
+/// assert!(!relay_token::fds::open_fds()?.contains(&n));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn open_fds() -> io::Result<Vec<RawFd>> {

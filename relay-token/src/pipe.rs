@@ -45,6 +45,9 @@ impl TokenPipe {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn new(token: &ClaudeToken) -> io::Result<TokenPipe> {
+        // Under the spawn lock: the write end may sit on a number (5, say) that a concurrent
+        // spawn found busy and so did not park; it must not be closed under that spawn.
+        let _serial = crate::fds::spawn_lock();
         let (read, write) = sys::pipe2_cloexec()?;
         sys::write_all(&write, token.expose_bytes())?;
         drop(write);
@@ -83,6 +86,7 @@ impl TokenPipe {
     /// ```
     pub fn spawn_with(self, cmd: &mut Command, extra: FdMap<'_>) -> io::Result<Child> {
         let result = spawn_with_token_fd(cmd, self.read.as_fd(), extra);
+        let _serial = crate::fds::spawn_lock();
         drop(self.read);
         result
     }

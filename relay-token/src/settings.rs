@@ -64,11 +64,11 @@ pub struct Template {
 /// let s: Sandbox = serde_json::from_str(r#"{"read": ["~/.config"], "read_write": ["{project}"]}"#).unwrap();
 /// assert!(matches!(s, Sandbox::Grants(_)));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Sandbox {
     /// `false`: the template runs unsandboxed.
-    #[serde(with = "off")]
+    #[serde(serialize_with = "off::serialize")]
     Off,
     /// The grants of a sandboxed template.
     Grants(Grants),
@@ -99,19 +99,40 @@ pub struct Grants {
 }
 
 mod off {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::Serializer;
 
     pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bool(false)
     }
+}
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-        match bool::deserialize(d)? {
-            false => Ok(()),
-            true => Err(serde::de::Error::custom(
-                "sandbox: true is the default; give grants or false",
-            )),
+// Not `untagged` on the way in: an untagged enum's error ("data did not match any variant")
+// names neither an unknown key inside the grants nor why `true` is refused.
+impl<'de> Deserialize<'de> for Sandbox {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Sandbox, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Sandbox;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("false or grants (read, read_write)")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Sandbox, E> {
+                match v {
+                    false => Ok(Sandbox::Off),
+                    true => Err(E::custom(
+                        "sandbox: true is the default; give grants or false",
+                    )),
+                }
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Sandbox, A::Error> {
+                Grants::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Sandbox::Grants)
+            }
         }
+        d.deserialize_any(V)
     }
 }
 
@@ -369,12 +390,16 @@ pub fn builtin_templates() -> Vec<Template> {
     ]
 }
 
+/// A multi-line parser message (toml's: a header, the quoted source line with a `N | ` gutter,
+/// a caret line, the reason) as one line: the header and the reason, without the excerpt.
 fn one_line(s: &str) -> String {
+    let is_gutter = |l: &str| {
+        l.split_once('|')
+            .is_some_and(|(n, _)| n.trim().chars().all(|c| c.is_ascii_digit()))
+    };
     s.lines()
         .map(str::trim)
-        .filter(|l| {
-            !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^' || c == ' ')
-        })
+        .filter(|l| !l.is_empty() && !is_gutter(l) && !l.chars().all(|c| c == '^' || c == ' '))
         .collect::<Vec<_>>()
         .join(": ")
 }

@@ -120,7 +120,9 @@ pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 /// `fcntl(fd, F_GETFD)`: the descriptor flags, or `EBADF` when `fd` is not open.
 ///
 /// ```
-/// assert!(relay_token::sys::fd_flags(0).is_ok() || true);
+/// use std::os::fd::AsRawFd;
+/// let fd = relay_token::sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
+/// assert_eq!(relay_token::sys::fd_flags(fd.as_raw_fd()).unwrap(), libc::FD_CLOEXEC);
 /// assert_eq!(relay_token::sys::fd_flags(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
 /// ```
 pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {

@@ -1,0 +1,321 @@
+//! Acceptance tests for `read_claude_token` (contract §4): every refusal case, its exact message,
+//! and that no message holds a byte of the file.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use relay_token::{read_claude_token, TokenFileError, TokenFileReason};
+
+/// A string planted in token files so a test can assert it never reaches an error.
+const MARKER: &str = "PLANTEDmarker7f3a";
+
+/// The environment variable that turns one test of this binary into the unprivileged reader.
+const PROBE_VAR: &str = "RT_TEST_READ_PROBE";
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    let mut f = fs::File::create(&p).unwrap();
+    f.write_all(bytes).unwrap();
+    p
+}
+
+/// Reads `path`, expects a refusal with exactly `reason`, and checks that neither Display nor
+/// Debug holds the marker (or any of `forbidden`).
+fn refused(path: &Path, reason: &str, forbidden: &[&[u8]]) -> TokenFileError {
+    let err = read_claude_token(path).expect_err(&format!("{} must be refused", path.display()));
+    let display = err.to_string();
+    let debug = format!("{err:?}");
+    assert_eq!(
+        display,
+        format!("read claude_token_file {}: {reason}", path.display())
+    );
+    assert_eq!(err.path, path);
+    for text in [&display, &debug] {
+        assert!(!text.contains(MARKER), "marker leaked: {text}");
+        for f in forbidden {
+            let f = String::from_utf8_lossy(f);
+            assert!(!text.contains(&*f), "file bytes {f:?} leaked: {text}");
+        }
+    }
+    err
+}
+
+fn accepted(path: &Path, want: &[u8]) {
+    let token = read_claude_token(path)
+        .unwrap_or_else(|e| panic!("{} must be accepted: {e}", path.display()));
+    assert_eq!(token.expose_bytes(), want);
+    assert_eq!(token.len(), want.len());
+}
+
+#[test]
+fn missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nope");
+    let e = refused(&p, "no such file or directory", &[]);
+    assert_eq!(e.reason, TokenFileReason::Os(libc::ENOENT));
+}
+
+#[test]
+fn directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = refused(dir.path(), "not a regular file", &[]);
+    assert_eq!(e.reason, TokenFileReason::NotRegular);
+}
+
+#[test]
+fn fifo_without_writer_returns_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fifo");
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = mpsc::channel();
+    let p2 = p.clone();
+    // A regression that blocks in open or read parks this thread, not the test.
+    std::thread::spawn(move || {
+        let _ = tx.send(read_claude_token(&p2).map(|_| ()));
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("read_claude_token blocked on a FIFO with no writer");
+    assert_eq!(got.unwrap_err().reason, TokenFileReason::NotRegular);
+    refused(&p, "not a regular file", &[]);
+}
+
+#[test]
+fn character_device() {
+    refused(Path::new("/dev/zero"), "not a regular file", &[]);
+    refused(Path::new("/dev/null"), "not a regular file", &[]);
+}
+
+#[test]
+fn procfs_file_is_refused() {
+    // Regular by fstat, size 0, yet read returns bytes (this process's environment).
+    let p = Path::new("/proc/self/environ");
+    let environ = fs::read(p).unwrap();
+    let err = read_claude_token(p).unwrap_err();
+    let display = err.to_string();
+    assert!(
+        display.starts_with("read claude_token_file /proc/self/environ: "),
+        "{display}"
+    );
+    match err.reason {
+        TokenFileReason::SizeMismatch { stat_size: 0, read } => {
+            assert!(read > 0);
+            assert_eq!(
+                display,
+                format!(
+                    "read claude_token_file /proc/self/environ: read {read} bytes but its size is 0 (not a plain file, or it changed while read)"
+                )
+            );
+        }
+        // An environment above 4096 bytes is refused for its size first.
+        TokenFileReason::TooLarge => assert!(environ.len() > 4096),
+        other => panic!("unexpected reason {other:?}"),
+    }
+    // No environment entry (PATH=..., HOME=...) shows up in the message.
+    for entry in environ.split(|&b| b == 0).filter(|e| e.len() > 4) {
+        let entry = String::from_utf8_lossy(entry);
+        assert!(!display.contains(&*entry), "{entry} leaked");
+        assert!(!format!("{err:?}").contains(&*entry), "{entry} leaked");
+    }
+}
+
+#[test]
+fn symlink_to_valid_token_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = write(dir.path(), "token", b"sk-ant-oat01-abc\n");
+    let link = dir.path().join("link");
+    symlink(&tok, &link).unwrap();
+    accepted(&link, b"sk-ant-oat01-abc");
+}
+
+#[test]
+fn symlink_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    symlink(&b, &a).unwrap();
+    symlink(&a, &b).unwrap();
+    let e = refused(&a, "too many levels of symbolic links", &[]);
+    assert_eq!(e.reason, TokenFileReason::Os(libc::ELOOP));
+}
+
+#[test]
+fn empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", b"");
+    assert_eq!(refused(&p, "empty", &[]).reason, TokenFileReason::Empty);
+}
+
+#[test]
+fn whitespace_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", b" \t\r\n \n\x0c ");
+    assert_eq!(refused(&p, "empty", &[]).reason, TokenFileReason::Empty);
+}
+
+#[test]
+fn exactly_4096_bytes_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let body: Vec<u8> = (0..4096).map(|i| b'A' + (i % 26) as u8).collect();
+    let p = write(dir.path(), "t", &body);
+    accepted(&p, &body);
+}
+
+#[test]
+fn exactly_4096_bytes_with_whitespace_is_accepted_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = vec![b'x'; 4094];
+    body.extend_from_slice(b"\r\n");
+    let p = write(dir.path(), "t", &body);
+    accepted(&p, &body[..4094]);
+}
+
+#[test]
+fn bytes_4097() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = MARKER.as_bytes().to_vec();
+    body.resize(4097, b'z');
+    let p = write(dir.path(), "t", &body);
+    let e = refused(&p, "larger than 4096 bytes", &[]);
+    assert_eq!(e.reason, TokenFileReason::TooLarge);
+    // Also when the extra byte is whitespace that would be trimmed: the file is judged first.
+    let mut body = vec![b'y'; 4096];
+    body.push(b'\n');
+    let p = write(dir.path(), "t2", &body);
+    refused(&p, "larger than 4096 bytes", &[]);
+}
+
+#[test]
+fn inner_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", format!("{MARKER} tail").as_bytes());
+    let e = refused(
+        &p,
+        "not a token: holds whitespace or control bytes",
+        &[b"tail"],
+    );
+    assert_eq!(e.reason, TokenFileReason::NotAToken);
+}
+
+#[test]
+fn inner_nul() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", format!("{MARKER}\0tail\n").as_bytes());
+    refused(
+        &p,
+        "not a token: holds whitespace or control bytes",
+        &[b"tail"],
+    );
+}
+
+#[test]
+fn pretty_json_credentials_file_is_not_a_token() {
+    // A pretty-printed credentials file holds whitespace inside. (A compact one is printable
+    // ASCII throughout and passes the §4 rules: noted in the report, not asserted here.)
+    let dir = tempfile::tempdir().unwrap();
+    let pretty = format!("{{\n  \"accessToken\": \"{MARKER}\"\n}}\n");
+    let p = write(dir.path(), "t", pretty.as_bytes());
+    refused(
+        &p,
+        "not a token: holds whitespace or control bytes",
+        &[b"accessToken"],
+    );
+}
+
+#[test]
+fn trailing_crlf_is_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", b"sk-ant-oat01-xyz\r\n");
+    accepted(&p, b"sk-ant-oat01-xyz");
+    let p = write(dir.path(), "t2", b"\n\t  sk-ant-oat01-xyz \r\n");
+    accepted(&p, b"sk-ant-oat01-xyz");
+}
+
+#[test]
+fn two_hard_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", format!("{MARKER}\n").as_bytes());
+    let other = dir.path().join("elsewhere");
+    fs::hard_link(&p, &other).unwrap();
+    let e = refused(&p, "has 2 hard links", &[]);
+    assert_eq!(e.reason, TokenFileReason::HardLinks(2));
+    refused(&other, "has 2 hard links", &[]);
+    fs::remove_file(&other).unwrap();
+    accepted(&p, MARKER.as_bytes());
+}
+
+#[test]
+fn read_afresh_each_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", b"first-token");
+    accepted(&p, b"first-token");
+    write(dir.path(), "t", b"second-token");
+    accepted(&p, b"second-token");
+}
+
+#[test]
+fn path_with_nul_is_refused_without_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let p = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/a\0b"));
+    let e = read_claude_token(p).unwrap_err();
+    assert_eq!(e.reason, TokenFileReason::Os(libc::EINVAL));
+}
+
+/// Not a test of its own: when [`PROBE_VAR`] is set this function is the unprivileged reader
+/// (run through `setpriv`) and prints what `read_claude_token` said.
+#[test]
+fn probe_reader() {
+    if let Some(path) = std::env::var_os(PROBE_VAR) {
+        match read_claude_token(Path::new(&path)) {
+            Ok(_) => println!("PROBE-RESULT ok"),
+            Err(e) => println!("PROBE-RESULT {e}\nPROBE-DEBUG {e:?}"),
+        }
+    }
+}
+
+#[test]
+fn permission_denied_for_an_unprivileged_reader() {
+    // The folder is open to all, the file is 0600 root-owned: the EACCES comes from the file.
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let p = write(dir.path(), "t", format!("{MARKER}\n").as_bytes());
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root to drop to 65534"
+    );
+    accepted(&p, MARKER.as_bytes()); // root reads it: the file itself is fine
+
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["--exact", "probe_reader", "--nocapture", "--test-threads=1"])
+        .env(PROBE_VAR, &p)
+        .output()
+        .expect("run setpriv");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "probe failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = stdout
+        .lines()
+        .find_map(|l| l.split_once("PROBE-RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no probe result in {stdout}"));
+    assert_eq!(
+        result,
+        format!("read claude_token_file {}: permission denied", p.display())
+    );
+    assert!(!stdout.contains(MARKER));
+}
