@@ -26,9 +26,10 @@ const BASELINE: &str = r#"(allow process-exec process-fork signal sysctl-read ma
 impl Resolved {
     /// The profile as SBPL text for `sandbox-exec -f`.
     ///
-    /// `(version 1)`, `(deny default)`, a baseline that lets a program start, the grants (the
-    /// command's folder and read grants as `file-read*`, read-write grants and the session's temp
-    /// folder as `file-read* file-write*`), then the denies, after every grant because the last
+    /// `(version 1)`, `(deny default)`, a baseline that lets a program start, the grants shallow
+    /// first (the command's folder and read grants as `file-read*`, with `(deny file-write*)`
+    /// when inside a read-write grant so it stays read-only as under bwrap; read-write grants and
+    /// the session's temp folder as `file-read* file-write*`), then the denies, after every grant because the last
     /// matching rule wins: `(deny file-read* file-write* (subpath DIR))` when the token's folder
     /// holds nothing but the token, else `(literal FILE)`, and `(deny file-write-unlink (literal
     /// A))` on every ancestor `A` of the masked path, so it cannot be moved out from under the
@@ -44,13 +45,23 @@ impl Resolved {
     pub fn sbpl(&self) -> String {
         let mut s = String::from("(version 1)\n(deny default)\n");
         s.push_str(BASELINE);
-        for b in &self.binds {
-            let ops = if b.rw {
-                "file-read* file-write*"
-            } else {
-                "file-read*"
-            };
-            let _ = writeln!(s, "(allow {ops} (subpath {}))", quote(&b.path));
+        for (i, b) in self.binds.iter().enumerate() {
+            if b.rw {
+                let _ = writeln!(
+                    s,
+                    "(allow file-read* file-write* (subpath {}))",
+                    quote(&b.path)
+                );
+                continue;
+            }
+            let _ = writeln!(s, "(allow file-read* (subpath {}))", quote(&b.path));
+            // A read-only grant inside a read-write one stays read-only, as under bwrap.
+            if self.binds[..i]
+                .iter()
+                .any(|o| o.rw && b.path.starts_with(&o.path))
+            {
+                let _ = writeln!(s, "(deny file-write* (subpath {}))", quote(&b.path));
+            }
         }
         if let Some(t) = &self.tmp {
             let _ = writeln!(s, "(allow file-read* file-write* (subpath {}))", quote(t));
