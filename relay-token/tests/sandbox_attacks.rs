@@ -874,3 +874,36 @@ fn find_bwrap_probes_and_says_how_to_install() {
     assert!(msg.contains("apt-get install bubblewrap"), "{msg}");
     assert!(matches!(err, SandboxError::BwrapBroken { .. }));
 }
+
+#[test]
+fn two_denies_do_not_uncover_each_other() {
+    for user in users() {
+        let fx = fixture(user);
+        // A second token, in a folder beside the first: its guard (`.config` bound onto itself)
+        // must not be laid over the first token's mask.
+        let second_dir = fx.config.join("other-ltt");
+        std::fs::create_dir(&second_dir).unwrap();
+        let second = second_dir.join("token");
+        let second_secret = format!("{}TWO", secret());
+        std::fs::write(&second, format!("{second_secret}\n")).unwrap();
+        chmod(&second, 0o644);
+        if user == User::Nobody {
+            chown_r(&fx.config, NOBODY);
+        }
+        let mut p = Profile::new();
+        p.read_write(fx.home.clone())
+            .deny(fx.token.clone())
+            .deny(second.clone())
+            .project(fx.home.clone())
+            .tmp(fx.tmp.clone());
+        let r = fx.resolve(&p);
+        let argv = r.bwrap_argv(Path::new("bwrap"), &[]);
+        let c = fx.config.as_os_str();
+        assert_eq!(argv.iter().filter(|a| *a == c).count(), 2, "one guard");
+        for t in [&fx.token, &second] {
+            let (code, text) = run(user, &r, &format!("cat '{}'", t.display()));
+            assert_ne!(code, 0, "{user:?}: {text}");
+            assert!(!text.contains(&fx.secret) && !text.contains(&second_secret));
+        }
+    }
+}

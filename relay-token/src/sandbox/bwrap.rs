@@ -62,8 +62,9 @@ impl Resolved {
     /// `/lib*`, `/bin`, `/sbin`; a symlink such as Debian's `/bin -> usr/bin` as `--symlink`);
     /// `--dev /dev`, `--proc /proc`; the private `/tmp` (the temp folder bound there, else an
     /// empty tmpfs), before any grant that lives under `/tmp`; the grants and the command's
-    /// folder, shallow first; then for each deny the folders between a grant and the masked path,
-    /// each bound onto itself, and the mask itself (`--perms 000 --tmpfs DIR --remount-ro DIR`
+    /// folder, shallow first; then for every deny the folders between a grant and the masked
+    /// path, each bound onto itself (all of them before any mask, so none uncovers another
+    /// deny's mask), and then the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
     /// for a folder, `--ro-bind EMPTY FILE` for a file); last `--chdir` the project folder.
     ///
     /// ```no_run
@@ -95,10 +96,41 @@ impl Resolved {
         for b in &self.binds {
             a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
         }
+        // Every guard before every mask: a guard binds the host's folder, which carries no mask,
+        // so a guard laid after another deny's mask beneath it would uncover that token.
+        let folders: Vec<&Path> = self
+            .denies
+            .iter()
+            .filter_map(|d| match &d.mask {
+                Mask::Folder(dir) => Some(dir.as_path()),
+                Mask::File { .. } => None,
+            })
+            .collect();
+        let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
+        let mut guards: Vec<&super::Bind> = self
+            .denies
+            .iter()
+            .flat_map(|d| &d.guards)
+            .filter(|g| !inside_folder_mask(&g.path))
+            .collect();
+        guards.sort_by(|x, y| {
+            super::depth(&x.path)
+                .cmp(&super::depth(&y.path))
+                .then(x.path.cmp(&y.path))
+        });
+        guards.dedup_by(|x, y| x.path == y.path);
+        for g in guards {
+            a.three(if g.rw { "--bind" } else { "--ro-bind" }, &g.path, &g.path);
+        }
+        let mut done: Vec<&Path> = Vec::new();
         for d in &self.denies {
-            for g in &d.guards {
-                a.three(if g.rw { "--bind" } else { "--ro-bind" }, &g.path, &g.path);
+            let path = d.mask.path();
+            // Already hidden by an equal or enclosing folder mask.
+            let covered = folders.iter().any(|f| path.starts_with(f) && path != *f);
+            if covered || done.contains(&path) {
+                continue;
             }
+            done.push(path);
             match &d.mask {
                 Mask::Folder(dir) => {
                     a.two("--perms", "000");
