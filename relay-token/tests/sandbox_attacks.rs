@@ -509,7 +509,7 @@ fn links_a_session_could_have_made_are_refused() {
     symlink(&fx.config, &link2).unwrap();
     let mut p = Profile::new();
     p.read(fx.home.clone()).deny(link2.join("acme-ltt/token"));
-    let err = p.resolve(&[other.clone()]).unwrap_err();
+    let err = p.resolve(std::slice::from_ref(&other)).unwrap_err();
     assert!(matches!(err, SandboxError::DenyFollowsLink { ref link, .. } if *link == link2));
     // ... and the same link is accepted when no template can write there.
     let r = p.resolve(&[]).unwrap();

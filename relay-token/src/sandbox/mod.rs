@@ -812,11 +812,11 @@ fn ensure_mask_file(state: &Path, writable: &[PathBuf]) -> Result<PathBuf, Sandb
     let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0)
+        .mode(0o000)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&file)
         .map_err(|e| unusable(io_words(&e)))?;
-    f.set_permissions(std::fs::Permissions::from_mode(0))
+    f.set_permissions(std::fs::Permissions::from_mode(0o000))
         .map_err(|e| unusable(io_words(&e)))?;
     Ok(file)
 }
