@@ -76,27 +76,58 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     .map(|s| s.to_os_string())
     .collect();
 
-    // Warm up both, then interleave.
+    // For the breakdown: the namespace flags alone over the whole root, and the profile
+    // without its `--dev /dev` (bwrap binds six device nodes and mounts devpts for it).
+    let flags_only: Vec<OsString> = sandboxed
+        .iter()
+        .take_while(|a| *a != "--ro-bind" && *a != "--symlink")
+        .cloned()
+        .chain(bare[1..].iter().cloned())
+        .collect();
+    let no_dev: Vec<OsString> = {
+        let mut v = Vec::new();
+        let mut it = sandboxed.iter();
+        while let Some(a) = it.next() {
+            if a == "--dev" {
+                it.next();
+            } else {
+                v.push(a.clone());
+            }
+        }
+        v
+    };
+
+    let variants: [(&str, &Vec<OsString>); 4] = [
+        ("profile", &sandboxed),
+        ("bare", &bare),
+        ("flags-only", &flags_only),
+        ("no-dev", &no_dev),
+    ];
     for _ in 0..5 {
-        time(&sandboxed);
-        time(&bare);
+        for (_, argv) in &variants {
+            time(argv);
+        }
     }
-    let (mut a, mut b) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); variants.len()];
     for i in 0..runs {
-        if i % 2 == 0 {
-            a.push(time(&sandboxed));
-            b.push(time(&bare));
-        } else {
-            b.push(time(&bare));
-            a.push(time(&sandboxed));
+        // Rotate the order each round so no variant always runs first.
+        for k in 0..variants.len() {
+            let j = (i + k) % variants.len();
+            times[j].push(time(variants[j].1));
         }
     }
     println!("{runs} runs each, interleaved; bwrap {}", bwrap.display());
-    let ma = stats("profile", &mut a);
-    let mb = stats("bare", &mut b);
+    let medians: Vec<Duration> = variants
+        .iter()
+        .zip(times.iter_mut())
+        .map(|((name, _), t)| stats(name, t))
+        .collect();
+    let ratio = |i: usize| medians[i].as_secs_f64() / medians[1].as_secs_f64();
+    println!("ratio of medians, profile / bare: {:.3}x", ratio(0));
     println!(
-        "ratio of medians: {:.3}x",
-        ma.as_secs_f64() / mb.as_secs_f64()
+        "breakdown: namespace flags over --ro-bind / / {:.3}x; profile without --dev {:.3}x",
+        ratio(2),
+        ratio(3)
     );
     std::fs::remove_dir_all(&root)?;
     Ok(())
