@@ -1,0 +1,263 @@
+//! Rendering as a `bwrap` argv, and finding a `bwrap` that works.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Mask, Resolved, SandboxError};
+
+/// The system baseline, bound read-only where it exists.
+const BASELINE: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// The namespace and privilege flags every sandbox gets.
+const FLAGS: &[&str] = &[
+    "--unshare-user",
+    "--unshare-pid",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+];
+
+/// How long the probe of [`find_bwrap`] may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One entry of the system baseline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Base {
+    /// A real folder, bound read-only onto itself.
+    Dir(PathBuf),
+    /// A symlink (Debian's `/bin -> usr/bin`), recreated as the same symlink.
+    Link { path: PathBuf, target: PathBuf },
+}
+
+/// The baseline entries that exist on this machine.
+pub(super) fn baseline() -> Vec<Base> {
+    let mut out = Vec::new();
+    for p in BASELINE {
+        let path = PathBuf::from(p);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(&path) {
+                    out.push(Base::Link { path, target });
+                }
+            }
+            Ok(m) if m.is_dir() => out.push(Base::Dir(path)),
+            _ => {}
+        }
+    }
+    out
+}
+
+impl Resolved {
+    /// The full `bwrap` command line: `bwrap` itself, the sandbox, `--`, then `command`.
+    ///
+    /// In order: the namespace flags (`--unshare-user --unshare-pid --die-with-parent
+    /// --new-session --cap-drop ALL`); the system baseline read-only (`/usr`, `/etc`, the
+    /// `/lib*`, `/bin`, `/sbin`; a symlink such as Debian's `/bin -> usr/bin` as `--symlink`);
+    /// `--dev /dev`, `--proc /proc`; the private `/tmp` (the temp folder bound there, else an
+    /// empty tmpfs), before any grant that lives under `/tmp`; the grants and the command's
+    /// folder, shallow first; then for every deny the folders between a grant and the masked
+    /// path, each bound onto itself (all of them before any mask, so none uncovers another
+    /// deny's mask), and then the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
+    /// for a folder, `--ro-bind EMPTY FILE` for a file); last `--chdir` the project folder.
+    ///
+    /// ```no_run
+    /// use std::ffi::OsString;
+    /// use std::path::Path;
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// let argv = r.bwrap_argv(Path::new("/usr/bin/bwrap"), &[OsString::from("/bin/true")]);
+    /// let status = std::process::Command::new(&argv[0]).args(&argv[1..]).status()?;
+    /// assert!(status.success());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bwrap_argv(&self, bwrap: &Path, command: &[OsString]) -> Vec<OsString> {
+        let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
+        for f in FLAGS {
+            a.push(f);
+        }
+        for b in &self.baseline {
+            match b {
+                Base::Dir(p) => a.three("--ro-bind", p, p),
+                Base::Link { path, target } => a.three("--symlink", target, path),
+            }
+        }
+        a.two("--dev", "/dev");
+        a.two("--proc", "/proc");
+        match &self.tmp {
+            Some(t) => a.three("--bind", t, "/tmp"),
+            None => a.two("--tmpfs", "/tmp"),
+        }
+        for b in &self.binds {
+            a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
+        }
+        // Every guard before every mask: a guard binds the host's folder, which carries no mask,
+        // so a guard laid after another deny's mask beneath it would uncover that token.
+        let folders: Vec<&Path> = self
+            .denies
+            .iter()
+            .filter_map(|d| match &d.mask {
+                Mask::Folder(dir) => Some(dir.as_path()),
+                Mask::File { .. } => None,
+            })
+            .collect();
+        let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
+        let mut guards: Vec<&super::Bind> = self
+            .denies
+            .iter()
+            .flat_map(|d| &d.guards)
+            .filter(|g| !inside_folder_mask(&g.path))
+            .collect();
+        guards.sort_by(|x, y| {
+            super::depth(&x.path)
+                .cmp(&super::depth(&y.path))
+                .then(x.path.cmp(&y.path))
+        });
+        guards.dedup_by(|x, y| x.path == y.path);
+        for g in guards {
+            a.three(if g.rw { "--bind" } else { "--ro-bind" }, &g.path, &g.path);
+        }
+        let mut done: Vec<&Path> = Vec::new();
+        for d in &self.denies {
+            let path = d.mask.path();
+            // Already hidden by an equal or enclosing folder mask.
+            let covered = folders.iter().any(|f| path.starts_with(f) && path != *f);
+            if covered || done.contains(&path) {
+                continue;
+            }
+            done.push(path);
+            match &d.mask {
+                Mask::Folder(dir) => {
+                    a.two("--perms", "000");
+                    a.two("--tmpfs", dir);
+                    a.two("--remount-ro", dir);
+                }
+                Mask::File { path, empty } => a.three("--ro-bind", empty, path),
+            }
+        }
+        if let Some(p) = &self.project {
+            a.two("--chdir", p);
+        }
+        a.push("--");
+        a.0.extend(command.iter().cloned());
+        a.0
+    }
+}
+
+/// An argv under construction.
+struct Argv(Vec<OsString>);
+
+impl Argv {
+    fn push(&mut self, s: impl AsRef<OsStr>) {
+        self.0.push(s.as_ref().to_os_string());
+    }
+    fn two(&mut self, flag: &str, x: impl AsRef<OsStr>) {
+        self.push(flag);
+        self.push(x);
+    }
+    fn three(&mut self, flag: &str, x: impl AsRef<OsStr>, y: impl AsRef<OsStr>) {
+        self.push(flag);
+        self.push(x);
+        self.push(y);
+    }
+}
+
+/// Finds a `bwrap` that works: the `bwrap` setting when given, else `bwrap` on `PATH`; then
+/// probes it by running `true` in a sandbox with the namespace flags (stdio closed, 5 s at most).
+/// Missing or not working is an error that says how to install it; there is no unsandboxed
+/// fallback.
+///
+/// ```no_run
+/// let bwrap = relay_token::sandbox::find_bwrap(None)?;
+/// println!("using {}", bwrap.display());
+/// # Ok::<(), relay_token::sandbox::SandboxError>(())
+/// ```
+pub fn find_bwrap(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
+    let path = match setting {
+        Some(p) => {
+            if !is_executable(p) {
+                return Err(SandboxError::BwrapNotFound {
+                    looked: format!("the bwrap setting {p:?} is not an executable file"),
+                });
+            }
+            p.to_path_buf()
+        }
+        None => {
+            let path_var = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path_var)
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join("bwrap"))
+                .find(|p| is_executable(p))
+                .ok_or_else(|| SandboxError::BwrapNotFound {
+                    looked: "no bwrap on PATH and no bwrap setting".into(),
+                })?
+        }
+    };
+    probe(&path)?;
+    Ok(path)
+}
+
+fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Runs `bwrap <flags> --ro-bind / / -- true` and waits for a clean exit.
+fn probe(bwrap: &Path) -> Result<(), SandboxError> {
+    let broken = |detail: String| SandboxError::BwrapBroken {
+        path: bwrap.to_path_buf(),
+        detail,
+    };
+    let mut child = Command::new(bwrap)
+        .args(FLAGS)
+        .args(["--ro-bind", "/", "/", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| broken(format!("cannot run it: {}", super::io_words(&e))))?;
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() < PROBE_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(broken(format!(
+                    "a test run did not finish within {} s",
+                    PROBE_TIMEOUT.as_secs()
+                )));
+            }
+            Err(e) => return Err(broken(super::io_words(&e))),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut said = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let mut buf = [0u8; 512];
+        let n = err.read(&mut buf).unwrap_or(0);
+        said = String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| !c.is_control())
+            .collect();
+    }
+    Err(broken(if said.is_empty() {
+        format!("a test run failed: {status}")
+    } else {
+        format!("a test run failed: {status}: {said}")
+    }))
+}
