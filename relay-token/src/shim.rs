@@ -133,7 +133,7 @@ pub struct ShimOptions {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UsageError {
-    /// An option the shim does not know (or an argument that is not an option) before `--`.
+    /// An option the shim does not know, before `--`.
     UnknownOption(String),
     /// An option given twice.
     Repeated(&'static str),
@@ -147,7 +147,7 @@ pub enum UsageError {
     StatusFdIsTokenFd,
     /// `--session-id` outside `[A-Za-z0-9._-]{1,64}`.
     BadSessionId(String),
-    /// No `--` before the program.
+    /// No `--` before the program (an argument that is not an option came first, or none).
     MissingSeparator,
     /// Nothing (or an empty name) after `--`.
     MissingProgram,
@@ -254,6 +254,7 @@ impl ShimOptions {
                     let v = value("--session-id")?;
                     session_id = Some(SessionId::parse(&v).ok_or(UsageError::BadSessionId(v))?);
                 }
+                _ if !text.starts_with('-') => return Err(UsageError::MissingSeparator),
                 _ => return Err(UsageError::UnknownOption(text.into_owned())),
             }
         }
