@@ -17,6 +17,13 @@
 //! - The target runs in its own process group. SIGHUP, SIGINT, SIGTERM and SIGQUIT received by
 //!   the shim are forwarded to that group (to the target alone if the group is gone). A signal
 //!   that was ignored when the shim started stays ignored (and is not forwarded), as shells do.
+//! - Started in the foreground of a terminal (one of fds 0, 1, 2 is a terminal whose foreground
+//!   group is the shim's), the shim makes the target's group the foreground group (the child
+//!   does it before exec), so an interactive target can read the terminal instead of being
+//!   stopped by SIGTTIN; job control passes through (Ctrl-Z stops the shim's own group with the
+//!   same signal so the caller's shell sees the job stop; `fg` hands the terminal back to the
+//!   target and continues it); the terminal is given back to the shim's group when the target
+//!   ends. Without a terminal, stops of the target are not acted upon.
 //! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`) is exported to the target as
 //!   [`SESSION_ID_VAR`] (`RELAY_SESSION_ID`); nothing else is added to the environment.
 //! - Exit: the target's status; 128 + signal when it was killed; 127 when the program was not
@@ -483,6 +490,22 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         return EXIT_USAGE;
     }
 
+    // A terminal launch: the target's own group must be the terminal's foreground group, or it
+    // is stopped (SIGTTIN/SIGTTOU) as soon as it reads the terminal or sets its modes. The child
+    // takes the terminal itself, after std's setpgid and before exec, so no read can come first.
+    let tty = foreground_tty();
+    if let Some(tty) = tty {
+        // SAFETY: the hook runs between fork and exec and makes raw, async-signal-safe calls only
+        // (getpid, sigprocmask, tcsetpgrp); it allocates nothing and captures one integer. A
+        // failure to take the terminal is not a spawn failure: it is ignored.
+        unsafe {
+            cmd.pre_exec(move || {
+                give_terminal(tty, libc::getpid());
+                Ok(())
+            });
+        }
+    }
+
     let spawned = match &token_fd {
         Some(fd) => crate::pipe::spawn_with_token_fd(&mut cmd, fd.as_fd(), FdMap::new()),
         None => FdMap::new().spawn(&mut cmd),
@@ -493,6 +516,10 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     let child = match spawned {
         Ok(child) => child,
         Err(e) => {
+            // The child may have taken the terminal before its exec failed.
+            if let Some(tty) = tty {
+                take_terminal_back(tty);
+            }
             let event = StatusEvent::SpawnFailed {
                 errno: e.raw_os_error().unwrap_or(libc::EINVAL),
             };
@@ -512,7 +539,11 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     flush_pending(pid);
     status.send(StatusEvent::Started { pid: pid as u32 });
 
-    let event = match wait_exit(pid) {
+    let waited = wait_exit(pid, tty);
+    if let Some(tty) = tty {
+        take_terminal_back(tty);
+    }
+    let event = match waited {
         Ok(ev) => ev,
         Err(e) => {
             eprintln!("relay-shim: waiting for pid {pid}: {e}");
@@ -602,27 +633,95 @@ fn forward(pid: libc::pid_t, sig: libc::c_int) {
     }
 }
 
+/// The first of fds 0, 1, 2 that is a terminal whose foreground process group is the shim's
+/// own: the shim was started in the foreground of a terminal (a `relay-host run`).
+fn foreground_tty() -> Option<RawFd> {
+    // SAFETY: getpgrp takes nothing and cannot fail.
+    let own = unsafe { libc::getpgrp() };
+    // SAFETY: isatty and tcgetpgrp take an int fd and touch no memory of ours.
+    (0..=2).find(|&fd| unsafe { libc::isatty(fd) == 1 && libc::tcgetpgrp(fd) == own })
+}
+
+/// `tcsetpgrp(tty, pgrp)` with SIGTTOU blocked (a caller outside the foreground group would be
+/// stopped otherwise). Errors are ignored. Async-signal-safe: sigprocmask and tcsetpgrp only.
+fn give_terminal(tty: RawFd, pgrp: libc::pid_t) {
+    // SAFETY: sigset_t is plain old data, initialised by sigemptyset before use.
+    let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; filled by sigprocmask.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointers refer to valid sigset_t values owned by this frame; tcsetpgrp takes
+    // integers only.
+    unsafe {
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        libc::sigprocmask(libc::SIG_BLOCK, &block, &mut old);
+        libc::tcsetpgrp(tty, pgrp);
+        libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}
+
+/// Makes the shim's own group the terminal's foreground group again.
+fn take_terminal_back(tty: RawFd) {
+    // SAFETY: getpgrp takes nothing and cannot fail.
+    give_terminal(tty, unsafe { libc::getpgrp() });
+}
+
 /// Waits for `pid` to exit. The pid is withdrawn from the signal handler *before* the child is
 /// reaped (`waitid(WNOWAIT)` first), so a late signal can never hit a recycled pid.
-fn wait_exit(pid: libc::pid_t) -> io::Result<StatusEvent> {
+///
+/// With a terminal (`tty`), job control passes through: when the target stops (Ctrl-Z, or a
+/// read from the background), the shim takes the terminal back and stops its own group with the
+/// same signal, so the caller's shell sees the job stop; once continued, it gives the terminal
+/// back to the target if the shim is in the foreground (`fg`), and continues the target's group.
+/// Without a terminal a stopped target is simply waited for.
+fn wait_exit(pid: libc::pid_t, tty: Option<RawFd>) -> io::Result<StatusEvent> {
+    let mut flags = libc::WEXITED | libc::WNOWAIT;
+    if tty.is_some() {
+        flags |= libc::WSTOPPED;
+    }
     loop {
         // SAFETY: `siginfo_t` is plain old data; waitid fills it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: `info` is valid for writes; waitid touches nothing else.
+        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if info.si_code != libc::CLD_STOPPED {
+            break;
+        }
+        // A stop: consume the event (WNOWAIT left it), then pass it on.
+        // SAFETY: as above.
         let rc = unsafe {
             libc::waitid(
                 libc::P_PID,
                 pid as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WNOWAIT,
+                libc::WSTOPPED | libc::WNOHANG,
             )
         };
-        if rc == 0 {
-            break;
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
         }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        if let Some(tty) = tty {
+            // SAFETY: si_status of a CLD_STOPPED siginfo is the stop signal.
+            let sig = unsafe { info.si_status() };
+            take_terminal_back(tty);
+            // SAFETY: kill takes integers; 0 is the shim's own group. Returns once continued
+            // (or at once when the group is orphaned and the stop is discarded).
+            unsafe { libc::kill(0, if sig > 0 { sig } else { libc::SIGTSTP }) };
+            // SAFETY: getpgrp and tcgetpgrp take integers only.
+            if unsafe { libc::tcgetpgrp(tty) == libc::getpgrp() } {
+                give_terminal(tty, pid);
+            }
+            forward(pid, libc::SIGCONT);
         }
     }
     CHILD_PID.store(0, Ordering::SeqCst);

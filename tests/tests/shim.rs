@@ -394,3 +394,121 @@ fn fdmap_spawned_shim_works_too() {
     assert_eq!(rec["fds"], json!([0, 1, 2, 5]));
     assert_eq!(status.len(), 2);
 }
+
+/// A pseudo-terminal session run by util-linux `script`: what the test writes goes to the
+/// terminal (so Ctrl-Z is a real SIGTSTP), what the session prints is collected.
+struct Terminal {
+    child: Child,
+    input: std::process::ChildStdin,
+    output: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Terminal {
+    fn start(command: &str) -> Terminal {
+        let mut child = Command::new("script")
+            .args(["-qfec", command, "/dev/null"])
+            .env("TERM", "dumb")
+            .env("PS1", "$ ")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("util-linux script (package bsdutils)");
+        let input = child.stdin.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = std::sync::Arc::clone(&output);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Terminal {
+            child,
+            input,
+            output,
+        }
+    }
+
+    fn send(&mut self, text: &str) {
+        use std::io::Write;
+        self.input.write_all(text.as_bytes()).unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// Waits until the output holds `marker`; panics with the output on timeout.
+    fn expect(&mut self, marker: &str) {
+        let start = std::time::Instant::now();
+        while !self.output.lock().unwrap().contains(marker) {
+            if start.elapsed() > TIMEOUT {
+                let _ = self.child.kill();
+                panic!(
+                    "no {marker:?} on the terminal; it shows:\n{}",
+                    self.output.lock().unwrap()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn finish(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn terminal_launch_target_owns_the_terminal_and_gives_it_back() {
+    // Without the hand-over the target's read from the terminal stops it (SIGTTIN) for good.
+    let shim = relay_shim();
+    let mut term = Terminal::start(&format!(
+        "{} -- sh -c 'read x; echo \"got-$x\"; exit 3'; echo \"rc=$? $(ps -o pgid=,tpgid= -p $$)\"",
+        shim.display()
+    ));
+    term.send("hello\n");
+    term.expect("got-hello");
+    term.expect("rc=3 ");
+    // The caller's group has the terminal again: pgid == tpgid.
+    let out = term.output.lock().unwrap().clone();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("rc=3 "))
+        .unwrap()
+        .to_owned();
+    let ids: Vec<&str> = line["rc=3 ".len()..].split_whitespace().collect();
+    assert_eq!(ids.len(), 2, "{line:?}");
+    assert_eq!(ids[0], ids[1], "terminal not given back: {line:?}");
+    term.finish();
+}
+
+#[test]
+fn terminal_job_control_passes_through_ctrl_z_and_fg() {
+    let shim = relay_shim();
+    let mut term = Terminal::start("bash --norc --noprofile -i");
+    term.send("echo \"ready-$((40+2))\"\n");
+    term.expect("ready-42");
+    term.send(&format!(
+        "{} -- sh -c 'read x; echo \"got-$x\"; exit 3'\n",
+        shim.display()
+    ));
+    // Give the target time to block on its read, then Ctrl-Z.
+    std::thread::sleep(Duration::from_millis(500));
+    term.send("\x1a");
+    term.expect("Stopped");
+    term.send("echo \"stopped-jobs-$(jobs -s | wc -l)-$((1+1))\"\n");
+    term.expect("stopped-jobs-1-2");
+    term.send("fg\n");
+    std::thread::sleep(Duration::from_millis(300));
+    term.send("hello\n");
+    term.expect("got-hello");
+    term.send("echo \"rc-$?-$((2+2))\"\n");
+    term.expect("rc-3-4");
+    term.send("exit\n");
+    term.finish();
+}
