@@ -1,12 +1,749 @@
-//! The logic of `relay-shim`. (Under construction.)
+//! The logic of `relay-shim`: run one program with a token descriptor it never reads.
+//!
+//! ```text
+//! relay-shim [--pass-token] [--status-fd N] [--session-id ID] -- PROGRAM [ARGS...]
+//! ```
+//!
+//! - The target gets fds 0, 1, 2 and, with `--pass-token`, fd 5 (the shim's own fd 5, handed on
+//!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by
+//!   [`crate::pipe::spawn_with_token_fd`]. Without `--pass-token` the target gets no fd 5, even
+//!   when the shim had one, and the environment is passed on unchanged.
+//! - Status lines (JSON, one `write` each) go to the status descriptor (default 3):
+//!   `{"event":"started","pid":P}`, then `{"event":"exit","status":S}` or
+//!   `{"event":"exit","signal":G}`; or `{"event":"spawn_failed","errno":E}`. When the status
+//!   descriptor is not open the shim runs without status lines. The status descriptor is
+//!   close-on-exec in the shim, so the target never inherits it. A write that fails (the reader
+//!   went away) stops further status lines; the target is not disturbed.
+//! - The target runs in its own process group. SIGHUP, SIGINT, SIGTERM and SIGQUIT received by
+//!   the shim are forwarded to that group (to the target alone if the group is gone). A signal
+//!   that was ignored when the shim started stays ignored (and is not forwarded), as shells do.
+//! - Started in the foreground of a terminal (one of fds 0, 1, 2 is a terminal whose foreground
+//!   group is the shim's), the shim makes the target's group the foreground group (the child
+//!   does it before exec), so an interactive target can read the terminal instead of being
+//!   stopped by SIGTTIN; job control passes through (Ctrl-Z stops the shim's own group with the
+//!   same signal so the caller's shell sees the job stop; `fg` hands the terminal back to the
+//!   target and continues it); the terminal is given back to the shim's group when the target
+//!   ends. Without a terminal, stops of the target are not acted upon.
+//! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`) is exported to the target as
+//!   [`SESSION_ID_VAR`] (`RELAY_SESSION_ID`); nothing else is added to the environment.
+//! - Exit: the target's status; 128 + signal when it was killed; 127 when the program was not
+//!   found; 126 on other spawn failures; 70 on a usage or internal error (nothing started).
+//!
+//! ```no_run
+//! // The whole of relay-shim's main:
+//! // SAFETY: called once, from main; this process owns its inherited fd 5 and status fd.
+//! let code = unsafe { relay_token::shim::run_cli(std::env::args_os().skip(1)) };
+//! std::process::exit(code);
+//! ```
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
-/// `relay-shim`'s entry point; returns the exit code.
+use crate::fds::{FdMap, TOKEN_FD};
+use crate::sys;
+
+/// The status descriptor used when `--status-fd` is not given.
+pub const DEFAULT_STATUS_FD: RawFd = 3;
+
+/// Exit code for a usage error or an internal error; nothing was started.
+pub const EXIT_USAGE: i32 = 70;
+
+/// Exit code when the program was not found (`ENOENT`).
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// Exit code for any other spawn failure (not executable, ...).
+pub const EXIT_CANNOT_EXEC: i32 = 126;
+
+/// The variable that carries `--session-id` to the target.
+pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
+
+/// The one-line synopsis printed with usage errors.
+pub const USAGE: &str =
+    "usage: relay-shim [--pass-token] [--status-fd N] [--session-id ID] -- PROGRAM [ARGS...]";
+
+/// The signals the shim forwards to the target's process group.
+pub const FORWARDED_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGQUIT];
+
+/// A session id as `--session-id` accepts it: 1 to 64 bytes of `[A-Za-z0-9._-]`.
+///
+/// ```
+/// use relay_token::shim::SessionId;
+/// assert_eq!(SessionId::parse("s-42.a_b").unwrap().as_str(), "s-42.a_b");
+/// assert!(SessionId::parse("").is_none());
+/// assert!(SessionId::parse("a b").is_none());
+/// assert!(SessionId::parse(&"x".repeat(65)).is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// The id, if `s` is 1 to 64 bytes of `[A-Za-z0-9._-]`.
+    ///
+    /// ```
+    /// assert!(relay_token::shim::SessionId::parse("abc").is_some());
+    /// ```
+    pub fn parse(s: &str) -> Option<SessionId> {
+        let ok = (1..=64).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        ok.then(|| SessionId(s.to_owned()))
+    }
+
+    /// The id as text.
+    ///
+    /// ```
+    /// assert_eq!(relay_token::shim::SessionId::parse("abc").unwrap().as_str(), "abc");
+    /// ```
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The parsed command line of `relay-shim`.
+///
+/// ```
+/// use relay_token::shim::ShimOptions;
+/// let opts = ShimOptions::parse(["--pass-token", "--", "claude", "-p", "hi"]).unwrap();
+/// assert!(opts.pass_token);
+/// assert_eq!(opts.status_fd, 3);
+/// assert_eq!(opts.program, "claude");
+/// assert_eq!(opts.args, ["-p", "hi"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShimOptions {
+    /// `--pass-token`: hand the shim's fd 5 to the target at fd 5.
+    pub pass_token: bool,
+    /// `--status-fd N`: where status lines go (default [`DEFAULT_STATUS_FD`]); never 0, 1, 2,
+    /// nor 5 with `--pass-token`.
+    pub status_fd: RawFd,
+    /// `--session-id ID`: exported to the target as [`SESSION_ID_VAR`].
+    pub session_id: Option<SessionId>,
+    /// The program to run (looked up on `PATH` when it holds no `/`).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+/// A command line `relay-shim` refuses. Its `Display` is one line, without the synopsis.
+///
+/// ```
+/// use relay_token::shim::{ShimOptions, UsageError};
+/// let err = ShimOptions::parse(["--status-fd", "1", "--", "true"]).unwrap_err();
+/// assert_eq!(err, UsageError::StatusFdIsStdio(1));
+/// assert_eq!(err.to_string(), "--status-fd 1: must not be 0, 1 or 2 (stdio)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsageError {
+    /// An option the shim does not know, before `--`.
+    UnknownOption(String),
+    /// An option given twice.
+    Repeated(&'static str),
+    /// An option that needs a value came last.
+    MissingValue(&'static str),
+    /// `--status-fd` given something that is not a descriptor number.
+    StatusFdNotANumber(String),
+    /// `--status-fd` 0, 1 or 2.
+    StatusFdIsStdio(RawFd),
+    /// `--status-fd 5` together with `--pass-token`.
+    StatusFdIsTokenFd,
+    /// `--session-id` outside `[A-Za-z0-9._-]{1,64}`.
+    BadSessionId(String),
+    /// No `--` before the program (an argument that is not an option came first, or none).
+    MissingSeparator,
+    /// Nothing (or an empty name) after `--`.
+    MissingProgram,
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UsageError::UnknownOption(a) => {
+                write!(f, "unknown option {a:?} (the program goes after --)")
+            }
+            UsageError::Repeated(o) => write!(f, "{o} given twice"),
+            UsageError::MissingValue(o) => write!(f, "{o} needs a value"),
+            UsageError::StatusFdNotANumber(v) => {
+                write!(f, "--status-fd {v:?}: not a descriptor number")
+            }
+            UsageError::StatusFdIsStdio(n) => {
+                write!(f, "--status-fd {n}: must not be 0, 1 or 2 (stdio)")
+            }
+            UsageError::StatusFdIsTokenFd => {
+                write!(f, "--status-fd 5: fd 5 carries the token with --pass-token")
+            }
+            UsageError::BadSessionId(v) => {
+                write!(
+                    f,
+                    "--session-id {v:?}: must be 1 to 64 of A-Z a-z 0-9 . _ -"
+                )
+            }
+            UsageError::MissingSeparator => write!(f, "missing -- before the program"),
+            UsageError::MissingProgram => write!(f, "no program after --"),
+        }
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+impl ShimOptions {
+    /// Parses the arguments after the program name. Options come before `--`, in any order,
+    /// as `--opt VALUE` or `--opt=VALUE`; everything after `--` is the program and its
+    /// arguments, taken as they are.
+    ///
+    /// ```
+    /// use relay_token::shim::{ShimOptions, UsageError};
+    /// let o = ShimOptions::parse(["--status-fd=7", "--session-id", "s1", "--", "sh", "-c", "--"]).unwrap();
+    /// assert_eq!((o.status_fd, o.session_id.unwrap().as_str()), (7, "s1"));
+    /// assert_eq!(o.args, ["-c", "--"]);
+    /// assert_eq!(ShimOptions::parse(["true"]), Err(UsageError::MissingSeparator));
+    /// assert_eq!(
+    ///     ShimOptions::parse(["--pass-token", "--status-fd", "5", "--", "true"]),
+    ///     Err(UsageError::StatusFdIsTokenFd)
+    /// );
+    /// ```
+    pub fn parse<I>(args: I) -> Result<ShimOptions, UsageError>
+    where
+        I: IntoIterator,
+        I::Item: Into<OsString>,
+    {
+        let mut it = args.into_iter().map(Into::into);
+        let mut pass_token = false;
+        let mut status_fd: Option<RawFd> = None;
+        let mut session_id: Option<SessionId> = None;
+        let mut separated = false;
+        while let Some(arg) = it.next() {
+            let text = arg.to_string_lossy();
+            let (name, inline) = match text.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+                _ => (text.clone().into_owned(), None),
+            };
+            let mut value = |opt: &'static str| -> Result<String, UsageError> {
+                match inline.clone() {
+                    Some(v) => Ok(v),
+                    None => it
+                        .next()
+                        .map(|v| v.to_string_lossy().into_owned())
+                        .ok_or(UsageError::MissingValue(opt)),
+                }
+            };
+            match name.as_str() {
+                "--" if inline.is_none() => {
+                    separated = true;
+                    break;
+                }
+                "--pass-token" if inline.is_none() => {
+                    if pass_token {
+                        return Err(UsageError::Repeated("--pass-token"));
+                    }
+                    pass_token = true;
+                }
+                "--status-fd" => {
+                    if status_fd.is_some() {
+                        return Err(UsageError::Repeated("--status-fd"));
+                    }
+                    let v = value("--status-fd")?;
+                    let n = parse_fd(&v).ok_or(UsageError::StatusFdNotANumber(v))?;
+                    if n <= 2 {
+                        return Err(UsageError::StatusFdIsStdio(n));
+                    }
+                    status_fd = Some(n);
+                }
+                "--session-id" => {
+                    if session_id.is_some() {
+                        return Err(UsageError::Repeated("--session-id"));
+                    }
+                    let v = value("--session-id")?;
+                    session_id = Some(SessionId::parse(&v).ok_or(UsageError::BadSessionId(v))?);
+                }
+                _ if !text.starts_with('-') => return Err(UsageError::MissingSeparator),
+                _ => return Err(UsageError::UnknownOption(text.into_owned())),
+            }
+        }
+        if !separated {
+            return Err(UsageError::MissingSeparator);
+        }
+        let program = it.next().ok_or(UsageError::MissingProgram)?;
+        if program.is_empty() {
+            return Err(UsageError::MissingProgram);
+        }
+        let status_fd = status_fd.unwrap_or(DEFAULT_STATUS_FD);
+        if pass_token && status_fd == TOKEN_FD {
+            return Err(UsageError::StatusFdIsTokenFd);
+        }
+        Ok(ShimOptions {
+            pass_token,
+            status_fd,
+            session_id,
+            program,
+            args: it.collect(),
+        })
+    }
+}
+
+/// A descriptor number: ASCII digits only, fitting an `i32`.
+fn parse_fd(v: &str) -> Option<RawFd> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+/// One status line, as written to the status descriptor.
+///
+/// ```
+/// use relay_token::shim::StatusEvent;
+/// assert_eq!(StatusEvent::Started { pid: 42 }.line(), "{\"event\":\"started\",\"pid\":42}\n");
+/// assert_eq!(StatusEvent::Signaled { signal: 9 }.line(), "{\"event\":\"exit\",\"signal\":9}\n");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusEvent {
+    /// `{"event":"started","pid":P}`: the target runs.
+    Started {
+        /// The target's pid (also its process group id).
+        pid: u32,
+    },
+    /// `{"event":"spawn_failed","errno":E}`: nothing runs.
+    SpawnFailed {
+        /// The `errno` of the failed spawn (2 for a program not found).
+        errno: i32,
+    },
+    /// `{"event":"exit","status":S}`: the target exited.
+    Exited {
+        /// Its exit status.
+        status: i32,
+    },
+    /// `{"event":"exit","signal":G}`: the target was killed by a signal.
+    Signaled {
+        /// The signal number.
+        signal: i32,
+    },
+}
+
+impl StatusEvent {
+    /// The JSON line, newline included.
+    ///
+    /// ```
+    /// use relay_token::shim::StatusEvent;
+    /// assert_eq!(StatusEvent::Exited { status: 3 }.line(), "{\"event\":\"exit\",\"status\":3}\n");
+    /// ```
+    pub fn line(&self) -> String {
+        match *self {
+            StatusEvent::Started { pid } => format!("{{\"event\":\"started\",\"pid\":{pid}}}\n"),
+            StatusEvent::SpawnFailed { errno } => {
+                format!("{{\"event\":\"spawn_failed\",\"errno\":{errno}}}\n")
+            }
+            StatusEvent::Exited { status } => {
+                format!("{{\"event\":\"exit\",\"status\":{status}}}\n")
+            }
+            StatusEvent::Signaled { signal } => {
+                format!("{{\"event\":\"exit\",\"signal\":{signal}}}\n")
+            }
+        }
+    }
+
+    /// The shim's exit code for this event: the status, 128 + signal, 127 for `ENOENT`, 126 for
+    /// another spawn failure; 0 for `Started` (not a final event).
+    ///
+    /// ```
+    /// use relay_token::shim::StatusEvent;
+    /// assert_eq!(StatusEvent::Signaled { signal: 15 }.exit_code(), 143);
+    /// assert_eq!(StatusEvent::SpawnFailed { errno: libc::ENOENT }.exit_code(), 127);
+    /// assert_eq!(StatusEvent::SpawnFailed { errno: libc::EACCES }.exit_code(), 126);
+    /// ```
+    pub fn exit_code(&self) -> i32 {
+        match *self {
+            StatusEvent::Started { .. } => 0,
+            StatusEvent::SpawnFailed { errno } if errno == libc::ENOENT => EXIT_NOT_FOUND,
+            StatusEvent::SpawnFailed { .. } => EXIT_CANNOT_EXEC,
+            StatusEvent::Exited { status } => status,
+            StatusEvent::Signaled { signal } => 128 + signal,
+        }
+    }
+}
+
+/// Where status lines go: the claimed status descriptor, or nowhere.
+struct StatusOut {
+    fd: Option<OwnedFd>,
+}
+
+impl StatusOut {
+    /// Writes one line with one `write`; on failure stops writing (the reader is gone).
+    fn send(&mut self, event: StatusEvent) {
+        if let Some(fd) = &self.fd {
+            if sys::write_all(fd, event.line().as_bytes()).is_err() {
+                self.fd = None;
+            }
+        }
+    }
+}
+
+/// Parses `args` (the arguments after the program name) and runs the shim: the whole of
+/// `relay-shim`. Usage errors go to stderr (the error and the synopsis) and return
+/// [`EXIT_USAGE`]; `--help` prints the synopsis to stdout and returns 0. Returns the exit code.
+///
+/// # Safety
+///
+/// Same as [`run`]: the calling process owns its descriptor 5 and the status descriptor (they
+/// were inherited and nothing else in the process uses them); call it once, from `main`.
 ///
 /// ```no_run
-/// relay_token::shim::main(Vec::new());
+/// // SAFETY: called once, from main; this process owns its inherited fd 5 and status fd.
+/// let code = unsafe { relay_token::shim::run_cli(std::env::args_os().skip(1)) };
+/// std::process::exit(code);
 /// ```
-pub fn main(_args: Vec<OsString>) -> i32 {
-    70
+pub unsafe fn run_cli<I>(args: I) -> i32
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if matches!(args.first().and_then(|a| a.to_str()), Some("-h" | "--help")) {
+        println!("{USAGE}");
+        return 0;
+    }
+    match ShimOptions::parse(args) {
+        // SAFETY: forwarded from this function's own contract.
+        Ok(opts) => unsafe { run(&opts) },
+        Err(e) => {
+            eprintln!("relay-shim: {e}\n{USAGE}");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// Runs the target described by `opts` and waits for it; returns the shim's exit code.
+///
+/// Takes over descriptor 5 (with `pass_token`) and `opts.status_fd`: both are marked
+/// close-on-exec and closed by the time this returns (fd 5 as soon as the spawn returns).
+/// Installs handlers for [`FORWARDED_SIGNALS`] that forward them to the target's group.
+///
+/// # Safety
+///
+/// The calling process must own descriptor 5 (with `pass_token`) and `opts.status_fd` when they
+/// are open: nothing else in the process may use or close them. In practice: call it once, from
+/// the `main` of a process that inherited them.
+///
+/// ```
+/// use std::os::fd::IntoRawFd;
+/// use relay_token::shim::{run, ShimOptions};
+///
+/// let (r, w) = relay_token::sys::pipe2_cloexec()?;
+/// let mut opts = ShimOptions::parse(["--", "sh", "-c", "exit 3"]).unwrap();
+/// opts.status_fd = w.into_raw_fd(); // handed over: `run` closes it
+/// // SAFETY: the status descriptor was just handed over; fd 5 is not involved (no pass_token).
+/// assert_eq!(unsafe { run(&opts) }, 3);
+/// let mut lines = String::new();
+/// std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut lines)?;
+/// assert!(lines.starts_with("{\"event\":\"started\",\"pid\":"));
+/// assert!(lines.ends_with("{\"event\":\"exit\",\"status\":3}\n"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub unsafe fn run(opts: &ShimOptions) -> i32 {
+    // The token descriptor first: refuse before anything is started.
+    let token_fd = if opts.pass_token {
+        if sys::fd_flags(TOKEN_FD).is_err() {
+            eprintln!("relay-shim: --pass-token: fd 5 is not open (it must hold the token pipe)");
+            return EXIT_USAGE;
+        }
+        // SAFETY: fd 5 is open (checked above) and, by this function's contract, owned by the
+        // caller and handed to us; nothing else uses it.
+        let fd = unsafe { OwnedFd::from_raw_fd(TOKEN_FD) };
+        if let Err(e) = sys::set_cloexec(TOKEN_FD, true) {
+            eprintln!("relay-shim: fd 5: cannot mark close-on-exec: {e}");
+            return EXIT_USAGE;
+        }
+        Some(fd)
+    } else {
+        None
+    };
+
+    // The status descriptor: not open means no status lines.
+    let mut status = StatusOut { fd: None };
+    if sys::fd_flags(opts.status_fd).is_ok() {
+        // SAFETY: the descriptor is open and, by this function's contract, ours; it is not fd 5
+        // when fd 5 was claimed above (the parser refuses that pair).
+        let fd = unsafe { OwnedFd::from_raw_fd(opts.status_fd) };
+        if let Err(e) = sys::set_cloexec(fd.as_raw_fd(), true) {
+            eprintln!(
+                "relay-shim: status fd {}: cannot mark close-on-exec: {e}",
+                opts.status_fd
+            );
+            return EXIT_USAGE;
+        }
+        status.fd = Some(fd);
+    }
+
+    let mut cmd = Command::new(&opts.program);
+    cmd.args(&opts.args).process_group(0);
+    if let Some(id) = &opts.session_id {
+        cmd.env(SESSION_ID_VAR, id.as_str());
+    }
+
+    if let Err(e) = install_forwarders() {
+        eprintln!("relay-shim: cannot install signal handlers: {e}");
+        return EXIT_USAGE;
+    }
+
+    // A terminal launch: the target's own group must be the terminal's foreground group, or it
+    // is stopped (SIGTTIN/SIGTTOU) as soon as it reads the terminal or sets its modes. The child
+    // takes the terminal itself, after std's setpgid and before exec, so no read can come first.
+    let tty = foreground_tty();
+    if let Some(tty) = tty {
+        // SAFETY: the hook runs between fork and exec and makes raw, async-signal-safe calls only
+        // (getpid, sigprocmask, tcsetpgrp); it allocates nothing and captures one integer. A
+        // failure to take the terminal is not a spawn failure: it is ignored.
+        unsafe {
+            cmd.pre_exec(move || {
+                give_terminal(tty, libc::getpid());
+                Ok(())
+            });
+        }
+    }
+
+    let spawned = match &token_fd {
+        Some(fd) => crate::pipe::spawn_with_token_fd(&mut cmd, fd.as_fd(), FdMap::new()),
+        None => FdMap::new().spawn(&mut cmd),
+    };
+    // Our copy of the token descriptor goes now, success or not.
+    drop(token_fd);
+
+    let child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            // The child may have taken the terminal before its exec failed.
+            if let Some(tty) = tty {
+                take_terminal_back(tty);
+            }
+            let event = StatusEvent::SpawnFailed {
+                errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+            };
+            status.send(event);
+            eprintln!(
+                "relay-shim: cannot run {}: {}",
+                show(&opts.program),
+                sys::errno_words(e.raw_os_error().unwrap_or(libc::EINVAL))
+            );
+            return event.exit_code();
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    // The child's stdio is inherited: dropping `Child` closes nothing and does not wait.
+    drop(child);
+    CHILD_PID.store(pid, Ordering::SeqCst);
+    flush_pending(pid);
+    status.send(StatusEvent::Started { pid: pid as u32 });
+
+    let waited = wait_exit(pid, tty);
+    if let Some(tty) = tty {
+        take_terminal_back(tty);
+    }
+    let event = match waited {
+        Ok(ev) => ev,
+        Err(e) => {
+            eprintln!("relay-shim: waiting for pid {pid}: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    status.send(event);
+    event.exit_code()
+}
+
+/// A program name for an error line.
+fn show(p: &OsStr) -> String {
+    format!("{:?}", p.to_string_lossy())
+}
+
+/// The target's pid while it can be signalled (0 before the spawn and once it has exited).
+static CHILD_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Forwarded signals received while no target was running yet, one bit per signal number.
+static PENDING: AtomicU64 = AtomicU64::new(0);
+
+/// Installs [`on_signal`] for each forwarded signal, with `SA_RESTART`, except those that were
+/// ignored on entry: they stay ignored (and the target inherits that, as from a shell).
+fn install_forwarders() -> io::Result<()> {
+    for &sig in &FORWARDED_SIGNALS {
+        // SAFETY: `sigaction` is plain old data; all-zero is a valid starting value.
+        let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: `sigaction` is plain old data.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        new.sa_flags = libc::SA_RESTART;
+        // SAFETY: `new.sa_mask` is a valid sigset_t to initialise.
+        unsafe { libc::sigemptyset(&mut new.sa_mask) };
+        // SAFETY: both pointers refer to valid `sigaction` values; the handler is
+        // async-signal-safe (atomics and `kill` only).
+        if unsafe { libc::sigaction(sig, &new, &mut old) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if old.sa_sigaction == libc::SIG_IGN {
+            // SAFETY: restores the disposition just read; the pointer is valid.
+            if unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The handler: forward to the target's group, or remember the signal until there is one.
+/// Async-signal-safe: atomics, `kill` and `errno` only.
+extern "C" fn on_signal(sig: libc::c_int) {
+    // SAFETY: __errno_location returns this thread's errno slot; reading and restoring it keeps
+    // the interrupted code's errno intact.
+    let errno = unsafe { *libc::__errno_location() };
+    let pid = CHILD_PID.load(Ordering::SeqCst);
+    if pid > 0 {
+        forward(pid, sig);
+    } else if (0..64).contains(&sig) {
+        PENDING.fetch_or(1 << sig, Ordering::SeqCst);
+        // The spawn may have completed between the load and the store: flush here too. The swap
+        // in flush_pending makes sure each pending signal is sent once.
+        let pid = CHILD_PID.load(Ordering::SeqCst);
+        if pid > 0 {
+            flush_pending(pid);
+        }
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Sends the signals received before the spawn. Async-signal-safe.
+fn flush_pending(pid: libc::pid_t) {
+    let bits = PENDING.swap(0, Ordering::SeqCst);
+    for &sig in &FORWARDED_SIGNALS {
+        if bits & (1 << sig) != 0 {
+            forward(pid, sig);
+        }
+    }
+}
+
+/// `kill(-pid, sig)`, or `kill(pid, sig)` when the group is gone. Async-signal-safe.
+fn forward(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill takes two integers and touches no memory.
+    if unsafe { libc::kill(-pid, sig) } != 0 {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// The first of fds 0, 1, 2 that is a terminal whose foreground process group is the shim's
+/// own: the shim was started in the foreground of a terminal (a `relay-host run`).
+fn foreground_tty() -> Option<RawFd> {
+    // SAFETY: getpgrp takes nothing and cannot fail.
+    let own = unsafe { libc::getpgrp() };
+    // SAFETY: isatty and tcgetpgrp take an int fd and touch no memory of ours.
+    (0..=2).find(|&fd| unsafe { libc::isatty(fd) == 1 && libc::tcgetpgrp(fd) == own })
+}
+
+/// `tcsetpgrp(tty, pgrp)` with SIGTTOU blocked (a caller outside the foreground group would be
+/// stopped otherwise). Errors are ignored. Async-signal-safe: sigprocmask and tcsetpgrp only.
+fn give_terminal(tty: RawFd, pgrp: libc::pid_t) {
+    // SAFETY: sigset_t is plain old data, initialised by sigemptyset before use.
+    let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; filled by sigprocmask.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointers refer to valid sigset_t values owned by this frame; tcsetpgrp takes
+    // integers only.
+    unsafe {
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        libc::sigprocmask(libc::SIG_BLOCK, &block, &mut old);
+        libc::tcsetpgrp(tty, pgrp);
+        libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}
+
+/// Makes the shim's own group the terminal's foreground group again.
+fn take_terminal_back(tty: RawFd) {
+    // SAFETY: getpgrp takes nothing and cannot fail.
+    give_terminal(tty, unsafe { libc::getpgrp() });
+}
+
+/// Waits for `pid` to exit. The pid is withdrawn from the signal handler *before* the child is
+/// reaped (`waitid(WNOWAIT)` first), so a late signal can never hit a recycled pid.
+///
+/// With a terminal (`tty`), job control passes through: when the target stops (Ctrl-Z, or a
+/// read from the background), the shim takes the terminal back and stops its own group with the
+/// same signal, so the caller's shell sees the job stop; once continued, it gives the terminal
+/// back to the target if the shim is in the foreground (`fg`), and continues the target's group.
+/// Without a terminal a stopped target is simply waited for.
+fn wait_exit(pid: libc::pid_t, tty: Option<RawFd>) -> io::Result<StatusEvent> {
+    let mut flags = libc::WEXITED | libc::WNOWAIT;
+    if tty.is_some() {
+        flags |= libc::WSTOPPED;
+    }
+    loop {
+        // SAFETY: `siginfo_t` is plain old data; waitid fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for writes; waitid touches nothing else.
+        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if info.si_code != libc::CLD_STOPPED {
+            break;
+        }
+        // A stop: consume the event (WNOWAIT left it), then pass it on.
+        // SAFETY: as above.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WSTOPPED | libc::WNOHANG,
+            )
+        };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+        if let Some(tty) = tty {
+            // SAFETY: si_status of a CLD_STOPPED siginfo is the stop signal.
+            let sig = unsafe { info.si_status() };
+            take_terminal_back(tty);
+            // SAFETY: kill takes integers; 0 is the shim's own group. Returns once continued
+            // (or at once when the group is orphaned and the stop is discarded).
+            unsafe { libc::kill(0, if sig > 0 { sig } else { libc::SIGTSTP }) };
+            // SAFETY: getpgrp and tcgetpgrp take integers only.
+            if unsafe { libc::tcgetpgrp(tty) == libc::getpgrp() } {
+                give_terminal(tty, pid);
+            }
+            forward(pid, libc::SIGCONT);
+        }
+    }
+    CHILD_PID.store(0, Ordering::SeqCst);
+    let mut raw: libc::c_int = 0;
+    loop {
+        // SAFETY: `raw` is valid for writes.
+        let rc = unsafe { libc::waitpid(pid, &mut raw, 0) };
+        if rc == pid {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    if libc::WIFSIGNALED(raw) {
+        Ok(StatusEvent::Signaled {
+            signal: libc::WTERMSIG(raw),
+        })
+    } else {
+        Ok(StatusEvent::Exited {
+            status: libc::WEXITSTATUS(raw),
+        })
+    }
 }

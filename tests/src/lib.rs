@@ -1,1 +1,207 @@
-//! Helpers for the end-to-end tests.
+//! Helpers for the end-to-end tests that run the real binaries.
+//!
+//! The binaries (`relay-host`, `relay-shim`, `fake-agent`) are found beside the running test or
+//! tool: a test runs from `target/<profile>/deps/`, a tool from `target/<profile>/`; both look in
+//! `target/<profile>/`. Build them first: `cargo build --workspace --bins`.
+#![deny(missing_docs)]
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The folder that holds the workspace's built binaries for the running profile
+/// (`target/debug/` or `target/release/`).
+///
+/// ```
+/// assert!(relay_tests::bin_dir().is_dir());
+/// ```
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut dir = exe.parent().expect("the executable's folder").to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// The path of the built binary `name` in [`bin_dir`]; panics, saying how to build it, when it
+/// is missing.
+///
+/// ```no_run
+/// let shim = relay_tests::bin("relay-shim");
+/// assert!(shim.ends_with("relay-shim"));
+/// ```
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    if !path.is_file() {
+        panic!(
+            "{} is missing: run `cargo build --workspace --bins` (add --release for a release \
+             run) before the tests",
+            path.display()
+        );
+    }
+    path
+}
+
+/// The built `relay-shim`.
+///
+/// ```no_run
+/// let status = std::process::Command::new(relay_tests::relay_shim()).args(["--", "true"]).status()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn relay_shim() -> PathBuf {
+    bin("relay-shim")
+}
+
+/// The built `relay-host`.
+///
+/// ```no_run
+/// let host = relay_tests::relay_host();
+/// # drop(host);
+/// ```
+pub fn relay_host() -> PathBuf {
+    bin("relay-host")
+}
+
+/// The built `fake-agent` (see its source for the CLI and the record format).
+///
+/// ```no_run
+/// let agent = relay_tests::fake_agent();
+/// # drop(agent);
+/// ```
+pub fn fake_agent() -> PathBuf {
+    bin("fake-agent")
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+///
+/// ```
+/// assert_eq!(
+///     relay_tests::sha256_hex(b""),
+///     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+/// );
+/// ```
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A fresh fake token: `acme-fake-token-` and 32 random hex digits (from `/dev/urandom`).
+///
+/// ```
+/// let t = relay_tests::fake_token();
+/// assert!(t.starts_with("acme-fake-token-") && t.len() == 48);
+/// assert_ne!(t, relay_tests::fake_token());
+/// ```
+pub fn fake_token() -> String {
+    let mut raw = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .expect("read /dev/urandom");
+    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    format!("acme-fake-token-{hex}")
+}
+
+/// The records the fake agent appended to `path`, one JSON value per line; empty when the file
+/// does not exist (no agent started). Panics on a line that is not JSON.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// assert!(relay_tests::read_records(&dir.path().join("none")).is_empty());
+/// std::fs::write(dir.path().join("r"), "{\"pid\":1}\n")?;
+/// assert_eq!(relay_tests::read_records(&dir.path().join("r"))[0]["pid"], 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn read_records(path: &Path) -> Vec<Value> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("read {}: {e}", path.display()),
+    };
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("record {l:?}: {e}")))
+        .collect()
+}
+
+/// Waits up to `timeout` until `path` holds at least `n` records, and returns them; panics on
+/// timeout.
+///
+/// ```no_run
+/// let recs = relay_tests::wait_for_records("/tmp/rec".as_ref(), 1, std::time::Duration::from_secs(5));
+/// # drop(recs);
+/// ```
+pub fn wait_for_records(path: &Path, n: usize, timeout: Duration) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let recs = read_records(path);
+        if recs.len() >= n {
+            return recs;
+        }
+        if start.elapsed() > timeout {
+            panic!(
+                "{}: {} record(s) after {timeout:?}, wanted {n}",
+                path.display(),
+                recs.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Spawns `cmd` with each `(src, dst)` of `fds` at number `dst` in the child (any number above
+/// 2, as many as wanted), leaving the child's other descriptors as this process has them (all
+/// close-on-exec in a Rust test). Unlike `relay_token::FdMap` it closes nothing: it is for tests
+/// that need to hand a program arbitrary descriptors, such as leftovers at 4, 6 and 9.
+///
+/// The sources are first duplicated above every target, so no `dup2` in the child overwrites a
+/// source not yet placed. The hook makes raw `dup2` calls only. Spawn `cmd` once: the hook
+/// refers to duplicates closed when this returns.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let devnull = std::fs::File::open("/dev/null")?;
+/// let status = relay_tests::spawn_with_fds(
+///     std::process::Command::new("sh").args(["-c", "test -e /dev/fd/9"]),
+///     &[(devnull.as_fd(), 9)],
+/// )?.wait()?;
+/// assert!(status.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn spawn_with_fds(
+    cmd: &mut Command,
+    fds: &[(BorrowedFd<'_>, RawFd)],
+) -> std::io::Result<Child> {
+    let high = fds.iter().map(|&(_, d)| d).max().unwrap_or(2) + 1;
+    let mut held: Vec<OwnedFd> = Vec::new();
+    let mut pairs: Vec<(RawFd, RawFd)> = Vec::new();
+    for &(src, dst) in fds {
+        assert!(dst > 2, "place above 2");
+        let moved = relay_token::sys::dup_cloexec_at_least(src, high.max(64))?;
+        pairs.push((moved.as_raw_fd(), dst));
+        held.push(moved);
+    }
+    // SAFETY: the hook runs between fork and exec; it reads a Vec allocated before the fork and
+    // calls dup2 only, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &(src, dst) in &pairs {
+                if libc::dup2(src, dst) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn();
+    drop(held);
+    child
+}

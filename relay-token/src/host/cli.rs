@@ -209,7 +209,11 @@ pub fn run(args: Vec<OsString>) -> i32 {
             println!("{USAGE}");
             return 0;
         }
-        Command::Shim(args) => return crate::shim::main(args),
+        Command::Shim(args) => {
+            // SAFETY: reached straight from the entry point, before anything else opens or uses
+            // a descriptor: this process owns the fd 5 and status fd it inherited.
+            return unsafe { crate::shim::run_cli(args) };
+        }
         Command::Probe(args) => return super::demo::probe(args),
         _ => {}
     }

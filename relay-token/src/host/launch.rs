@@ -250,7 +250,7 @@ fn prepare_and_spawn(
     };
     facts.token = token.is_some();
 
-    // 3. The profile, and the command line around it.
+    // The command line.
     let project = v.request.project.clone();
     let claude_config = state.claude_config_dir();
     let subst = |s: &str| -> String {
@@ -271,20 +271,40 @@ fn prepare_and_spawn(
         target.push(r.into());
     }
     target.extend(v.request.extra_args.iter().map(OsString::from));
+    // 3. The session folder and the relay-owned Claude config folder: the profile's grants
+    //    must exist to be resolved. Whatever this launch creates is removed if it is refused.
     let session_tmp = session_dir.join("tmp");
+    let mut made = Made::default();
+    made.create(&session_dir)
+        .and_then(|_| made.create(&session_tmp))
+        .and_then(|_| made.create(&claude_config))
+        .map_err(|e| {
+            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
+        })?;
+    let lock = lock_session(&session_dir)
+        .map_err(|e| LaunchError::InvalidSpec(format!("session {:?}: {e}", v.session_id)))?;
+
+    // 4. The profile, and the command line around it.
     let argv: Vec<OsString> = if v.sandboxed {
         let bwrap = sandbox::find_bwrap(settings.bwrap.as_deref())
             .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
-        let profile = build_profile(
+        let mut profile = build_profile(
             host,
-            &settings,
             &v,
             &program,
             &session_tmp,
             &claude_config,
             token_path.as_deref(),
         )?;
+        profile.state_dir(state.path().to_path_buf());
         let all_rw = all_rw_grants(host, &settings, project.as_deref(), &claude_config)?;
+        // The host's own folders stay read-only inside any grant that holds them, so a session
+        // cannot rewrite the settings (and drop the deny) for the next launch.
+        for own in [&host.config_dir, &host.state_dir] {
+            if own.is_dir() && all_rw.iter().any(|g| own.starts_with(g)) {
+                profile.read(own.clone());
+            }
+        }
         let resolved = profile
             .resolve(&all_rw)
             .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
@@ -296,24 +316,6 @@ fn prepare_and_spawn(
     } else {
         target
     };
-
-    // 4. The session folder (and the relay-owned Claude config folder).
-    let created = !session_dir.exists();
-    let cleanup = |e: LaunchError| {
-        if created {
-            let _ = std::fs::remove_dir_all(&session_dir);
-        }
-        e
-    };
-    private_dir(&session_tmp)
-        .and_then(|_| private_dir(&claude_config))
-        .map_err(|e| {
-            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
-        })
-        .map_err(cleanup)?;
-    let lock = lock_session(&session_dir)
-        .map_err(|e| LaunchError::InvalidSpec(format!("session {:?}: {e}", v.session_id)))
-        .map_err(cleanup)?;
 
     // 5. Spawn relay-shim with the status pipe at 3 and the token pipe at 5.
     let mut env_vars: BTreeMap<String, String> = v
@@ -349,7 +351,7 @@ fn prepare_and_spawn(
     }
     let (status_r, status_w) = sys::pipe2_cloexec()
         .map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))
-        .map_err(cleanup)?;
+        ?;
     let mut extra = FdMap::new();
     extra.place(status_w.as_fd(), STATUS_FD);
     let spawned = match token {
@@ -357,14 +359,14 @@ fn prepare_and_spawn(
             let pipe = TokenPipe::new(&t)
                 .map_err(|e| LaunchError::SpawnFailed(format!("token pipe: {e}")));
             drop(t);
-            pipe.map_err(cleanup)?.spawn_with(&mut cmd, extra)
+            pipe?.spawn_with(&mut cmd, extra)
         }
         None => extra.spawn(&mut cmd),
     };
     drop(status_w);
     let mut shim_child = spawned
         .map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))
-        .map_err(cleanup)?;
+        ?;
 
     // 6. Wait for `started`.
     let mut status = BufReader::new(File::from(status_r));
@@ -381,6 +383,7 @@ fn prepare_and_spawn(
                 v.sandboxed,
                 if facts.token { "fd" } else { "none" }
             ));
+            made.keep();
             Ok(Session {
                 id: v.session_id,
                 shim: shim_child,
@@ -392,7 +395,7 @@ fn prepare_and_spawn(
             let _ = shim_child.kill();
             let _ = shim_child.wait();
             drop(lock);
-            Err(cleanup(e))
+            Err(e)
         }
     }
 }
@@ -558,10 +561,8 @@ fn expand(
         .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn build_profile(
     host: &Host,
-    _settings: &crate::settings::Settings,
     v: &Validated,
     program: &Path,
     session_tmp: &Path,
@@ -645,4 +646,32 @@ pub fn refuse_early(host: &Host, e: &LaunchError) -> i32 {
         ),
     }
     e.exit_code()
+}
+
+/// Folders one launch created, removed again (deepest first) unless the launch succeeds.
+#[derive(Default)]
+struct Made(Vec<PathBuf>);
+
+impl Made {
+    /// Creates `dir` (mode 0700) when it is missing, remembering it.
+    fn create(&mut self, dir: &Path) -> io::Result<()> {
+        if dir.exists() {
+            return Ok(());
+        }
+        private_dir(dir)?;
+        self.0.push(dir.to_path_buf());
+        Ok(())
+    }
+
+    fn keep(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for d in self.0.iter().rev() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }

@@ -213,7 +213,9 @@ pub fn main(mut argv: Vec<OsString>) -> i32 {
     };
     let called = argv.first().map(Path::new).and_then(Path::file_name);
     if called.is_some_and(|n| n == "relay-shim") {
-        return crate::shim::main(args);
+        // SAFETY: called once, from the process's entry point, before anything else runs: this
+        // process owns the fd 5 and status fd it inherited, and nothing else in it uses them.
+        return unsafe { crate::shim::run_cli(args) };
     }
     if let Err(e) = harden_process() {
         eprintln!("relay-host: cannot harden the process (prctl/setrlimit): {e}");
