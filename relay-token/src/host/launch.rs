@@ -349,9 +349,8 @@ fn prepare_and_spawn(
     if stdin == Stdin::Null {
         cmd.stdin(Stdio::null());
     }
-    let (status_r, status_w) = sys::pipe2_cloexec()
-        .map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))
-        ?;
+    let (status_r, status_w) =
+        sys::pipe2_cloexec().map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))?;
     let mut extra = FdMap::new();
     extra.place(status_w.as_fd(), STATUS_FD);
     let spawned = match token {
@@ -364,9 +363,8 @@ fn prepare_and_spawn(
         None => extra.spawn(&mut cmd),
     };
     drop(status_w);
-    let mut shim_child = spawned
-        .map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))
-        ?;
+    let mut shim_child =
+        spawned.map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))?;
 
     // 6. Wait for `started`.
     let mut status = BufReader::new(File::from(status_r));
