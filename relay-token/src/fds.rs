@@ -136,7 +136,8 @@ impl<'fd> FdMap<'fd> {
     /// ```
     pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
         // 1. No source may sit on another entry's target number, or an earlier dup2 in the child
-        //    would overwrite it before it is placed. Move such sources above every target.
+        //    would overwrite it before it is placed; nor on 0..=2, which std's stdio setup
+        //    rewrites before the hook runs. Move such sources above every target.
         let max_target = self.placed.iter().map(|&(_, d)| d).max().unwrap_or(2);
         let mut moved: Vec<OwnedFd> = Vec::new();
         let mut plan = Plan {
@@ -146,7 +147,7 @@ impl<'fd> FdMap<'fd> {
         };
         for (i, &(src, dst)) in self.placed.iter().enumerate() {
             let raw = src.as_raw_fd();
-            let clashes = raw != dst && self.placed.iter().any(|&(_, d)| d == raw);
+            let clashes = raw <= 2 || (raw != dst && self.placed.iter().any(|&(_, d)| d == raw));
             let raw = if clashes {
                 let dup = sys::dup_cloexec_at_least(src, max_target + 1)?;
                 let r = dup.as_raw_fd();
