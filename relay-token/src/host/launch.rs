@@ -229,7 +229,11 @@ fn prepare_and_spawn(
     let shim = host
         .find_shim(&settings)
         .map_err(LaunchError::SpawnFailed)?;
-    let program = resolve_command(&v.template.command[0]).map_err(LaunchError::SpawnFailed)?;
+    // A remote (ssh) launch names a program on the other machine: it is not looked up here.
+    let program = match &v.request.host {
+        Some(_) => PathBuf::from(&v.template.command[0]),
+        None => resolve_command(&v.template.command[0]).map_err(LaunchError::SpawnFailed)?,
+    };
 
     // 2. Resolve and read the token. Only a sandboxed, local Claude launch carries it, but every
     //    sandboxed launch denies the file while the setting is set.
