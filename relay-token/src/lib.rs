@@ -20,7 +20,7 @@
 //!
 //! Modules, one concern each: [`token`] (the secret type), [`path`] (the setting's value to a
 //! path), [`read`] (the strict reader), [`pipe`] (the filled pipe), [`fds`] (descriptor placement
-//! in a child, async-signal-safe), [`env`] (the child's environment), [`settings`],
+//! in a child, async-signal-safe), [`env`](mod@env) (the child's environment), [`settings`],
 //! [`sandbox`] (bubblewrap and SBPL), [`redact`] (log lines), [`shim`] and [`host`] (the logic of
 //! the two binaries).
 #![deny(missing_docs)]

@@ -1,0 +1,168 @@
+//! The docs name real things: every test that `docs/FEATURES.md` and `docs/THREAT-MODEL.md` name
+//! as `path::test_function` exists in that file, every FEATURES row names one, every section
+//! §3–§12 has a row; and the README's CLI text, settings and request examples match the code.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+}
+
+/// Every `` `some/path.rs::name` `` in `text`, in order.
+fn test_refs(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for chunk in text.split('`').skip(1).step_by(2) {
+        if let Some((path, name)) = chunk.split_once(".rs::") {
+            out.push((format!("{path}.rs"), name.to_string()));
+        }
+    }
+    out
+}
+
+/// True when `source` defines `fn name` (a word boundary after the name).
+fn defines_fn(source: &str, name: &str) -> bool {
+    let needle = format!("fn {name}");
+    source.match_indices(&needle).any(|(at, _)| {
+        let after = source[at + needle.len()..].chars().next();
+        !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+/// The problems with `refs`: a missing file, a name that is not an identifier, a missing `fn`.
+fn problems(doc: &str, refs: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (path, name) in refs {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            bad.push(format!("{doc}: {path}::{name}: not a function name"));
+            continue;
+        }
+        match std::fs::read_to_string(root().join(path)) {
+            Ok(src) if defines_fn(&src, name) => {}
+            Ok(_) => bad.push(format!("{doc}: {path} has no `fn {name}`")),
+            Err(e) => bad.push(format!("{doc}: {path}: {e}")),
+        }
+    }
+    bad
+}
+
+#[test]
+fn every_named_test_exists() {
+    let features = read("docs/FEATURES.md");
+    let mut bad = Vec::new();
+    let mut sections = BTreeSet::new();
+    let rows: Vec<&str> = features
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2) // the header and its rule
+        .collect();
+    assert!(
+        rows.len() > 20,
+        "FEATURES.md has too few rows: {}",
+        rows.len()
+    );
+    for row in &rows {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 3, "a row has three cells: {row}");
+        if let Some(n) = cells[0].strip_prefix('§') {
+            sections.insert(n.parse::<u32>().unwrap_or_else(|_| panic!("section {row}")));
+        }
+        let refs = test_refs(cells[2]);
+        if refs.is_empty() {
+            bad.push(format!("FEATURES.md: a row names no test: {row}"));
+        }
+        bad.extend(problems("FEATURES.md", &refs));
+    }
+    for s in 3..=12 {
+        if !sections.contains(&s) {
+            bad.push(format!("FEATURES.md: no row for §{s}"));
+        }
+    }
+    let threat = read("docs/THREAT-MODEL.md");
+    let refs = test_refs(&threat);
+    assert!(refs.len() > 10, "THREAT-MODEL.md names too few tests");
+    bad.extend(problems("THREAT-MODEL.md", &refs));
+    assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+}
+
+#[test]
+fn the_checker_catches_a_wrong_row() {
+    let src = "fn alpha() {}\nfn alpha_beta() {}\n";
+    assert!(defines_fn(src, "alpha"));
+    assert!(defines_fn(src, "alpha_beta"));
+    assert!(!defines_fn(src, "alph"));
+    assert!(!defines_fn(src, "beta"));
+    let refs = test_refs("| §4 | x | `relay-token/tests/read.rs::no_such_test_here` |");
+    assert_eq!(refs.len(), 1);
+    assert_eq!(problems("t", &refs).len(), 1);
+    let refs = test_refs("`relay-token/tests/nope.rs::missing`");
+    assert_eq!(problems("t", &refs).len(), 1);
+}
+
+/// The fenced block that follows the first line starting with `marker`, with that language.
+fn block_after(text: &str, marker: &str, lang: &str) -> String {
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("README has no {marker:?}"));
+    let open = format!("```{lang}\n");
+    let start = text[at..]
+        .find(&open)
+        .unwrap_or_else(|| panic!("no ```{lang} block after {marker:?}"))
+        + at
+        + open.len();
+    let end = text[start..].find("```").expect("a closed block") + start;
+    text[start..end].to_string()
+}
+
+#[test]
+fn readme_matches_the_binaries() {
+    let readme = read("README.md");
+    // The CLI sections are the binaries' own help texts.
+    let host_help = block_after(&readme, "## `relay-host`", "text");
+    assert_eq!(host_help.trim_end(), relay_token::host::cli::USAGE);
+    let shim_help = block_after(&readme, "## `relay-shim`", "text");
+    assert_eq!(shim_help.trim_end(), relay_token::shim::USAGE);
+
+    // The settings examples load, and say the same thing where they overlap.
+    let json =
+        relay_token::settings::Settings::from_json(&block_after(&readme, "### Settings", "json"))
+            .expect("README's JSON settings");
+    let toml =
+        relay_token::settings::Settings::from_toml(&block_after(&readme, "### Settings", "toml"))
+            .expect("README's TOML settings");
+    assert_eq!(json.claude_token_file, "~/.config/claude-ltt/token");
+    assert_eq!(toml.claude_token_file, json.claude_token_file);
+    assert_eq!(toml.templates[0], json.templates[0]);
+    assert_eq!(
+        toml.bwrap.as_deref(),
+        Some(Path::new("/usr/bin/bwrap")),
+        "the TOML example sets bwrap"
+    );
+
+    // The request example is a valid request; the answer lines are JSON.
+    let request = block_after(&readme, "### Requests", "json");
+    let r = relay_token::host::request::Request::from_json(request.trim()).expect("request");
+    r.validate(&json).expect("the example request validates");
+    for line in block_after(&readme, "### Answers", "json").lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("an answer line");
+        assert_eq!(v["event"], "launch");
+    }
+
+    // The library example makes the calls the README describes.
+    let lib = block_after(&readme, "## The library", "rust");
+    for call in [
+        "read_claude_token(",
+        "TokenPipe::new(&token)",
+        "drop(token);",
+        "pipe.spawn(",
+    ] {
+        assert!(lib.contains(call), "README's library example lacks {call}");
+    }
+}
