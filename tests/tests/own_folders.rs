@@ -1,6 +1,6 @@
-//! The host's own config and state folders inside a `shell` session's read-write `~`: known
-//! defects, described in docs/THREAT-MODEL.md (residual risks). Ignored until they are fixed;
-//! run them with `cargo test -p relay-tests --test own_folders -- --ignored`.
+//! The host's own config and state folders inside a `shell` session's read-write `~`: the
+//! session can neither rewrite the settings (directly, or by renaming a parent away and planting
+//! new ones) nor read another session's files in the state folder. See docs/THREAT-MODEL.md.
 //!
 //! Needs the built `relay-host` and `relay-shim` and a working `bwrap`.
 
@@ -58,8 +58,6 @@ fn read(p: &Path) -> String {
 }
 
 #[test]
-#[ignore = "known defect: the deny's guard on ~/.config is laid read-write over the read-only \
-            bind of ~/.config/relay (sandbox/bwrap.rs lays guards after all grants)"]
 fn a_shell_session_cannot_rewrite_the_settings() {
     let h = home("~/.config/claude-ltt/token");
     let before = read(&h.settings);
@@ -72,8 +70,6 @@ fn a_shell_session_cannot_rewrite_the_settings() {
 }
 
 #[test]
-#[ignore = "known defect: the folders between a grant and the host's own folders are not bound \
-            onto themselves, so a session can rename one and plant new settings"]
 fn a_shell_session_cannot_plant_settings_by_renaming_an_ancestor() {
     let h = home("~/secrets/token");
     let before = read(&h.settings);
@@ -103,4 +99,21 @@ fn the_token_file_stays_masked_in_a_shell_session() {
             "{setting}: {text}"
         );
     }
+}
+
+#[test]
+fn a_shell_session_cannot_read_another_sessions_files() {
+    let h = home("~/.config/claude-ltt/token");
+    let (code, text) = shell(&h, "echo private-note-of-session-one > \"$TMPDIR/note\"");
+    assert_eq!(code, 0, "{text}");
+    let sessions = h.home.join(".local/state/relay/sessions");
+    let notes: Vec<PathBuf> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("tmp/note"))
+        .filter(|p| p.exists())
+        .collect();
+    assert_eq!(notes.len(), 1, "the first session's note on the host side");
+    let (code, text) = shell(&h, &format!("cat '{}'", notes[0].display()));
+    assert_ne!(code, 0, "{text}");
+    assert!(!text.contains("private-note-of-session-one"), "{text}");
 }

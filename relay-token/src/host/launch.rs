@@ -302,12 +302,32 @@ fn prepare_and_spawn(
         )?;
         profile.state_dir(state.path().to_path_buf());
         let all_rw = all_rw_grants(host, &settings, project.as_deref(), &claude_config)?;
-        // The host's own folders stay read-only inside any grant that holds them, so a session
-        // cannot rewrite the settings (and drop the deny) for the next launch.
+        // The host's own folders are masked inside any grant that would show them: a session
+        // must not read other sessions' files in the state folder, nor rewrite the settings
+        // (and so drop the deny) for the next launch. A mask also binds every folder between
+        // the grant and it onto itself, so no parent can be renamed away and replaced.
+        let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let grants: Vec<PathBuf> = profile
+            .read_grants()
+            .iter()
+            .chain(profile.read_write_grants())
+            .map(|g| real(g))
+            .collect();
         for own in [&host.config_dir, &host.state_dir] {
-            if own.is_dir() && all_rw.iter().any(|g| own.starts_with(g)) {
-                profile.read(own.clone());
+            let own_real = real(own);
+            if !own.is_dir() || !grants.iter().any(|g| own_real.starts_with(g)) {
+                continue;
             }
+            if let Some(g) = grants.iter().find(|g| g.starts_with(&own_real)) {
+                return Err(LaunchError::SandboxUnavailable(format!(
+                    "grant {:?} lies inside the relay's own folder {:?}, which a grant of this \
+                     template also shows; move the folder out (--config-dir, --state-dir) or \
+                     narrow the grant",
+                    g.display().to_string(),
+                    own.display().to_string()
+                )));
+            }
+            profile.deny(own.clone());
         }
         let resolved = profile
             .resolve(&all_rw)

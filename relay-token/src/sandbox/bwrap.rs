@@ -93,11 +93,11 @@ impl Resolved {
             Some(t) => a.three("--bind", t, "/tmp"),
             None => a.two("--tmpfs", "/tmp"),
         }
-        for b in &self.binds {
-            a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
-        }
-        // Every guard before every mask: a guard binds the host's folder, which carries no mask,
-        // so a guard laid after another deny's mask beneath it would uncover that token.
+        // Grants and guards together, shallow first: a guard (a folder between a grant and a
+        // mask, bound onto itself so it cannot be renamed) laid after a deeper grant would hide
+        // it, turning a read-only grant beneath it read-write. Every guard still comes before
+        // every mask: a guard binds the host's folder, which carries no mask, so a guard laid
+        // after another deny's mask beneath it would uncover that token.
         let folders: Vec<&Path> = self
             .denies
             .iter()
@@ -107,20 +107,16 @@ impl Resolved {
             })
             .collect();
         let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
-        let mut guards: Vec<&super::Bind> = self
-            .denies
-            .iter()
-            .flat_map(|d| &d.guards)
-            .filter(|g| !inside_folder_mask(&g.path))
-            .collect();
-        guards.sort_by(|x, y| {
-            super::depth(&x.path)
-                .cmp(&super::depth(&y.path))
-                .then(x.path.cmp(&y.path))
-        });
-        guards.dedup_by(|x, y| x.path == y.path);
-        for g in guards {
-            a.three(if g.rw { "--bind" } else { "--ro-bind" }, &g.path, &g.path);
+        let mut layered: Vec<&super::Bind> = self.binds.iter().collect();
+        for g in self.denies.iter().flat_map(|d| &d.guards) {
+            if !inside_folder_mask(&g.path) && !layered.iter().any(|b| b.path == g.path) {
+                layered.push(g);
+            }
+        }
+        // A stable sort: among equal depths the grants keep their order and come first.
+        layered.sort_by_key(|b| super::depth(&b.path));
+        for b in layered {
+            a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
         }
         let mut done: Vec<&Path> = Vec::new();
         for d in &self.denies {
