@@ -1,7 +1,9 @@
-//! One launch, in the order of the contract's §9: validate → resolve and read the token → build
-//! the profile → create the session folder → spawn `relay-shim` (status pipe at 3, token pipe at
-//! 5) around the sandbox command → wait for `started` → answer → supervise until the session
-//! ends. A refusal leaves nothing behind but its audit row and its event.
+//! One launch, in the order of the contract's §9: validate → resolve and read the token → find
+//! `relay-shim` and the command → create the session folder (the profile's grants must exist to
+//! be resolved) → build the profile → spawn `relay-shim` (status pipe at 3, token pipe at 5)
+//! around the sandbox command → wait for `started` → answer → supervise until the session ends.
+//! A refusal leaves nothing behind but its audit row and its event: the folders this launch
+//! created are removed again.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -226,15 +228,6 @@ fn prepare_and_spawn(
             v.session_id
         )));
     }
-    let shim = host
-        .find_shim(&settings)
-        .map_err(LaunchError::SpawnFailed)?;
-    // A remote (ssh) launch names a program on the other machine: it is not looked up here.
-    let program = match &v.request.host {
-        Some(_) => PathBuf::from(&v.template.command[0]),
-        None => resolve_command(&v.template.command[0]).map_err(LaunchError::SpawnFailed)?,
-    };
-
     // 2. Resolve and read the token. Only a sandboxed, local Claude launch carries it, but every
     //    sandboxed launch denies the file while the setting is set.
     let token_path = if v.sandboxed {
@@ -253,6 +246,16 @@ fn prepare_and_spawn(
         _ => None,
     };
     facts.token = token.is_some();
+
+    // The programs: relay-shim, and the template's command.
+    let shim = host
+        .find_shim(&settings)
+        .map_err(LaunchError::SpawnFailed)?;
+    // A remote (ssh) launch names a program on the other machine: it is not looked up here.
+    let program = match &v.request.host {
+        Some(_) => PathBuf::from(&v.template.command[0]),
+        None => resolve_command(&v.template.command[0]).map_err(LaunchError::SpawnFailed)?,
+    };
 
     // The command line.
     let project = v.request.project.clone();
