@@ -20,7 +20,8 @@ commands:
   audit [--json]           print the audit log
   events [--json]          print the event log
   demo [--json]            show the main job on a throwaway config
-exit codes: the session's own; 64 invalid_spec or usage, 71 spawn_failed, 78 sandbox_unavailable";
+exit codes: the session's own; 64 invalid_spec or usage, 71 spawn_failed, 78 sandbox_unavailable,
+            70 internal error (demo: 1 when a check failed)";
 
 /// A parsed command line.
 ///
