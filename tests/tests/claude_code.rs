@@ -35,7 +35,11 @@ fn claude_cli() -> PathBuf {
         .parent()
         .expect("the workspace folder");
     let (path, from) = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
-        Some(p) => (PathBuf::from(p), "$RELAY_TEST_CLAUDE"),
+        // Relative to where the tests were started (cargo runs them in this crate's folder).
+        Some(p) => (
+            std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
+            "$RELAY_TEST_CLAUDE",
+        ),
         None => (
             workspace.join(".tools/claude-code/node_modules/.bin/claude"),
             "the project-local install",
