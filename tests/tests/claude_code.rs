@@ -291,6 +291,13 @@ impl Fixture {
         .unwrap();
     }
 
+    /// Writes `settings.json` with `claude_token_file` only: the built-in `claude-code`
+    /// template (command `claude` from PATH) applies.
+    fn write_builtin_settings(&self, claude_token_file: &str) {
+        let settings = json!({"claude_token_file": claude_token_file});
+        std::fs::write(self.config.join("settings.json"), settings.to_string()).unwrap();
+    }
+
     /// `relay-host --config-dir C --state-dir S ARGS`, in the project folder, with an
     /// environment of PATH and the fresh HOME only (plus whatever the caller adds): nothing of
     /// the developer's own login leaks in.
@@ -605,6 +612,60 @@ fn inherited_tokens_do_not_outrank_fd5() {
         "launch with tokens in relay-host's environment (--json)",
     );
     assert_logged_in_by_oauth(&fx, &out, "launch with tokens in the environment (--json)");
+
+    fx.assert_no_token_on_disk();
+}
+
+/// The built-in `claude-code` template (command `claude` found on PATH, the project and the
+/// relay-owned Claude config folder read-write, nothing else granted): `relay-host run` and a
+/// `launch` of kind `claude` without a template are logged in from the descriptor; with the
+/// setting empty, logged out.
+#[test]
+fn builtin_template_is_logged_in_from_fd5() {
+    let mut fx = Fixture::new();
+    fx.write_builtin_settings("~/.config/claude-ltt/token");
+    fx.write_token();
+    // `claude` on PATH, whatever the CLI's own file is called.
+    let bin = fx.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(&fx.claude, bin.join("claude")).unwrap();
+    let mut path = vec![bin];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let path = std::env::join_paths(path).unwrap();
+
+    let run_args = ["run", "--", "auth", "status", "--json"];
+    let mut cmd = fx.host(&run_args);
+    cmd.env("PATH", &path);
+    let out = fx.run(cmd, "relay-host run, built-in template");
+    assert_logged_in_by_oauth(&fx, &out, "relay-host run, built-in template");
+    fx.assert_last_launch("fd", "relay-host run, built-in template");
+
+    let req = fx.root.join("claude-request.json");
+    std::fs::write(
+        &req,
+        json!({"kind": "claude", "extra_args": ["auth", "status", "--json"]}).to_string(),
+    )
+    .unwrap();
+    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    cmd.env("PATH", &path);
+    let out = fx.run(cmd, "launch of kind claude, built-in template");
+    assert_logged_in_by_oauth(&fx, &out, "launch of kind claude, built-in template");
+    fx.assert_last_launch("fd", "launch of kind claude, built-in template");
+
+    fx.write_builtin_settings("");
+    let mut cmd = fx.host(&run_args);
+    cmd.env("PATH", &path);
+    let out = fx.run(
+        cmd,
+        "relay-host run, built-in template, no claude_token_file",
+    );
+    assert_logged_out(
+        &out,
+        "relay-host run, built-in template, no claude_token_file",
+    );
+    fx.assert_last_launch("none", "relay-host run, built-in template, no token");
 
     fx.assert_no_token_on_disk();
 }
