@@ -1,0 +1,671 @@
+//! End-to-end tests with the real consumer: the pinned Claude Code CLI, run by the real
+//! `relay-host` in the real sandbox, reports that it is logged in from the token on fd 5.
+//!
+//! Needs the binaries (`cargo build --workspace --bins`) and the CLI: `$RELAY_TEST_CLAUDE`, else
+//! `<workspace>/.tools/claude-code/node_modules/.bin/claude`, which `scripts/test` installs. A
+//! missing CLI fails the tests (it never skips them). `claude auth status` runs offline.
+//!
+//! Every folder lives under a root-owned 0755 folder in `/var/tmp`: `/tmp` is private inside the
+//! sandbox, and the link checks refuse a token path through a folder others may write.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use relay_tests::{fake_token, relay_host, spawn_with_fds};
+use relay_token::{ClaudeToken, TokenPipe};
+use serde_json::{json, Value};
+
+/// The longest any one run of `relay-host` or `claude` may take.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The version `scripts/test` installs.
+const PINNED_VERSION: &str = "2.1.332";
+
+/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install. Panics, saying to
+/// run `scripts/test`, when it is missing or does not run.
+fn claude_cli() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace folder");
+    let (path, from) = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
+        // Relative to where the tests were started (cargo runs them in this crate's folder).
+        Some(p) => (
+            std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
+            "$RELAY_TEST_CLAUDE",
+        ),
+        None => (
+            workspace.join(".tools/claude-code/node_modules/.bin/claude"),
+            "the project-local install",
+        ),
+    };
+    let usable = std::fs::metadata(&path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false);
+    if !usable {
+        panic!(
+            "the Claude Code CLI is missing: {} ({from}) is not an executable file. Run \
+             `scripts/test`, which installs @anthropic-ai/claude-code@{PINNED_VERSION} into \
+             .tools/claude-code, or set RELAY_TEST_CLAUDE to a claude binary",
+            path.display()
+        );
+    }
+    let mut cmd = Command::new(&path);
+    cmd.arg("--version");
+    let out = finish(spawn(&mut cmd), "claude --version");
+    if out.code != Some(0) {
+        panic!(
+            "{} --version failed ({:?}): {}. Run `scripts/test` to reinstall the pinned CLI",
+            path.display(),
+            out.code,
+            out.stderr
+        );
+    }
+    if !out.stdout.starts_with(&format!("{PINNED_VERSION} ")) {
+        eprintln!(
+            "note: {} is {:?}, not the pinned {PINNED_VERSION}",
+            path.display(),
+            out.stdout.trim()
+        );
+    }
+    path
+}
+
+/// What a finished run left.
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    /// Stdout as one JSON value; panics with both streams when it is not.
+    fn json(&self, what: &str) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{what}: stdout is not one JSON value ({e}); exit {:?}\nstdout: {}\nstderr: {}",
+                self.code, self.stdout, self.stderr
+            )
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "exit {:?}\nstdout: {}\nstderr: {}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Prepares `cmd` to run in a process group of its own, stdin `/dev/null`, stdout and stderr on
+/// pipes, and spawns it.
+fn spawn(cmd: &mut Command) -> Child {
+    prepare(cmd);
+    cmd.spawn()
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.get_program()))
+}
+
+fn prepare(cmd: &mut Command) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+}
+
+/// Waits for `child` and both its streams to end, at most [`RUN_TIMEOUT`]. On a hang it kills
+/// the child's whole process group (so `relay-shim` goes too, and `bwrap` with it: it dies with
+/// its parent) and panics with what the streams held so far.
+fn finish(mut child: Child, what: &str) -> Out {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>)>();
+    let mut readers = 0;
+    for (i, stream) in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let Some(mut stream) = stream else { continue };
+        readers += 1;
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stream.read_to_end(&mut buf);
+            let _ = tx.send((i, buf));
+        });
+    }
+    drop(tx);
+    let mut streams = [Vec::new(), Vec::new()];
+    let kill_and_fail = |child: &mut Child, streams: &mut [Vec<u8>; 2], why: &str| -> ! {
+        // SAFETY: kill(2) with the negated pid of a process group this test made.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+        // The group is gone: the streams end now; take what they held.
+        while let Ok((i, buf)) = rx.recv_timeout(Duration::from_secs(2)) {
+            streams[i] = buf;
+        }
+        panic!(
+            "{what}: {why} within {} s; killed its process group. stdout: {}\nstderr: {}",
+            RUN_TIMEOUT.as_secs(),
+            String::from_utf8_lossy(&streams[0]),
+            String::from_utf8_lossy(&streams[1]),
+        );
+    };
+    for _ in 0..readers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, buf)) => streams[i] = buf,
+            Err(_) => kill_and_fail(&mut child, &mut streams, "its output did not end"),
+        }
+    }
+    let status = loop {
+        match child.try_wait().expect("wait") {
+            Some(s) => break s,
+            None if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            None => kill_and_fail(&mut child, &mut streams, "it did not exit"),
+        }
+    };
+    let [stdout, stderr] = streams;
+    Out {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// A fresh Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits). Claude Code
+/// takes it as an OAuth token offline.
+fn claude_fake_token() -> String {
+    let t = fake_token();
+    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
+}
+
+/// One test's folders: a fresh HOME holding the token file, the config and state folders, a
+/// project folder, all under a root-owned 0755 folder in `/var/tmp`.
+struct Fixture {
+    _root: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    config: PathBuf,
+    state: PathBuf,
+    project: PathBuf,
+    token_file: PathBuf,
+    claude: PathBuf,
+    /// Every token this test wrote, for the final scan.
+    tokens: Vec<String>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let claude = claude_cli();
+        let root_dir = tempfile::Builder::new()
+            .prefix("relay-claude-code.")
+            .tempdir_in("/var/tmp")
+            .expect("a folder in /var/tmp");
+        let root = root_dir.path().to_path_buf();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mk = |p: &Path, mode: u32| {
+            std::fs::create_dir_all(p).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let home = root.join("home");
+        let config = root.join("config");
+        let state = root.join("state");
+        let project = root.join("project");
+        mk(&home, 0o700);
+        mk(&home.join(".config"), 0o700);
+        mk(&home.join(".config/claude-ltt"), 0o700);
+        mk(&config, 0o700);
+        mk(&project, 0o755);
+        Fixture {
+            _root: root_dir,
+            token_file: home.join(".config/claude-ltt/token"),
+            root,
+            home,
+            config,
+            state,
+            project,
+            claude,
+            tokens: Vec::new(),
+        }
+    }
+
+    /// Writes a new token into the token file, replacing any earlier one by rename (a new
+    /// file, as an atomic writer makes it), and returns it.
+    fn write_token(&mut self) -> String {
+        let token = claude_fake_token();
+        let tmp = self.root.join("token.new");
+        std::fs::write(&tmp, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::rename(&tmp, &self.token_file).unwrap();
+        self.tokens.push(token.clone());
+        token
+    }
+
+    /// Writes `settings.json`: `claude_token_file` as given, and the `claude-code` template
+    /// running the CLI with the relay-owned Claude config folder. Grants: the CLI's package
+    /// folder read-only, the project and the Claude config folder read-write, and with
+    /// `grant_home` HOME read-write too. `claude auth status` needs no HOME (with
+    /// `CLAUDE_CONFIG_DIR` set it writes only there); granting it puts the token's folder inside
+    /// a read-write grant, so the deny must win over the grant with the real consumer running.
+    fn write_settings(&self, claude_token_file: &str, grant_home: bool) {
+        let real = self.claude.canonicalize().expect("the CLI's real path");
+        // .../@anthropic-ai/claude-code/bin/claude.exe -> .../@anthropic-ai/claude-code
+        let package = real
+            .parent()
+            .and_then(Path::parent)
+            .expect("the CLI's package folder");
+        let mut read_write = vec!["{project}", "{claude_config}"];
+        if grant_home {
+            read_write.push("~/");
+        }
+        let settings = json!({
+            "claude_token_file": claude_token_file,
+            "templates": [{
+                "id": "claude-code",
+                "command": [self.claude],
+                "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+                "sandbox": {
+                    "read": [package],
+                    "read_write": read_write,
+                },
+            }],
+        });
+        std::fs::write(
+            self.config.join("settings.json"),
+            serde_json::to_vec_pretty(&settings).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// Writes `settings.json` with `claude_token_file` only: the built-in `claude-code`
+    /// template (command `claude` from PATH) applies.
+    fn write_builtin_settings(&self, claude_token_file: &str) {
+        let settings = json!({"claude_token_file": claude_token_file});
+        std::fs::write(self.config.join("settings.json"), settings.to_string()).unwrap();
+    }
+
+    /// `relay-host --config-dir C --state-dir S ARGS`, in the project folder, with an
+    /// environment of PATH and the fresh HOME only (plus whatever the caller adds): nothing of
+    /// the developer's own login leaks in.
+    fn host(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(relay_host());
+        cmd.arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .current_dir(&self.project);
+        cmd
+    }
+
+    /// Writes a `terminal` request for the `claude-code` template with `extra_args`; returns
+    /// its path.
+    fn request(&self, extra_args: &[&str]) -> PathBuf {
+        let path = self.root.join("request.json");
+        let req = json!({
+            "kind": "terminal",
+            "template": "claude-code",
+            "project": self.project,
+            "extra_args": extra_args,
+        });
+        std::fs::write(&path, req.to_string()).unwrap();
+        path
+    }
+
+    /// Runs `cmd` (a `relay-host` command line) to completion; checks that neither stream holds
+    /// a token.
+    fn run(&self, mut cmd: Command, what: &str) -> Out {
+        let out = finish(spawn(&mut cmd), what);
+        for t in &self.tokens {
+            assert!(
+                !out.stdout.contains(t.as_str()) && !out.stderr.contains(t.as_str()),
+                "{what}: a token appears in the output"
+            );
+        }
+        out
+    }
+
+    /// `relay-host launch` of the request `extra_args`.
+    fn launch(&self, extra_args: &[&str], what: &str) -> Out {
+        let req = self.request(extra_args);
+        self.run(self.host(&["launch", req.to_str().unwrap()]), what)
+    }
+
+    /// The audit log's rows.
+    fn audit(&self) -> Vec<Value> {
+        relay_tests::read_records(&self.state.join("audit.jsonl"))
+    }
+
+    /// The relay-owned Claude config folder (in the state folder).
+    fn claude_config(&self) -> PathBuf {
+        self.state.join("claude")
+    }
+
+    /// Checks that the last audit row is a started, sandboxed `claude-code` launch with
+    /// `token` as given (`"fd"` or `"none"`).
+    fn assert_last_launch(&self, token: &str, what: &str) {
+        let rows = self.audit();
+        let row = rows
+            .last()
+            .unwrap_or_else(|| panic!("{what}: no audit row"));
+        assert_eq!(row["outcome"], "ok", "{what}: {row}");
+        assert_eq!(row["template"], "claude-code", "{what}: {row}");
+        assert_eq!(row["sandbox"], true, "{what}: {row}");
+        assert_eq!(row["token"], token, "{what}: {row}");
+    }
+
+    /// Scans every regular file under HOME, the config, state, project and Claude config
+    /// folders (everything under the test's root) for every token this test wrote; the token
+    /// file itself is left out. Also checks that the scan can see: it finds the current token
+    /// in the token file, and Claude Code did write its config files where the scan looks.
+    fn assert_no_token_on_disk(&self) {
+        assert!(!self.tokens.is_empty());
+        let mut files = Vec::new();
+        walk(&self.root, &mut files);
+        let mut found = Vec::new();
+        let mut seen_token_file = false;
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+            let holds: Vec<&String> = self
+                .tokens
+                .iter()
+                .filter(|t| contains(&bytes, t.as_bytes()))
+                .collect();
+            if *f == self.token_file {
+                // The scan is not blind: it sees the current token in the token file.
+                seen_token_file = true;
+                assert_eq!(
+                    holds,
+                    [self.tokens.last().unwrap()],
+                    "the scan does not see the current token (and only it) in the token file"
+                );
+                continue;
+            }
+            if !holds.is_empty() {
+                found.push(f.display().to_string());
+            }
+        }
+        assert!(found.is_empty(), "files hold a token: {found:?}");
+        assert!(seen_token_file, "the scan did not reach the token file");
+        // And Claude Code wrote files where the scan looked.
+        let in_claude_config = files
+            .iter()
+            .filter(|f| f.starts_with(self.claude_config()))
+            .count();
+        assert!(
+            in_claude_config > 0,
+            "Claude Code wrote no file into {}: the scan proves nothing there",
+            self.claude_config().display()
+        );
+        assert!(files.iter().any(|f| f.starts_with(&self.state)));
+    }
+}
+
+/// Every regular file under `dir` (symlinks are not followed).
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for e in entries {
+        let e = e.unwrap();
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            walk(&e.path(), out);
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Checks `auth status --json` output: logged in with the OAuth token, no API key, and the
+/// relay-owned config folder.
+fn assert_logged_in_by_oauth(fx: &Fixture, out: &Out, what: &str) {
+    assert_eq!(out.code, Some(0), "{what}: {}", out.describe());
+    let v = out.json(what);
+    assert_eq!(v["loggedIn"], true, "{what}: {v}");
+    assert_eq!(v["authMethod"], "oauth_token", "{what}: {v}");
+    assert!(v.get("apiKeySource").is_none(), "{what}: {v}");
+    assert_eq!(
+        v["configDirectory"],
+        fx.claude_config().to_str().unwrap(),
+        "{what}: Claude Code did not use the relay-owned config folder: {v}"
+    );
+}
+
+/// Checks `auth status --json` output of a session that got no token: logged out (Claude Code
+/// 2.1.332 exits 1 then).
+fn assert_logged_out(out: &Out, what: &str) {
+    let v = out.json(what);
+    assert_eq!(v["loggedIn"], false, "{what}: {v}");
+    assert_eq!(v["authMethod"], "none", "{what}: {v}");
+    assert_eq!(out.code, Some(1), "{what}: {}", out.describe());
+}
+
+/// `relay-host launch` of kind `terminal`, template `claude-code`, sandboxed, HOME granted
+/// read-write (so the token's folder lies inside a grant): Claude Code is logged in from the
+/// descriptor; a second launch after the file was replaced with another token is too; an empty
+/// token file refuses the launch (the file is read at each launch); with the setting empty the
+/// same launch is logged out; no file holds a token afterwards.
+#[test]
+fn launch_claude_code_is_logged_in_from_fd5() {
+    let mut fx = Fixture::new();
+    let setting = "~/.config/claude-ltt/token";
+    fx.write_settings(setting, true);
+    let status = ["auth", "status", "--json"];
+
+    fx.write_token();
+    let out = fx.launch(&status, "first launch");
+    assert_logged_in_by_oauth(&fx, &out, "first launch");
+    fx.assert_last_launch("fd", "first launch");
+
+    fx.write_token();
+    let out = fx.launch(&status, "second launch, after a new token");
+    assert_logged_in_by_oauth(&fx, &out, "second launch");
+    fx.assert_last_launch("fd", "second launch");
+
+    // The file is read again at each launch: emptied, it refuses the launch before Claude runs.
+    std::fs::write(&fx.token_file, "").unwrap();
+    let out = fx.launch(&status, "launch with an empty token file");
+    assert_eq!(out.code, Some(78), "{}", out.describe());
+    assert!(out.stdout.is_empty(), "Claude Code ran: {}", out.describe());
+    assert!(
+        out.stderr.contains("sandbox_unavailable") && out.stderr.contains("empty"),
+        "{}",
+        out.describe()
+    );
+    let rows = fx.audit();
+    assert_eq!(rows.last().unwrap()["outcome"], "error");
+
+    // Negative control: without the setting the same launch is logged out.
+    fx.write_token();
+    fx.write_settings("", true);
+    let out = fx.launch(&status, "launch without claude_token_file");
+    assert_logged_out(&out, "launch without claude_token_file");
+    fx.assert_last_launch("none", "launch without claude_token_file");
+
+    fx.assert_no_token_on_disk();
+}
+
+/// `relay-host run --template claude-code -- auth status --json` (the project is the current
+/// folder; no HOME grant): logged in from the descriptor; with the setting empty, logged out;
+/// no file holds a token afterwards.
+#[test]
+fn run_claude_code_is_logged_in_from_fd5() {
+    let mut fx = Fixture::new();
+    fx.write_settings("~/.config/claude-ltt/token", false);
+    fx.write_token();
+    let args = [
+        "run",
+        "--template",
+        "claude-code",
+        "--",
+        "auth",
+        "status",
+        "--json",
+    ];
+
+    let out = fx.run(fx.host(&args), "relay-host run");
+    assert_logged_in_by_oauth(&fx, &out, "relay-host run");
+    fx.assert_last_launch("fd", "relay-host run");
+
+    fx.write_settings("", false);
+    let out = fx.run(fx.host(&args), "relay-host run without claude_token_file");
+    assert_logged_out(&out, "relay-host run without claude_token_file");
+    fx.assert_last_launch("none", "relay-host run without claude_token_file");
+
+    fx.assert_no_token_on_disk();
+}
+
+/// Tokens in `relay-host`'s own environment (`ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`,
+/// `ANTHROPIC_API_KEY`) do not reach the session: Claude Code names the descriptor as its
+/// token's source. Controls: Claude Code run directly with the same variables and the same
+/// descriptor names them instead, so the check can fail.
+#[test]
+fn inherited_tokens_do_not_outrank_fd5() {
+    let mut fx = Fixture::new();
+    fx.write_settings("~/.config/claude-ltt/token", true);
+    let token = fx.write_token();
+    let bogus = [
+        ("ANTHROPIC_AUTH_TOKEN", "bogus"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "bogus"),
+        ("ANTHROPIC_API_KEY", "bogus"),
+    ];
+
+    // Controls: each variable outranks the descriptor when it reaches Claude Code.
+    let control_config = fx.root.join("control-claude-config");
+    std::fs::create_dir(&control_config).unwrap();
+    let control = |vars: &[(&str, &str)], expect: &str| {
+        let mut cmd = Command::new(&fx.claude);
+        cmd.args(["auth", "status", "--text"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &fx.home)
+            .env("CLAUDE_CONFIG_DIR", &control_config)
+            .env("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR", "5")
+            .envs(vars.iter().copied());
+        prepare(&mut cmd);
+        let pipe = TokenPipe::new(&ClaudeToken::from_bytes(token.as_bytes()).unwrap())
+            .unwrap()
+            .into_fd();
+        let child = spawn_with_fds(&mut cmd, &[(pipe.as_fd(), 5)]).expect("spawn claude");
+        drop(pipe);
+        let out = finish(child, "claude auth status --text (control)");
+        assert_eq!(out.code, Some(0), "control: {}", out.describe());
+        assert!(
+            out.stdout.lines().any(|l| l == expect),
+            "control with {vars:?}: wanted the line {expect:?}: {}",
+            out.describe()
+        );
+    };
+    control(&bogus, "Auth token: ANTHROPIC_AUTH_TOKEN");
+    control(
+        &[("CLAUDE_CODE_OAUTH_TOKEN", "bogus")],
+        "Auth token: CLAUDE_CODE_OAUTH_TOKEN",
+    );
+    control(&[], "Auth token: CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR");
+
+    let req = fx.request(&["auth", "status", "--text"]);
+    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    cmd.envs(bogus);
+    let out = fx.run(
+        cmd,
+        "launch with tokens in relay-host's environment (--text)",
+    );
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    let auth: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("Auth token:") || l.starts_with("API key:"))
+        .collect();
+    assert_eq!(
+        auth,
+        ["Auth token: CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR"],
+        "{}",
+        out.describe()
+    );
+    fx.assert_last_launch("fd", "launch with tokens in the environment");
+
+    let req = fx.request(&["auth", "status", "--json"]);
+    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    cmd.envs(bogus);
+    let out = fx.run(
+        cmd,
+        "launch with tokens in relay-host's environment (--json)",
+    );
+    assert_logged_in_by_oauth(&fx, &out, "launch with tokens in the environment (--json)");
+
+    fx.assert_no_token_on_disk();
+}
+
+/// The built-in `claude-code` template (command `claude` found on PATH, the project and the
+/// relay-owned Claude config folder read-write, nothing else granted): `relay-host run` and a
+/// `launch` of kind `claude` without a template are logged in from the descriptor; with the
+/// setting empty, logged out.
+#[test]
+fn builtin_template_is_logged_in_from_fd5() {
+    let mut fx = Fixture::new();
+    fx.write_builtin_settings("~/.config/claude-ltt/token");
+    fx.write_token();
+    // `claude` on PATH, whatever the CLI's own file is called.
+    let bin = fx.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(&fx.claude, bin.join("claude")).unwrap();
+    let mut path = vec![bin];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let path = std::env::join_paths(path).unwrap();
+
+    let run_args = ["run", "--", "auth", "status", "--json"];
+    let mut cmd = fx.host(&run_args);
+    cmd.env("PATH", &path);
+    let out = fx.run(cmd, "relay-host run, built-in template");
+    assert_logged_in_by_oauth(&fx, &out, "relay-host run, built-in template");
+    fx.assert_last_launch("fd", "relay-host run, built-in template");
+
+    let req = fx.root.join("claude-request.json");
+    std::fs::write(
+        &req,
+        json!({"kind": "claude", "extra_args": ["auth", "status", "--json"]}).to_string(),
+    )
+    .unwrap();
+    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    cmd.env("PATH", &path);
+    let out = fx.run(cmd, "launch of kind claude, built-in template");
+    assert_logged_in_by_oauth(&fx, &out, "launch of kind claude, built-in template");
+    fx.assert_last_launch("fd", "launch of kind claude, built-in template");
+
+    fx.write_builtin_settings("");
+    let mut cmd = fx.host(&run_args);
+    cmd.env("PATH", &path);
+    let out = fx.run(
+        cmd,
+        "relay-host run, built-in template, no claude_token_file",
+    );
+    assert_logged_out(
+        &out,
+        "relay-host run, built-in template, no claude_token_file",
+    );
+    fx.assert_last_launch("none", "relay-host run, built-in template, no token");
+
+    fx.assert_no_token_on_disk();
+}
