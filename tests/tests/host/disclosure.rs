@@ -106,7 +106,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
     let recs = fx.wait_records(n);
     assert_got_token(&recs[n - 1], &fx.token);
     scan_processes(pid, &fx.token);
-    let out = finish(child, TIMEOUT);
+    let out = child.finish(TIMEOUT);
     assert_eq!(out.code, 0, "{}", out.stderr);
     out
 }

@@ -106,7 +106,7 @@ fn a_session_id_already_running_is_invalid_spec() {
         msg.contains("\"dup\"") && msg.contains("already running"),
         "{msg}"
     );
-    let done = finish(first, TIMEOUT);
+    let done = first.finish(TIMEOUT);
     assert_eq!(done.code, 0, "{}", done.stderr);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(fx.records().len(), 1, "the second launch started a session");

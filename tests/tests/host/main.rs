@@ -135,7 +135,9 @@ impl Fx {
             .arg(&self.state)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            // Its own group, so a deadline can kill the host and its shim together.
+            .process_group(0);
         if self.umask0 {
             // SAFETY: umask is async-signal-safe and touches no memory.
             unsafe {
@@ -165,12 +167,13 @@ impl Fx {
         finish(cmd.spawn().unwrap(), TIMEOUT)
     }
 
-    /// `relay-host launch REQ.json`, left running.
-    pub fn launch_bg(&self, req: &Value) -> Child {
+    /// `relay-host launch REQ.json`, left running (its process group is killed if the test ends
+    /// before [`Running::finish`]).
+    pub fn launch_bg(&self, req: &Value) -> Running {
         let p = self.request_file(req);
         let mut cmd = self.host_cmd();
         cmd.arg("launch").arg(&p);
-        cmd.spawn().unwrap()
+        Running(Some(cmd.spawn().unwrap()))
     }
 
     /// `relay-host ARGS`, to the end.
@@ -213,6 +216,32 @@ impl Fx {
     }
 }
 
+/// A background `relay-host`; dropped unfinished (a failed assertion), its process group is
+/// killed so no session outlives the test.
+pub struct Running(Option<Child>);
+
+impl Running {
+    /// The host's pid.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().unwrap().id()
+    }
+
+    /// Waits for the end under `timeout` (see [`finish`]).
+    pub fn finish(mut self, timeout: Duration) -> Out {
+        finish(self.0.take().unwrap(), timeout)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: kill takes integers only; the group is the one this child leads.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
 /// The fake agent's path as a string.
 pub fn agent() -> String {
     fake_agent().to_str().unwrap().to_owned()
@@ -238,7 +267,8 @@ pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
     })
 }
 
-/// Waits for `child` under `timeout` (killed and a panic when it overruns), collecting its
+/// Waits for `child` under `timeout` (killed with its process group, and a panic, when it
+/// overruns), collecting its
 /// output. The readers are joined under the same deadline, so a descendant that keeps a pipe
 /// open fails the test instead of hanging it.
 pub fn finish(mut child: Child, timeout: Duration) -> Out {
@@ -271,6 +301,8 @@ pub fn finish(mut child: Child, timeout: Duration) -> Out {
             break s;
         }
         if start.elapsed() > timeout {
+            // SAFETY: kill takes integers only. The group exists only when the child leads it.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.kill();
             let _ = child.wait();
             panic!("relay-host did not finish within {timeout:?}");

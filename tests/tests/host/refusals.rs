@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::os::unix::fs::{chown, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use serde_json::json;
@@ -77,6 +78,7 @@ fn an_unreadable_token_file_refuses_the_launch() {
             wrapped.env(k, v);
         }
     }
+    wrapped.process_group(0);
     cmd = wrapped;
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
