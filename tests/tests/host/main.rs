@@ -373,6 +373,21 @@ pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
     message
 }
 
+/// Asserts a refusal left nothing in the state folder but the logs (§9: "a refusal leaves
+/// nothing behind but its audit row and event"), on a state folder that held nothing before.
+pub fn assert_only_logs_left(fx: &Fx) {
+    let mut names: Vec<String> = std::fs::read_dir(&fx.state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["audit.jsonl", "events.jsonl", "relay-host.log"],
+        "a refused launch left something behind"
+    );
+}
+
 /// Asserts the last launch answered 201 for `id` and its audit row says `token`.
 pub fn assert_started(fx: &Fx, id: &str, token: &str) {
     let launches: Vec<Value> = fx

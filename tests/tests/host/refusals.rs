@@ -44,6 +44,7 @@ fn a_missing_token_file_refuses_the_launch() {
     assert_eq!(audit["message"], msg);
     assert_eq!(audit["session_id"], "m1");
     assert_nothing_started(&fx, "m1");
+    assert_only_logs_left(&fx);
 }
 
 /// Issue 5 (9): a token file relay-host cannot read (it runs as uid 65534, the file is root's
