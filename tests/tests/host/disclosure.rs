@@ -76,6 +76,54 @@ fn scan_processes(host_pid: u32, token: &str) {
     assert!(saw_agent, "no agent below the host: {pids:?}");
 }
 
+/// The readable memory of `pid` (from `/proc/PID/maps` and `/proc/PID/mem`), region by region;
+/// a region the kernel will not read (such as `[vvar]`) is skipped.
+fn memory(pid: u32) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mem = fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (range, perms) = (f.next().unwrap(), f.next().unwrap());
+        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+            continue;
+        }
+        let (a, b) = range.split_once('-').unwrap();
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
+        let mut buf = vec![0u8; (b - a) as usize];
+        if mem.read_exact_at(&mut buf, a).is_ok() {
+            out.extend_from_slice(&buf);
+        }
+    }
+    out
+}
+
+/// Scans the memory of relay-host and relay-shim once the session has its token: no copy.
+/// The state folder's path (in both argvs) is the control that the scan reads real memory.
+fn scan_memory(host_pid: u32, fx: &Fx) {
+    let shim_path = relay_tests::relay_shim();
+    let shim = tree(host_pid)
+        .into_iter()
+        .find(|&p| {
+            cmdline(p).split(|&b| b == 0).next() == Some(shim_path.to_str().unwrap().as_bytes())
+        })
+        .expect("relay-shim below the host");
+    let control = fx.state.to_str().unwrap().as_bytes();
+    for (name, pid) in [("relay-host", host_pid), ("relay-shim", shim)] {
+        let m = memory(pid);
+        assert!(
+            m.windows(control.len()).any(|w| w == control),
+            "{name}'s memory scan ({} bytes) misses the control string",
+            m.len()
+        );
+        assert_no_token(&format!("the memory of {name} (pid {pid})"), &m, &fx.token);
+    }
+}
+
 /// Every regular file under `dir` but `skip`, read; returns how many.
 fn scan_files(dir: &Path, skip: &Path, token: &str, seen: &mut Vec<PathBuf>) {
     for e in fs::read_dir(dir).unwrap().flatten() {
@@ -106,6 +154,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
     let recs = fx.wait_records(n);
     assert_got_token(&recs[n - 1], &fx.token);
     scan_processes(pid, &fx.token);
+    scan_memory(pid, fx);
     let out = child.finish(TIMEOUT);
     assert_eq!(out.code, 0, "{}", out.stderr);
     out
@@ -113,7 +162,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
 
 /// After a session turn, a terminal launch and a refused launch (one refused after the token
 /// was read), the token is in no process's environ or cmdline (host, shim, sandbox, target,
-/// read while they run), no file under the config, state (with the sessions' temp folders),
+/// read while they run), not in the memory of relay-host or relay-shim while the session runs, no file under the config, state (with the sessions' temp folders),
 /// home and project folders but the token file, no output of any command, and no answer of
 /// `status`, `audit` or `events`.
 #[test]
