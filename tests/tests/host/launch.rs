@@ -237,6 +237,41 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
     assert_eq!(env[VAR], "5");
     assert_eq!(env["RELAY_SESSION_ID"], "e1");
     assert_eq!(env["TMPDIR"], "/tmp");
+
+    // Without a token (unsandboxed) the host's 7 is still dropped and no variable is set; the
+    // person's own Anthropic login stays (§6 drops it only when a token is passed).
+    let req = json!({"kind": "claude", "session_id": "e2", "project": fx.proj, "sandbox": false});
+    let out = fx.launch(&req);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(2)[1];
+    assert_no_token_fd(rec, None);
+    let env = rec["env"].as_object().unwrap();
+    assert!(!env.contains_key("CLAUDE_CODE_OAUTH_TOKEN"));
+    assert_eq!(env["ANTHROPIC_AUTH_TOKEN"], "sk-ant-host-auth");
+}
+
+/// §9: the host exits with the session's own code, and 128 + the signal that killed it.
+#[test]
+fn the_host_exits_with_the_sessions_code() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&["--exit", "3"], json!({}), &[])]);
+    let out = fx.launch(&claude_req(&fx, "x3"));
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    fx.with_token(vec![claude_template(
+        &["--sh", "kill -TERM $PPID"],
+        json!({}),
+        &[],
+    )]);
+    let out = fx.launch(&claude_req(&fx, "x4"));
+    assert_eq!(out.code, 128 + 15, "{}", out.stderr);
+    let exits: Vec<_> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "exit")
+        .map(|e| e["code"].clone())
+        .collect();
+    assert_eq!(exits, [json!(3), json!(143)]);
+    assert_eq!(fx.records().len(), 2);
 }
 
 /// §9: the state folder is 0700 and every folder in it 0700, every file 0600, with relay-host

@@ -150,3 +150,24 @@ fn bad_requests_are_invalid_spec() {
     let left = fs::read_dir(&sessions).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "session folders left behind");
 }
+
+/// §7: a token path that crosses a symlink a sandboxed session could have made (here in the
+/// home, which the `shell` template grants read-write) refuses the launch, naming the link.
+#[test]
+fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let real = fx.home.join("real-ltt");
+    fs::rename(fx.token_path.parent().unwrap(), &real).unwrap();
+    let link = fx.home.join(".config/acme-ltt");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "l1", "project": fx.proj}));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(
+        msg.contains(&format!("follows symlink \"{}\"", link.display())),
+        "{msg}"
+    );
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "l1");
+    assert_only_logs_left(&fx);
+}
