@@ -70,6 +70,7 @@ fn mkdir(p: &Path, mode: u32) {
 impl Fx {
     /// A fresh world with a fresh token in the file (with a trailing newline, to prove the
     /// trim) and no settings yet.
+    #[allow(clippy::new_without_default)] // makes folders and a token: not a default value
     pub fn new() -> Fx {
         let dir = tempfile::Builder::new()
             .prefix("relay-host-e2e.")
