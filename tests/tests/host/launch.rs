@@ -137,7 +137,9 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let script = format!(
-        "cat '{}' > \"$TMPDIR/out\" 2>&1; echo $? > \"$TMPDIR/rc\"",
+        "cat '{}' > \"$TMPDIR/out\" 2>&1; echo $? > \"$TMPDIR/rc\"; \
+         echo \"${{{VAR}-unset}}\" > \"$TMPDIR/var\"; \
+         if [ -e /proc/$$/fd/5 ]; then echo open; else echo closed; fi > \"$TMPDIR/fd5\"",
         fx.token_path.display()
     );
     let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1",
@@ -148,6 +150,9 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
     let tmp = fx.session_dir("sh1").join("tmp");
     let rc = fs::read_to_string(tmp.join("rc")).expect("the shell ran and wrote rc");
     assert_ne!(rc.trim(), "0", "cat of the token file succeeded");
+    // Not a Claude launch: no token descriptor, no variable.
+    assert_eq!(fs::read_to_string(tmp.join("var")).unwrap(), "unset\n");
+    assert_eq!(fs::read_to_string(tmp.join("fd5")).unwrap(), "closed\n");
     let shown = fs::read(tmp.join("out")).unwrap();
     assert_no_token("the shell's out", &shown, &fx.token);
     for f in ["audit.jsonl", "events.jsonl", "relay-host.log"] {
@@ -167,8 +172,8 @@ fn the_setting_wins_over_a_template_value() {
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
 }
 
-/// Issue 5 (11): with the setting set, an unsandboxed launch and an ssh (`host`) launch get no
-/// variable, no descriptor, no hash.
+/// Issue 5 (11): with the setting set, an unsandboxed launch (by `launch` and by
+/// `run --no-sandbox`) and an ssh (`host`) launch get no variable, no descriptor, no hash.
 #[test]
 fn unsandboxed_and_ssh_launches_get_no_token() {
     let mut fx = Fx::new();
@@ -180,6 +185,18 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
     assert_started(&fx, "u1", "none");
+
+    // `run --no-sandbox` too.
+    let out = fx.host(&[
+        "run",
+        "--no-sandbox",
+        "--project",
+        fx.proj.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(2)[1];
+    assert_no_token_fd(rec, None);
+    assert_eq!(rec["fds"], json!([0, 1, 2]));
 
     // A stand-in `ssh` on the host's PATH: the fake agent under that name.
     let bin = fx.root.join("bin");
@@ -193,7 +210,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
                      "host": "build.example"});
     let out = fx.launch(&req);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let rec = &fx.wait_records(2)[1];
+    let rec = &fx.wait_records(3)[2];
     let argv: Vec<&str> = rec["argv"]
         .as_array()
         .unwrap()
