@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -94,7 +93,7 @@ fn a_request_that_is_not_json_is_invalid_spec() {
 #[test]
 fn a_session_id_already_running_is_invalid_spec() {
     let fx = Fx::new();
-    fx.with_token(vec![claude_template(&["--sleep", "3"], json!({}), &[])]);
+    fx.with_token(vec![claude_template(&["--sleep", "20"], json!({}), &[])]);
     let first = fx.launch_bg(&claude_req(&fx, "dup"));
     fx.wait_records(1);
     let out = fx.launch(&claude_req(&fx, "dup"));
@@ -103,12 +102,15 @@ fn a_session_id_already_running_is_invalid_spec() {
         msg.contains("\"dup\"") && msg.contains("already running"),
         "{msg}"
     );
-    let done = first.finish(TIMEOUT);
-    assert_eq!(done.code, 0, "{}", done.stderr);
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(fx.records().len(), 1, "the second launch started a session");
     assert!(
-        fx.session_dir("dup").is_dir(),
-        "the running session's folder was removed"
+        fx.session_dir("dup").join("lock").is_file(),
+        "the refusal removed the running session's folder"
     );
+    assert_eq!(fx.records().len(), 1, "the second launch started a session");
+    // End the first: the host forwards SIGTERM to the session and exits 128 + 15.
+    // SAFETY: kill takes integers only; the pid is our running child's.
+    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
+    let done = first.finish(TIMEOUT);
+    assert_eq!(done.code, 128 + libc::SIGTERM, "{}", done.stderr);
+    assert_eq!(fx.records().len(), 1);
 }
