@@ -326,3 +326,31 @@ fn the_state_folder_is_private() {
     // audit, events, log and the session's lock at least.
     assert!(seen >= 4, "{seen} files");
 }
+
+/// §9: a request read from stdin (`launch -`) gives the session `/dev/null` as its stdin, and
+/// the session still gets the token.
+#[test]
+fn a_request_on_stdin_leaves_the_session_dev_null() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(
+        &["--sh", "readlink /proc/self/fd/0"],
+        json!({}),
+        &[],
+    )]);
+    let mut cmd = fx.host_cmd();
+    cmd.args(["launch", "-"])
+        .stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(claude_req(&fx, "in1").to_string().as_bytes())
+            .unwrap();
+        // Closed: the host reads the request to EOF. A session given this pipe would name it.
+    }
+    let out = finish(child, TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "/dev/null\n");
+    assert_got_token(&fx.wait_records(1)[0], &fx.token);
+}

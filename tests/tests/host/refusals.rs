@@ -45,6 +45,13 @@ fn a_missing_token_file_refuses_the_launch() {
     assert_eq!(audit["session_id"], "m1");
     assert_nothing_started(&fx, "m1");
     assert_only_logs_left(&fx);
+    // `status` says the same, naming the setting as stored.
+    let out = fx.host(&["status", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(status["claude_token_file"], SETTING);
+    assert_eq!(status["token"]["ok"], false, "{status}");
+    assert_eq!(status["token"]["error"], msg);
 }
 
 /// Issue 5 (9): a token file relay-host cannot read (it runs as uid 65534, the file is root's
