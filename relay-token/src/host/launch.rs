@@ -282,7 +282,7 @@ fn prepare_and_spawn(
     //    must exist to be resolved. Whatever this launch creates is removed if it is refused.
     let session_tmp = session_dir.join("tmp");
     let mut made = Made::default();
-    made.create(&session_dir)
+    made.create_own(&session_dir)
         .and_then(|_| made.create(&session_tmp))
         .and_then(|_| made.create(&claude_config))
         .map_err(|e| {
@@ -673,18 +673,39 @@ pub fn refuse_early(host: &Host, e: &LaunchError) -> i32 {
     e.exit_code()
 }
 
-/// Folders one launch created, removed again (deepest first) unless the launch succeeds.
+/// Folders one launch created, removed again (deepest first) unless the launch succeeds. Only
+/// the session's own folder is removed with its content; a shared folder this launch happened to
+/// create (`sessions/`, the Claude config folder) is removed only while it is still empty, so a
+/// concurrent launch's files in it are never touched.
 #[derive(Default)]
-struct Made(Vec<PathBuf>);
+struct Made(Vec<(PathBuf, bool)>);
 
 impl Made {
-    /// Creates `dir` (mode 0700) when it is missing, remembering it.
+    /// Creates `dir` (mode 0700) when it is missing, remembering it and every missing parent
+    /// it made (such as `sessions/` on a first launch), outermost first.
     fn create(&mut self, dir: &Path) -> io::Result<()> {
-        if dir.exists() {
+        self.create_as(dir, false)
+    }
+
+    /// [`Made::create`] for a folder only this launch uses: removed with its content.
+    fn create_own(&mut self, dir: &Path) -> io::Result<()> {
+        self.create_as(dir, true)
+    }
+
+    fn create_as(&mut self, dir: &Path, own: bool) -> io::Result<()> {
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        if missing.is_empty() {
             return Ok(());
         }
         private_dir(dir)?;
-        self.0.push(dir.to_path_buf());
+        for m in missing.into_iter().rev() {
+            let whole = own && m == dir;
+            self.0.push((m, whole));
+        }
         Ok(())
     }
 
@@ -695,8 +716,12 @@ impl Made {
 
 impl Drop for Made {
     fn drop(&mut self) {
-        for d in self.0.iter().rev() {
-            let _ = std::fs::remove_dir_all(d);
+        for (d, whole) in self.0.iter().rev() {
+            let _ = if *whole {
+                std::fs::remove_dir_all(d)
+            } else {
+                std::fs::remove_dir(d)
+            };
         }
     }
 }

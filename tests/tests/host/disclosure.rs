@@ -1,0 +1,237 @@
+//! Issue 5 (5), §10: the token is disclosed nowhere a process, a file or an answer could show it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::*;
+
+/// Every process below `pid` (itself included), from `/proc/*/stat`.
+fn tree(pid: u32) -> Vec<u32> {
+    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
+        parent.insert(p, ppid);
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let me = out[i];
+        out.extend(parent.iter().filter(|(_, &pp)| pp == me).map(|(&c, _)| c));
+        i += 1;
+    }
+    out
+}
+
+/// The argv of a process, as its `cmdline` NUL-separated bytes.
+fn cmdline(pid: u32) -> Vec<u8> {
+    fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()
+}
+
+/// Scans the environ and cmdline of the host `pid` and all its descendants while they run;
+/// checks it saw the host, the shim and the agent, and read each one's environment.
+fn scan_processes(host_pid: u32, token: &str) {
+    let pids = tree(host_pid);
+    let mut saw_shim = false;
+    let mut saw_agent = false;
+    for &p in &pids {
+        let argv = cmdline(p);
+        let environ = fs::read(format!("/proc/{p}/environ"))
+            .unwrap_or_else(|e| panic!("read /proc/{p}/environ: {e}"));
+        assert!(!argv.is_empty(), "pid {p} has no cmdline (gone too soon?)");
+        assert!(!environ.is_empty(), "pid {p}: empty environ");
+        assert_no_token(&format!("/proc/{p}/cmdline"), &argv, token);
+        assert_no_token(&format!("/proc/{p}/environ"), &environ, token);
+        let arg0 = argv.split(|&b| b == 0).next().unwrap();
+        let arg0 = String::from_utf8_lossy(arg0);
+        if arg0.ends_with("/relay-shim") {
+            saw_shim = true;
+        }
+        if arg0 == agent() {
+            saw_agent = true;
+            let needle = format!("{VAR}=5\0");
+            assert!(
+                environ
+                    .windows(needle.len())
+                    .any(|w| w == needle.as_bytes()),
+                "the agent's environ (pid {p}) lacks {needle:?}: not the session's"
+            );
+        }
+    }
+    assert!(
+        String::from_utf8_lossy(&cmdline(host_pid)).contains("relay-host"),
+        "{host_pid} is not relay-host"
+    );
+    assert!(saw_shim, "no relay-shim below the host: {pids:?}");
+    assert!(saw_agent, "no agent below the host: {pids:?}");
+}
+
+/// The readable memory of `pid` (from `/proc/PID/maps` and `/proc/PID/mem`), region by region;
+/// a region the kernel will not read (such as `[vvar]`) is skipped.
+fn memory(pid: u32) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mem = fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (range, perms) = (f.next().unwrap(), f.next().unwrap());
+        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+            continue;
+        }
+        let (a, b) = range.split_once('-').unwrap();
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
+        let mut buf = vec![0u8; (b - a) as usize];
+        if mem.read_exact_at(&mut buf, a).is_ok() {
+            out.extend_from_slice(&buf);
+        }
+    }
+    out
+}
+
+/// Scans the memory of relay-host and relay-shim once the session has its token: no copy.
+/// The state folder's path (in both argvs) is the control that the scan reads real memory.
+fn scan_memory(host_pid: u32, fx: &Fx) {
+    let shim_path = relay_tests::relay_shim();
+    let shim = tree(host_pid)
+        .into_iter()
+        .find(|&p| {
+            cmdline(p).split(|&b| b == 0).next() == Some(shim_path.to_str().unwrap().as_bytes())
+        })
+        .expect("relay-shim below the host");
+    let control = fx.state.to_str().unwrap().as_bytes();
+    for (name, pid) in [("relay-host", host_pid), ("relay-shim", shim)] {
+        let m = memory(pid);
+        assert!(
+            m.windows(control.len()).any(|w| w == control),
+            "{name}'s memory scan ({} bytes) misses the control string",
+            m.len()
+        );
+        assert_no_token(&format!("the memory of {name} (pid {pid})"), &m, &fx.token);
+    }
+}
+
+/// Every regular file under `dir` but `skip`, read; returns how many.
+fn scan_files(dir: &Path, skip: &Path, token: &str, seen: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let m = fs::symlink_metadata(&p).unwrap();
+        if m.is_dir() {
+            scan_files(&p, skip, token, seen);
+        } else if p == skip {
+            continue;
+        } else if m.is_file() {
+            assert_no_token(&p.display().to_string(), &fs::read(&p).unwrap(), token);
+            seen.push(p);
+        } else if m.file_type().is_symlink() {
+            let target = fs::read_link(&p).unwrap();
+            assert_no_token(
+                &p.display().to_string(),
+                target.as_os_str().as_encoded_bytes(),
+                token,
+            );
+        }
+    }
+}
+
+/// Runs `req` in the background, scans the process tree while the agent sleeps, then waits.
+fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
+    let child = fx.launch_bg(req);
+    let pid = child.id();
+    let recs = fx.wait_records(n);
+    assert_got_token(&recs[n - 1], &fx.token);
+    scan_processes(pid, &fx.token);
+    scan_memory(pid, fx);
+    let out = child.finish(TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out
+}
+
+/// After a session turn, a terminal launch and a refused launch (one refused after the token
+/// was read), the token is in no process's environ or cmdline (host, shim, sandbox, target,
+/// read while they run), not in the memory of relay-host or relay-shim while the session runs, no file under the config, state (with the sessions' temp folders),
+/// home and project folders but the token file, no output of any command, and no answer of
+/// `status`, `audit` or `events`.
+#[test]
+fn the_token_is_never_disclosed() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&["--sleep", "3"], json!({}), &[])]);
+    let mut outs = Vec::new();
+    outs.push(launch_and_scan(
+        &fx,
+        &json!({"kind": "claude", "session_id": "d1", "project": fx.proj}),
+        1,
+    ));
+    outs.push(launch_and_scan(
+        &fx,
+        &json!({"kind": "terminal", "template": "claude-code", "session_id": "d2",
+                "project": fx.proj}),
+        2,
+    ));
+    // Refused after the token was read: a project of `/` is a grant of `/`.
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": "/"}));
+    assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    outs.push(out);
+    // A refusal before it: a missing file.
+    let keep = fx.token.clone();
+    fs::remove_file(&fx.token_path).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d4", "project": fx.proj}));
+    assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    outs.push(out);
+    fx.write_token(&keep);
+    for args in [
+        &["status", "--json"][..],
+        &["status"],
+        &["audit", "--json"],
+        &["audit"],
+        &["events", "--json"],
+        &["events"],
+    ] {
+        let out = fx.host(args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert!(!out.stdout.is_empty(), "{args:?} printed nothing");
+        outs.push(out);
+    }
+    // `status` did read the file (it reports its health), so the scan above means something.
+    let status: serde_json::Value = serde_json::from_str(&outs[4].stdout).unwrap();
+    assert_eq!(status["token"]["ok"], true, "{status}");
+    assert_eq!(status["token"]["bytes"], fx.token.len());
+    for (i, o) in outs.iter().enumerate() {
+        assert_no_token(
+            &format!("stdout of command {i}"),
+            o.stdout.as_bytes(),
+            &fx.token,
+        );
+        assert_no_token(
+            &format!("stderr of command {i}"),
+            o.stderr.as_bytes(),
+            &fx.token,
+        );
+    }
+    let mut seen = Vec::new();
+    scan_files(&fx.root, &fx.token_path, &fx.token, &mut seen);
+    for must in [
+        fx.state.join("audit.jsonl"),
+        fx.state.join("events.jsonl"),
+        fx.state.join("relay-host.log"),
+        fx.cfg.join("settings.json"),
+        fx.record.clone(),
+    ] {
+        assert!(seen.contains(&must), "{} was not scanned", must.display());
+    }
+    assert!(fx.session_dir("d1").join("tmp").is_dir());
+    assert_eq!(fx.records().len(), 2);
+}

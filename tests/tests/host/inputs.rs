@@ -1,0 +1,116 @@
+//! "Bad input gets a clear error": one line, the exit code of §9, nothing started.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+
+use crate::*;
+
+fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
+    json!({"kind": "claude", "session_id": id, "project": fx.proj})
+}
+
+/// Asserts nothing started and no folder was left for `id`.
+fn assert_nothing_started(fx: &Fx, id: &str) {
+    assert!(fx.records().is_empty(), "{:?}", fx.records());
+    assert!(!fx.session_dir(id).exists(), "session folder left behind");
+    assert_only_logs_left(fx);
+}
+
+/// Settings that do not parse: 78, one line naming the file, line and column.
+#[test]
+fn settings_that_do_not_parse_refuse_with_line_and_column() {
+    let fx = Fx::new();
+    let p = fx.cfg.join("settings.json");
+    fs::write(
+        &p,
+        "{\n  \"claude_token_file\": \"~/x\",\n  \"templates\": [}\n",
+    )
+    .unwrap();
+    let out = fx.launch(&claude_req(&fx, "x1"));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(msg.starts_with(&format!("{}: ", p.display())), "{msg}");
+    assert!(msg.contains("line 3 column 17"), "{msg}");
+    assert_nothing_started(&fx, "x1");
+}
+
+/// A template with no command: 78, one line naming the template.
+#[test]
+fn a_template_with_no_command_refuses() {
+    let fx = Fx::new();
+    fx.settings(json!({"claude_token_file": SETTING,
+                       "templates": [{"id": "claude-code", "command": []}]}));
+    let out = fx.launch(&claude_req(&fx, "x2"));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(msg.contains("\"claude-code\": command is empty"), "{msg}");
+    assert_nothing_started(&fx, "x2");
+}
+
+/// A `bwrap` setting that is not executable: 78, one line naming it, nothing left behind.
+#[test]
+fn a_bwrap_setting_that_is_not_executable_refuses() {
+    let fx = Fx::new();
+    let fake = fx.root.join("bwrap");
+    fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o644)).unwrap();
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": fake,
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let out = fx.launch(&claude_req(&fx, "x3"));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(msg.contains(&fake.display().to_string()), "{msg}");
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "x3");
+}
+
+/// A request that is not JSON, from a file and on stdin: 64, one line.
+#[test]
+fn a_request_that_is_not_json_is_invalid_spec() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let p = fx.root.join("req.txt");
+    fs::write(&p, "kind=claude\n").unwrap();
+    let out = fx.host(&["launch", p.to_str().unwrap()]);
+    let msg = assert_refused(&fx, &out, 64, "invalid_spec");
+    assert!(msg.starts_with("request is not valid JSON"), "{msg}");
+
+    let mut cmd = fx.host_cmd();
+    cmd.args(["launch", "-"])
+        .stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"{\"kind\": \"claude\",").unwrap();
+    }
+    let out = finish(child, TIMEOUT);
+    let msg = assert_refused(&fx, &out, 64, "invalid_spec");
+    assert!(msg.starts_with("request is not valid JSON"), "{msg}");
+    assert!(fx.records().is_empty());
+}
+
+/// A session id already running: 64, one line, and the second does not start.
+#[test]
+fn a_session_id_already_running_is_invalid_spec() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&["--sleep", "20"], json!({}), &[])]);
+    let first = fx.launch_bg(&claude_req(&fx, "dup"));
+    fx.wait_records(1);
+    let out = fx.launch(&claude_req(&fx, "dup"));
+    let msg = assert_refused(&fx, &out, 64, "invalid_spec");
+    assert!(
+        msg.contains("\"dup\"") && msg.contains("already running"),
+        "{msg}"
+    );
+    assert!(
+        fx.session_dir("dup").join("lock").is_file(),
+        "the refusal removed the running session's folder"
+    );
+    assert_eq!(fx.records().len(), 1, "the second launch started a session");
+    // End the first: the host forwards SIGTERM to the session and exits 128 + 15.
+    // SAFETY: kill takes integers only; the pid is our running child's.
+    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
+    let done = first.finish(TIMEOUT);
+    assert_eq!(done.code, 128 + libc::SIGTERM, "{}", done.stderr);
+    assert_eq!(fx.records().len(), 1);
+}

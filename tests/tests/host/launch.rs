@@ -1,0 +1,356 @@
+//! Launches that start: who gets the token, on which descriptor, and who does not.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+
+use crate::*;
+
+fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
+    json!({"kind": "claude", "session_id": id, "project": fx.proj})
+}
+
+fn terminal_req(fx: &Fx, id: &str) -> serde_json::Value {
+    json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.proj})
+}
+
+/// Issue 5 (1): with the setting empty the template's value passes unchanged (9, no hash, no
+/// fd 5) for a `claude` and a `claude-code` terminal launch; with the template's env empty too,
+/// neither has the variable.
+#[test]
+fn no_setting_leaves_the_template_value_and_passes_no_token() {
+    let fx = Fx::new();
+    fx.settings(json!({"templates": [claude_template(&[], json!({VAR: "9"}), &[])]}));
+    for (i, req) in [claude_req(&fx, "a1"), terminal_req(&fx, "a2")]
+        .iter()
+        .enumerate()
+    {
+        let out = fx.launch(req);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let rec = &fx.wait_records(i + 1)[i];
+        assert_no_token_fd(rec, Some("9"));
+        assert_eq!(rec["env"][VAR], "9");
+    }
+    assert_started(&fx, "a1", "none");
+    assert_started(&fx, "a2", "none");
+
+    fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
+    for (i, req) in [claude_req(&fx, "b1"), terminal_req(&fx, "b2")]
+        .iter()
+        .enumerate()
+    {
+        let out = fx.launch(req);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let rec = &fx.wait_records(i + 3)[i + 2];
+        assert_eq!(rec["session_id"], ["b1", "b2"][i]);
+        assert_no_token_fd(rec, None);
+    }
+}
+
+/// Issue 5 (2): a sandboxed claude session answers 201; its start line has the variable 5, the
+/// token's hash (the file's trailing newline trimmed) and exactly fds 0, 1, 2, 5.
+#[test]
+fn sandboxed_claude_session_gets_the_token_on_fd_5() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let out = fx.launch(&claude_req(&fx, "c1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let recs = fx.wait_records(1);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["session_id"], "c1");
+    assert_got_token(&recs[0], &fx.token);
+    assert_started(&fx, "c1", "fd");
+}
+
+/// Issue 5 (3): the same for a sandboxed terminal launch of `claude-code`, by `launch` and by
+/// `run` (its default template).
+#[test]
+fn sandboxed_terminal_claude_code_gets_the_token_by_launch_and_run() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let out = fx.launch(&terminal_req(&fx, "t1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(1)[0];
+    assert_got_token(rec, &fx.token);
+    assert_started(&fx, "t1", "fd");
+
+    let out = fx.host(&["run", "--project", fx.proj.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let recs = fx.wait_records(2);
+    assert_eq!(recs.len(), 2);
+    assert_got_token(&recs[1], &fx.token);
+    let id = recs[1]["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(id, "t1");
+    assert_started(&fx, &id, "fd");
+}
+
+/// Issue 5 (4): the file is read afresh at each launch and each resume, with no restart.
+#[test]
+fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let first = fx.token.clone();
+    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, 0);
+    let second = relay_tests::fake_token();
+    fx.write_token(&second);
+    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, 0);
+    let third = relay_tests::fake_token();
+    fx.write_token(&third);
+    let resume = json!({"kind": "claude", "session_id": "r3", "resume": "r1", "project": fx.proj});
+    assert_eq!(fx.launch(&resume).code, 0);
+    let recs = fx.wait_records(3);
+    assert_got_token(&recs[0], &first);
+    assert_got_token(&recs[1], &second);
+    assert_got_token(&recs[2], &third);
+    let argv = recs[2]["argv"].as_array().unwrap();
+    assert_eq!(argv[1..], [json!("--resume"), json!("r1")], "{argv:?}");
+}
+
+/// Issue 5 (6): a `claude-code` session that also reads `~/.config` cannot `cat` the token
+/// file, and its output holds no token (while it did get the token on fd 5).
+#[test]
+fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
+    let fx = Fx::new();
+    let cat = format!("cat '{}'; echo \"rc=$?\"", fx.token_path.display());
+    fx.with_token(vec![claude_template(
+        &["--sh", &cat],
+        json!({}),
+        &["~/.config"],
+    )]);
+    let out = fx.launch(&claude_req(&fx, "g1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last = out.stdout.lines().last().unwrap_or_default();
+    let rc = last
+        .strip_prefix("rc=")
+        .expect("the shell ran and printed rc=");
+    assert_ne!(rc, "0", "cat of the token file succeeded");
+    assert_got_token(&fx.wait_records(1)[0], &fx.token);
+    assert_no_token("stdout", out.stdout.as_bytes(), &fx.token);
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+}
+
+/// Issue 5 (7): the built-in `shell` template (read-write `~`, sandboxed) cannot read the token
+/// either: `cat` fails, and neither its output file nor any log holds the token.
+#[test]
+fn a_sandboxed_shell_cannot_read_the_token_file() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let script = format!(
+        "cat '{}' > \"$TMPDIR/out\" 2>&1; echo $? > \"$TMPDIR/rc\"; \
+         echo \"${{{VAR}-unset}}\" > \"$TMPDIR/var\"; \
+         if [ -e /proc/$$/fd/5 ]; then echo open; else echo closed; fi > \"$TMPDIR/fd5\"",
+        fx.token_path.display()
+    );
+    let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1",
+                     "extra_args": ["-c", script]});
+    let out = fx.launch(&req);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_started(&fx, "sh1", "none");
+    let tmp = fx.session_dir("sh1").join("tmp");
+    let rc = fs::read_to_string(tmp.join("rc")).expect("the shell ran and wrote rc");
+    assert_ne!(rc.trim(), "0", "cat of the token file succeeded");
+    // Not a Claude launch: no token descriptor, no variable.
+    assert_eq!(fs::read_to_string(tmp.join("var")).unwrap(), "unset\n");
+    assert_eq!(fs::read_to_string(tmp.join("fd5")).unwrap(), "closed\n");
+    let shown = fs::read(tmp.join("out")).unwrap();
+    assert_no_token("the shell's out", &shown, &fx.token);
+    for f in ["audit.jsonl", "events.jsonl", "relay-host.log"] {
+        assert_no_token(f, &fs::read(fx.state.join(f)).unwrap(), &fx.token);
+    }
+    assert_no_token("stdout", out.stdout.as_bytes(), &fx.token);
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+}
+
+/// Issue 5 (10): with the setting set, the host's 5 wins over a template's 9.
+#[test]
+fn the_setting_wins_over_a_template_value() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({VAR: "9"}), &[])]);
+    let out = fx.launch(&terminal_req(&fx, "w1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_got_token(&fx.wait_records(1)[0], &fx.token);
+}
+
+/// Issue 5 (11): with the setting set, an unsandboxed launch (by `launch` and by
+/// `run --no-sandbox`) and an ssh (`host`) launch get no variable, no descriptor, no hash.
+#[test]
+fn unsandboxed_and_ssh_launches_get_no_token() {
+    let mut fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let req = json!({"kind": "claude", "session_id": "u1", "project": fx.proj, "sandbox": false});
+    let out = fx.launch(&req);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(1)[0];
+    assert_no_token_fd(rec, None);
+    assert_eq!(rec["fds"], json!([0, 1, 2]));
+    assert_started(&fx, "u1", "none");
+
+    // `run --no-sandbox` too.
+    let out = fx.host(&[
+        "run",
+        "--no-sandbox",
+        "--project",
+        fx.proj.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(2)[1];
+    assert_no_token_fd(rec, None);
+    assert_eq!(rec["fds"], json!([0, 1, 2]));
+
+    // A stand-in `ssh` on the host's PATH: the fake agent under that name.
+    let bin = fx.root.join("bin");
+    fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(relay_tests::fake_agent(), bin.join("ssh")).unwrap();
+    fx.host_env.insert(
+        "PATH".into(),
+        format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+    );
+    let req = json!({"kind": "claude", "session_id": "u2", "project": fx.proj,
+                     "host": "build.example"});
+    let out = fx.launch(&req);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(3)[2];
+    let argv: Vec<&str> = rec["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[0], "ssh", "{argv:?}");
+    assert_eq!(argv[1..4], ["-t", "--", "build.example"], "{argv:?}");
+    assert_eq!(argv[4], agent());
+    assert_no_token_fd(rec, None);
+    assert_eq!(rec["fds"], json!([0, 1, 2]));
+    assert_started(&fx, "u2", "none");
+}
+
+/// Issue 5 (13): token variables in relay-host's own environment never reach the session; the
+/// variable it sees is the host's 5.
+#[test]
+fn token_variables_in_the_hosts_environment_never_reach_the_session() {
+    let mut fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    for (k, v) in [
+        ("ANTHROPIC_AUTH_TOKEN", "sk-ant-host-auth"),
+        ("ANTHROPIC_API_KEY", "sk-ant-host-key"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-host"),
+        (VAR, "7"),
+    ] {
+        fx.host_env.insert(k.into(), v.into());
+    }
+    let out = fx.launch(&claude_req(&fx, "e1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(1)[0];
+    assert_got_token(rec, &fx.token);
+    let env = rec["env"].as_object().unwrap();
+    for k in [
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ] {
+        assert!(!env.contains_key(k), "{k} reached the session");
+    }
+    assert_eq!(env[VAR], "5");
+    assert_eq!(env["RELAY_SESSION_ID"], "e1");
+    assert_eq!(env["TMPDIR"], "/tmp");
+
+    // Without a token (unsandboxed) the host's 7 is still dropped and no variable is set; the
+    // person's own Anthropic login stays (§6 drops it only when a token is passed).
+    let req = json!({"kind": "claude", "session_id": "e2", "project": fx.proj, "sandbox": false});
+    let out = fx.launch(&req);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(2)[1];
+    assert_no_token_fd(rec, None);
+    let env = rec["env"].as_object().unwrap();
+    assert!(!env.contains_key("CLAUDE_CODE_OAUTH_TOKEN"));
+    assert_eq!(env["ANTHROPIC_AUTH_TOKEN"], "sk-ant-host-auth");
+}
+
+/// §9: the host exits with the session's own code, and 128 + the signal that killed it.
+#[test]
+fn the_host_exits_with_the_sessions_code() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&["--exit", "3"], json!({}), &[])]);
+    let out = fx.launch(&claude_req(&fx, "x3"));
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    fx.with_token(vec![claude_template(
+        &["--sh", "kill -TERM $PPID"],
+        json!({}),
+        &[],
+    )]);
+    let out = fx.launch(&claude_req(&fx, "x4"));
+    assert_eq!(out.code, 128 + 15, "{}", out.stderr);
+    let exits: Vec<_> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "exit")
+        .map(|e| e["code"].clone())
+        .collect();
+    assert_eq!(exits, [json!(3), json!(143)]);
+    assert_eq!(fx.records().len(), 2);
+}
+
+/// §9: the state folder is 0700 and every folder in it 0700, every file 0600, with relay-host
+/// run under umask 0 (it sets the modes itself).
+#[test]
+fn the_state_folder_is_private() {
+    let mut fx = Fx::new();
+    fx.umask0 = true;
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    assert_eq!(fx.launch(&claude_req(&fx, "p1")).code, 0);
+    let refused = json!({"kind": "claude", "session_id": "bad id"});
+    assert_eq!(fx.launch(&refused).code, 64);
+    let mut seen = 0;
+    let mut stack = vec![fx.state.clone()];
+    while let Some(d) = stack.pop() {
+        let mode = fs::symlink_metadata(&d).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                assert!(m.is_file(), "{} is not a file", e.path().display());
+                assert_eq!(
+                    m.permissions().mode() & 0o7777,
+                    0o600,
+                    "{}",
+                    e.path().display()
+                );
+                seen += 1;
+            }
+        }
+    }
+    // audit, events, log and the session's lock at least.
+    assert!(seen >= 4, "{seen} files");
+}
+
+/// §9: a request read from stdin (`launch -`) gives the session `/dev/null` as its stdin, and
+/// the session still gets the token.
+#[test]
+fn a_request_on_stdin_leaves_the_session_dev_null() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(
+        &["--sh", "readlink /proc/self/fd/0"],
+        json!({}),
+        &[],
+    )]);
+    let mut cmd = fx.host_cmd();
+    cmd.args(["launch", "-"])
+        .stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(claude_req(&fx, "in1").to_string().as_bytes())
+            .unwrap();
+        // Closed: the host reads the request to EOF. A session given this pipe would name it.
+    }
+    let out = finish(child, TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "/dev/null\n");
+    assert_got_token(&fx.wait_records(1)[0], &fx.token);
+}

@@ -1,0 +1,434 @@
+//! End-to-end tests of the real `relay-host` (issue 5): the token reaches a sandboxed Claude
+//! session on fd 5 and nothing else, every sandboxed launch denies the file, refusals are clean.
+//! Build the binaries first: `cargo build --workspace --bins`.
+//!
+//! Each test makes its own world under a root-owned 0755 folder in `/var/tmp` (not `/tmp`: the
+//! sandbox binds a private `/tmp`, and the link checks refuse a token path below a
+//! group/other-writable folder that holds a symlink): a home with the token at
+//! `~/.config/acme-ltt/token`, a config folder, a state folder and a project folder. `relay-host`
+//! runs with a cleared environment (`PATH`, `HOME`, `LANG` only), under a deadline.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
+use serde_json::{json, Value};
+
+mod disclosure;
+mod inputs;
+mod launch;
+mod refusals;
+
+/// The deadline of one `relay-host` command.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The variable Claude Code reads the token descriptor from.
+pub const VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
+
+/// The setting every test with a token uses.
+pub const SETTING: &str = "~/.config/acme-ltt/token";
+
+/// One test's world.
+pub struct Fx {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub cfg: PathBuf,
+    pub state: PathBuf,
+    pub proj: PathBuf,
+    pub token_path: PathBuf,
+    pub token: String,
+    /// Where the fake agent records (the template's `FAKE_AGENT_RECORD`, in the project).
+    pub record: PathBuf,
+    /// Extra variables for `relay-host`'s own environment.
+    pub host_env: BTreeMap<String, String>,
+    /// Run `relay-host` under umask 0 (to prove it sets its modes itself).
+    pub umask0: bool,
+    n: std::cell::Cell<u32>,
+}
+
+/// What a finished command printed.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+fn mkdir(p: &Path, mode: u32) {
+    fs::create_dir_all(p).unwrap();
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+impl Fx {
+    /// A fresh world with a fresh token in the file (with a trailing newline, to prove the
+    /// trim) and no settings yet.
+    #[allow(clippy::new_without_default)] // makes folders and a token: not a default value
+    pub fn new() -> Fx {
+        let dir = tempfile::Builder::new()
+            .prefix("relay-host-e2e.")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let root = dir.path().to_path_buf();
+        mkdir(&root, 0o755);
+        let home = root.join("home");
+        mkdir(&home.join(".config/acme-ltt"), 0o755);
+        mkdir(&home.join(".config"), 0o755);
+        mkdir(&home, 0o755);
+        let cfg = root.join("cfg");
+        mkdir(&cfg, 0o755);
+        let proj = root.join("proj");
+        mkdir(&proj, 0o755);
+        let fx = Fx {
+            _dir: dir,
+            state: root.join("state"),
+            token_path: home.join(".config/acme-ltt/token"),
+            record: proj.join("rec.jsonl"),
+            token: fake_token(),
+            root,
+            home,
+            cfg,
+            proj,
+            host_env: BTreeMap::new(),
+            umask0: false,
+            n: std::cell::Cell::new(0),
+        };
+        fx.write_token(&fx.token.clone());
+        fx
+    }
+
+    /// Rewrites the token file in place (0600, trailing newline).
+    pub fn write_token(&self, token: &str) {
+        fs::write(&self.token_path, format!("{token}\n")).unwrap();
+        fs::set_permissions(&self.token_path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// Writes `settings.json`.
+    pub fn settings(&self, v: Value) {
+        let p = self.cfg.join("settings.json");
+        fs::write(&p, v.to_string()).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+    }
+
+    /// The token setting and these templates.
+    pub fn with_token(&self, templates: Vec<Value>) {
+        self.settings(json!({"claude_token_file": SETTING, "templates": templates}));
+    }
+
+    /// A `relay-host` command with a cleared environment and the world's folders.
+    pub fn host_cmd(&self) -> Command {
+        let mut cmd = Command::new(relay_host());
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .envs(&self.host_env)
+            .arg("--config-dir")
+            .arg(&self.cfg)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so a deadline can kill the host and its shim together.
+            .process_group(0);
+        if self.umask0 {
+            // SAFETY: umask is async-signal-safe and touches no memory.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::umask(0);
+                    Ok(())
+                });
+            }
+        }
+        cmd
+    }
+
+    /// Writes a request file (0644, so an unprivileged host can read it too).
+    pub fn request_file(&self, req: &Value) -> PathBuf {
+        self.n.set(self.n.get() + 1);
+        let p = self.root.join(format!("req-{}.json", self.n.get()));
+        fs::write(&p, req.to_string()).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        p
+    }
+
+    /// `relay-host launch REQ.json`, to the end.
+    pub fn launch(&self, req: &Value) -> Out {
+        let p = self.request_file(req);
+        let mut cmd = self.host_cmd();
+        cmd.arg("launch").arg(&p);
+        finish(cmd.spawn().unwrap(), TIMEOUT)
+    }
+
+    /// `relay-host launch REQ.json`, left running (its process group is killed if the test ends
+    /// before [`Running::finish`]).
+    pub fn launch_bg(&self, req: &Value) -> Running {
+        let p = self.request_file(req);
+        let mut cmd = self.host_cmd();
+        cmd.arg("launch").arg(&p);
+        Running(Some(cmd.spawn().unwrap()))
+    }
+
+    /// `relay-host ARGS`, to the end.
+    pub fn host(&self, args: &[&str]) -> Out {
+        let mut cmd = self.host_cmd();
+        cmd.args(args);
+        finish(cmd.spawn().unwrap(), TIMEOUT)
+    }
+
+    /// The fake agent's records (start lines).
+    pub fn records(&self) -> Vec<Value> {
+        relay_tests::read_records(&self.record)
+    }
+
+    /// Waits for `n` start lines.
+    pub fn wait_records(&self, n: usize) -> Vec<Value> {
+        wait_for_records(&self.record, n, TIMEOUT)
+    }
+
+    /// The sha256 of a token as the session must read it (no newline).
+    pub fn hash(token: &str) -> String {
+        sha256_hex(token.as_bytes())
+    }
+
+    /// The rows of a state log.
+    pub fn log(&self, name: &str) -> Vec<Value> {
+        match fs::read_to_string(self.state.join(name)) {
+            Ok(t) => t
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name} {l:?}: {e}")))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => panic!("read {name}: {e}"),
+        }
+    }
+
+    /// The session folder of `id`.
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.state.join("sessions").join(id)
+    }
+}
+
+/// A background `relay-host`; dropped unfinished (a failed assertion), its process group is
+/// killed so no session outlives the test.
+pub struct Running(Option<Child>);
+
+impl Running {
+    /// The host's pid.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().unwrap().id()
+    }
+
+    /// Waits for the end under `timeout` (see [`finish`]).
+    pub fn finish(mut self, timeout: Duration) -> Out {
+        finish(self.0.take().unwrap(), timeout)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: kill takes integers only; the group is the one this child leads.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The fake agent's path as a string.
+pub fn agent() -> String {
+    fake_agent().to_str().unwrap().to_owned()
+}
+
+/// A `claude-code` template running the fake agent with `args`, recording into the project,
+/// with `env` added and the built-in grants plus `read`.
+pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
+    let mut command = vec![agent()];
+    command.extend(args.iter().map(|s| s.to_string()));
+    let mut e = json!({
+        "FAKE_AGENT_RECORD": "{project}/rec.jsonl",
+        "CLAUDE_CONFIG_DIR": "{claude_config}",
+    });
+    for (k, v) in env.as_object().cloned().unwrap_or_default() {
+        e[k] = v;
+    }
+    json!({
+        "id": "claude-code",
+        "command": command,
+        "env": e,
+        "sandbox": {"read": read, "read_write": ["{project}", "{claude_config}"]},
+    })
+}
+
+/// Waits for `child` under `timeout` (killed with its process group, and a panic, when it
+/// overruns), collecting its
+/// output. The readers are joined under the same deadline, so a descendant that keeps a pipe
+/// open fails the test instead of hanging it.
+pub fn finish(mut child: Child, timeout: Duration) -> Out {
+    let start = Instant::now();
+    let reader = |r: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            let _ = tx.send(buf);
+        });
+        rx
+    };
+    let out_rx = reader(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err_rx = reader(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > timeout {
+            // SAFETY: kill takes integers only. The group exists only when the child leads it.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("relay-host did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let left = |_: ()| {
+        timeout
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_secs(2))
+    };
+    let stdout = out_rx
+        .recv_timeout(left(()))
+        .expect("stdout still open after the host ended");
+    let stderr = err_rx
+        .recv_timeout(left(()))
+        .expect("stderr still open after the host ended");
+    use std::os::unix::process::ExitStatusExt;
+    Out {
+        code: status
+            .code()
+            .unwrap_or_else(|| panic!("relay-host killed by signal {:?}", status.signal())),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// Panics when `hay` holds the token, or its random part (so a partial copy is caught too).
+pub fn assert_no_token(what: &str, hay: &[u8], token: &str) {
+    let random = token.trim_start_matches("acme-fake-token-");
+    assert!(random.len() >= 16, "a fake token with a random part");
+    for needle in [token.as_bytes(), random.as_bytes()] {
+        assert!(
+            !hay.windows(needle.len()).any(|w| w == needle),
+            "{what} holds the token"
+        );
+    }
+}
+
+/// The one line a refusal prints to stderr, parsed; panics unless stderr is exactly one JSON
+/// line.
+pub fn refusal_line(out: &Out) -> Value {
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "one stderr line, got {:?}", out.stderr);
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("stderr {:?}: {e}", lines[0]))
+}
+
+/// Asserts a refusal: the exit code, the error name, one stderr line, a matching 400/500 event
+/// and an `error` audit row; returns the message. (The row's `token` is not checked: a launch
+/// refused after the token was read says `fd`, the way it would have passed it.)
+pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
+    assert_eq!(out.code, code, "exit code; stderr: {}", out.stderr);
+    let line = refusal_line(out);
+    assert_eq!(line["event"], "launch");
+    assert_eq!(line["error"], error, "{line}");
+    let status = if error == "spawn_failed" { 500 } else { 400 };
+    assert_eq!(line["status"], status);
+    let message = line["message"].as_str().expect("a message").to_owned();
+    let last_event = fx.log("events.jsonl").pop().expect("an event");
+    assert_eq!(last_event, line, "the printed answer is the event");
+    let last_audit = fx.log("audit.jsonl").pop().expect("an audit row");
+    assert_eq!(last_audit["event"], "session_launch");
+    assert_eq!(last_audit["outcome"], "error");
+    message
+}
+
+/// Asserts a refusal left nothing in the state folder but the logs (§9: "a refusal leaves
+/// nothing behind but its audit row and event"), on a state folder that held nothing before.
+pub fn assert_only_logs_left(fx: &Fx) {
+    let mut names: Vec<String> = std::fs::read_dir(&fx.state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["audit.jsonl", "events.jsonl", "relay-host.log"],
+        "a refused launch left something behind"
+    );
+}
+
+/// Asserts the last launch answered 201 for `id` and its audit row says `token`.
+pub fn assert_started(fx: &Fx, id: &str, token: &str) {
+    let launches: Vec<Value> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "launch" && e["session_id"] == id)
+        .collect();
+    assert_eq!(launches.len(), 1, "one launch event for {id}: {launches:?}");
+    assert_eq!(launches[0]["status"], 201, "{}", launches[0]);
+    assert!(launches[0]["pid"].as_i64().unwrap() > 0);
+    let rows: Vec<Value> = fx
+        .log("audit.jsonl")
+        .into_iter()
+        .filter(|r| r["session_id"] == id)
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["outcome"], "ok");
+    assert_eq!(rows[0]["token"], token, "{}", rows[0]);
+}
+
+/// Asserts a start line got `token` on fd 5: the variable names 5, the hash and length match,
+/// and the descriptors are exactly 0, 1, 2 and 5.
+pub fn assert_got_token(rec: &Value, token: &str) {
+    assert_eq!(rec["token_fd_var"], "5", "{rec}");
+    assert_eq!(rec["env"][VAR], "5");
+    assert_eq!(rec["token_sha256"], Fx::hash(token), "{rec}");
+    assert_eq!(rec["token_bytes"], token.len());
+    assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
+}
+
+/// Asserts a start line got no token: no hash, no descriptor 5 (and the variable as `var`).
+pub fn assert_no_token_fd(rec: &Value, var: Option<&str>) {
+    match var {
+        Some(v) => assert_eq!(rec["token_fd_var"], v, "{rec}"),
+        None => {
+            assert!(rec.get("token_fd_var").is_none(), "{rec}");
+            assert!(rec["env"].get(VAR).is_none(), "{rec}");
+        }
+    }
+    assert!(rec.get("token_sha256").is_none(), "{rec}");
+    assert!(rec.get("token_bytes").is_none(), "{rec}");
+    assert!(!rec["fds"].as_array().unwrap().contains(&json!(5)), "{rec}");
+}
