@@ -245,7 +245,8 @@ fn prepare_and_spawn(
         }
         _ => None,
     };
-    facts.token = token.is_some();
+    // The audit row says `token: "fd"` only once a shim holding it was spawned.
+    let carries_token = token.is_some();
 
     // The programs: relay-shim, and the template's command.
     let shim = host
@@ -392,6 +393,7 @@ fn prepare_and_spawn(
     drop(status_w);
     let mut shim_child =
         spawned.map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))?;
+    facts.token = carries_token;
 
     // 6. Wait for `started`.
     let mut status = BufReader::new(File::from(status_r));
