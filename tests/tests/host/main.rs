@@ -371,6 +371,10 @@ pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
     let last_audit = fx.log("audit.jsonl").pop().expect("an audit row");
     assert_eq!(last_audit["event"], "session_launch");
     assert_eq!(last_audit["outcome"], "error");
+    if error != "spawn_failed" {
+        // Refused before any shim was spawned: nobody got the token, whatever was read.
+        assert_eq!(last_audit["token"], "none", "{last_audit}");
+    }
     message
 }
 
