@@ -114,3 +114,95 @@ fn a_session_id_already_running_is_invalid_spec() {
     assert_eq!(done.code, 128 + libc::SIGTERM, "{}", done.stderr);
     assert_eq!(fx.records().len(), 1);
 }
+
+/// A template whose program does not exist: `spawn_failed` (500, exit 71), nothing started.
+#[test]
+fn a_missing_program_is_spawn_failed() {
+    let fx = Fx::new();
+    let mut t = claude_template(&[], json!({}), &[]);
+    t["command"] = json!(["/nonexistent/agent"]);
+    fx.with_token(vec![t]);
+    let out = fx.launch(&claude_req(&fx, "x6"));
+    let msg = assert_refused(&fx, &out, 71, "spawn_failed");
+    assert!(msg.contains("/nonexistent/agent"), "{msg}");
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "x6");
+}
+
+/// No `relay-shim` beside the host, on `PATH` or at the `shim` setting: the launch is refused
+/// with a message naming each place it looked.
+#[test]
+fn a_missing_relay_shim_refuses_saying_where_it_looked() {
+    let fx = Fx::new();
+    let lone = fx.root.join("lone");
+    fs::create_dir(&lone).unwrap();
+    let host = lone.join("relay-host");
+    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let missing = fx.root.join("no-such-shim");
+    fx.settings(json!({"claude_token_file": SETTING, "shim": missing,
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let req = fx.request_file(&claude_req(&fx, "x7"));
+    let out = finish(
+        std::process::Command::new(&host)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &fx.home)
+            .arg("--config-dir")
+            .arg(&fx.cfg)
+            .arg("--state-dir")
+            .arg(&fx.state)
+            .arg("launch")
+            .arg(&req)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        TIMEOUT,
+    );
+    let msg = assert_refused(&fx, &out, 71, "spawn_failed");
+    for place in [
+        lone.join("relay-shim").display().to_string(),
+        "relay-shim on PATH".to_string(),
+        format!("{} (the shim setting)", missing.display()),
+    ] {
+        assert!(msg.contains(&place), "{place:?} not in {msg}");
+    }
+    assert_nothing_started(&fx, "x7");
+}
+
+/// The folders come from the flags, else `$RELAY_CONFIG_DIR` / `$RELAY_STATE_DIR`, else
+/// `~/.config/relay` and `~/.local/state/relay` (as `status --json` reports them).
+#[test]
+fn folders_come_from_flags_then_the_environment_then_the_defaults() {
+    let fx = Fx::new();
+    let status = |flags: &[&str], env: &[(&str, &str)]| -> serde_json::Value {
+        let mut cmd = std::process::Command::new(relay_tests::relay_host());
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &fx.home)
+            .envs(env.iter().copied())
+            .args(flags)
+            .args(["status", "--json"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str(&out.stdout).unwrap()
+    };
+    let h = fx.home.display().to_string();
+    let r = status(&[], &[]);
+    assert_eq!(r["config_dir"], format!("{h}/.config/relay"));
+    assert_eq!(r["state_dir"], format!("{h}/.local/state/relay"));
+    let env = [
+        ("RELAY_CONFIG_DIR", "/e/cfg"),
+        ("RELAY_STATE_DIR", "/e/state"),
+    ];
+    let r = status(&[], &env);
+    assert_eq!(r["config_dir"], "/e/cfg");
+    assert_eq!(r["state_dir"], "/e/state");
+    let r = status(&["--config-dir", "/f/cfg", "--state-dir", "/f/state"], &env);
+    assert_eq!(r["config_dir"], "/f/cfg");
+    assert_eq!(r["state_dir"], "/f/state");
+}
