@@ -28,6 +28,9 @@ pub struct Fixture {
     pub token_file: PathBuf,
     /// The fake agent's record file (`FAKE_AGENT_RECORD`), in the project folder.
     pub record: PathBuf,
+    /// The `relay-host` that [`Fixture::launch`] runs (the built one; a benchmark may point it
+    /// at another build, whose `relay-shim` sits beside it).
+    pub host: PathBuf,
 }
 
 impl Fixture {
@@ -66,6 +69,7 @@ impl Fixture {
             _dir: dir,
             token_file: home.join(".config/acme-ltt/token"),
             record: project.join("record.jsonl"),
+            host: crate::relay_host(),
             root,
             home,
             config,
@@ -126,7 +130,7 @@ impl Fixture {
     /// assert!(fx.launch(&req).status().unwrap().success());
     /// ```
     pub fn launch(&self, request: &Path) -> Command {
-        let mut cmd = Command::new(crate::relay_host());
+        let mut cmd = Command::new(&self.host);
         cmd.arg("--config-dir")
             .arg(&self.config)
             .arg("--state-dir")

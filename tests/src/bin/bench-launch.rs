@@ -25,6 +25,9 @@
 //! the run is left, no zombie sits under the harness, and the harness's children and descriptors
 //! are back to their count; p99 against the median.
 //!
+//! `RELAY_HOST=PATH` measures another build of `relay-host` (its `relay-shim` beside it), for
+//! the latency and memory parts.
+//!
 //! Use the release build: `cargo build --release --workspace --bins &&
 //! target/release/bench-launch`. Runs as root (bwrap, `/proc/<pid>/smaps_rollup` of the
 //! non-dumpable host).
@@ -62,9 +65,12 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     let agent = fake_agent();
-    println!("relay-host: {}", relay_tests::relay_host().display());
+    let mut fx = Fixture::new(&agent);
+    if let Some(h) = std::env::var_os("RELAY_HOST") {
+        fx.host = h.into();
+    }
+    println!("relay-host: {}", fx.host.display());
     println!("fake-agent: {}", agent.display());
-    let fx = Fixture::new(&agent);
 
     let series = Series::new(&fx, &agent);
     series.check_tokens(&fx);
