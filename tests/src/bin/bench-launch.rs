@@ -25,6 +25,8 @@
 //! the run is left, no zombie sits under the harness, and the harness's children and descriptors
 //! are back to their count; p99 against the median.
 //!
+//! `RELAY_HOST_B=PATH` adds two series, the host launches again with another build of
+//! `relay-host` (a static one, say), timed beside the first in the same rounds.
 //! `RELAY_HOST=PATH` measures another build of `relay-host` (its `relay-shim` beside it), for
 //! the latency and memory parts.
 //!
@@ -79,7 +81,7 @@ fn main() {
     if let Some(i) = endurance {
         let seq = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(2000);
         let conc = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(32);
-        endurance_sequential(&agent, seq);
+        endurance_sequential(&agent, seq, &series, &fx);
         endurance_concurrent(&agent, conc);
     }
 }
@@ -91,6 +93,8 @@ struct Series {
     req_sandboxed: PathBuf,
     /// relay's bwrap argv for the sandboxed launch, ending with the agent.
     profile: Vec<OsString>,
+    /// `RELAY_HOST_B`: a second build of `relay-host` timed beside the first (series 7 and 8).
+    alt: Option<PathBuf>,
 }
 
 impl Series {
@@ -121,6 +125,7 @@ impl Series {
             req_unsandboxed: fx.request("unsandboxed", false, "bench-unsandboxed", &[]),
             req_sandboxed: fx.request("sandboxed", true, "bench-sandboxed", &[]),
             profile,
+            alt: std::env::var_os("RELAY_HOST_B").map(PathBuf::from),
         }
     }
 
@@ -154,16 +159,23 @@ impl Series {
                     .stderr(Stdio::null());
                 c.spawn().unwrap()
             }
-            2 | 3 => {
-                let req = if i == 2 {
+            2 | 3 | 7 | 8 => {
+                let req = if i % 5 == 2 {
                     &self.req_unsandboxed
                 } else {
                     &self.req_sandboxed
                 };
-                fx.launch(req)
-                    .env("FAKE_AGENT_RECORD", &rec)
-                    .spawn()
-                    .unwrap()
+                let mut c = fx.launch(req);
+                if i >= 7 {
+                    c = Command::new(self.alt.as_ref().expect("RELAY_HOST_B"));
+                    c.args(fx.launch(req).get_args())
+                        .env("HOME", &fx.home)
+                        .env_remove(TOKEN_VAR)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null());
+                }
+                c.env("FAKE_AGENT_RECORD", &rec).spawn().unwrap()
             }
             4 => {
                 let mut c = Command::new(BWRAP);
@@ -175,7 +187,7 @@ impl Series {
                 with_fd5(c.arg(&self.agent))
             }
             5 => with_fd5(Command::new(&self.profile[0]).args(&self.profile[1..])),
-            _ => {
+            6 => {
                 let mut c = Command::new(BWRAP);
                 c.args(FLAGS)
                     .args(["--ro-bind", "/", "/", "--", "true"])
@@ -184,6 +196,7 @@ impl Series {
                     .stderr(Stdio::null());
                 c.spawn().unwrap()
             }
+            _ => unreachable!("series {i}"),
         };
         let st = child.wait().unwrap();
         let d = t.elapsed();
@@ -195,7 +208,10 @@ impl Series {
     fn check_tokens(&self, fx: &Fixture) {
         let want = sha256_hex(std::fs::read(&fx.token_file).unwrap().as_slice());
         println!("\ntoken check (one run each, record on):");
-        for (i, name) in NAMES.iter().enumerate().take(6) {
+        for (i, name) in self.names().iter().enumerate() {
+            if i == 6 {
+                continue;
+            }
             fx.clear_record();
             self.run(i, fx, Some(&fx.record));
             let recs = read_records(&fx.record);
@@ -208,7 +224,7 @@ impl Series {
                 None => "no token (no fd 5 variable)",
             };
             println!("  {name:<18} {verdict}");
-            if i != 2 {
+            if i % 5 != 2 {
                 assert_eq!(got.as_deref(), Some(want.as_str()), "{name}");
             }
         }
@@ -216,7 +232,7 @@ impl Series {
     }
 }
 
-const NAMES: [&str; 7] = [
+const NAMES: [&str; 9] = [
     "direct",
     "sh launcher",
     "host unsandboxed",
@@ -224,7 +240,20 @@ const NAMES: [&str; 7] = [
     "bwrap bare",
     "bwrap profile",
     "bwrap probe",
+    "B: host unsandbxd",
+    "B: host sandboxed",
 ];
+
+impl Series {
+    /// The series of this run: the last two only with `RELAY_HOST_B`.
+    fn names(&self) -> &'static [&'static str] {
+        if self.alt.is_some() {
+            &NAMES
+        } else {
+            &NAMES[..7]
+        }
+    }
+}
 
 /// (min, median, p99, max) in milliseconds.
 fn stats(v: &mut [Duration]) -> [f64; 4] {
@@ -235,15 +264,16 @@ fn stats(v: &mut [Duration]) -> [f64; 4] {
 }
 
 fn latency(series: &Series, fx: &Fixture, n: usize) {
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); NAMES.len()];
+    let names = series.names();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); names.len()];
     // Warm-up: one of each, untimed.
-    for i in 0..NAMES.len() {
+    for i in 0..names.len() {
         series.run(i, fx, None);
     }
     for round in 0..n {
         // Rotate the order each round so no series always follows the same one.
-        for k in 0..NAMES.len() {
-            let i = (k + round) % NAMES.len();
+        for k in 0..names.len() {
+            let i = (k + round) % names.len();
             times[i].push(series.run(i, fx, None));
         }
     }
@@ -253,7 +283,7 @@ fn latency(series: &Series, fx: &Fixture, n: usize) {
         "{:<18} {:>8} {:>8} {:>8} {:>8}   {:>8} {:>8}",
         "series", "min", "median", "p99", "max", "/sh", "/bwrap"
     );
-    for (i, name) in NAMES.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         println!(
             "{name:<18} {:>8.3} {:>8.3} {:>8.3} {:>8.3}   {:>7.2}x {:>7.2}x",
             s[i][0],
@@ -285,6 +315,14 @@ fn latency(series: &Series, fx: &Fixture, n: usize) {
         s[3][1] - s[5][1],
         s[6][1]
     );
+    if let Some(b) = &series.alt {
+        println!(
+            "   B build ({}) / A build, medians: unsandboxed {:.2}x, sandboxed {:.2}x",
+            b.display(),
+            s[7][1] / s[2][1],
+            s[8][1] / s[3][1]
+        );
+    }
 }
 
 /// `(VmRSS, RssAnon, RssFile, Private_Clean + Private_Dirty, Pss)` in KiB.
@@ -341,12 +379,14 @@ fn memory(fx: &Fixture) {
     fx.clear_record();
 }
 
-fn endurance_sequential(agent: &Path, count: usize) {
+fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixture) {
     let fx = Fixture::new(agent);
     let req = fx.request("endurance", true, "endurance", &[]);
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
     let mut times = Vec::with_capacity(count);
+    // The same-run reference: a bare bwrap launch after each, so the machine's own tail shows.
+    let mut reference = Vec::with_capacity(count);
     let start = Instant::now();
     for i in 0..count {
         let token = fx.write_token();
@@ -362,11 +402,16 @@ fn endurance_sequential(agent: &Path, count: usize) {
             sha256_hex(token.as_bytes()),
             "launch {i}: its own token"
         );
+        reference.push(series.run(4, bare, None));
     }
     let total = start.elapsed();
     let left = settle(&fx.record);
+    let tenth = (count / 10).max(1);
+    let first = stats(&mut times[..tenth].to_vec())[1];
+    let last = stats(&mut times[count - tenth..].to_vec())[1];
     let s = stats(&mut times);
-    println!("\nD  endurance: {count} sequential sandboxed launches in {total:.1?}, each token rewritten and checked by hash: all ok");
+    let r = stats(&mut reference);
+    println!("\nD  endurance: {count} sequential sandboxed launches in {total:.1?} (with the reference), each token rewritten and checked by hash: all ok");
     println!(
         "   ms: min {:.3}  median {:.3}  p99 {:.3}  max {:.3};  p99/median {:.2}x (goal < 3x)",
         s[0],
@@ -374,6 +419,18 @@ fn endurance_sequential(agent: &Path, count: usize) {
         s[2],
         s[3],
         s[2] / s[1]
+    );
+    println!(
+        "   reference bwrap bare, ms: min {:.3}  median {:.3}  p99 {:.3}  max {:.3};  p99/median {:.2}x",
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[2] / r[1]
+    );
+    println!(
+        "   median of the first {tenth}: {first:.3} ms, of the last {tenth}: {last:.3} ms (drift {:.2}x)",
+        last / first
     );
     println!(
         "   harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
