@@ -14,7 +14,9 @@
 //!   (taken from `/proc/<pid>/cmdline` of a running session), token file at fd 5: the profile's
 //!   cost without the host;
 //! - `bwrap probe`: `bwrap <relay's flags> --ro-bind / / -- true`, the check `relay-host` runs
-//!   before each sandboxed launch.
+//!   before each sandboxed launch;
+//! - `shim + agent`: `relay-shim --pass-token -- AGENT`, token file at fd 5 (no status pipe): the
+//!   shim's share of the host launch.
 //!
 //! Then memory (C): VmRSS, RssAnon and private (smaps_rollup Private_*) of `relay-host` and
 //! `relay-shim` while a sandboxed session sleeps.
@@ -93,7 +95,7 @@ struct Series {
     req_sandboxed: PathBuf,
     /// relay's bwrap argv for the sandboxed launch, ending with the agent.
     profile: Vec<OsString>,
-    /// `RELAY_HOST_B`: a second build of `relay-host` timed beside the first (series 7 and 8).
+    /// `RELAY_HOST_B`: a second build of `relay-host` timed beside the first (series 8 and 9).
     alt: Option<PathBuf>,
 }
 
@@ -159,14 +161,14 @@ impl Series {
                     .stderr(Stdio::null());
                 c.spawn().unwrap()
             }
-            2 | 3 | 7 | 8 => {
-                let req = if i % 5 == 2 {
+            2 | 3 | 8 | 9 => {
+                let req = if matches!(i, 2 | 8) {
                     &self.req_unsandboxed
                 } else {
                     &self.req_sandboxed
                 };
                 let mut c = fx.launch(req);
-                if i >= 7 {
+                if i >= 8 {
                     c = Command::new(self.alt.as_ref().expect("RELAY_HOST_B"));
                     c.args(fx.launch(req).get_args())
                         .env("HOME", &fx.home)
@@ -196,6 +198,11 @@ impl Series {
                     .stderr(Stdio::null());
                 c.spawn().unwrap()
             }
+            7 => with_fd5(
+                Command::new(relay_tests::relay_shim())
+                    .args(["--pass-token", "--"])
+                    .arg(&self.agent),
+            ),
             _ => unreachable!("series {i}"),
         };
         let st = child.wait().unwrap();
@@ -224,7 +231,7 @@ impl Series {
                 None => "no token (no fd 5 variable)",
             };
             println!("  {name:<18} {verdict}");
-            if i % 5 != 2 {
+            if !matches!(i, 2 | 8) {
                 assert_eq!(got.as_deref(), Some(want.as_str()), "{name}");
             }
         }
@@ -232,7 +239,7 @@ impl Series {
     }
 }
 
-const NAMES: [&str; 9] = [
+const NAMES: [&str; 10] = [
     "direct",
     "sh launcher",
     "host unsandboxed",
@@ -240,6 +247,7 @@ const NAMES: [&str; 9] = [
     "bwrap bare",
     "bwrap profile",
     "bwrap probe",
+    "shim + agent",
     "B: host unsandbxd",
     "B: host sandboxed",
 ];
@@ -250,7 +258,7 @@ impl Series {
         if self.alt.is_some() {
             &NAMES
         } else {
-            &NAMES[..7]
+            &NAMES[..8]
         }
     }
 }
@@ -299,6 +307,12 @@ fn latency(series: &Series, fx: &Fixture, n: usize) {
         s[2][1] / s[1][1]
     );
     println!(
+        "   host unsandboxed = direct {:.3} + shim hop {:.3} + host {:.3} ms (medians)",
+        s[0][1],
+        s[7][1] - s[0][1],
+        s[2][1] - s[7][1]
+    );
+    println!(
         "A' host sandboxed / sh launcher:   {:.2}x",
         s[3][1] / s[1][1]
     );
@@ -319,8 +333,8 @@ fn latency(series: &Series, fx: &Fixture, n: usize) {
         println!(
             "   B build ({}) / A build, medians: unsandboxed {:.2}x, sandboxed {:.2}x",
             b.display(),
-            s[7][1] / s[2][1],
-            s[8][1] / s[3][1]
+            s[8][1] / s[2][1],
+            s[9][1] / s[3][1]
         );
     }
 }
