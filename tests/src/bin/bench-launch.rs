@@ -423,6 +423,8 @@ fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixt
     let tenth = (count / 10).max(1);
     let first = stats(&mut times[..tenth].to_vec())[1];
     let last = stats(&mut times[count - tenth..].to_vec())[1];
+    let r_first = stats(&mut reference[..tenth].to_vec())[1];
+    let r_last = stats(&mut reference[count - tenth..].to_vec())[1];
     let s = stats(&mut times);
     let r = stats(&mut reference);
     println!("\nD  endurance: {count} sequential sandboxed launches in {total:.1?} (with the reference), each token rewritten and checked by hash: all ok");
@@ -443,8 +445,9 @@ fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixt
         r[2] / r[1]
     );
     println!(
-        "   median of the first {tenth}: {first:.3} ms, of the last {tenth}: {last:.3} ms (drift {:.2}x)",
-        last / first
+        "   median of the first {tenth}: {first:.3} ms, of the last {tenth}: {last:.3} ms (drift {:.2}x; reference {r_first:.3} -> {r_last:.3} ms, {:.2}x)",
+        last / first,
+        r_last / r_first
     );
     println!(
         "   harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
