@@ -60,6 +60,17 @@ fn find_in_memory(pid: u32, needle: &[u8]) -> Vec<String> {
     hits
 }
 
+/// These tests read another process's `/proc/<pid>/mem` (a non-dumpable one) and drop to
+/// `nobody`: they need root.
+fn needs_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (it reads /proc/<pid>/mem of a non-dumpable process)"
+    );
+}
+
 /// SIGTERM to the host (forwarded to the session) and a wait, also when a test fails.
 struct Running(Child);
 
@@ -74,6 +85,7 @@ impl Drop for Running {
 /// A sandboxed launch whose fake agent has read its token and sleeps; returns the host, the
 /// shim's pid and the token.
 fn sleeping_session(fx: &Fixture) -> (Running, u32, String) {
+    needs_root();
     let token = fx.write_token();
     let req = fx.request("hygiene", true, "hygiene", &["--sleep", "60"]);
     let host = Running(fx.launch(&req).spawn().expect("spawn relay-host"));
@@ -130,12 +142,14 @@ fn the_host_may_not_write_a_core_file() {
 }
 
 /// A process that is not dumpable has the files in its `/proc/<pid>` owned by root (the kernel's
-/// `task_dump_owner`; the folder itself keeps the process's uid on Linux 6.x), whatever its uid. As root that shows nothing, so this launch runs as
-/// `nobody` (unsandboxed: no user namespace needed; no token either): the host's `/proc/<pid>`
-/// must be root's, the shim's (dumpable again after its exec) `nobody`'s, as a control.
+/// `task_dump_owner`; the folder itself keeps the process's uid on Linux 6.x), whatever its uid.
+/// As root that shows nothing, so this launch runs as `nobody` (unsandboxed: no user namespace
+/// needed; no token either): the host's `/proc/<pid>/status` must be root's, the shim's
+/// (dumpable again after its exec) `nobody`'s, as a control.
 #[test]
 fn the_host_is_not_dumpable() {
     const NOBODY: u32 = 65534;
+    needs_root();
     let fx = Fixture::new(&fake_agent());
     for d in [&fx.state, &fx.project] {
         std::fs::create_dir_all(d).unwrap();
