@@ -205,3 +205,6 @@ pub fn spawn_with_fds(
     drop(held);
     child
 }
+
+/// A throwaway relay-host installation and process checks (see the module).
+pub mod fixture;

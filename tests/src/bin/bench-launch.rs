@@ -1,0 +1,530 @@
+//! `bench-launch [N] [--endurance [SEQ [CONC]]]`: what a `relay-host` launch costs, side by side
+//! in one run, on the fake agent (it reads fd 5, records to `/dev/null` and exits).
+//!
+//! Series, interleaved round by round (N rounds, default 200), each timed from spawn to exit:
+//! - `direct`: the fake agent exec'd with the token file open at fd 5 (the floor);
+//! - `sh launcher`: `sh -c 'exec 5<"$TOKEN_FILE"; CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5 exec
+//!   "$AGENT"'`, the operator's shell launcher;
+//! - `host unsandboxed`: `relay-host launch` of `{"kind":"claude","sandbox":false}` (host +
+//!   shim + agent; by contract this launch carries no token);
+//! - `host sandboxed`: the same with `"sandbox":true` (host + bwrap probe + shim + bwrap + agent,
+//!   token on fd 5);
+//! - `bwrap bare`: `bwrap --ro-bind / / AGENT`, token file at fd 5;
+//! - `bwrap profile`: the very bwrap command line `relay-host` built for the sandboxed launch
+//!   (taken from `/proc/<pid>/cmdline` of a running session), token file at fd 5: the profile's
+//!   cost without the host;
+//! - `bwrap probe`: `bwrap <relay's flags> --ro-bind / / -- true`, the check `relay-host` runs
+//!   before each sandboxed launch;
+//! - `shim + agent`: `relay-shim --pass-token -- AGENT`, token file at fd 5 (no status pipe): the
+//!   shim's share of the host launch.
+//!
+//! Then memory (C): VmRSS, RssAnon and private (smaps_rollup Private_*) of `relay-host` and
+//! `relay-shim` while a sandboxed session sleeps.
+//!
+//! `--endurance [SEQ [CONC]]` (default 2000 and 32) adds D: SEQ sequential sandboxed launches,
+//! the token file rewritten before each and checked by hash in the agent's record, and CONC
+//! concurrent ones, each with its own installation and token; then checks that no process of
+//! the run is left, no zombie sits under the harness, and the harness's children and descriptors
+//! are back to their count; p99 against the median.
+//!
+//! `RELAY_HOST_B=PATH` adds two series, the host launches again with another build of
+//! `relay-host` (a static one, say), timed beside the first in the same rounds.
+//! `RELAY_HOST=PATH` measures another build of `relay-host` (its `relay-shim` beside it), for
+//! the latency and memory parts.
+//!
+//! Use the release build: `cargo build --release --workspace --bins &&
+//! target/release/bench-launch`. Runs as root (bwrap, `/proc/<pid>/smaps_rollup` of the
+//! non-dumpable host).
+
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use relay_tests::fixture::{
+    children_of, open_fds, processes_with_env, wait_child, zombies_of, Fixture,
+};
+use relay_tests::{fake_agent, read_records, sha256_hex, spawn_with_fds, wait_for_records};
+
+const BWRAP: &str = "/usr/bin/bwrap";
+const TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
+/// The flags `relay_token::sandbox` puts first (and probes with).
+const FLAGS: &[&str] = &[
+    "--unshare-user",
+    "--unshare-pid",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let endurance = args.iter().position(|a| a == "--endurance");
+    let n: usize = args
+        .first()
+        .filter(|a| !a.starts_with("--"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let agent = fake_agent();
+    let mut fx = Fixture::new(&agent);
+    if let Some(h) = std::env::var_os("RELAY_HOST") {
+        fx.host = h.into();
+    }
+    println!("relay-host: {}", fx.host.display());
+    println!("fake-agent: {}", agent.display());
+
+    let series = Series::new(&fx, &agent);
+    series.check_tokens(&fx);
+    latency(&series, &fx, n);
+    memory(&fx);
+    if let Some(i) = endurance {
+        let seq = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(2000);
+        let conc = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(32);
+        endurance_sequential(&agent, seq, &series, &fx);
+        endurance_concurrent(&agent, conc);
+    }
+}
+
+/// The command lines of every series.
+struct Series {
+    agent: PathBuf,
+    req_unsandboxed: PathBuf,
+    req_sandboxed: PathBuf,
+    /// relay's bwrap argv for the sandboxed launch, ending with the agent.
+    profile: Vec<OsString>,
+    /// `RELAY_HOST_B`: a second build of `relay-host` timed beside the first (series 8 and 9).
+    alt: Option<PathBuf>,
+}
+
+impl Series {
+    fn new(fx: &Fixture, agent: &Path) -> Series {
+        // Capture relay's bwrap command line from a running session.
+        let req = fx.request("capture", true, "capture", &["--sleep", "30"]);
+        let mut host = fx.launch(&req).spawn().expect("spawn relay-host");
+        wait_for_records(&fx.record, 1, Duration::from_secs(30));
+        let shim = wait_child(host.id() as i32, Duration::from_secs(10)).expect("shim");
+        let bwrap = wait_child(shim, Duration::from_secs(10)).expect("bwrap");
+        let raw = std::fs::read(format!("/proc/{bwrap}/cmdline")).unwrap();
+        // SAFETY: kill with a pid this process spawned and has not reaped.
+        unsafe { libc::kill(host.id() as i32, libc::SIGTERM) };
+        host.wait().unwrap();
+        let mut profile: Vec<OsString> = raw
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| OsString::from(std::ffi::OsStr::from_bytes(a)))
+            .collect();
+        let end = profile
+            .iter()
+            .rposition(|a| Path::new(a) == agent)
+            .expect("the agent in bwrap's argv");
+        profile.truncate(end + 1);
+        fx.clear_record();
+        Series {
+            agent: agent.to_path_buf(),
+            req_unsandboxed: fx.request("unsandboxed", false, "bench-unsandboxed", &[]),
+            req_sandboxed: fx.request("sandboxed", true, "bench-sandboxed", &[]),
+            profile,
+            alt: std::env::var_os("RELAY_HOST_B").map(PathBuf::from),
+        }
+    }
+
+    /// Runs series `i` once; `record` is the agent's record file (None: `/dev/null`).
+    fn run(&self, i: usize, fx: &Fixture, record: Option<&Path>) -> Duration {
+        let rec: OsString = record.map(|p| p.into()).unwrap_or_default();
+        let token = std::fs::File::open(&fx.token_file).unwrap();
+        let with_fd5 = |cmd: &mut Command| -> Child {
+            cmd.env("FAKE_AGENT_RECORD", &rec)
+                .env(TOKEN_VAR, "5")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            spawn_with_fds(cmd, &[(token.as_fd(), 5)]).unwrap()
+        };
+        let t = Instant::now();
+        let mut child = match i {
+            0 => with_fd5(&mut Command::new(&self.agent)),
+            1 => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!(
+                        "exec 5<\"$TOKEN_FILE\"; {TOKEN_VAR}=5 exec \"$AGENT\""
+                    ))
+                    .env("TOKEN_FILE", &fx.token_file)
+                    .env("AGENT", &self.agent)
+                    .env("FAKE_AGENT_RECORD", &rec)
+                    .env_remove(TOKEN_VAR)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                c.spawn().unwrap()
+            }
+            2 | 3 | 8 | 9 => {
+                let req = if matches!(i, 2 | 8) {
+                    &self.req_unsandboxed
+                } else {
+                    &self.req_sandboxed
+                };
+                let mut c = fx.launch(req);
+                if i >= 8 {
+                    c = Command::new(self.alt.as_ref().expect("RELAY_HOST_B"));
+                    c.args(fx.launch(req).get_args())
+                        .env("HOME", &fx.home)
+                        .env_remove(TOKEN_VAR)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null());
+                }
+                c.env("FAKE_AGENT_RECORD", &rec).spawn().unwrap()
+            }
+            4 => {
+                let mut c = Command::new(BWRAP);
+                c.args(["--ro-bind", "/", "/"]);
+                if record.is_some() {
+                    // Only for the token check: the record file must be writable.
+                    c.arg("--bind").arg(&fx.project).arg(&fx.project);
+                }
+                with_fd5(c.arg(&self.agent))
+            }
+            5 => with_fd5(Command::new(&self.profile[0]).args(&self.profile[1..])),
+            6 => {
+                let mut c = Command::new(BWRAP);
+                c.args(FLAGS)
+                    .args(["--ro-bind", "/", "/", "--", "true"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                c.spawn().unwrap()
+            }
+            7 => with_fd5(
+                Command::new(relay_tests::relay_shim())
+                    .args(["--pass-token", "--"])
+                    .arg(&self.agent),
+            ),
+            _ => unreachable!("series {i}"),
+        };
+        let st = child.wait().unwrap();
+        let d = t.elapsed();
+        assert!(st.success(), "series {}: {st}", NAMES[i]);
+        d
+    }
+
+    /// One run of each series with the record on: who got which token.
+    fn check_tokens(&self, fx: &Fixture) {
+        let want = sha256_hex(std::fs::read(&fx.token_file).unwrap().as_slice());
+        println!("\ntoken check (one run each, record on):");
+        for (i, name) in self.names().iter().enumerate() {
+            if i == 6 {
+                continue;
+            }
+            fx.clear_record();
+            self.run(i, fx, Some(&fx.record));
+            let recs = read_records(&fx.record);
+            let got = recs
+                .first()
+                .and_then(|r| r["token_sha256"].as_str().map(str::to_owned));
+            let verdict = match &got {
+                Some(h) if *h == want => "token received (hash matches)",
+                Some(_) => "WRONG TOKEN",
+                None => "no token (no fd 5 variable)",
+            };
+            println!("  {name:<18} {verdict}");
+            if !matches!(i, 2 | 8) {
+                assert_eq!(got.as_deref(), Some(want.as_str()), "{name}");
+            }
+        }
+        fx.clear_record();
+    }
+}
+
+const NAMES: [&str; 10] = [
+    "direct",
+    "sh launcher",
+    "host unsandboxed",
+    "host sandboxed",
+    "bwrap bare",
+    "bwrap profile",
+    "bwrap probe",
+    "shim + agent",
+    "B: host unsandbxd",
+    "B: host sandboxed",
+];
+
+impl Series {
+    /// The series of this run: the last two only with `RELAY_HOST_B`.
+    fn names(&self) -> &'static [&'static str] {
+        if self.alt.is_some() {
+            &NAMES
+        } else {
+            &NAMES[..8]
+        }
+    }
+}
+
+/// (min, median, p99, max) in milliseconds.
+fn stats(v: &mut [Duration]) -> [f64; 4] {
+    v.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p99 = ((v.len() * 99).div_ceil(100)).clamp(1, v.len()) - 1;
+    [ms(v[0]), ms(v[v.len() / 2]), ms(v[p99]), ms(v[v.len() - 1])]
+}
+
+fn latency(series: &Series, fx: &Fixture, n: usize) {
+    let names = series.names();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); names.len()];
+    // Warm-up: one of each, untimed.
+    for i in 0..names.len() {
+        series.run(i, fx, None);
+    }
+    for round in 0..n {
+        // Rotate the order each round so no series always follows the same one.
+        for k in 0..names.len() {
+            let i = (k + round) % names.len();
+            times[i].push(series.run(i, fx, None));
+        }
+    }
+    let s: Vec<[f64; 4]> = times.iter_mut().map(|v| stats(v)).collect();
+    println!("\nA/B launch latency, N={n} interleaved rounds (ms, spawn to exit)");
+    println!(
+        "{:<18} {:>8} {:>8} {:>8} {:>8}   {:>8} {:>8}",
+        "series", "min", "median", "p99", "max", "/sh", "/bwrap"
+    );
+    for (i, name) in names.iter().enumerate() {
+        println!(
+            "{name:<18} {:>8.3} {:>8.3} {:>8.3} {:>8.3}   {:>7.2}x {:>7.2}x",
+            s[i][0],
+            s[i][1],
+            s[i][2],
+            s[i][3],
+            s[i][1] / s[1][1],
+            s[i][1] / s[4][1]
+        );
+    }
+    println!(
+        "A  host unsandboxed / sh launcher: {:.2}x (goal <= 1.0x)",
+        s[2][1] / s[1][1]
+    );
+    println!(
+        "   host unsandboxed = direct {:.3} + shim hop {:.3} + host {:.3} ms (medians)",
+        s[0][1],
+        s[7][1] - s[0][1],
+        s[2][1] - s[7][1]
+    );
+    println!(
+        "A' host sandboxed / sh launcher:   {:.2}x",
+        s[3][1] / s[1][1]
+    );
+    println!(
+        "B  host sandboxed / bwrap bare:    {:.2}x (goal <= 1.15x)",
+        s[3][1] / s[4][1]
+    );
+    println!(
+        "   bwrap profile / bwrap bare:     {:.2}x",
+        s[5][1] / s[4][1]
+    );
+    println!(
+        "   host sandboxed - bwrap profile: {:.3} ms (host + shim + probe), of which probe {:.3} ms",
+        s[3][1] - s[5][1],
+        s[6][1]
+    );
+    if let Some(b) = &series.alt {
+        println!(
+            "   B build ({}) / A build, medians: unsandboxed {:.2}x, sandboxed {:.2}x",
+            b.display(),
+            s[8][1] / s[2][1],
+            s[9][1] / s[3][1]
+        );
+    }
+}
+
+/// `(VmRSS, RssAnon, RssFile, Private_Clean + Private_Dirty, Pss)` in KiB.
+fn mem_of(pid: i32) -> [u64; 5] {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let field = |text: &str, key: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    [
+        field(&status, "VmRSS:"),
+        field(&status, "RssAnon:"),
+        field(&status, "RssFile:"),
+        field(&rollup, "Private_Clean:") + field(&rollup, "Private_Dirty:"),
+        field(&rollup, "Pss:"),
+    ]
+}
+
+fn memory(fx: &Fixture) {
+    let req = fx.request("memory", true, "memory", &["--sleep", "30"]);
+    let mut host_rows = Vec::new();
+    let mut shim_rows = Vec::new();
+    for _ in 0..5 {
+        fx.clear_record();
+        let mut host = fx.launch(&req).spawn().unwrap();
+        wait_for_records(&fx.record, 1, Duration::from_secs(30));
+        let shim = wait_child(host.id() as i32, Duration::from_secs(10)).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        host_rows.push(mem_of(host.id() as i32));
+        shim_rows.push(mem_of(shim));
+        // SAFETY: kill with a pid this process spawned and has not reaped.
+        unsafe { libc::kill(host.id() as i32, libc::SIGTERM) };
+        host.wait().unwrap();
+    }
+    println!("\nC  memory while a sandboxed session sleeps, 5 sessions (KiB: min / median / max)");
+    println!(
+        "{:<11} {:>20} {:>20} {:>20} {:>20} {:>20}",
+        "process", "VmRSS", "RssAnon", "RssFile", "Private", "Pss"
+    );
+    for (name, rows) in [("relay-host", &host_rows), ("relay-shim", &shim_rows)] {
+        print!("{name:<11}");
+        for k in 0..5 {
+            let mut col: Vec<u64> = rows.iter().map(|r| r[k]).collect();
+            col.sort_unstable();
+            print!(" {:>20}", format!("{}/{}/{}", col[0], col[2], col[4]));
+        }
+        println!();
+    }
+    println!("goals: relay-host VmRSS <= 4096 KiB, relay-shim VmRSS <= 1536 KiB");
+    fx.clear_record();
+}
+
+fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixture) {
+    let fx = Fixture::new(agent);
+    let req = fx.request("endurance", true, "endurance", &[]);
+    let me = std::process::id() as i32;
+    let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
+    let mut times = Vec::with_capacity(count);
+    // The same-run reference: a bare bwrap launch after each, so the machine's own tail shows.
+    let mut reference = Vec::with_capacity(count);
+    let start = Instant::now();
+    for i in 0..count {
+        let token = fx.write_token();
+        fx.clear_record();
+        let t = Instant::now();
+        let st = fx.launch(&req).status().unwrap();
+        times.push(t.elapsed());
+        assert!(st.success(), "launch {i}: {st}");
+        let recs = read_records(&fx.record);
+        assert_eq!(recs.len(), 1, "launch {i}: one record");
+        assert_eq!(
+            recs[0]["token_sha256"],
+            sha256_hex(token.as_bytes()),
+            "launch {i}: its own token"
+        );
+        reference.push(series.run(4, bare, None));
+    }
+    let total = start.elapsed();
+    let left = settle(&fx.record);
+    let tenth = (count / 10).max(1);
+    let first = stats(&mut times[..tenth].to_vec())[1];
+    let last = stats(&mut times[count - tenth..].to_vec())[1];
+    let r_first = stats(&mut reference[..tenth].to_vec())[1];
+    let r_last = stats(&mut reference[count - tenth..].to_vec())[1];
+    let s = stats(&mut times);
+    let r = stats(&mut reference);
+    println!("\nD  endurance: {count} sequential sandboxed launches in {total:.1?} (with the reference), each token rewritten and checked by hash: all ok");
+    println!(
+        "   ms: min {:.3}  median {:.3}  p99 {:.3}  max {:.3};  p99/median {:.2}x (goal < 3x)",
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[2] / s[1]
+    );
+    println!(
+        "   reference bwrap bare, ms: min {:.3}  median {:.3}  p99 {:.3}  max {:.3};  p99/median {:.2}x",
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[2] / r[1]
+    );
+    println!(
+        "   median of the first {tenth}: {first:.3} ms, of the last {tenth}: {last:.3} ms (drift {:.2}x; reference {r_first:.3} -> {r_last:.3} ms, {:.2}x)",
+        last / first,
+        r_last / r_first
+    );
+    println!(
+        "   harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
+        fds0,
+        open_fds(me).unwrap(),
+        kids0,
+        children_of(me).len(),
+        zombies_of(me),
+        left
+    );
+}
+
+fn settle(record: &Path) -> Vec<i32> {
+    let needle = record.to_str().unwrap();
+    for _ in 0..100 {
+        if processes_with_env(needle).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    processes_with_env(needle)
+}
+
+fn endurance_concurrent(agent: &Path, count: usize) {
+    let me = std::process::id() as i32;
+    let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
+    let fixtures: Vec<Fixture> = (0..count).map(|_| Fixture::new(agent)).collect();
+    let tokens: Vec<String> = fixtures.iter().map(Fixture::write_token).collect();
+    let start = Instant::now();
+    let mut hosts: Vec<(Child, Instant)> = fixtures
+        .iter()
+        .enumerate()
+        .map(|(i, fx)| {
+            let req = fx.request("conc", true, &format!("conc-{i}"), &["--sleep", "2"]);
+            (fx.launch(&req).spawn().unwrap(), Instant::now())
+        })
+        .collect();
+    // Time to the record (the agent started and read its token), and each host's descriptors
+    // while its session runs.
+    let mut to_record = Vec::new();
+    let mut host_fds = Vec::new();
+    for (fx, (h, t)) in fixtures.iter().zip(&hosts) {
+        wait_for_records(&fx.record, 1, Duration::from_secs(60));
+        to_record.push(t.elapsed());
+        host_fds.push(open_fds(h.id() as i32).unwrap_or(0));
+    }
+    for (i, (h, _)) in hosts.iter_mut().enumerate() {
+        let st = h.wait().unwrap();
+        assert!(st.success(), "concurrent launch {i}: {st}");
+    }
+    let total = start.elapsed();
+    for (i, (fx, token)) in fixtures.iter().zip(&tokens).enumerate() {
+        let recs = read_records(&fx.record);
+        assert_eq!(recs.len(), 1, "concurrent launch {i}: one record");
+        assert_eq!(
+            recs[0]["token_sha256"],
+            sha256_hex(token.as_bytes()),
+            "concurrent launch {i}: its own token"
+        );
+    }
+    let left: Vec<i32> = fixtures.iter().flat_map(|f| settle(&f.record)).collect();
+    let s = stats(&mut to_record);
+    host_fds.sort_unstable();
+    println!("\nD  endurance: {count} concurrent sandboxed launches (own installation and token each, agent sleeps 2 s) in {total:.1?}: every token checked by hash, all ok");
+    println!(
+        "   spawn to record, ms: min {:.1}  median {:.1}  p99 {:.1}  max {:.1}",
+        s[0], s[1], s[2], s[3]
+    );
+    println!(
+        "   relay-host fds mid-session: min {} max {};  harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
+        host_fds[0],
+        host_fds[host_fds.len() - 1],
+        fds0,
+        open_fds(me).unwrap(),
+        kids0,
+        children_of(me).len(),
+        zombies_of(me),
+        left
+    );
+}

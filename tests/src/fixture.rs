@@ -1,0 +1,260 @@
+//! A throwaway `relay-host` installation for launch tests and benchmarks: a root-owned 0755
+//! folder under `/var/tmp` (not `/tmp`, which is private inside the sandbox) holding a home with
+//! a token file, a config folder whose `claude-code` template runs the fake agent, a state
+//! folder and a project folder that the sandbox binds read-write (the fake agent's record lives
+//! there). Also the process checks the endurance runs need: children, zombies, leftovers.
+
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+/// One installation. Dropping it removes the folder.
+#[derive(Debug)]
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    /// The root folder (0755).
+    pub root: PathBuf,
+    /// `HOME` for `relay-host`.
+    pub home: PathBuf,
+    /// `--config-dir`.
+    pub config: PathBuf,
+    /// `--state-dir`.
+    pub state: PathBuf,
+    /// The project folder (read-write inside the sandbox).
+    pub project: PathBuf,
+    /// `~/.config/acme-ltt/token`.
+    pub token_file: PathBuf,
+    /// The fake agent's record file (`FAKE_AGENT_RECORD`), in the project folder.
+    pub record: PathBuf,
+    /// The `relay-host` that [`Fixture::launch`] runs (the built one; a benchmark may point it
+    /// at another build, whose `relay-shim` sits beside it).
+    pub host: PathBuf,
+}
+
+impl Fixture {
+    /// A fresh installation whose `claude-code` template runs `agent` (read-write `{project}`),
+    /// with a fresh token written.
+    ///
+    /// ```no_run
+    /// let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// assert!(fx.token_file.is_file());
+    /// ```
+    pub fn new(agent: &Path) -> Fixture {
+        let dir = tempfile::Builder::new()
+            .prefix("relay-fx-")
+            .tempdir_in("/var/tmp")
+            .expect("tempdir in /var/tmp");
+        let root = dir.path().to_path_buf();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let home = root.join("home");
+        let config = root.join("config");
+        let state = root.join("state");
+        let project = root.join("project");
+        for d in [&home, &config, &project, &home.join(".config/acme-ltt")] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let settings = json!({
+            "claude_token_file": "~/.config/acme-ltt/token",
+            "templates": [{
+                "id": "claude-code",
+                "command": [agent],
+                "sandbox": {"read_write": ["{project}"]},
+            }],
+        });
+        std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
+        let fx = Fixture {
+            _dir: dir,
+            token_file: home.join(".config/acme-ltt/token"),
+            record: project.join("record.jsonl"),
+            host: crate::relay_host(),
+            root,
+            home,
+            config,
+            state,
+            project,
+        };
+        fx.write_token();
+        fx
+    }
+
+    /// Writes a fresh fake token into the token file (0600, rewritten in place) and returns it.
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// let token = fx.write_token();
+    /// assert_eq!(std::fs::read_to_string(&fx.token_file).unwrap(), token);
+    /// ```
+    pub fn write_token(&self) -> String {
+        let token = crate::fake_token();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&self.token_file)
+            .unwrap();
+        std::io::Write::write_all(&mut f, token.as_bytes()).unwrap();
+        token
+    }
+
+    /// Writes a `kind: claude` request for the project folder to `<root>/<name>.json` and
+    /// returns its path. `extra_args` go to the fake agent (`--sleep 2`, say).
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// let req = fx.request("sb", true, "s1", &["--sleep", "1"]);
+    /// assert!(req.is_file());
+    /// ```
+    pub fn request(&self, name: &str, sandbox: bool, session_id: &str, extra: &[&str]) -> PathBuf {
+        let req = json!({
+            "kind": "claude",
+            "project": self.project,
+            "sandbox": sandbox,
+            "session_id": session_id,
+            "extra_args": extra,
+        });
+        let path = self.root.join(format!("{name}.json"));
+        std::fs::write(&path, req.to_string()).unwrap();
+        path
+    }
+
+    /// `relay-host --config-dir C --state-dir S launch REQ` with `HOME` and `FAKE_AGENT_RECORD`
+    /// set and stdio on `/dev/null` (change it on the returned command if wanted).
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// let req = fx.request("sb", true, "s1", &[]);
+    /// assert!(fx.launch(&req).status().unwrap().success());
+    /// ```
+    pub fn launch(&self, request: &Path) -> Command {
+        let mut cmd = Command::new(&self.host);
+        cmd.arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("launch")
+            .arg(request)
+            .env("HOME", &self.home)
+            .env("FAKE_AGENT_RECORD", &self.record)
+            .env_remove("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    }
+
+    /// Removes the record file (before a launch whose record is checked alone).
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// fx.clear_record();
+    /// assert!(relay_tests::read_records(&fx.record).is_empty());
+    /// ```
+    pub fn clear_record(&self) {
+        let _ = std::fs::remove_file(&self.record);
+    }
+}
+
+/// `(pid, ppid, state)` of every process in `/proc`.
+fn processes() -> Vec<(i32, i32, char)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) S ppid ...`: comm may hold spaces and parentheses; split after the last ')'.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        out.push((pid, ppid, state));
+    }
+    out
+}
+
+/// The pids whose parent is `pid` (zombies included).
+///
+/// ```
+/// assert!(relay_tests::fixture::children_of(std::process::id() as i32).is_empty());
+/// ```
+pub fn children_of(pid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|&(_, p, _)| p == pid)
+        .map(|(c, _, _)| c)
+        .collect()
+}
+
+/// The zombie children of `pid`.
+///
+/// ```
+/// assert!(relay_tests::fixture::zombies_of(std::process::id() as i32).is_empty());
+/// ```
+pub fn zombies_of(pid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|&(_, p, s)| p == pid && s == 'Z')
+        .map(|(c, _, _)| c)
+        .collect()
+}
+
+/// The processes whose environment holds `needle` (such as a fixture's record path, which
+/// `relay-host`, `relay-shim`, `bwrap` and the fake agent all inherit): leftovers of a run.
+///
+/// ```
+/// assert!(relay_tests::fixture::processes_with_env("no-such-needle-1f2e").is_empty());
+/// ```
+pub fn processes_with_env(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    processes()
+        .into_iter()
+        .filter(|&(pid, _, _)| pid != me)
+        .filter(|&(pid, _, _)| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.windows(needle.len()).any(|w| w == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// How many descriptors `pid` has open (`/proc/<pid>/fd`), or `None` when it is gone.
+///
+/// ```
+/// assert!(relay_tests::fixture::open_fds(std::process::id() as i32).unwrap() >= 3);
+/// ```
+pub fn open_fds(pid: i32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()
+        .map(|d| d.count())
+}
+
+/// The first child of `pid` (from `/proc/<pid>/task/<pid>/children`), waiting up to `timeout`.
+///
+/// ```no_run
+/// let shim = relay_tests::fixture::wait_child(1234, std::time::Duration::from_secs(5));
+/// # drop(shim);
+/// ```
+pub fn wait_child(pid: i32, timeout: std::time::Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(c) = children_of(pid).first() {
+            return Some(*c);
+        }
+        if start.elapsed() > timeout {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
