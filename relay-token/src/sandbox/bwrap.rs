@@ -2,6 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -218,39 +219,49 @@ fn probe(bwrap: &Path) -> Result<(), SandboxError> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| broken(format!("cannot run it: {}", super::io_words(&e))))?;
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() < PROBE_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(2))
-            }
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(broken(format!(
-                    "a test run did not finish within {} s",
-                    PROBE_TIMEOUT.as_secs()
-                )));
-            }
-            Err(e) => return Err(broken(super::io_words(&e))),
+    // Wait for the end of its stderr (it closes when bwrap and `true` are gone) with poll(2),
+    // so the answer comes as soon as the test run ends, then reap it.
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    let mut err = child.stderr.take().expect("stderr is piped");
+    let mut text: Vec<u8> = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: err.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if rc < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
         }
-    };
+        if rc <= 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(broken(format!(
+                "a test run did not finish within {} s",
+                PROBE_TIMEOUT.as_secs()
+            )));
+        }
+        let mut buf = [0u8; 512];
+        match err.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) if text.len() < 512 => text.extend_from_slice(&buf[..n]),
+            Ok(_) => {}
+        }
+    }
+    let status = child.wait().map_err(|e| broken(super::io_words(&e)))?;
     if status.success() {
         return Ok(());
     }
-    let mut said = String::new();
-    if let Some(mut err) = child.stderr.take() {
-        let mut buf = [0u8; 512];
-        let n = err.read(&mut buf).unwrap_or(0);
-        said = String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .filter(|c| !c.is_control())
-            .collect();
-    }
+    let said: String = String::from_utf8_lossy(&text)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
     Err(broken(if said.is_empty() {
         format!("a test run failed: {status}")
     } else {
