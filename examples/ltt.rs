@@ -14,7 +14,8 @@
 //! `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, no other descriptor above 2, and an environment
 //! without `CLAUDECODE`, `CLAUDE_CODE_*` or the `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`
 //! credentials that would outrank the descriptor. The token is never put in an environment, in
-//! argv or in an error message. ltt waits for claude and exits with its status.
+//! argv or in an error message. Like the script, ltt then *becomes* claude (`exec`): same pid, so
+//! signals, the terminal and the exit status are claude's own, and nothing is left to supervise.
 //!
 //! The limit: claude, and every tool it runs, can read the token; handing it over is the point.
 //! ltt runs claude unsandboxed, so they can also open the token file itself. To keep sessions
@@ -24,13 +25,12 @@
 //! ltt [--token-file PATH] [--claude PROGRAM] [--] [CLAUDE ARGS...]
 //! ```
 //!
-//! Exit status: claude's own (128+N when signal N killed it); 64 usage; 78 the token file is
-//! unusable; 127 PROGRAM not found; 126 PROGRAM could not be run; 71 an internal error.
+//! Exit status: claude's own (ltt is replaced by it); 64 usage; 78 the token file is unusable;
+//! 127 PROGRAM not found; 126 PROGRAM could not be run; 71 an internal error.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::ErrorKind;
-use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 use relay_token::env::ChildEnv;
@@ -97,37 +97,18 @@ fn run() -> i32 {
     let mut cmd = Command::new(&program);
     cmd.args(&claude_args);
     ChildEnv::from_current(&BTreeMap::new(), true).apply(&mut cmd);
-    // Places the pipe at fd 5 and sets the variable together, closes every other descriptor
-    // above 2 in the child, and closes our read end whether the spawn worked or not.
-    let mut child = match pipe.spawn(&mut cmd) {
-        Ok(child) => child,
-        Err(e) => {
-            let code = if e.kind() == ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            return fail(
-                code,
-                &format!("cannot run {}: {e}", program.to_string_lossy()),
-            );
-        }
+    // Places the pipe at fd 5 and sets the variable together, marks every other descriptor
+    // above 2 close-on-exec, and replaces this process with claude. It returns only on failure.
+    let e = pipe.exec(&mut cmd);
+    let code = if e.kind() == ErrorKind::NotFound {
+        127
+    } else {
+        126
     };
-    // Like a shell, ignore Ctrl-C and Ctrl-\ while claude runs: the terminal sends them to claude
-    // too, and ltt must outlive it to pass its status on. Done after the spawn, so claude keeps
-    // the default dispositions.
-    // SAFETY: SIG_IGN installs no handler; nothing of ours runs in signal context.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
-    match child.wait() {
-        Ok(status) => status
-            .code()
-            .or(status.signal().map(|signal| 128 + signal))
-            .unwrap_or(71),
-        Err(e) => fail(71, &format!("wait for {}: {e}", program.to_string_lossy())),
-    }
+    fail(
+        code,
+        &format!("cannot run {}: {e}", program.to_string_lossy()),
+    )
 }
 
 fn usage(message: &str) -> i32 {

@@ -67,6 +67,8 @@ struct Plan {
     pairs: [(RawFd, RawFd); MAX_PLACED],
     /// `(st_dev, st_ino)` of what each target number held in the parent once parked.
     held: [(u64, u64); MAX_PLACED],
+    /// False for an `exec` in this very process, where nothing is parked or can change.
+    check_held: bool,
     len: usize,
 }
 
@@ -121,28 +123,17 @@ impl<'fd> FdMap<'fd> {
         self.placed.iter().map(|&(_, d)| d).collect()
     }
 
-    /// Spawns `cmd` with the placed descriptors and nothing else above 2.
-    ///
-    /// The hook it installs is armed for this one spawn: spawning the same `Command` again fails
-    /// with `EBADF` rather than placing whatever then holds the old numbers.
-    ///
-    /// ```
-    /// use std::process::Command;
-    /// let out = relay_token::FdMap::new()
-    ///     .spawn(Command::new("ls").arg("/proc/self/fd").stdout(std::process::Stdio::piped()))?
-    ///     .wait_with_output()?;
-    /// assert!(out.status.success());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
-        // 1. No source may sit on another entry's target number, or an earlier dup2 in the child
-        //    would overwrite it before it is placed; nor on 0..=2, which std's stdio setup
-        //    rewrites before the hook runs. Move such sources above every target.
+    /// Step 1 of a spawn or exec: no source may sit on another entry's target number, or an
+    /// earlier dup2 in the child would overwrite it before it is placed; nor on 0..=2, which
+    /// std's stdio setup rewrites before the hook runs. Such sources are moved above every
+    /// target; the duplicates are returned to be held until the spawn returns.
+    fn plan(&self) -> io::Result<(Plan, Vec<OwnedFd>)> {
         let max_target = self.placed.iter().map(|&(_, d)| d).max().unwrap_or(2);
         let mut moved: Vec<OwnedFd> = Vec::new();
         let mut plan = Plan {
             pairs: [(-1, -1); MAX_PLACED],
             held: [(0, 0); MAX_PLACED],
+            check_held: true,
             len: self.placed.len(),
         };
         for (i, &(src, dst)) in self.placed.iter().enumerate() {
@@ -158,6 +149,52 @@ impl<'fd> FdMap<'fd> {
             };
             plan.pairs[i] = (raw, dst);
         }
+        Ok((plan, moved))
+    }
+
+    /// Replaces this process with `cmd`, holding the placed descriptors and nothing else above
+    /// 2 (the shell's `exec 5<file; exec program`). Returns only on failure; by then this
+    /// process's descriptors have been rearranged (the placed numbers hold their sources, every
+    /// other descriptor above 2 is close-on-exec), so the caller should report and exit.
+    ///
+    /// No parking is needed: `exec` in place opens no error channel.
+    ///
+    /// ```no_run
+    /// use std::process::Command;
+    /// let err = relay_token::FdMap::new().exec(&mut Command::new("true"));
+    /// eprintln!("exec failed: {err}");
+    /// ```
+    pub fn exec(&self, cmd: &mut Command) -> io::Error {
+        let (mut plan, moved) = match self.plan() {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        plan.check_held = false;
+        // SAFETY: with `exec` the hook runs in this process just before execve, after std has
+        // set up stdio; it reads a `Copy` plan and makes only raw system calls.
+        unsafe {
+            cmd.pre_exec(move || child_apply(&plan));
+        }
+        let err = cmd.exec();
+        drop(moved);
+        err
+    }
+
+    /// Spawns `cmd` with the placed descriptors and nothing else above 2.
+    ///
+    /// The hook it installs is armed for this one spawn: spawning the same `Command` again fails
+    /// with `EBADF` rather than placing whatever then holds the old numbers.
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// let out = relay_token::FdMap::new()
+    ///     .spawn(Command::new("ls").arg("/proc/self/fd").stdout(std::process::Stdio::piped()))?
+    ///     .wait_with_output()?;
+    /// assert!(out.status.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
+        let (mut plan, moved) = self.plan()?;
 
         let serial = spawn_lock();
 
@@ -226,7 +263,8 @@ fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>>
 /// Runs in the child after fork: places each pair, then marks everything else above 2
 /// close-on-exec. Async-signal-safe.
 fn child_apply(plan: &Plan) -> io::Result<()> {
-    for (&(_, dst), &held) in plan.pairs[..plan.len].iter().zip(&plan.held) {
+    let checked = if plan.check_held { plan.len } else { 0 };
+    for (&(_, dst), &held) in plan.pairs[..checked].iter().zip(&plan.held) {
         // SAFETY: `stat` is plain old data; fstat fills it. No allocation.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `st` is a valid, writable stat; fstat on an int fd.

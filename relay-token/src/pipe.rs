@@ -91,6 +91,28 @@ impl TokenPipe {
         result
     }
 
+    /// Replaces this process with `cmd`, the read end at fd 5 and
+    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, nothing else above 2: the shell launcher's
+    /// `exec 5<"$TOKEN_FILE"; exec claude "$@"`, with the checks of the reader. Returns only on
+    /// failure (see [`FdMap::exec`]).
+    ///
+    /// ```no_run
+    /// # use std::process::Command;
+    /// # use relay_token::{read_claude_token, TokenPipe};
+    /// let token = read_claude_token("/home/me/.config/claude-ltt/token".as_ref())?;
+    /// let pipe = TokenPipe::new(&token)?;
+    /// drop(token);
+    /// let err = pipe.exec(&mut Command::new("claude"));
+    /// eprintln!("claude: {err}");
+    /// std::process::exit(if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn exec(self, cmd: &mut Command) -> io::Error {
+        let mut map = FdMap::new();
+        attach(cmd, &mut map, self.read.as_fd());
+        map.exec(cmd)
+    }
+
     /// The raw read end, for callers that spawn by other means. They must place it at fd 5 and
     /// set `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5` themselves, both or neither.
     ///
@@ -133,7 +155,13 @@ pub fn spawn_with_token_fd<'fd>(
     token_fd: BorrowedFd<'fd>,
     mut extra: FdMap<'fd>,
 ) -> io::Result<Child> {
-    extra.place(token_fd, TOKEN_FD);
-    cmd.env(TOKEN_FD_VAR, TOKEN_FD.to_string());
+    attach(cmd, &mut extra, token_fd);
     extra.spawn(cmd)
+}
+
+/// The one place the variable is set: beside the placement of its descriptor, last, so it wins
+/// over a value already on `cmd`, and never without the descriptor.
+fn attach<'fd>(cmd: &mut Command, map: &mut FdMap<'fd>, token_fd: BorrowedFd<'fd>) {
+    map.place(token_fd, TOKEN_FD);
+    cmd.env(TOKEN_FD_VAR, TOKEN_FD.to_string());
 }
