@@ -336,7 +336,16 @@ fn prepare_and_spawn(
         let resolved = profile
             .resolve(&all_rw)
             .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
-        resolved.bwrap_argv(&bwrap, &target)
+        // The request's variables reach the sandboxed program only (bwrap's --setenv), never
+        // the shim or bwrap, which run outside the sandbox and hold the token's descriptor: a
+        // request may name LD_PRELOAD.
+        let setenv: Vec<(OsString, OsString)> = v
+            .request
+            .env
+            .iter()
+            .map(|(k, val)| (k.into(), val.into()))
+            .collect();
+        resolved.bwrap_argv_with_env(&bwrap, &setenv, &target)
     } else if let Some(h) = &v.request.host {
         let mut a: Vec<OsString> = vec!["ssh".into(), "-t".into(), "--".into(), h.into()];
         a.extend(target);
@@ -352,7 +361,11 @@ fn prepare_and_spawn(
         .iter()
         .map(|(k, val)| (k.clone(), subst(val)))
         .collect();
-    env_vars.extend(v.request.env.clone());
+    if !v.sandboxed {
+        // Unsandboxed, the request's variables go to the shim's environment too: no token is
+        // handed over, and the requester runs its program outside any sandbox anyway.
+        env_vars.extend(v.request.env.clone());
+    }
     let mut env = ChildEnv::from_current(&env_vars, token.is_some());
     env.set("RELAY_SESSION_ID", &v.session_id);
     if v.sandboxed {

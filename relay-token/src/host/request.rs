@@ -224,9 +224,14 @@ impl Request {
                 return bad(format!("host {h:?}: not a host name"));
             }
         }
-        for k in self.env.keys() {
-            if k.is_empty() || k.contains('=') || k.contains('\0') {
-                return bad(format!("env {k:?}: not a variable name"));
+        for (k, val) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') || val.contains('\0') {
+                return bad(format!("env {k:?}: not a variable name and value"));
+            }
+            if k == crate::TOKEN_FD_VAR {
+                return bad(format!(
+                    "env {k:?}: only the host names a token descriptor, beside the descriptor"
+                ));
             }
         }
         let claude =

@@ -78,6 +78,28 @@ impl Resolved {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn bwrap_argv(&self, bwrap: &Path, command: &[OsString]) -> Vec<OsString> {
+        self.bwrap_argv_with_env(bwrap, &[], command)
+    }
+
+    /// [`bwrap_argv`](Self::bwrap_argv), plus `--setenv NAME VALUE` for each of `setenv`, laid
+    /// just before the command: variables that reach the sandboxed program only, never bwrap
+    /// itself or the processes around it (a request's `env` may name `LD_PRELOAD`).
+    ///
+    /// ```no_run
+    /// use std::ffi::OsString;
+    /// use std::path::Path;
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// let env = [(OsString::from("A"), OsString::from("1"))];
+    /// let argv = r.bwrap_argv_with_env(Path::new("/usr/bin/bwrap"), &env, &[OsString::from("/bin/true")]);
+    /// assert!(argv.windows(3).any(|w| w == ["--setenv", "A", "1"]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bwrap_argv_with_env(
+        &self,
+        bwrap: &Path,
+        setenv: &[(OsString, OsString)],
+        command: &[OsString],
+    ) -> Vec<OsString> {
         let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
         for f in FLAGS {
             a.push(f);
@@ -139,6 +161,9 @@ impl Resolved {
         }
         if let Some(p) = &self.project {
             a.two("--chdir", p);
+        }
+        for (k, v) in setenv {
+            a.three("--setenv", k, v);
         }
         a.push("--");
         a.0.extend(command.iter().cloned());

@@ -354,3 +354,33 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
     assert_eq!(out.stdout, "/dev/null\n");
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
 }
+
+/// A request's `env` reaches the sandboxed program only: never relay-shim or bwrap, which run
+/// outside the sandbox while the token's descriptor is open (a request may name `LD_PRELOAD`).
+/// The dynamic loader complains once per process that carries an `LD_PRELOAD` it cannot load,
+/// so the count of complaints is the count of processes that got the variable.
+#[test]
+fn a_requests_env_reaches_only_the_sandboxed_program() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let req = json!({"kind": "claude", "session_id": "v1", "project": fx.proj,
+                     "env": {"LD_PRELOAD": "/nonexistent/relay-preload.so", "REQ_VAR": "seen"}});
+    let out = fx.launch(&req);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(1)[0];
+    assert_got_token(rec, &fx.token);
+    assert_eq!(rec["env"]["REQ_VAR"], "seen");
+    let complaints = out.stderr.matches("relay-preload.so").count();
+    assert_eq!(
+        complaints, 1,
+        "processes that loaded the request's LD_PRELOAD:\n{}",
+        out.stderr
+    );
+
+    // A request may not name the token descriptor itself.
+    let req = json!({"kind": "claude", "session_id": "v2", "project": fx.proj,
+                     "env": {VAR: "5"}});
+    let out = fx.launch(&req);
+    let msg = assert_refused(&fx, &out, 64, "invalid_spec");
+    assert!(msg.contains(VAR), "{msg}");
+}
