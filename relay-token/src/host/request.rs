@@ -111,18 +111,20 @@ impl fmt::Display for InvalidSpec {
 
 impl std::error::Error for InvalidSpec {}
 
-/// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.`.
+/// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.` (no hidden
+/// or parent folder) nor `-` (never read as an option where it is passed on).
 ///
 /// ```
 /// use relay_token::host::request::valid_session_id;
 /// assert!(valid_session_id("s-1"));
 /// assert!(!valid_session_id("../x"));
+/// assert!(!valid_session_id("-rf"));
 /// assert!(!valid_session_id(""));
 /// ```
 pub fn valid_session_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
-        && !id.starts_with('.')
+        && !id.starts_with(['.', '-'])
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -201,7 +203,7 @@ impl Request {
             Some(id) if valid_session_id(id) => id.clone(),
             Some(id) => {
                 return bad(format!(
-                    "session_id {id:?}: use 1 to 64 of A-Z a-z 0-9 . _ - (not starting with .)"
+                    "session_id {id:?}: use 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)"
                 ))
             }
             None => new_session_id(),

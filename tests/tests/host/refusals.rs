@@ -142,6 +142,14 @@ fn bad_requests_are_invalid_spec() {
             "session_id",
         ),
         (
+            json!({"kind": "claude", "project": p, "session_id": "--pass-token"}),
+            "session_id",
+        ),
+        (
+            json!({"kind": "claude", "project": p, "resume": "-x"}),
+            "resume",
+        ),
+        (
             json!({"kind": "pi", "template": "claude-code", "project": p}),
             "pi",
         ),
