@@ -374,7 +374,8 @@ pub fn probe(args: Vec<OsString>) -> i32 {
         return 64;
     };
     let var = std::env::var(TOKEN_FD_VAR).ok();
-    let mut bytes = Zeroizing::new(Vec::new());
+    // Room for the whole cap up front: a growing Vec would free copies it never wiped.
+    let mut bytes = Zeroizing::new(Vec::with_capacity(65536));
     let mut token_error = None;
     if let Some(fd) = var.as_deref().and_then(|v| v.parse::<i32>().ok()) {
         let mut buf = Zeroizing::new([0u8; 8192]);
