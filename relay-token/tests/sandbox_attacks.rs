@@ -714,6 +714,24 @@ fn strs(v: &[&str]) -> Vec<OsString> {
     v.iter().map(OsString::from).collect()
 }
 
+/// The bwrap part of an argv, up to and including the first `--` (the mount check and the
+/// command follow it).
+fn bwrap_part(argv: &[OsString]) -> &[OsString] {
+    let sep = argv.iter().position(|a| a == "--").unwrap();
+    &argv[..=sep]
+}
+
+/// What follows bwrap's `--`: `/bin/sh -c CHECK relay-sandbox-check (PATH DEV:INO)... --`
+/// then the command. Returns the checked paths.
+fn checked_paths(argv: &[OsString], command: &[&str]) -> Vec<OsString> {
+    let rest = &argv[bwrap_part(argv).len()..];
+    assert_eq!(rest[..2], strs(&["/bin/sh", "-c"])[..]);
+    assert_eq!(rest[3], "relay-sandbox-check");
+    let end = rest.iter().rposition(|a| a == "--").unwrap();
+    assert_eq!(rest[end + 1..], strs(command)[..]);
+    rest[4..end].chunks(2).map(|c| c[0].clone()).collect()
+}
+
 #[test]
 fn without_a_deny_the_argv_is_the_same_minus_the_deny_part() {
     let fx = fixture(User::Me);
@@ -734,6 +752,16 @@ fn without_a_deny_the_argv_is_the_same_minus_the_deny_part() {
     expect.extend(deny_part);
     expect.extend_from_slice(&without[at..]);
     assert_eq!(with, expect);
+    // The mounts checked inside before the command runs: each bind, and the private /tmp.
+    let mut checked = checked_paths(&without, &["/bin/true"]);
+    checked.sort();
+    let mut want_checked = vec![
+        fx.home.clone().into_os_string(),
+        fx.config.clone().into_os_string(),
+        OsString::from("/tmp"),
+    ];
+    want_checked.sort();
+    assert_eq!(checked, want_checked);
 
     // The whole argv, exactly: baseline, /dev, /proc, private /tmp, grants shallow first.
     let (h, c, t) = (
@@ -781,9 +809,8 @@ fn without_a_deny_the_argv_is_the_same_minus_the_deny_part() {
         "--chdir",
         h,
         "--",
-        "/bin/true",
     ]));
-    assert_eq!(without, want);
+    assert_eq!(bwrap_part(&without), want);
 }
 
 #[test]
@@ -805,14 +832,15 @@ fn folders_between_a_grant_and_the_mask_are_bound_onto_themselves() {
         "--remount-ro",
         d,
         "--",
-        "/bin/true",
     ]);
+    let argv = bwrap_part(&argv);
     assert_eq!(argv[argv.len() - tail.len()..], tail[..]);
 
     // Read-only grant: the guard keeps read-only.
     let mut p = Profile::new();
     p.read(fx.home.clone()).deny(fx.token.clone());
     let argv = fx.resolve(&p).bwrap_argv(bw, &strs(&["/bin/true"]));
+    let argv = bwrap_part(&argv);
     assert_eq!(
         argv[argv.len() - tail.len()..argv.len() - tail.len() + 3],
         strs(&["--ro-bind", c, c])[..]
@@ -899,11 +927,57 @@ fn two_denies_do_not_uncover_each_other() {
         let r = fx.resolve(&p);
         let argv = r.bwrap_argv(Path::new("bwrap"), &[]);
         let c = fx.config.as_os_str();
+        let argv = bwrap_part(&argv);
         assert_eq!(argv.iter().filter(|a| *a == c).count(), 2, "one guard");
         for t in [&fx.token, &second] {
             let (code, text) = run(user, &r, &format!("cat '{}'", t.display()));
             assert_ne!(code, 0, "{user:?}: {text}");
             assert!(!text.contains(&fx.secret) && !text.contains(&second_secret));
         }
+    }
+}
+
+#[test]
+fn a_grant_swapped_for_a_symlink_after_the_check_is_refused_inside() {
+    // TOCTOU: the host checks real paths, bwrap binds by path later. A session that can write
+    // the folder holding a grant (here `<root>/work`, another template's read-write grant)
+    // swaps the grant for a relative symlink to the token's folder between the two: bwrap
+    // follows it and binds the token folder at the grant's place, outside every mask.
+    for user in users() {
+        let fx = fixture(user);
+        let work = fx.root.join("work");
+        let proj = work.join("proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        if user == User::Nobody {
+            chown_r(&work, NOBODY);
+        }
+        let mut p = Profile::new();
+        p.read_write(proj.clone())
+            .deny(fx.token.clone())
+            .project(proj.clone())
+            .tmp(fx.tmp.clone())
+            .state_dir(fx.state.clone());
+        let r = p.resolve(&[work.clone(), fx.home.clone()]).unwrap();
+        // The concurrent session's move, after the check and before the mount.
+        std::fs::rename(&proj, work.join("proj.real")).unwrap();
+        symlink("../home/.config/acme-ltt", &proj).unwrap();
+        attack_fails(
+            &fx,
+            user,
+            &r,
+            "grant swapped for a symlink",
+            &format!("cat '{}/token'", proj.display()),
+        );
+        attack_fails(
+            &fx,
+            user,
+            &r,
+            "grant swapped for a symlink, write",
+            &format!("echo planted > '{}/planted'", proj.display()),
+        );
+        assert!(
+            !fx.token_dir.join("planted").exists(),
+            "{user:?}: wrote into the token folder"
+        );
     }
 }

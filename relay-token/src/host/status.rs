@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use super::Host;
 use crate::path::claude_token_path_in;
+use crate::redact::Redactor;
 use crate::{read_claude_token, sandbox};
 
 /// The status report as JSON.
@@ -46,7 +47,7 @@ pub fn report(host: &Host) -> Value {
         Ok(p) => json!({"path": p}),
         Err(e) => json!({"error": e}),
     };
-    json!({
+    let mut report = json!({
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
         "settings_file": file,
@@ -55,7 +56,20 @@ pub fn report(host: &Host) -> Value {
         "token": token,
         "bwrap": bwrap,
         "shim": shim,
-    })
+    });
+    // A token pasted into the setting instead of its path is printed nowhere: the same
+    // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
+    redact_strings(&mut report, &Redactor::default());
+    report
+}
+
+fn redact_strings(v: &mut Value, redactor: &Redactor) {
+    match v {
+        Value::String(s) => *s = redactor.redact(s),
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, redactor)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, redactor)),
+        _ => {}
+    }
 }
 
 /// Prints the report (`--json`: one JSON object); returns 0.

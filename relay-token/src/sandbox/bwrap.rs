@@ -67,6 +67,10 @@ impl Resolved {
     /// path, each bound onto itself (all of them before any mask, so none uncovers another
     /// deny's mask), and then the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
     /// for a folder, `--ro-bind EMPTY FILE` for a file); last `--chdir` the project folder.
+    /// After `--`, `/bin/sh -c CHECK relay-sandbox-check PATH DEV:INO ... --` comes before the
+    /// command: inside the sandbox it compares each bind (and the private `/tmp`) with the
+    /// object [`Profile::resolve`](super::Profile::resolve) identified, refuses with exit 126
+    /// when one was swapped for a symlink meanwhile, and `exec`s the command otherwise.
     ///
     /// ```no_run
     /// use std::ffi::OsString;
@@ -138,8 +142,10 @@ impl Resolved {
         }
         // A stable sort: among equal depths the grants keep their order and come first.
         layered.sort_by_key(|b| super::depth(&b.path));
+        let mut rendered: Vec<&Path> = Vec::new();
         for b in layered {
             a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
+            rendered.push(&b.path);
         }
         let mut done: Vec<&Path> = Vec::new();
         for d in &self.denies {
@@ -166,9 +172,64 @@ impl Resolved {
             a.three("--setenv", k, v);
         }
         a.push("--");
+        // bwrap binds each source by path, after the host checked it: a session that can write
+        // a folder above a grant could swap the grant for a symlink in between, and bwrap would
+        // bind whatever it points at (the token's folder) outside every mask. So the sandbox
+        // first checks that each mount holds the object the host identified, then runs the
+        // command in its place (`exec`, same pid, same argv).
+        let masked = |p: &Path| {
+            self.denies.iter().any(|d| match &d.mask {
+                Mask::Folder(dir) => p.starts_with(dir),
+                Mask::File { path, .. } => p == path,
+            })
+        };
+        let id_of = |p: &Path| self.idents.iter().find(|(q, _)| q == p).map(|(_, id)| *id);
+        let mut checks: Vec<(PathBuf, (u64, u64))> = Vec::new();
+        for b in &rendered {
+            if let (false, Some(id)) = (masked(b), id_of(b)) {
+                checks.push((b.to_path_buf(), id));
+            }
+        }
+        if let Some(t) = &self.tmp {
+            let tmp = Path::new("/tmp");
+            if let (false, false, Some(id)) = (rendered.contains(&tmp), masked(tmp), id_of(t)) {
+                checks.push((tmp.to_path_buf(), id));
+            }
+        }
+        if !checks.is_empty() {
+            a.push("/bin/sh");
+            a.push("-c");
+            a.push(CHECK_SCRIPT.replace("STAT", stat_program()));
+            a.push("relay-sandbox-check");
+            for (p, (dev, ino)) in checks {
+                a.push(p);
+                a.push(format!("{dev}:{ino}"));
+            }
+            a.push("--");
+        }
         a.0.extend(command.iter().cloned());
         a.0
     }
+}
+
+/// Run by `/bin/sh` inside the sandbox before the command: pairs of `PATH DEV:INO` up to `--`,
+/// each mount must be the object the host identified; then `exec` the command.
+const CHECK_SCRIPT: &str = r#"while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+if [ "$(STAT -c %d:%i -- "$1" 2>/dev/null)" != "$2" ]; then
+echo "relay-token: sandbox: $1 is not what the host checked (swapped during the launch); refusing to run" >&2
+exit 126
+fi
+shift 2
+done
+shift
+exec "$@""#;
+
+/// The `stat` of the system baseline (coreutils on Debian).
+fn stat_program() -> &'static str {
+    ["/usr/bin/stat", "/bin/stat"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("/usr/bin/stat")
 }
 
 /// An argv under construction.

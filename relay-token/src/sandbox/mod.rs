@@ -539,12 +539,34 @@ impl Profile {
             denies.push(self.resolve_deny(d, &binds, &writable)?);
         }
 
+        // What each bind source is, by (device, inode), taken through a descriptor whose path
+        // is checked: bwrap binds by path later, so the sandbox verifies before its command runs
+        // that each mount holds this very object (see `bwrap_argv`).
+        let mut idents: Vec<(PathBuf, (u64, u64))> = Vec::new();
+        let sources = binds
+            .iter()
+            .chain(denies.iter().flat_map(|d| &d.guards))
+            .map(|b| (b.path.as_path(), "grant"))
+            .chain(tmp.iter().map(|t| (t.as_path(), "temp folder")));
+        for (path, role) in sources {
+            if idents.iter().any(|(p, _)| p == path) {
+                continue;
+            }
+            let id = identify(path).map_err(|reason| SandboxError::Unusable {
+                role,
+                path: path.to_path_buf(),
+                reason,
+            })?;
+            idents.push((path.to_path_buf(), id));
+        }
+
         Ok(Resolved {
             baseline,
             binds,
             tmp,
             project,
             denies,
+            idents,
         })
     }
 
@@ -682,6 +704,8 @@ pub struct Resolved {
     tmp: Option<PathBuf>,
     project: Option<PathBuf>,
     denies: Vec<Deny>,
+    /// `(device, inode)` of every bind source (grants, guards, the temp folder) as checked.
+    idents: Vec<(PathBuf, (u64, u64))>,
 }
 
 impl Resolved {
@@ -772,6 +796,26 @@ fn io_words(e: &io::Error) -> String {
         Some(n) => errno_words(n),
         None => e.to_string(),
     }
+}
+
+/// The `(device, inode)` of the object at `real` (a canonical path), taken through an `O_PATH |
+/// O_NOFOLLOW` descriptor whose own path (`/proc/self/fd/N`) must still be `real`: a path
+/// component swapped since `real` was made canonical is refused, never identified wrongly.
+fn identify(real: &Path) -> Result<(u64, u64), String> {
+    use std::os::fd::AsRawFd;
+    let changed = || "changed while it was checked (a symlink was swapped in)".to_string();
+    let c = crate::path::to_cstring(real).ok_or("holds a NUL byte")?;
+    let fd = crate::sys::open(&c, libc::O_PATH | libc::O_NOFOLLOW).map_err(|e| io_words(&e))?;
+    let st = crate::sys::fstat(&fd).map_err(|e| io_words(&e))?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Err(changed());
+    }
+    let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| io_words(&e))?;
+    if now != real {
+        return Err(changed());
+    }
+    Ok((st.st_dev as u64, st.st_ino as u64))
 }
 
 /// Makes sure `<state>/deny-mask` is an empty regular file of mode 0000 owned by this user with

@@ -235,3 +235,28 @@ fn the_token_is_never_disclosed() {
     assert!(fx.session_dir("d1").join("tmp").is_dir());
     assert_eq!(fx.records().len(), 2);
 }
+
+/// A token pasted into `claude_token_file` instead of its path: a launch refuses with the value
+/// redacted (`sk-ant-...`), and `status` (both forms) must not print it either.
+#[test]
+fn a_token_pasted_as_the_setting_is_redacted_by_status_too() {
+    let fx = Fx::new();
+    let pasted = "sk-ant-oat01-PASTEDINSTEADOFAPATH0123456789";
+    fx.settings(json!({"claude_token_file": pasted}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "p1", "project": fx.proj}));
+    assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(!out.stderr.contains(pasted), "{}", out.stderr);
+    for args in [&["status", "--json"][..], &["status"]] {
+        let out = fx.host(args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert!(
+            !out.stdout.contains(pasted) && !out.stderr.contains(pasted),
+            "{args:?} printed the pasted token:\n{}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    let status: serde_json::Value =
+        serde_json::from_str(&fx.host(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["token"]["ok"], false, "{status}");
+}
