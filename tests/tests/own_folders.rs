@@ -117,3 +117,36 @@ fn a_shell_session_cannot_read_another_sessions_files() {
     assert_ne!(code, 0, "{text}");
     assert!(!text.contains("private-note-of-session-one"), "{text}");
 }
+
+#[test]
+fn a_shell_session_cannot_replace_a_program_that_later_gets_the_token() {
+    // The claude-code template runs a program under ~ (granted read-write to `shell`): a shell
+    // session must not be able to rewrite it, nor rename its folder away and plant another.
+    let h = home("~/.config/claude-ltt/token");
+    let bin = h.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let program = bin.join("agent");
+    std::fs::copy(relay_tests::fake_agent(), &program).unwrap();
+    let settings = serde_json::json!({
+        "claude_token_file": "~/.config/claude-ltt/token",
+        "templates": [{"id": "claude-code", "command": [program], "sandbox": {"read_write": ["{project}"]}}],
+    });
+    std::fs::write(&h.settings, settings.to_string()).unwrap();
+    let before = std::fs::read(&program).unwrap();
+    let script = format!(
+        "cp /bin/true '{p}'; printf x >> '{p}'; rm -f '{p}'; mv '{b}' '{b}.moved'; \
+         mkdir -p '{b}' && cp /bin/true '{p}'",
+        p = program.display(),
+        b = bin.display()
+    );
+    let (_, text) = shell(&h, &script);
+    assert!(
+        !h.home.join("bin.moved").exists(),
+        "the folder was renamed away: {text}"
+    );
+    assert_eq!(
+        std::fs::read(&program).unwrap(),
+        before,
+        "the program was replaced from a session: {text}"
+    );
+}

@@ -305,6 +305,12 @@ fn prepare_and_spawn(
             token_path.as_deref(),
         )?;
         profile.state_dir(state.path().to_path_buf());
+        // Programs that run with the token later stay read-only inside any grant that shows
+        // them, so a session without the token cannot replace one for the next Claude launch:
+        // relay-host, relay-shim (both outside the sandbox), and every template's command.
+        for folder in programs_to_protect(&settings, &shim) {
+            profile.protect(folder);
+        }
         let all_rw = all_rw_grants(host, &settings, project.as_deref(), &claude_config)?;
         // The host's own folders are masked inside any grant that would show them: a session
         // must not read other sessions' files in the state folder, nor rewrite the settings
@@ -554,8 +560,34 @@ fn lock_session(dir: &Path) -> io::Result<File> {
     Ok(f)
 }
 
-/// Finds `name` on `PATH` (or takes it as a path when it holds a `/`), canonical.
-fn resolve_command(name: &str) -> Result<PathBuf, String> {
+/// The folders of the programs a later launch runs with the token: this executable, the shim,
+/// and each template's command, both where `PATH` finds it and where its links lead.
+fn programs_to_protect(settings: &crate::settings::Settings, shim: &Path) -> Vec<PathBuf> {
+    let mut programs: Vec<PathBuf> = Vec::new();
+    programs.extend(std::env::current_exe().ok());
+    programs.push(shim.to_path_buf());
+    let mut templates = crate::settings::builtin_templates();
+    templates.retain(|b| settings.templates.iter().all(|t| t.id != b.id));
+    templates.extend(settings.templates.iter().cloned());
+    for t in &templates {
+        programs.extend(t.command.first().and_then(|c| find_command(c)));
+    }
+    let mut folders: Vec<PathBuf> = Vec::new();
+    for p in programs {
+        let real = p.canonicalize().ok();
+        for f in [Some(p), real].into_iter().flatten() {
+            if let Some(dir) = f.parent() {
+                if !folders.iter().any(|d| d == dir) {
+                    folders.push(dir.to_path_buf());
+                }
+            }
+        }
+    }
+    folders
+}
+
+/// Finds `name` on `PATH` (or takes it as a path when it holds a `/`), as found (not resolved).
+fn find_command(name: &str) -> Option<PathBuf> {
     let found = if name.contains('/') {
         Some(PathBuf::from(name))
     } else {
@@ -565,7 +597,12 @@ fn resolve_command(name: &str) -> Result<PathBuf, String> {
                 .find(|p| is_executable(p))
         })
     };
-    let Some(p) = found.filter(|p| is_executable(p)) else {
+    found.filter(|p| is_executable(p))
+}
+
+/// Finds `name` on `PATH` (or takes it as a path when it holds a `/`), canonical.
+fn resolve_command(name: &str) -> Result<PathBuf, String> {
+    let Some(p) = find_command(name) else {
         return Err(format!(
             "command {name:?} not found or not executable (looked on PATH)"
         ));

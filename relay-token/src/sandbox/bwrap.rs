@@ -134,18 +134,33 @@ impl Resolved {
             })
             .collect();
         let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
-        let mut layered: Vec<&super::Bind> = self.binds.iter().collect();
-        for g in self.denies.iter().flat_map(|d| &d.guards) {
+        let mut layered: Vec<super::Bind> = self.binds.clone();
+        // A protected path is read-only, even where a grant names it read-write.
+        for p in &self.protects {
+            match layered.iter_mut().find(|b| b.path == p.path) {
+                Some(b) => b.rw = false,
+                None => layered.push(super::Bind {
+                    path: p.path.clone(),
+                    rw: false,
+                }),
+            }
+        }
+        let guards = self
+            .denies
+            .iter()
+            .flat_map(|d| &d.guards)
+            .chain(self.protects.iter().flat_map(|p| &p.guards));
+        for g in guards {
             if !inside_folder_mask(&g.path) && !layered.iter().any(|b| b.path == g.path) {
-                layered.push(g);
+                layered.push(g.clone());
             }
         }
         // A stable sort: among equal depths the grants keep their order and come first.
         layered.sort_by_key(|b| super::depth(&b.path));
-        let mut rendered: Vec<&Path> = Vec::new();
+        let mut rendered: Vec<PathBuf> = Vec::new();
         for b in layered {
             a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
-            rendered.push(&b.path);
+            rendered.push(b.path);
         }
         let mut done: Vec<&Path> = Vec::new();
         for d in &self.denies {
@@ -192,7 +207,9 @@ impl Resolved {
         }
         if let Some(t) = &self.tmp {
             let tmp = Path::new("/tmp");
-            if let (false, false, Some(id)) = (rendered.contains(&tmp), masked(tmp), id_of(t)) {
+            if let (false, false, Some(id)) =
+                (rendered.iter().any(|r| r == tmp), masked(tmp), id_of(t))
+            {
                 checks.push((tmp.to_path_buf(), id));
             }
         }

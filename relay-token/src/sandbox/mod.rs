@@ -302,6 +302,7 @@ pub struct Profile {
     tmp: Option<PathBuf>,
     command_dir: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    protect: Vec<PathBuf>,
 }
 
 impl Profile {
@@ -346,6 +347,21 @@ impl Profile {
     /// ```
     pub fn deny(&mut self, token_path: PathBuf) -> &mut Self {
         self.deny.push(token_path);
+        self
+    }
+
+    /// Keeps `path` (a file or folder that runs with the token later, such as `relay-shim` or
+    /// `claude`) read-only inside the sandbox when a grant would show it, and binds every folder
+    /// between that grant and it onto itself, so a session can neither rewrite it nor rename a
+    /// parent away and plant another. A path no grant shows (or that does not exist) is left
+    /// alone: the sandbox cannot reach it.
+    ///
+    /// ```
+    /// let mut p = relay_token::sandbox::Profile::new();
+    /// p.read_write("/home/me".into()).protect("/home/me/.local/bin".into());
+    /// ```
+    pub fn protect(&mut self, path: PathBuf) -> &mut Self {
+        self.protect.push(path);
         self
     }
 
@@ -539,13 +555,44 @@ impl Profile {
             denies.push(self.resolve_deny(d, &binds, &writable)?);
         }
 
+        // Protected paths a grant shows: read-only, with the folders above them guarded.
+        let mut protects: Vec<Protect> = Vec::new();
+        for p in &self.protect {
+            let Ok(real) = std::fs::canonicalize(p) else {
+                continue;
+            };
+            let hidden = denies.iter().any(|d| match &d.mask {
+                Mask::Folder(dir) => real.starts_with(dir),
+                Mask::File { path, .. } => &real == path,
+            });
+            if hidden
+                || !binds.iter().any(|b| real.starts_with(&b.path))
+                || protects.iter().any(|q| q.path == real)
+            {
+                continue;
+            }
+            protects.push(Protect {
+                guards: guards_between(&binds, &real),
+                path: real,
+            });
+        }
+
         // What each bind source is, by (device, inode), taken through a descriptor whose path
         // is checked: bwrap binds by path later, so the sandbox verifies before its command runs
         // that each mount holds this very object (see `bwrap_argv`).
         let mut idents: Vec<(PathBuf, (u64, u64))> = Vec::new();
+        let protected: Vec<Bind> = protects
+            .iter()
+            .map(|p| Bind {
+                path: p.path.clone(),
+                rw: false,
+            })
+            .collect();
         let sources = binds
             .iter()
             .chain(denies.iter().flat_map(|d| &d.guards))
+            .chain(protects.iter().flat_map(|p| &p.guards))
+            .chain(&protected)
             .map(|b| (b.path.as_path(), "grant"))
             .chain(tmp.iter().map(|t| (t.as_path(), "temp folder")));
         for (path, role) in sources {
@@ -566,6 +613,7 @@ impl Profile {
             tmp,
             project,
             denies,
+            protects,
             idents,
         })
     }
@@ -622,22 +670,7 @@ impl Profile {
         };
         let masked = mask.path().to_path_buf();
 
-        // Each folder between a grant and the masked path is bound onto itself (a mount point
-        // cannot be renamed), keeping the mode of the innermost bind that covers it.
-        let mut guards = Vec::new();
-        let mut anc: Vec<&Path> = masked.ancestors().skip(1).collect();
-        anc.reverse();
-        for a in anc {
-            if binds.iter().any(|b| b.path == a) {
-                continue;
-            }
-            if let Some(cover) = binds.iter().rev().find(|b| a.starts_with(&b.path)) {
-                guards.push(Bind {
-                    path: a.to_path_buf(),
-                    rw: cover.rw,
-                });
-            }
-        }
+        let guards = guards_between(binds, &masked);
         Ok(Deny {
             given: given.to_path_buf(),
             real,
@@ -645,6 +678,33 @@ impl Profile {
             guards,
         })
     }
+}
+
+/// Each folder between a grant and `path` (exclusive), bound onto itself (a mount point cannot
+/// be renamed), keeping the mode of the innermost bind that covers it.
+fn guards_between(binds: &[Bind], path: &Path) -> Vec<Bind> {
+    let mut guards = Vec::new();
+    let mut anc: Vec<&Path> = path.ancestors().skip(1).collect();
+    anc.reverse();
+    for a in anc {
+        if binds.iter().any(|b| b.path == a) {
+            continue;
+        }
+        if let Some(cover) = binds.iter().rev().find(|b| a.starts_with(&b.path)) {
+            guards.push(Bind {
+                path: a.to_path_buf(),
+                rw: cover.rw,
+            });
+        }
+    }
+    guards
+}
+
+/// A path kept read-only inside the sandbox ([`Profile::protect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Protect {
+    path: PathBuf,
+    guards: Vec<Bind>,
 }
 
 /// A bind of a folder (or file) onto the same path inside the sandbox.
@@ -704,6 +764,7 @@ pub struct Resolved {
     tmp: Option<PathBuf>,
     project: Option<PathBuf>,
     denies: Vec<Deny>,
+    protects: Vec<Protect>,
     /// `(device, inode)` of every bind source (grants, guards, the temp folder) as checked.
     idents: Vec<(PathBuf, (u64, u64))>,
 }

@@ -82,6 +82,14 @@ impl Resolved {
                 let _ = writeln!(s, "(deny file-write-unlink (literal {}))", quote(a));
             }
         }
+        for p in &self.protects {
+            let _ = writeln!(s, "(deny file-write* (subpath {}))", quote(&p.path));
+            let mut ancestors: Vec<&Path> = p.path.ancestors().skip(1).collect();
+            ancestors.reverse();
+            for a in ancestors {
+                let _ = writeln!(s, "(deny file-write-unlink (literal {}))", quote(a));
+            }
+        }
         s
     }
 }
