@@ -357,30 +357,40 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
 
 /// A request's `env` reaches the sandboxed program only: never relay-shim or bwrap, which run
 /// outside the sandbox while the token's descriptor is open (a request may name `LD_PRELOAD`).
-/// The dynamic loader complains once per process that carries an `LD_PRELOAD` it cannot load,
-/// so the count of complaints is the count of processes that got the variable.
+/// Read from `/proc/PID/environ` of the shim and of bwrap while the session runs.
 #[test]
 fn a_requests_env_reaches_only_the_sandboxed_program() {
     let fx = Fx::new();
-    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    fx.with_token(vec![claude_template(&["--sleep", "3"], json!({}), &[])]);
     let req = json!({"kind": "claude", "session_id": "v1", "project": fx.proj,
                      "env": {"LD_PRELOAD": "/nonexistent/relay-preload.so", "REQ_VAR": "seen"}});
-    let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let rec = &fx.wait_records(1)[0];
-    assert_got_token(rec, &fx.token);
+    let running = fx.launch_bg(&req);
+    let rec = fx.wait_records(1)[0].clone();
+    assert_got_token(&rec, &fx.token);
     assert_eq!(rec["env"]["REQ_VAR"], "seen");
-    let complaints = out.stderr.matches("relay-preload.so").count();
-    assert_eq!(
-        complaints, 1,
-        "processes that loaded the request's LD_PRELOAD:\n{}",
-        out.stderr
-    );
+    assert_eq!(rec["env"]["LD_PRELOAD"], "/nonexistent/relay-preload.so");
+    let shim = relay_tests::fixture::children_of(running.id() as i32);
+    assert_eq!(shim.len(), 1, "the host's children: {shim:?}");
+    let bwrap = relay_tests::fixture::children_of(shim[0]);
+    assert_eq!(bwrap.len(), 1, "the shim's children: {bwrap:?}");
+    for (what, pid) in [("relay-shim", shim[0]), ("bwrap", bwrap[0])] {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        let text = String::from_utf8_lossy(&environ);
+        assert!(!text.contains("REQ_VAR="), "{what} got the request's env");
+        assert!(
+            !text.contains("LD_PRELOAD="),
+            "{what} got the request's LD_PRELOAD"
+        );
+    }
+    let out = running.finish(TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
 
     // A request may not name the token descriptor itself.
     let req = json!({"kind": "claude", "session_id": "v2", "project": fx.proj,
                      "env": {VAR: "5"}});
+    let before = fx.records().len();
     let out = fx.launch(&req);
     let msg = assert_refused(&fx, &out, 64, "invalid_spec");
     assert!(msg.contains(VAR), "{msg}");
+    assert_eq!(fx.records().len(), before, "nothing started");
 }
