@@ -70,9 +70,13 @@ fn demo_token() -> ClaudeToken {
         let t = super::state::now_secs().to_le_bytes();
         raw[..8].copy_from_slice(&t);
     }
-    let mut text = Zeroizing::new(String::from("sk-ant-oat01-demo-"));
+    // Its final size up front: a growing String would free copies it never wiped.
+    let mut text = Zeroizing::new(String::with_capacity(18 + 2 * 24));
+    text.push_str("sk-ant-oat01-demo-");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for b in raw.iter() {
-        text.push_str(&format!("{b:02x}"));
+        text.push(HEX[(b >> 4) as usize] as char);
+        text.push(HEX[(b & 15) as usize] as char);
     }
     ClaudeToken::from_bytes(text.as_bytes()).expect("hex is a token")
 }

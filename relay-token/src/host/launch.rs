@@ -380,6 +380,23 @@ fn prepare_and_spawn(
         env.set("TMPDIR", &session_tmp);
     }
     let mut cmd = Command::new(&shim);
+    // If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
+    // forwards it to the session: nothing runs on unsupervised.
+    // SAFETY: the hook runs between fork and exec and makes two raw system calls (prctl,
+    // getppid); it allocates nothing and builds its error with `from_raw_os_error`.
+    let host_pid = std::process::id() as libc::pid_t;
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The host may have died before the prctl: then nobody would send the signal.
+            if libc::getppid() != host_pid {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
     if token.is_some() {
         cmd.arg("--pass-token");
     }
@@ -519,11 +536,14 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         }
         line.clear();
     }
+    // Wait for the shim's exit without reaping it, stop forwarding, then reap: a signal that
+    // arrives in between must not reach another process that reused the pid.
+    wait_exited_no_reap(pid);
+    super::signals::stop_forwarding();
     let code = match session.shim.wait() {
         Ok(s) => super::exit_code_of(s),
         Err(_) => 70,
     };
-    super::signals::stop_forwarding();
     let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
     if let Some(Value::Object(m)) = last {
         for k in ["status", "signal"] {
@@ -535,6 +555,27 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
     code
+}
+
+/// `waitid(P_PID, pid, WEXITED | WNOWAIT)`: blocks until `pid` has exited, leaving it a zombie
+/// (its pid cannot be reused) for the caller to reap.
+fn wait_exited_no_reap(pid: i32) {
+    loop {
+        // SAFETY: `siginfo_t` is plain old data; waitid fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child with a valid, writable siginfo_t.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
 }
 
 fn session_running(dir: &Path) -> bool {

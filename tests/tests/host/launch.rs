@@ -394,3 +394,37 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
     assert!(msg.contains(VAR), "{msg}");
     assert_eq!(fx.records().len(), before, "nothing started");
 }
+
+/// A host that dies (SIGKILL, so it cannot forward anything) takes its session with it: the shim
+/// gets SIGTERM from the kernel (its parent-death signal) and forwards it; bwrap's
+/// `--die-with-parent` ends the sandbox. No process of the session is left.
+#[test]
+fn a_session_ends_when_its_host_is_killed() {
+    let fx = Fx::new();
+    let mark = format!("RELAY_KILL_TEST={}", Fx::hash(&fx.token));
+    let (k, v) = mark.split_once('=').unwrap();
+    fx.with_token(vec![claude_template(
+        &["--sleep", "20"],
+        json!({ k: v }),
+        &[],
+    )]);
+    let running = fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.proj}));
+    fx.wait_records(1);
+    let before = relay_tests::fixture::processes_with_env(&mark);
+    assert!(
+        before.len() >= 3,
+        "shim, bwrap and the agent carry the mark: {before:?}"
+    );
+    // SAFETY: kill takes two integers; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(running.id() as i32, libc::SIGKILL) }, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut left = relay_tests::fixture::processes_with_env(&mark);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = relay_tests::fixture::processes_with_env(&mark);
+    }
+    assert!(
+        left.is_empty(),
+        "processes of the session outlived the host: {left:?}"
+    );
+}
