@@ -493,18 +493,22 @@ fn terminal_job_control_passes_through_ctrl_z_and_fg() {
     let mut term = Terminal::start("bash --norc --noprofile -i");
     term.send("echo \"ready-$((40+2))\"\n");
     term.expect("ready-42");
+    // The target says it runs before it reads (the sum, not the typed `$((5+5))` echoed back,
+    // is the sign). It took the terminal before its exec, so from then on Ctrl-Z reaches its
+    // group. Sent any earlier, Ctrl-Z reaches bash, which ignores it, and the terminal flushes
+    // the input not yet read: on a loaded machine the command line itself was lost that way.
     term.send(&format!(
-        "{} -- sh -c 'read x; echo \"got-$x\"; exit 3'\n",
+        "{} -- sh -c 'echo \"armed-$((5+5))\"; read x; echo \"got-$x\"; exit 3'\n",
         shim.display()
     ));
-    // Give the target time to block on its read, then Ctrl-Z.
-    std::thread::sleep(Duration::from_millis(500));
+    term.expect("armed-10");
     term.send("\x1a");
     term.expect("Stopped");
     term.send("echo \"stopped-jobs-$(jobs -s | wc -l)-$((1+1))\"\n");
     term.expect("stopped-jobs-1-2");
+    // Typed ahead: bash reads up to the end of `fg` only; the line waits in the terminal for
+    // the target's read once it has the terminal again.
     term.send("fg\n");
-    std::thread::sleep(Duration::from_millis(300));
     term.send("hello\n");
     term.expect("got-hello");
     term.send("echo \"rc-$?-$((2+2))\"\n");
