@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -141,7 +142,17 @@ fn without_pass_token_the_target_gets_no_fd_5() {
 #[test]
 fn pass_token_with_fd_5_closed_refuses_with_one_line() {
     let (_d, record) = tmp();
-    let run = run_shim(shim_cmd(&record, &["--pass-token", "--", &agent()]), &[]);
+    let mut cmd = shim_cmd(&record, &["--pass-token", "--", &agent()]);
+    // Closed in the shim whatever this process holds at 5 (a descriptor the CI runner left
+    // open and inheritable, say): the test makes its own precondition.
+    // SAFETY: close(2) on an int is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(5);
+            Ok(())
+        });
+    }
+    let run = run_shim(cmd, &[]);
     assert_eq!(run.code, 70);
     assert_eq!(run.stderr.lines().count(), 1, "stderr: {:?}", run.stderr);
     assert!(run.stderr.contains("fd 5"), "stderr: {:?}", run.stderr);
