@@ -89,6 +89,10 @@ fn fixture(user: User) -> Fx {
     let token_dir = config.join("acme-ltt");
     let token = token_dir.join("token");
     std::fs::create_dir_all(&token_dir).unwrap();
+    // 0755 whatever the umask: a group-writable folder is one a session could have written.
+    for d in [&home, &config, &token_dir] {
+        chmod(d, 0o755);
+    }
     let secret = secret();
     std::fs::write(&token, format!("{secret}\n")).unwrap();
     chmod(&token, 0o644);
@@ -505,6 +509,7 @@ fn links_a_session_could_have_made_are_refused() {
     // ... also when the grant belongs to another template only.
     let other = fx.root.join("other-template");
     std::fs::create_dir(&other).unwrap();
+    chmod(&other, 0o755);
     let link2 = other.join("cfg");
     symlink(&fx.config, &link2).unwrap();
     let mut p = Profile::new();
@@ -543,6 +548,7 @@ fn links_a_session_could_have_made_are_refused() {
     symlink(&fx.config, &in_tmp).unwrap();
     let safe = fx.root.join("safe");
     std::fs::create_dir(&safe).unwrap();
+    chmod(&safe, 0o755);
     let hop = safe.join("hop");
     symlink(&in_tmp, &hop).unwrap();
     let result = std::panic::catch_unwind(|| {
@@ -552,6 +558,7 @@ fn links_a_session_could_have_made_are_refused() {
     result.unwrap();
     // A link in a root-owned 0700 folder under /tmp is judged by that folder: accepted.
     let dir = tempfile::tempdir_in("/tmp").unwrap();
+    chmod(dir.path(), 0o700); // tempfile leaves the mode to the umask
     let in_private = dir.path().join("cfg");
     symlink(&fx.config, &in_private).unwrap();
     let mut p = Profile::new();

@@ -64,7 +64,10 @@ impl Fixture {
                 "sandbox": {"read_write": ["{project}"]},
             }],
         });
-        std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
+        let settings_file = config.join("settings.json");
+        std::fs::write(&settings_file, settings.to_string()).unwrap();
+        // 0644 whatever the umask: a host run as another user (`nobody`) reads it too.
+        std::fs::set_permissions(&settings_file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let fx = Fixture {
             _dir: dir,
             token_file: home.join(".config/acme-ltt/token"),

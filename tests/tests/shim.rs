@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -141,7 +142,17 @@ fn without_pass_token_the_target_gets_no_fd_5() {
 #[test]
 fn pass_token_with_fd_5_closed_refuses_with_one_line() {
     let (_d, record) = tmp();
-    let run = run_shim(shim_cmd(&record, &["--pass-token", "--", &agent()]), &[]);
+    let mut cmd = shim_cmd(&record, &["--pass-token", "--", &agent()]);
+    // Closed in the shim whatever this process holds at 5 (a descriptor the CI runner left
+    // open and inheritable, say): the test makes its own precondition.
+    // SAFETY: close(2) on an int is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(5);
+            Ok(())
+        });
+    }
+    let run = run_shim(cmd, &[]);
     assert_eq!(run.code, 70);
     assert_eq!(run.stderr.lines().count(), 1, "stderr: {:?}", run.stderr);
     assert!(run.stderr.contains("fd 5"), "stderr: {:?}", run.stderr);
@@ -493,18 +504,22 @@ fn terminal_job_control_passes_through_ctrl_z_and_fg() {
     let mut term = Terminal::start("bash --norc --noprofile -i");
     term.send("echo \"ready-$((40+2))\"\n");
     term.expect("ready-42");
+    // The target says it runs before it reads (the sum, not the typed `$((5+5))` echoed back,
+    // is the sign). It took the terminal before its exec, so from then on Ctrl-Z reaches its
+    // group. Sent any earlier, Ctrl-Z reaches bash, which ignores it, and the terminal flushes
+    // the input not yet read: on a loaded machine the command line itself was lost that way.
     term.send(&format!(
-        "{} -- sh -c 'read x; echo \"got-$x\"; exit 3'\n",
+        "{} -- sh -c 'echo \"armed-$((5+5))\"; read x; echo \"got-$x\"; exit 3'\n",
         shim.display()
     ));
-    // Give the target time to block on its read, then Ctrl-Z.
-    std::thread::sleep(Duration::from_millis(500));
+    term.expect("armed-10");
     term.send("\x1a");
     term.expect("Stopped");
     term.send("echo \"stopped-jobs-$(jobs -s | wc -l)-$((1+1))\"\n");
     term.expect("stopped-jobs-1-2");
+    // Typed ahead: bash reads up to the end of `fg` only; the line waits in the terminal for
+    // the target's read once it has the terminal again.
     term.send("fg\n");
-    std::thread::sleep(Duration::from_millis(300));
     term.send("hello\n");
     term.expect("got-hello");
     term.send("echo \"rc-$?-$((2+2))\"\n");
