@@ -33,12 +33,14 @@ fn home(token_setting: &str) -> Home {
     }
 }
 
-/// `relay-host run --template shell` in `h`, running `script` in the sandbox.
+/// `relay-host run --template shell` in `h`, running `script` in the sandbox. Panics unless the
+/// session really ran (a refused launch would make every "cannot" below pass without testing).
 fn shell(h: &Home, script: &str) -> (i32, String) {
+    let script = format!("{script}\nrc=$?; echo relay-session-ran; exit $rc");
     let out = Command::new(relay_tests::relay_host())
         .args(["run", "--template", "shell", "--project"])
         .arg(&h.home)
-        .args(["--", "-c", script])
+        .args(["--", "-c", &script])
         .env("HOME", &h.home)
         .env_remove("RELAY_CONFIG_DIR")
         .env_remove("RELAY_STATE_DIR")
@@ -49,6 +51,10 @@ fn shell(h: &Home, script: &str) -> (i32, String) {
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("relay-session-ran"),
+        "the shell session did not run: {text}"
     );
     (out.status.code().unwrap_or(-1), text)
 }
