@@ -728,15 +728,22 @@ fn bwrap_part(argv: &[OsString]) -> &[OsString] {
     &argv[..=sep]
 }
 
-/// What follows bwrap's `--`: `/bin/sh -c CHECK relay-sandbox-check (PATH DEV:INO)... --`
-/// then the command. Returns the checked paths.
+/// What follows bwrap's `--`: `/bin/sh -c CHECK relay-sandbox-check EXPECTED PATHS` (one
+/// `DEV:INO` and one path per line) then the command. Returns the checked paths.
 fn checked_paths(argv: &[OsString], command: &[&str]) -> Vec<OsString> {
     let rest = &argv[bwrap_part(argv).len()..];
     assert_eq!(rest[..2], strs(&["/bin/sh", "-c"])[..]);
     assert_eq!(rest[3], "relay-sandbox-check");
-    let end = rest.iter().rposition(|a| a == "--").unwrap();
-    assert_eq!(rest[end + 1..], strs(command)[..]);
-    rest[4..end].chunks(2).map(|c| c[0].clone()).collect()
+    assert_eq!(rest[6..], strs(command)[..]);
+    let expected = rest[4].to_str().unwrap().lines().count();
+    let paths: Vec<OsString> = rest[5]
+        .to_str()
+        .unwrap()
+        .lines()
+        .map(OsString::from)
+        .collect();
+    assert_eq!(expected, paths.len(), "one DEV:INO per path");
+    paths
 }
 
 #[test]

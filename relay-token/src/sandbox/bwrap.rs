@@ -214,31 +214,43 @@ impl Resolved {
             }
         }
         if !checks.is_empty() {
+            // One `stat` for every mount (a process each would cost a millisecond apiece):
+            // the expected `DEV:INO` lines and the paths, one per line (paths hold no control
+            // characters: refused when the profile was resolved).
+            let mut expected = OsString::new();
+            let mut paths = OsString::new();
+            for (i, (p, (dev, ino))) in checks.iter().enumerate() {
+                if i > 0 {
+                    expected.push("\n");
+                    paths.push("\n");
+                }
+                expected.push(format!("{dev}:{ino}"));
+                paths.push(p);
+            }
             a.push("/bin/sh");
             a.push("-c");
             a.push(CHECK_SCRIPT.replace("STAT", stat_program()));
             a.push("relay-sandbox-check");
-            for (p, (dev, ino)) in checks {
-                a.push(p);
-                a.push(format!("{dev}:{ino}"));
-            }
-            a.push("--");
+            a.push(expected);
+            a.push(paths);
         }
         a.0.extend(command.iter().cloned());
         a.0
     }
 }
 
-/// Run by `/bin/sh` inside the sandbox before the command: pairs of `PATH DEV:INO` up to `--`,
-/// each mount must be the object the host identified; then `exec` the command.
-const CHECK_SCRIPT: &str = r#"while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
-if [ "$(STAT -c %d:%i -- "$1" 2>/dev/null)" != "$2" ]; then
-echo "relay-token: sandbox: $1 is not what the host checked (swapped during the launch); refusing to run" >&2
+/// Run by `/bin/sh` inside the sandbox before the command: `$1` the expected `DEV:INO` lines,
+/// `$2` the mounts' paths, one per line; each mount must be the object the host identified. Then
+/// `exec` the command (the remaining arguments): same pid, same argv.
+const CHECK_SCRIPT: &str = r#"exp=$1; paths=$2; shift 2
+IFS='
+'
+set -f
+got=$(STAT -c %d:%i -- $paths 2>/dev/null)
+if [ "$got" != "$exp" ]; then
+echo "relay-token: sandbox: a mount is not what the host checked (swapped during the launch); refusing to run" >&2
 exit 126
 fi
-shift 2
-done
-shift
 exec "$@""#;
 
 /// The `stat` of the system baseline (coreutils on Debian).
