@@ -363,8 +363,8 @@ fn a_token_replaced_by_rename_stays_hidden() {
         let r = fx.resolve(&fx.profile());
         let t = fx.token.display();
         let script = format!(
-            "touch /tmp/ready; while [ ! -e /tmp/go ]; do sleep 0.02; done; cat '{t}'; \
-             echo rc=$?"
+            "touch /tmp/ready; i=0; while [ ! -e /tmp/go ] && [ $i -lt 1500 ]; \
+             do sleep 0.02; i=$((i + 1)); done; cat '{t}'; echo rc=$?"
         );
         let child = command(user, &r, &script).spawn().unwrap();
         let start = Instant::now();
