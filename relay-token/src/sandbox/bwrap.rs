@@ -15,8 +15,14 @@ const BASELINE: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
 ];
 
-/// The namespace and privilege flags every sandbox gets.
-const FLAGS: &[&str] = &[
+/// The namespace and privilege flags every sandbox gets (and the probe of [`find_bwrap`] runs
+/// with): user and pid namespaces, dies with its parent, a new session (no terminal injection),
+/// every capability dropped (bwrap keeps them for a root caller otherwise).
+///
+/// ```
+/// assert!(relay_token::sandbox::NAMESPACE_FLAGS.ends_with(&["--cap-drop", "ALL"]));
+/// ```
+pub const NAMESPACE_FLAGS: &[&str] = &[
     "--unshare-user",
     "--unshare-pid",
     "--die-with-parent",
@@ -105,7 +111,7 @@ impl Resolved {
         command: &[OsString],
     ) -> Vec<OsString> {
         let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
-        for f in FLAGS {
+        for f in NAMESPACE_FLAGS {
             a.push(f);
         }
         for b in &self.baseline {
@@ -327,7 +333,7 @@ fn probe(bwrap: &Path) -> Result<(), SandboxError> {
         detail,
     };
     let mut child = Command::new(bwrap)
-        .args(FLAGS)
+        .args(NAMESPACE_FLAGS)
         .args(["--ro-bind", "/", "/", "--", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

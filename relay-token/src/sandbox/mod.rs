@@ -48,7 +48,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-pub use bwrap::find_bwrap;
+pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
 
 use crate::path::clean;
 use crate::sys::errno_words;

@@ -51,14 +51,7 @@ use relay_tests::{fake_agent, read_records, sha256_hex, spawn_with_fds, wait_for
 const BWRAP: &str = "/usr/bin/bwrap";
 const TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
 /// The flags `relay_token::sandbox` puts first (and probes with).
-const FLAGS: &[&str] = &[
-    "--unshare-user",
-    "--unshare-pid",
-    "--die-with-parent",
-    "--new-session",
-    "--cap-drop",
-    "ALL",
-];
+const FLAGS: &[&str] = relay_token::sandbox::NAMESPACE_FLAGS;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
