@@ -680,17 +680,7 @@ fn wait_exit(pid: libc::pid_t, tty: Option<RawFd>) -> io::Result<StatusEvent> {
         flags |= libc::WSTOPPED;
     }
     loop {
-        // SAFETY: `siginfo_t` is plain old data; waitid fills it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `info` is valid for writes; waitid touches nothing else.
-        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
+        let mut info = sys::waitid(pid, flags)?;
         if info.si_code != libc::CLD_STOPPED {
             break;
         }

@@ -172,6 +172,32 @@ pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedF
     Ok(unsafe { OwnedFd::from_raw_fd(rc) })
 }
 
+/// `waitid(P_PID, pid, flags)`, retried on `EINTR`: the child's state change, as `siginfo_t`.
+/// With `WNOWAIT` the child is left waitable (an exited child stays a zombie, so its pid cannot
+/// be reused until the caller reaps it).
+///
+/// ```
+/// let child = std::process::Command::new("true").spawn()?;
+/// let info = relay_token::sys::waitid(child.id() as i32, libc::WEXITED | libc::WNOWAIT)?;
+/// assert_eq!(info.si_code, libc::CLD_EXITED);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_t> {
+    loop {
+        // SAFETY: `siginfo_t` is plain old data; waitid fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for writes; waitid touches nothing else.
+        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        if rc == 0 {
+            return Ok(info);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
 /// The `strerror` text of an errno, in lower case as a sentence part
 /// (`ENOENT` → `no such file or directory`).
 ///

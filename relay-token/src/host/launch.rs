@@ -538,7 +538,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     }
     // Wait for the shim's exit without reaping it, stop forwarding, then reap: a signal that
     // arrives in between must not reach another process that reused the pid.
-    wait_exited_no_reap(pid);
+    let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
     super::signals::stop_forwarding();
     let code = match session.shim.wait() {
         Ok(s) => super::exit_code_of(s),
@@ -555,27 +555,6 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
     code
-}
-
-/// `waitid(P_PID, pid, WEXITED | WNOWAIT)`: blocks until `pid` has exited, leaving it a zombie
-/// (its pid cannot be reused) for the caller to reap.
-fn wait_exited_no_reap(pid: i32) {
-    loop {
-        // SAFETY: `siginfo_t` is plain old data; waitid fills it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child with a valid, writable siginfo_t.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return;
-        }
-    }
 }
 
 fn session_running(dir: &Path) -> bool {
