@@ -208,3 +208,28 @@ pub fn spawn_with_fds(
 
 /// A throwaway relay-host installation and process checks (see the module).
 pub mod fixture;
+
+/// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
+/// folder it cannot read.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::create_dir(dir.path().join("a"))?;
+/// std::fs::write(dir.path().join("a/f"), "x")?;
+/// assert_eq!(relay_tests::files_under(dir.path()), vec![dir.path().join("a/f")]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for e in entries {
+        let e = e.unwrap();
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(files_under(&e.path()));
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+    out
+}

@@ -377,8 +377,7 @@ impl Fixture {
     /// in the token file, and Claude Code did write its config files where the scan looks.
     fn assert_no_token_on_disk(&self) {
         assert!(!self.tokens.is_empty());
-        let mut files = Vec::new();
-        walk(&self.root, &mut files);
+        let files = relay_tests::files_under(&self.root);
         let mut found = Vec::new();
         let mut seen_token_file = false;
         for f in &files {
@@ -415,20 +414,6 @@ impl Fixture {
             self.claude_config().display()
         );
         assert!(files.iter().any(|f| f.starts_with(&self.state)));
-    }
-}
-
-/// Every regular file under `dir` (symlinks are not followed).
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for e in entries {
-        let e = e.unwrap();
-        let t = e.file_type().unwrap();
-        if t.is_dir() {
-            walk(&e.path(), out);
-        } else if t.is_file() {
-            out.push(e.path());
-        }
     }
 }
 

@@ -64,13 +64,7 @@ fn sequential_launches_each_get_their_own_token_and_leave_nothing() {
         let status = fx.launch(&req).status().expect("run relay-host");
         assert!(status.success(), "launch {i}: {status}");
         let recs = read_records(&fx.record);
-        assert_eq!(recs.len(), 1, "launch {i}: one record");
-        assert_eq!(
-            recs[0]["token_sha256"],
-            sha256_hex(token.as_bytes()),
-            "launch {i} got its own token: {}",
-            recs[0]
-        );
+        assert_own_token(&recs, token.as_str(), i);
     }
     assert_clean(&[fx.record.to_str().unwrap()], fds0, kids0);
 }
@@ -99,17 +93,22 @@ fn concurrent_launches_each_get_their_own_token_and_leave_nothing() {
     }
     for (i, (fx, token)) in fixtures.iter().zip(&tokens).enumerate() {
         let recs = read_records(&fx.record);
-        assert_eq!(recs.len(), 1, "launch {i}: one record");
-        assert_eq!(
-            recs[0]["token_sha256"],
-            sha256_hex(token.as_bytes()),
-            "launch {i} got its own token: {}",
-            recs[0]
-        );
+        assert_own_token(&recs, token.as_str(), i);
     }
     let needles: Vec<&str> = fixtures
         .iter()
         .map(|f| f.record.to_str().unwrap())
         .collect();
     assert_clean(&needles, fds0, kids0);
+}
+
+/// Launch `i` left one record, and it read its own token.
+fn assert_own_token(recs: &[serde_json::Value], token: &str, i: usize) {
+    assert_eq!(recs.len(), 1, "launch {i}: one record");
+    assert_eq!(
+        recs[0]["token_sha256"],
+        sha256_hex(token.as_bytes()),
+        "launch {i} got its own token: {}",
+        recs[0]
+    );
 }

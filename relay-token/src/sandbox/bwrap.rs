@@ -68,15 +68,18 @@ impl Resolved {
     /// --new-session --cap-drop ALL`); the system baseline read-only (`/usr`, `/etc`, the
     /// `/lib*`, `/bin`, `/sbin`; a symlink such as Debian's `/bin -> usr/bin` as `--symlink`);
     /// `--dev /dev`, `--proc /proc`; the private `/tmp` (the temp folder bound there, else an
-    /// empty tmpfs), before any grant that lives under `/tmp`; the grants and the command's
-    /// folder, shallow first; then for every deny the folders between a grant and the masked
-    /// path, each bound onto itself (all of them before any mask, so none uncovers another
-    /// deny's mask), and then the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
+    /// empty tmpfs), before any grant that lives under `/tmp`; the grants, the command's
+    /// folder and, for every deny, the folders between a grant and the masked path, each bound
+    /// onto itself, all together shallow first (so a guard never turns a deeper read-only
+    /// grant read-write, and all before any mask, so none uncovers another deny's mask); then
+    /// the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
     /// for a folder, `--ro-bind EMPTY FILE` for a file); last `--chdir` the project folder.
-    /// After `--`, `/bin/sh -c CHECK relay-sandbox-check PATH DEV:INO ... --` comes before the
-    /// command: inside the sandbox it compares each bind (and the private `/tmp`) with the
-    /// object [`Profile::resolve`](super::Profile::resolve) identified, refuses with exit 126
-    /// when one was swapped for a symlink meanwhile, and `exec`s the command otherwise.
+    /// Paths kept read-only by [`Profile::protect`](super::Profile::protect) are laid with the
+    /// grants, their parents guarded. After `--`, `/bin/sh -c CHECK relay-sandbox-check
+    /// EXPECTED PATHS` (one `DEV:INO` and one path per line) comes before the command: inside
+    /// the sandbox one `stat` compares each bind (and the private `/tmp`) with the object
+    /// [`Profile::resolve`](super::Profile::resolve) identified, refuses with exit 126 when one
+    /// was swapped for a symlink meanwhile, and `exec`s the command otherwise.
     ///
     /// ```no_run
     /// use std::ffi::OsString;
