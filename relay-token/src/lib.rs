@@ -39,6 +39,7 @@ pub mod settings;
 pub mod shim;
 pub mod sys;
 pub mod token;
+mod which;
 
 pub use fds::{FdMap, TOKEN_FD};
 pub use path::{claude_token_path, TokenPathError};

@@ -33,6 +33,16 @@ pub struct Settings {
     /// The `relay-shim` to use when none is beside `relay-host` or on `PATH`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shim: Option<PathBuf>,
+    /// Paths no session may write, added to the built-in list
+    /// ([`crate::sandbox::write_deny`]): `~/...`, absolute, or `{project}/...`; a trailing `/`
+    /// names a folder. The built-in list cannot be shortened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_deny: Vec<String>,
+    /// Project folders (`~/...` or absolute) whose own Claude Code settings a launch that carries
+    /// the token may read. Elsewhere such a launch runs Claude Code with `--setting-sources
+    /// user`: a session without the token may have written the project's settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_projects: Vec<String>,
 }
 
 /// A launch template.
@@ -55,6 +65,10 @@ pub struct Template {
     /// The sandbox: grants, or `false` for none.
     #[serde(default)]
     pub sandbox: Sandbox,
+    /// Variable names a request may set on a launch that carries the token (empty: none).
+    /// `LD_*`, `ANTHROPIC_*`, `CLAUDE*` and `NODE_OPTIONS` are refused even when listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_env: Vec<String>,
 }
 
 /// A template's sandbox: `false`, or the folders it grants.
@@ -255,7 +269,10 @@ impl Settings {
     pub fn load_with_path(config_dir: &Path) -> Result<(Settings, Option<PathBuf>), SettingsError> {
         let json = config_dir.join(FILE_NAMES[0]);
         let toml_path = config_dir.join(FILE_NAMES[1]);
-        let (has_json, has_toml) = (json.exists(), toml_path.exists());
+        // A dangling symlink counts as present (and fails to read): a session that deleted the
+        // target must not turn the settings into the defaults, which deny nothing.
+        let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        let (has_json, has_toml) = (present(&json), present(&toml_path));
         if has_json && has_toml {
             return Err(SettingsError::BothPresent {
                 json,
@@ -269,7 +286,7 @@ impl Settings {
         } else {
             return Ok((Settings::default(), None));
         };
-        let text = std::fs::read_to_string(&path).map_err(|error| SettingsError::Io {
+        let text = read_settings_file(&path).map_err(|error| SettingsError::Io {
             path: path.clone(),
             error,
         })?;
@@ -349,6 +366,32 @@ impl Settings {
     }
 }
 
+/// The largest settings file read (and the largest request): 1 MiB.
+pub const MAX_SETTINGS_BYTES: usize = 1 << 20;
+
+/// Reads a settings file the way the token file is read: opened `O_NONBLOCK` (a FIFO answers at
+/// once instead of hanging every launch), a regular file only (not `/dev/zero`), at most
+/// [`MAX_SETTINGS_BYTES`], UTF-8.
+fn read_settings_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    let invalid = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    if !f.metadata()?.is_file() {
+        return Err(invalid("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_SETTINGS_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_SETTINGS_BYTES {
+        return Err(invalid("larger than 1 MiB"));
+    }
+    String::from_utf8(bytes).map_err(|_| invalid("not UTF-8"))
+}
+
 /// The project-folder placeholder in grants.
 pub const PROJECT_PLACEHOLDER: &str = "{project}";
 
@@ -377,6 +420,7 @@ pub fn builtin_templates() -> Vec<Template> {
                 read: vec![],
                 read_write: vec![PROJECT_PLACEHOLDER.into(), CLAUDE_CONFIG_PLACEHOLDER.into()],
             }),
+            request_env: vec![],
         },
         Template {
             id: "shell".into(),
@@ -386,6 +430,7 @@ pub fn builtin_templates() -> Vec<Template> {
                 read: vec![],
                 read_write: vec!["~/".into()],
             }),
+            request_env: vec![],
         },
     ]
 }

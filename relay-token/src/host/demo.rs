@@ -207,9 +207,11 @@ fn sandboxed_probe(
                 read: vec![],
                 read_write: vec!["~/".into()],
             }),
+            request_env: vec![],
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),
+        ..Settings::default()
     };
     fs::write(config.join("settings.json"), settings.to_json())
         .map_err(|e| format!("write the demo settings: {e}"))?;
@@ -367,13 +369,15 @@ fn print_report(r: &Value) {
 /// The demo's probe (`relay-host __probe TOKEN_PATH REPORT_PATH`), run inside the sandbox. It
 /// writes a JSON report: the length and sha256 of what fd 5 holds, the variable, whether the
 /// bytes appear in its environment or argv, its open fds, and what opening the token file by
-/// path gave. The bytes themselves are never written.
+/// path gave. The bytes themselves are never written. It runs as the `claude-code` template's
+/// command, so it takes (and ignores) the Claude Code flags a token launch adds after its own
+/// arguments.
 ///
 /// ```no_run
 /// relay_token::host::demo::probe(vec!["/home/me/.config/claude-ltt/token".into(), "/tmp/probe.json".into()]);
 /// ```
 pub fn probe(args: Vec<OsString>) -> i32 {
-    let [token_path, report_path] = args.as_slice() else {
+    let [token_path, report_path, ..] = args.as_slice() else {
         eprintln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");
         return 64;
     };

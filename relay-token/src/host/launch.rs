@@ -17,16 +17,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::request::{Request, Validated};
+use super::request::{check_token_request, Request, Validated};
 use super::state::{private_dir, State};
-use super::Host;
+use super::{confine, reach, Host};
 use crate::env::ChildEnv;
 use crate::fds::FdMap;
 use crate::path::claude_token_path_in;
 use crate::redact::Redactor;
-use crate::sandbox::{self, Profile};
-use crate::settings::{Sandbox, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
-use crate::{read_claude_token, sys, TokenPipe};
+use crate::sandbox;
+use crate::settings::{Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+use crate::{read_claude_token, sys, ClaudeToken, TokenPipe};
 
 /// How long the host waits for the shim's `started` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -160,13 +160,15 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
         token: false,
         session_id: request.session_id.clone(),
     };
-    match prepare_and_spawn(host, &mut state, request, stdin, &mut facts) {
+    let code = match prepare_and_spawn(host, &mut state, request, stdin, &mut facts) {
         Ok(session) => supervise(&state, session),
         Err(e) => {
             refuse(&state, &facts, &e);
             e.exit_code()
         }
-    }
+    };
+    confine::release_placeholders(state.path());
+    code
 }
 
 fn refuse(state: &State, facts: &Facts<'_>, e: &LaunchError) {
@@ -211,13 +213,10 @@ fn prepare_and_spawn(
     stdin: Stdin,
     facts: &mut Facts<'_>,
 ) -> Result<Session, LaunchError> {
-    // 1. Validate.
     let settings = host
         .settings()
         .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
-    let v: Validated = request
-        .validate(&settings)
-        .map_err(|e| LaunchError::InvalidSpec(e.to_string()))?;
+    let v = validate(host, state, &settings, request)?;
     facts.template = v.template.id.clone();
     facts.sandbox = v.sandboxed;
     facts.session_id = Some(v.session_id.clone());
@@ -228,176 +227,393 @@ fn prepare_and_spawn(
             v.session_id
         )));
     }
-    // 2. Resolve and read the token. Only a sandboxed, local Claude launch carries it, but every
-    //    sandboxed launch denies the file while the setting is set.
+    let (token_path, token) = read_token(host, state, &settings, &v)?;
+    let programs = resolve_programs(host, &settings, &v, state)?;
+    let claude_config = state.claude_config_dir();
+    let target = target_argv(
+        host,
+        &settings,
+        &v,
+        &programs.command,
+        &claude_config,
+        token.is_some(),
+    );
+    let folder = SessionFolder::create(state.path(), &session_dir, &claude_config)?;
+    let argv = session_argv(
+        host,
+        state,
+        &settings,
+        &v,
+        &programs,
+        &folder,
+        token_path.as_deref(),
+        token.is_some(),
+        target,
+    )?;
+    let carries_token = token.is_some();
+    let cmd = shim_command(
+        &settings,
+        &v,
+        &programs.shim,
+        &folder.tmp,
+        &claude_config,
+        stdin,
+        carries_token,
+        &argv,
+    );
+    spawn_session(state, facts, v, cmd, token, folder, carries_token)
+}
+
+/// The request checked against the settings, its project against the folder rules.
+fn validate(
+    host: &Host,
+    state: &State,
+    settings: &Settings,
+    request: Request,
+) -> Result<Validated, LaunchError> {
+    let mut v: Validated = request
+        .validate(settings)
+        .map_err(|e| LaunchError::InvalidSpec(e.to_string()))?;
+    if let Some(p) = &v.request.project {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let own = [host.config_dir.as_path(), host.state_dir.as_path()];
+        let real = super::project::check_project(p, &own, me)
+            .map_err(|e| LaunchError::InvalidSpec(e.to_string()))?;
+        if v.sandboxed
+            && !confine::grants_show(host, &v.template.sandbox, &real, &state.claude_config_dir())?
+        {
+            return Err(LaunchError::InvalidSpec(format!(
+                "project {:?}: no grant of the template {:?} shows it, so the session could not \
+                 start there",
+                p.display().to_string(),
+                v.template.id
+            )));
+        }
+        v.request.project = Some(real);
+    }
+    Ok(v)
+}
+
+/// Resolves and reads the token. Only a sandboxed, local Claude launch carries it, but every
+/// sandboxed launch denies the file while the setting is set. Any error refuses the launch
+/// before anything is written; so does a request that could send the token elsewhere.
+fn read_token(
+    host: &Host,
+    state: &mut State,
+    settings: &Settings,
+    v: &Validated,
+) -> Result<(Option<PathBuf>, Option<ClaudeToken>), LaunchError> {
     let token_path = if v.sandboxed {
         claude_token_path_in(&settings.claude_token_file, Some(&host.home))
             .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?
     } else {
         None
     };
-    let token = match (&token_path, v.claude) {
-        (Some(p), true) => {
-            let t =
-                read_claude_token(p).map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
-            state.set_redactor(Redactor::new(Some(&t)));
-            Some(t)
-        }
-        _ => None,
+    let Some(p) = token_path.as_deref().filter(|_| v.claude) else {
+        return Ok((token_path, None));
     };
-    // The audit row says `token: "fd"` only once a shim holding it was spawned.
-    let carries_token = token.is_some();
+    check_token_request(&v.request, &v.template.request_env)
+        .map_err(|e| LaunchError::InvalidSpec(e.to_string()))?;
+    let t = read_claude_token(p).map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+    if let Some(problem) = reach::token_file_problem(p) {
+        return Err(LaunchError::SandboxUnavailable(problem));
+    }
+    state.set_redactor(Redactor::new(Some(&t)));
+    Ok((token_path, Some(t)))
+}
 
-    // The programs: relay-shim, and the template's command.
-    let shim = host
-        .find_shim(&settings)
-        .map_err(LaunchError::SpawnFailed)?;
+/// The programs a launch runs, each found once, as absolute paths.
+struct Programs {
+    shim: PathBuf,
+    command: PathBuf,
+    bwrap: Option<PathBuf>,
+    ssh: Option<PathBuf>,
+}
+
+/// Finds relay-shim, the template's command, bwrap (sandboxed) and ssh (remote); refuses one
+/// that a session could have planted (inside a read-write grant, outside the folders every
+/// sandbox keeps read-only).
+fn resolve_programs(
+    host: &Host,
+    settings: &Settings,
+    v: &Validated,
+    state: &State,
+) -> Result<Programs, LaunchError> {
+    let shim = host.find_shim(settings).map_err(LaunchError::SpawnFailed)?;
     // A remote (ssh) launch names a program on the other machine: it is not looked up here.
-    let program = match &v.request.host {
-        Some(_) => PathBuf::from(&v.template.command[0]),
-        None => resolve_command(&v.template.command[0]).map_err(LaunchError::SpawnFailed)?,
+    let name = &v.template.command[0];
+    let command = match &v.request.host {
+        Some(_) => PathBuf::from(name),
+        None => crate::which::find_program(name).ok_or_else(|| {
+            LaunchError::SpawnFailed(format!(
+                "command {name:?} not found or not executable (looked on PATH)"
+            ))
+        })?,
     };
-
-    // The command line.
-    let project = v.request.project.clone();
-    let claude_config = state.claude_config_dir();
-    let subst = |s: &str| -> String {
-        let mut s = s.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
-        if let Some(p) = &project {
-            s = s.replace(PROJECT_PLACEHOLDER, &p.to_string_lossy());
+    let bwrap = match v.sandboxed {
+        true => Some(
+            sandbox::find_bwrap(settings.bwrap.as_deref())
+                .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?,
+        ),
+        false => None,
+    };
+    let ssh = match &v.request.host {
+        Some(_) => Some(
+            crate::which::find_program("ssh")
+                .ok_or_else(|| LaunchError::SpawnFailed("ssh not found on PATH".into()))?,
+        ),
+        None => None,
+    };
+    let grants = reach::rw_grants(
+        host,
+        settings,
+        v.request.project.as_deref(),
+        &state.claude_config_dir(),
+    );
+    let guarded = reach::guarded_folders(host, &grants);
+    let local = v.request.host.is_none().then_some(("command", &command));
+    let checks = [Some(("relay-shim", &shim)), local]
+        .into_iter()
+        .flatten()
+        .chain(bwrap.iter().map(|b| ("bwrap", b)))
+        .chain(ssh.iter().map(|b| ("ssh", b)));
+    for (what, p) in checks {
+        if let Some(problem) = reach::program_problem(what, p, &grants, &guarded) {
+            return Err(LaunchError::SandboxUnavailable(problem));
         }
-        s
+    }
+    let command = match &v.request.host {
+        Some(_) => command,
+        None => command
+            .canonicalize()
+            .map_err(|e| LaunchError::SpawnFailed(format!("command {}: {e}", command.display())))?,
     };
-    let mut target: Vec<OsString> = vec![program.clone().into()];
+    Ok(Programs {
+        shim,
+        command,
+        bwrap,
+        ssh,
+    })
+}
+
+/// The session's program and its arguments: the template's command (placeholders filled in),
+/// `--setting-sources user` for a token launch outside a trusted project, `--resume`, then the
+/// request's extra arguments.
+fn target_argv(
+    host: &Host,
+    settings: &Settings,
+    v: &Validated,
+    program: &Path,
+    claude_config: &Path,
+    carries_token: bool,
+) -> Vec<OsString> {
+    let project = v.request.project.as_deref();
+    let mut target: Vec<OsString> = vec![program.as_os_str().to_os_string()];
     target.extend(
         v.template.command[1..]
             .iter()
-            .map(|a| OsString::from(subst(a))),
+            .map(|a| OsString::from(subst(a, claude_config, project))),
     );
+    if carries_token && !trusted(host, settings, project) {
+        // A session without the token may have written the project's Claude settings (a base
+        // URL, hooks): a launch that carries it reads the relay-owned user settings only.
+        target.push("--setting-sources".into());
+        target.push("user".into());
+    }
     if let (true, Some(r)) = (v.claude, &v.request.resume) {
         target.push("--resume".into());
         target.push(r.into());
     }
     target.extend(v.request.extra_args.iter().map(OsString::from));
-    // 3. The session folder and the relay-owned Claude config folder: the profile's grants
-    //    must exist to be resolved. Whatever this launch creates is removed if it is refused.
-    let session_tmp = session_dir.join("tmp");
-    let mut made = Made::default();
-    made.create_own(&session_dir)
-        .and_then(|_| made.create(&session_tmp))
-        .and_then(|_| made.create(&claude_config))
-        .map_err(|e| {
-            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
-        })?;
-    let lock = lock_session(&session_dir)
-        .map_err(|e| LaunchError::InvalidSpec(format!("session {:?}: {e}", v.session_id)))?;
+    target
+}
 
-    // 4. The profile, and the command line around it.
-    let argv: Vec<OsString> = if v.sandboxed {
-        let bwrap = sandbox::find_bwrap(settings.bwrap.as_deref())
-            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
-        let mut profile = build_profile(
+/// True when the operator listed `project` in `trusted_projects`.
+fn trusted(host: &Host, settings: &Settings, project: Option<&Path>) -> bool {
+    let Some(project) = project else {
+        return false;
+    };
+    settings.trusted_projects.iter().any(|t| {
+        sandbox::expand_grant(t, &host.home, None)
+            .ok()
+            .map(|p| p.canonicalize().unwrap_or(p))
+            .is_some_and(|p| p == project)
+    })
+}
+
+/// Fills `{claude_config}` and `{project}` in a template value.
+fn subst(s: &str, claude_config: &Path, project: Option<&Path>) -> String {
+    let mut s = s.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
+    if let Some(p) = project {
+        s = s.replace(PROJECT_PLACEHOLDER, &p.to_string_lossy());
+    }
+    s
+}
+
+/// The session folder, locked, with a fresh temp folder; removed again if the launch is refused
+/// (after the write-deny placeholders the launch made, which may lie in folders it made).
+struct SessionFolder {
+    tmp: PathBuf,
+    made: Made,
+    lock: Option<File>,
+    state_dir: PathBuf,
+}
+
+impl SessionFolder {
+    /// The launch succeeded: the folder stays, and its lock goes to the session.
+    fn keep(mut self) -> File {
+        self.made.keep();
+        self.lock.take().expect("the lock is taken once")
+    }
+}
+
+impl Drop for SessionFolder {
+    fn drop(&mut self) {
+        if self.lock.take().is_some() {
+            confine::release_placeholders(&self.state_dir);
+        }
+    }
+}
+
+impl SessionFolder {
+    /// Creates the session folder and the relay-owned Claude config folder when missing, locks
+    /// the session, and empties its temp folder: a reused session id starts with nothing a
+    /// previous session left there (a planted symlink included; nothing is followed).
+    fn create(
+        state_dir: &Path,
+        session_dir: &Path,
+        claude_config: &Path,
+    ) -> Result<SessionFolder, LaunchError> {
+        let tmp = session_dir.join("tmp");
+        let failed = |e: io::Error| {
+            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
+        };
+        let mut made = Made::default();
+        made.create_own(session_dir).map_err(failed)?;
+        let lock = lock_session(session_dir).map_err(|e| {
+            LaunchError::InvalidSpec(format!("session {}: {e}", session_dir.display()))
+        })?;
+        match std::fs::symlink_metadata(&tmp) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&tmp).map_err(failed)?,
+            Ok(_) => std::fs::remove_file(&tmp).map_err(failed)?,
+            Err(_) => {}
+        }
+        made.create(&tmp)
+            .and_then(|_| made.create(claude_config))
+            .map_err(failed)?;
+        Ok(SessionFolder {
+            tmp,
+            made,
+            lock: Some(lock),
+            state_dir: state_dir.to_path_buf(),
+        })
+    }
+}
+
+/// The command line the shim runs: bwrap around the target, ssh to the remote host, or the
+/// target itself.
+#[allow(clippy::too_many_arguments)]
+fn session_argv(
+    host: &Host,
+    state: &State,
+    settings: &Settings,
+    v: &Validated,
+    programs: &Programs,
+    folder: &SessionFolder,
+    token_path: Option<&Path>,
+    carries_token: bool,
+    target: Vec<OsString>,
+) -> Result<Vec<OsString>, LaunchError> {
+    if let Some(bwrap) = &programs.bwrap {
+        let inputs = confine::Inputs {
             host,
-            &v,
-            &program,
-            &session_tmp,
-            &claude_config,
-            token_path.as_deref(),
-        )?;
-        profile.state_dir(state.path().to_path_buf());
-        // Programs that run with the token later stay read-only inside any grant that shows
-        // them, so a session without the token cannot replace one for the next Claude launch:
-        // relay-host, relay-shim (both outside the sandbox), and every template's command.
-        for folder in programs_to_protect(&settings, &shim) {
-            profile.protect(folder);
-        }
-        let all_rw = all_rw_grants(host, &settings, project.as_deref(), &claude_config)?;
-        // The host's own folders are masked inside any grant that would show them: a session
-        // must not read other sessions' files in the state folder, nor rewrite the settings
-        // (and so drop the deny) for the next launch. A mask also binds every folder between
-        // the grant and it onto itself, so no parent can be renamed away and replaced.
-        let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        let grants: Vec<PathBuf> = profile
-            .read_grants()
-            .iter()
-            .chain(profile.read_write_grants())
-            .map(|g| real(g))
-            .collect();
-        for own in [&host.config_dir, &host.state_dir] {
-            let own_real = real(own);
-            if !own.is_dir() || !grants.iter().any(|g| own_real.starts_with(g)) {
-                continue;
-            }
-            if let Some(g) = grants.iter().find(|g| g.starts_with(&own_real)) {
-                return Err(LaunchError::SandboxUnavailable(format!(
-                    "grant {:?} lies inside the relay's own folder {:?}, which a grant of this \
-                     template also shows; move the folder out (--config-dir, --state-dir) or \
-                     narrow the grant",
-                    g.display().to_string(),
-                    own.display().to_string()
-                )));
-            }
-            profile.deny(own.clone());
-        }
-        let resolved = profile
-            .resolve(&all_rw)
-            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+            settings,
+            v,
+            program: &programs.command,
+            shim: &programs.shim,
+            bwrap,
+            session_tmp: &folder.tmp,
+            claude_config: &state.claude_config_dir(),
+            token_path,
+            carries_token,
+        };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
-        // the shim or bwrap, which run outside the sandbox and hold the token's descriptor: a
-        // request may name LD_PRELOAD.
+        // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
         let setenv: Vec<(OsString, OsString)> = v
             .request
             .env
             .iter()
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
-        resolved.bwrap_argv_with_env(&bwrap, &setenv, &target)
-    } else if let Some(h) = &v.request.host {
-        let mut a: Vec<OsString> = vec!["ssh".into(), "-t".into(), "--".into(), h.into()];
-        a.extend(target);
-        a
-    } else {
-        target
-    };
+        return confine::bwrap_argv(&inputs, state.path(), &setenv, &target);
+    }
+    if let (Some(h), Some(ssh)) = (&v.request.host, &programs.ssh) {
+        return Ok(ssh_argv(host, ssh, h, target));
+    }
+    Ok(target)
+}
 
-    // 5. Spawn relay-shim with the status pipe at 3 and the token pipe at 5.
+/// The relay-owned ssh configuration, operator-editable in the config folder (outside every
+/// grant: masked in every sandbox).
+pub const SSH_CONFIG: &str = "ssh_config";
+
+/// `ssh -F <config> -t -- HOST TARGET...`: the relay-owned config, or `/dev/null` when there is
+/// none, so a session-written `~/.ssh/config` (a `ProxyCommand`) is never read.
+fn ssh_argv(host: &Host, ssh: &Path, remote: &str, target: Vec<OsString>) -> Vec<OsString> {
+    let own = host.config_dir.join(SSH_CONFIG);
+    let config = match std::fs::symlink_metadata(&own) {
+        Ok(m) if m.is_file() => own,
+        _ => PathBuf::from("/dev/null"),
+    };
+    let mut a: Vec<OsString> = vec![
+        ssh.as_os_str().to_os_string(),
+        "-F".into(),
+        config.into_os_string(),
+        "-t".into(),
+        "--".into(),
+        remote.into(),
+    ];
+    a.extend(target);
+    a
+}
+
+/// The `relay-shim` command: its flags, environment, working folder and stdin, and a hook that
+/// ties it to the host's life (and, sandboxed, refuses `ptrace` to everything below it).
+#[allow(clippy::too_many_arguments)]
+fn shim_command(
+    settings: &Settings,
+    v: &Validated,
+    shim: &Path,
+    session_tmp: &Path,
+    claude_config: &Path,
+    stdin: Stdin,
+    carries_token: bool,
+    argv: &[OsString],
+) -> Command {
+    let _ = settings;
+    let project = v.request.project.as_deref();
     let mut env_vars: BTreeMap<String, String> = v
         .template
         .env
         .iter()
-        .map(|(k, val)| (k.clone(), subst(val)))
+        .map(|(k, val)| (k.clone(), subst(val, claude_config, project)))
         .collect();
     if !v.sandboxed {
         // Unsandboxed, the request's variables go to the shim's environment too: no token is
         // handed over, and the requester runs its program outside any sandbox anyway.
         env_vars.extend(v.request.env.clone());
     }
-    let mut env = ChildEnv::from_current(&env_vars, token.is_some());
+    let mut env = ChildEnv::from_current(&env_vars, carries_token);
     env.set("RELAY_SESSION_ID", &v.session_id);
     if v.sandboxed {
         env.set("TMPDIR", "/tmp");
     } else {
-        env.set("TMPDIR", &session_tmp);
+        env.set("TMPDIR", session_tmp);
     }
-    let mut cmd = Command::new(&shim);
-    // If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
-    // forwards it to the session: nothing runs on unsupervised.
-    // SAFETY: the hook runs between fork and exec and makes two raw system calls (prctl,
-    // getppid); it allocates nothing and builds its error with `from_raw_os_error`.
-    let host_pid = std::process::id() as libc::pid_t;
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The host may have died before the prctl: then nobody would send the signal.
-            if libc::getppid() != host_pid {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-    if token.is_some() {
+    let mut cmd = Command::new(shim);
+    tie_to_host(&mut cmd, v.sandboxed);
+    if carries_token {
         cmd.arg("--pass-token");
     }
     cmd.arg("--status-fd")
@@ -405,14 +621,54 @@ fn prepare_and_spawn(
         .arg("--session-id")
         .arg(&v.session_id)
         .arg("--")
-        .args(&argv);
+        .args(argv);
     env.apply(&mut cmd);
-    if let (false, Some(p)) = (v.sandboxed, &project) {
+    if let (false, Some(p)) = (v.sandboxed, project) {
         cmd.current_dir(p);
     }
     if stdin == Stdin::Null {
         cmd.stdin(Stdio::null());
     }
+    cmd
+}
+
+/// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
+/// forwards it to the session: nothing runs on unsupervised. Sandboxed, the shim also installs
+/// the no-`ptrace` filter that bwrap and the session inherit (a session could otherwise stop
+/// bwrap's init and hang the launch).
+fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
+    let host_pid = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs between fork and exec and makes raw system calls only (prctl,
+    // getppid, and the filter's two prctl on static data); it allocates nothing and builds its
+    // error with `from_raw_os_error` / `last_os_error`.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The host may have died before the prctl: then nobody would send the signal.
+            if libc::getppid() != host_pid {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if sandboxed {
+                sandbox::seccomp::install_no_ptrace()?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Spawns the shim with the status pipe at 3 and the token pipe at 5, waits for `started`,
+/// answers.
+fn spawn_session(
+    state: &State,
+    facts: &mut Facts<'_>,
+    v: Validated,
+    mut cmd: Command,
+    token: Option<ClaudeToken>,
+    folder: SessionFolder,
+    carries_token: bool,
+) -> Result<Session, LaunchError> {
     let (status_r, status_w) =
         sys::pipe2_cloexec().map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))?;
     let mut extra = FdMap::new();
@@ -427,11 +683,11 @@ fn prepare_and_spawn(
         None => extra.spawn(&mut cmd),
     };
     drop(status_w);
-    let mut shim_child =
-        spawned.map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))?;
+    let shim = cmd.get_program().to_os_string();
+    let mut shim_child = spawned.map_err(|e| {
+        LaunchError::SpawnFailed(format!("spawn {}: {e}", Path::new(&shim).display()))
+    })?;
     facts.token = carries_token;
-
-    // 6. Wait for `started`.
     let mut status = BufReader::new(File::from(status_r));
     match wait_started(&mut status, START_TIMEOUT) {
         Ok(pid) => {
@@ -446,18 +702,16 @@ fn prepare_and_spawn(
                 v.sandboxed,
                 if facts.token { "fd" } else { "none" }
             ));
-            made.keep();
             Ok(Session {
                 id: v.session_id,
                 shim: shim_child,
                 status,
-                _lock: lock,
+                _lock: folder.keep(),
             })
         }
         Err(e) => {
             let _ = shim_child.kill();
             let _ = shim_child.wait();
-            drop(lock);
             Err(e)
         }
     }
@@ -557,7 +811,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     code
 }
 
-fn session_running(dir: &Path) -> bool {
+pub(crate) fn session_running(dir: &Path) -> bool {
     match File::open(dir.join("lock")) {
         Ok(f) => {
             // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
@@ -578,143 +832,6 @@ fn lock_session(dir: &Path) -> io::Result<File> {
         ));
     }
     Ok(f)
-}
-
-/// The folders of the programs a later launch runs with the token: this executable, the shim,
-/// and each template's command, both where `PATH` finds it and where its links lead.
-fn programs_to_protect(settings: &crate::settings::Settings, shim: &Path) -> Vec<PathBuf> {
-    let mut programs: Vec<PathBuf> = Vec::new();
-    programs.extend(std::env::current_exe().ok());
-    programs.push(shim.to_path_buf());
-    let mut templates = crate::settings::builtin_templates();
-    templates.retain(|b| settings.templates.iter().all(|t| t.id != b.id));
-    templates.extend(settings.templates.iter().cloned());
-    for t in &templates {
-        programs.extend(t.command.first().and_then(|c| find_command(c)));
-    }
-    let mut folders: Vec<PathBuf> = Vec::new();
-    for p in programs {
-        let real = p.canonicalize().ok();
-        for f in [Some(p), real].into_iter().flatten() {
-            if let Some(dir) = f.parent() {
-                if !folders.iter().any(|d| d == dir) {
-                    folders.push(dir.to_path_buf());
-                }
-            }
-        }
-    }
-    folders
-}
-
-/// Finds `name` on `PATH` (or takes it as a path when it holds a `/`), as found (not resolved).
-fn find_command(name: &str) -> Option<PathBuf> {
-    let found = if name.contains('/') {
-        Some(PathBuf::from(name))
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| is_executable(p))
-        })
-    };
-    found.filter(|p| is_executable(p))
-}
-
-/// Finds `name` on `PATH` (or takes it as a path when it holds a `/`), canonical.
-fn resolve_command(name: &str) -> Result<PathBuf, String> {
-    let Some(p) = find_command(name) else {
-        return Err(format!(
-            "command {name:?} not found or not executable (looked on PATH)"
-        ));
-    };
-    p.canonicalize()
-        .map_err(|e| format!("command {}: {e}", p.display()))
-}
-
-pub(crate) fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-fn expand(
-    host: &Host,
-    value: &str,
-    project: Option<&Path>,
-    claude_config: &Path,
-) -> Result<Option<PathBuf>, LaunchError> {
-    if value.contains(CLAUDE_CONFIG_PLACEHOLDER) {
-        let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
-        return sandbox::expand_grant(&v, &host.home, project)
-            .map(Some)
-            .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()));
-    }
-    if value.starts_with(PROJECT_PLACEHOLDER) && project.is_none() {
-        return Ok(None);
-    }
-    sandbox::expand_grant(value, &host.home, project)
-        .map(Some)
-        .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))
-}
-
-fn build_profile(
-    host: &Host,
-    v: &Validated,
-    program: &Path,
-    session_tmp: &Path,
-    claude_config: &Path,
-    token_path: Option<&Path>,
-) -> Result<Profile, LaunchError> {
-    let project = v.request.project.as_deref();
-    let mut profile = Profile::new();
-    if let Sandbox::Grants(g) = &v.template.sandbox {
-        for r in &g.read {
-            if let Some(p) = expand(host, r, project, claude_config)? {
-                profile.read(p);
-            }
-        }
-        for r in &g.read_write {
-            if let Some(p) = expand(host, r, project, claude_config)? {
-                profile.read_write(p);
-            }
-        }
-    }
-    if let Some(dir) = program.parent() {
-        profile.command_dir(dir.to_path_buf());
-    }
-    profile.tmp(session_tmp.to_path_buf());
-    if let Some(p) = project {
-        profile.project(p.to_path_buf());
-    }
-    if let Some(t) = token_path {
-        profile.deny(t.to_path_buf());
-    }
-    Ok(profile)
-}
-
-/// Every template's read-write grants, expanded for this launch: a link in any of them is one a
-/// sandboxed session could have made.
-fn all_rw_grants(
-    host: &Host,
-    settings: &crate::settings::Settings,
-    project: Option<&Path>,
-    claude_config: &Path,
-) -> Result<Vec<PathBuf>, LaunchError> {
-    let mut out = Vec::new();
-    let mut templates = crate::settings::builtin_templates();
-    templates.retain(|b| settings.templates.iter().all(|t| t.id != b.id));
-    templates.extend(settings.templates.iter().cloned());
-    for t in templates {
-        if let Sandbox::Grants(g) = &t.sandbox {
-            for r in &g.read_write {
-                if let Some(p) = expand(host, r, project, claude_config)? {
-                    out.push(p);
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Refuses a launch that failed before it could be validated (a request that is not JSON):

@@ -11,8 +11,11 @@ use std::process::ExitStatus;
 use crate::settings::{Settings, SettingsError};
 
 pub mod cli;
+mod confine;
 pub mod demo;
 pub mod launch;
+pub mod project;
+pub mod reach;
 pub mod request;
 pub mod signals;
 pub mod state;
@@ -116,7 +119,18 @@ impl Host {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn settings(&self) -> Result<Settings, SettingsError> {
-        Settings::load(&self.config_dir)
+        let (settings, file) = Settings::load_with_path(&self.config_dir)?;
+        if let Some(file) = file {
+            let claude_config = self.state_dir.join(state::CLAUDE_CONFIG_DIR);
+            let grants = reach::rw_grants(self, &settings, None, &claude_config);
+            if let Some(message) = reach::settings_problem(&file, &self.config_dir, &grants) {
+                return Err(SettingsError::Invalid {
+                    path: file,
+                    message,
+                });
+            }
+        }
+        Ok(settings)
     }
 
     /// Finds `relay-shim`: beside this executable, else on `PATH`, else the `shim` setting.
@@ -134,22 +148,17 @@ impl Host {
             .and_then(|e| e.parent().map(Path::to_path_buf))
         {
             let p = dir.join("relay-shim");
-            if launch::is_executable(&p) {
+            if crate::which::is_executable(&p) {
                 return Ok(p);
             }
             looked.push(p.display().to_string());
         }
-        if let Some(paths) = std::env::var_os("PATH") {
-            for d in std::env::split_paths(&paths) {
-                let p = d.join("relay-shim");
-                if launch::is_executable(&p) {
-                    return Ok(p);
-                }
-            }
-            looked.push("relay-shim on PATH".into());
+        match crate::which::find_program("relay-shim") {
+            Some(p) => return Ok(p),
+            None => looked.push("relay-shim on PATH".into()),
         }
         match &settings.shim {
-            Some(p) if launch::is_executable(p) => return Ok(p.clone()),
+            Some(p) if crate::which::is_executable(p) => return Ok(p.clone()),
             Some(p) => looked.push(format!("{} (the shim setting)", p.display())),
             None => looked.push("the shim setting (not set)".into()),
         }

@@ -249,6 +249,62 @@ impl Request {
     }
 }
 
+/// Variable names a token launch's request may never set, whatever a template allows: the
+/// loader's (`LD_*`), the API client's (`ANTHROPIC_*`), Claude Code's own (`CLAUDE*`) and Node's
+/// options. Each can send the token elsewhere or run code beside it.
+pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
+
+/// Claude Code flags a token launch's request may not pass: each loads settings, servers,
+/// plugins or folders that can change where requests go or what runs beside the token.
+pub const NEVER_CLAUDE_FLAGS: &[&str] = &[
+    "--settings",
+    "--setting-sources",
+    "--mcp-config",
+    "--plugin-dir",
+    "--plugin-url",
+    "--add-dir",
+    "--agents",
+];
+
+/// Checks what a request adds to a launch that carries the token: each `env` name must be in
+/// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; no `extra_args`
+/// entry may be one of [`NEVER_CLAUDE_FLAGS`] (also in its `--flag=value` form).
+///
+/// ```
+/// use relay_token::host::request::{check_token_request, Request};
+/// let r = Request::from_json(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#)?;
+/// let e = check_token_request(&r, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
+/// assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
+/// let r = Request::from_json(r#"{"kind": "claude", "extra_args": ["--settings={}"]}"#)?;
+/// assert!(check_token_request(&r, &[]).unwrap_err().to_string().contains("--settings"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<(), InvalidSpec> {
+    for k in request.env.keys() {
+        if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
+            return Err(InvalidSpec(format!(
+                "env {k:?}: a launch that carries the token may not set {p}* variables"
+            )));
+        }
+        if !allowed_env.iter().any(|a| a == k) {
+            return Err(InvalidSpec(format!(
+                "env {k:?}: not in the template's request_env list, so a launch that carries the \
+                 token may not set it"
+            )));
+        }
+    }
+    for a in &request.extra_args {
+        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+        if NEVER_CLAUDE_FLAGS.contains(&flag) {
+            return Err(InvalidSpec(format!(
+                "extra_args {flag:?}: a launch that carries the token may not load settings, \
+                 servers, plugins or folders from its request"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A fresh random session id (`s-` and 16 hex digits).
 ///
 /// ```

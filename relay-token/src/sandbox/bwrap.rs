@@ -3,7 +3,6 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -129,48 +128,13 @@ impl Resolved {
             Some(t) => a.three("--bind", t, "/tmp"),
             None => a.two("--tmpfs", "/tmp"),
         }
-        // Grants and guards together, shallow first: a guard (a folder between a grant and a
-        // mask, bound onto itself so it cannot be renamed) laid after a deeper grant would hide
-        // it, turning a read-only grant beneath it read-write. Every guard still comes before
-        // every mask: a guard binds the host's folder, which carries no mask, so a guard laid
-        // after another deny's mask beneath it would uncover that token.
-        let folders: Vec<&Path> = self
-            .denies
-            .iter()
-            .filter_map(|d| match &d.mask {
-                Mask::Folder(dir) => Some(dir.as_path()),
-                Mask::File { .. } => None,
-            })
-            .collect();
-        let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
-        let mut layered: Vec<super::Bind> = self.binds.clone();
-        // A protected path is read-only, even where a grant names it read-write.
-        for p in &self.protects {
-            match layered.iter_mut().find(|b| b.path == p.path) {
-                Some(b) => b.rw = false,
-                None => layered.push(super::Bind {
-                    path: p.path.clone(),
-                    rw: false,
-                }),
-            }
-        }
-        let guards = self
-            .denies
-            .iter()
-            .flat_map(|d| &d.guards)
-            .chain(self.protects.iter().flat_map(|p| &p.guards));
-        for g in guards {
-            if !inside_folder_mask(&g.path) && !layered.iter().any(|b| b.path == g.path) {
-                layered.push(g.clone());
-            }
-        }
-        // A stable sort: among equal depths the grants keep their order and come first.
-        layered.sort_by_key(|b| super::depth(&b.path));
+        let layered = self.layered();
         let mut rendered: Vec<PathBuf> = Vec::new();
         for b in layered {
             a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
             rendered.push(b.path);
         }
+        let folders = self.folder_masks();
         let mut done: Vec<&Path> = Vec::new();
         for d in &self.denies {
             let path = d.mask.path();
@@ -246,6 +210,80 @@ impl Resolved {
         a.0.extend(command.iter().cloned());
         a.0
     }
+
+    /// The folders masked whole.
+    fn folder_masks(&self) -> Vec<&Path> {
+        self.denies
+            .iter()
+            .filter_map(|d| match &d.mask {
+                Mask::Folder(dir) => Some(dir.as_path()),
+                Mask::File { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Grants, protected paths and guards, in the order they are mounted.
+    ///
+    /// Grants and guards together, shallow first: a guard (a folder between a grant and a mask,
+    /// bound onto itself so it cannot be renamed) laid after a deeper grant would hide it,
+    /// turning a read-only grant beneath it read-write. Every guard still comes before every
+    /// mask: a guard binds the host's folder, which carries no mask, so a guard laid after
+    /// another deny's mask beneath it would uncover that token.
+    fn layered(&self) -> Vec<super::Bind> {
+        let folders = self.folder_masks();
+        let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
+        let mut layered: Vec<super::Bind> = self.binds.clone();
+        // A protected path is read-only, even where a grant names it read-write.
+        for p in &self.protects {
+            match layered.iter_mut().find(|b| b.path == p.path) {
+                Some(b) => b.rw = false,
+                None => layered.push(super::Bind {
+                    path: p.path.clone(),
+                    rw: false,
+                }),
+            }
+        }
+        let guards = self
+            .denies
+            .iter()
+            .flat_map(|d| &d.guards)
+            .chain(self.protects.iter().flat_map(|p| &p.guards));
+        for g in guards {
+            if !inside_folder_mask(&g.path) && !layered.iter().any(|b| b.path == g.path) {
+                layered.push(g.clone());
+            }
+        }
+        // A stable sort: among equal depths the grants keep their order and come first.
+        layered.sort_by_key(|b| super::depth(&b.path));
+        layered
+    }
+
+    /// Every path mounted inside the sandbox other than the baseline, `/dev`, `/proc` and `/tmp`
+    /// itself, with whether it is a folder: what bwrap needs a mount point for. A host uses it
+    /// to make the mount points under `/tmp` itself, with private modes.
+    ///
+    /// ```no_run
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// assert!(r.mount_targets().is_empty());
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn mount_targets(&self) -> Vec<(PathBuf, bool)> {
+        let mut out: Vec<(PathBuf, bool)> = self
+            .layered()
+            .into_iter()
+            .map(|b| {
+                let dir = std::fs::metadata(&b.path).map_or(true, |m| m.is_dir());
+                (b.path, dir)
+            })
+            .collect();
+        for d in &self.denies {
+            match &d.mask {
+                Mask::Folder(dir) => out.push((dir.clone(), true)),
+                Mask::File { path, .. } => out.push((path.clone(), false)),
+            }
+        }
+        out
+    }
 }
 
 /// Run by `/bin/sh` inside the sandbox before the command: `$1` the expected `DEV:INO` lines,
@@ -301,32 +339,19 @@ impl Argv {
 pub fn find_bwrap(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
     let path = match setting {
         Some(p) => {
-            if !is_executable(p) {
+            if !crate::which::is_executable(p) {
                 return Err(SandboxError::BwrapNotFound {
                     looked: format!("the bwrap setting {p:?} is not an executable file"),
                 });
             }
             p.to_path_buf()
         }
-        None => {
-            let path_var = std::env::var_os("PATH").unwrap_or_default();
-            std::env::split_paths(&path_var)
-                .filter(|d| d.is_absolute())
-                .map(|d| d.join("bwrap"))
-                .find(|p| is_executable(p))
-                .ok_or_else(|| SandboxError::BwrapNotFound {
-                    looked: "no bwrap on PATH and no bwrap setting".into(),
-                })?
-        }
+        None => crate::which::find_program("bwrap").ok_or_else(|| SandboxError::BwrapNotFound {
+            looked: "no bwrap on PATH and no bwrap setting".into(),
+        })?,
     };
     probe(&path)?;
     Ok(path)
-}
-
-fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 /// Runs `bwrap <flags> --ro-bind / / -- true` and waits for a clean exit.

@@ -40,6 +40,8 @@
 mod bwrap;
 mod links;
 mod sbpl;
+pub mod seccomp;
+pub mod write_deny;
 
 use std::ffi::OsStr;
 use std::fmt;

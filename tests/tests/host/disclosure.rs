@@ -181,9 +181,16 @@ fn the_token_is_never_disclosed() {
                 "project": fx.proj}),
         2,
     ));
-    // Refused after the token was read: a project of `/` is a grant of `/`.
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": "/"}));
-    assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    // Refused after the token was read: a token file others may read is refused once read.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fx.token_path, fs::Permissions::from_mode(0o640)).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": fx.proj}));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(
+        msg.ends_with("mode 0640 lets others read it; chmod 600 it"),
+        "{msg}"
+    );
+    fs::set_permissions(&fx.token_path, fs::Permissions::from_mode(0o600)).unwrap();
     outs.push(out);
     // A refusal before it: a missing file.
     let keep = fx.token.clone();

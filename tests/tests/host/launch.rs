@@ -103,8 +103,18 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
     assert_got_token(&recs[0], &first);
     assert_got_token(&recs[1], &second);
     assert_got_token(&recs[2], &third);
+    // Outside a trusted project a token launch reads the relay-owned user settings only.
     let argv = recs[2]["argv"].as_array().unwrap();
-    assert_eq!(argv[1..], [json!("--resume"), json!("r1")], "{argv:?}");
+    assert_eq!(
+        argv[1..],
+        [
+            json!("--setting-sources"),
+            json!("user"),
+            json!("--resume"),
+            json!("r1")
+        ],
+        "{argv:?}"
+    );
 }
 
 /// Issue 5 (6): a `claude-code` session that also reads `~/.config` cannot `cat` the token
@@ -217,9 +227,15 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    assert_eq!(argv[0], "ssh", "{argv:?}");
-    assert_eq!(argv[1..4], ["-t", "--", "build.example"], "{argv:?}");
-    assert_eq!(argv[4], agent());
+    // ssh found once, by its absolute path, with the relay-owned (here: empty) configuration:
+    // a `~/.ssh/config` a session may have written is never read.
+    assert_eq!(argv[0], bin.join("ssh").to_str().unwrap(), "{argv:?}");
+    assert_eq!(
+        argv[1..6],
+        ["-F", "/dev/null", "-t", "--", "build.example"],
+        "{argv:?}"
+    );
+    assert_eq!(argv[6], agent());
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
     assert_started(&fx, "u2", "none");
@@ -361,14 +377,15 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
 #[test]
 fn a_requests_env_reaches_only_the_sandboxed_program() {
     let fx = Fx::new();
-    fx.with_token(vec![claude_template(&["--sleep", "3"], json!({}), &[])]);
+    let mut template = claude_template(&["--sleep", "3"], json!({}), &[]);
+    template["request_env"] = json!(["REQ_VAR", "LD_PRELOAD"]);
+    fx.with_token(vec![template]);
     let req = json!({"kind": "claude", "session_id": "v1", "project": fx.proj,
-                     "env": {"LD_PRELOAD": "/nonexistent/relay-preload.so", "REQ_VAR": "seen"}});
+                     "env": {"REQ_VAR": "seen"}});
     let running = fx.launch_bg(&req);
     let rec = fx.wait_records(1)[0].clone();
     assert_got_token(&rec, &fx.token);
     assert_eq!(rec["env"]["REQ_VAR"], "seen");
-    assert_eq!(rec["env"]["LD_PRELOAD"], "/nonexistent/relay-preload.so");
     let shim = relay_tests::fixture::children_of(running.id() as i32);
     assert_eq!(shim.len(), 1, "the host's children: {shim:?}");
     let bwrap = relay_tests::fixture::children_of(shim[0]);
@@ -385,13 +402,20 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
     let out = running.finish(TIMEOUT);
     assert_eq!(out.code, 0, "{}", out.stderr);
 
-    // A request may not name the token descriptor itself.
-    let req = json!({"kind": "claude", "session_id": "v2", "project": fx.proj,
-                     "env": {VAR: "5"}});
+    // A request may not name the token descriptor itself, nor (on a launch that carries the
+    // token) a variable the template does not list, nor a loader variable even when listed.
     let before = fx.records().len();
-    let out = fx.launch(&req);
-    let msg = assert_refused(&fx, &out, 64, "invalid_spec");
-    assert!(msg.contains(VAR), "{msg}");
+    for (var, want) in [
+        (VAR, format!("env {VAR:?}: only the host names a token descriptor, beside the descriptor")),
+        ("OTHER", "env \"OTHER\": not in the template's request_env list, so a launch that carries the token may not set it".to_string()),
+        ("LD_PRELOAD", "env \"LD_PRELOAD\": a launch that carries the token may not set LD_* variables".to_string()),
+    ] {
+        let req = json!({"kind": "claude", "session_id": "v2", "project": fx.proj,
+                         "env": {var: "5"}});
+        let out = fx.launch(&req);
+        let msg = assert_refused(&fx, &out, 64, "invalid_spec");
+        assert_eq!(msg, want);
+    }
     assert_eq!(fx.records().len(), before, "nothing started");
 }
 

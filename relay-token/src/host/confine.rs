@@ -1,0 +1,378 @@
+//! The sandbox of one launch: its profile, what it keeps out of a session's reach, and the
+//! `bwrap` command line.
+//!
+//! In order: the template's grants, the command's folder, the private `/tmp`, the project; the
+//! programs that later run with the token kept read-only ([`programs_to_protect`]); the
+//! write-deny list ([`crate::sandbox::write_deny`]) kept read-only inside every read-write grant,
+//! missing entries held by placeholders; the token and the relay's own folders masked; then the
+//! profile is resolved and rendered, with the mount points it needs under `/tmp` made 0700.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::launch::LaunchError;
+use super::reach;
+use super::request::Validated;
+use super::Host;
+use crate::sandbox::write_deny::{self, Placeholders};
+use crate::sandbox::{self, Profile, Resolved};
+use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+
+/// What the sandbox of one launch is built from.
+pub(crate) struct Inputs<'a> {
+    pub host: &'a Host,
+    pub settings: &'a Settings,
+    pub v: &'a Validated,
+    pub program: &'a Path,
+    pub shim: &'a Path,
+    pub bwrap: &'a Path,
+    pub session_tmp: &'a Path,
+    pub claude_config: &'a Path,
+    pub token_path: Option<&'a Path>,
+    pub carries_token: bool,
+}
+
+fn unavailable(e: impl ToString) -> LaunchError {
+    LaunchError::SandboxUnavailable(e.to_string())
+}
+
+/// The `bwrap` argv around `target`, `setenv` reaching the sandboxed program only.
+pub(crate) fn bwrap_argv(
+    i: &Inputs<'_>,
+    state_dir: &Path,
+    setenv: &[(OsString, OsString)],
+    target: &[OsString],
+) -> Result<Vec<OsString>, LaunchError> {
+    let mut profile = template_profile(i)?;
+    profile.state_dir(state_dir.to_path_buf());
+    for folder in programs_to_protect(i) {
+        profile.protect(folder);
+    }
+    let rw: Vec<PathBuf> = real_rw_grants(&profile);
+    deny_writes(i, &mut profile, state_dir, &rw)?;
+    mask_own_folders(i.host, &mut profile)?;
+    let project = i.v.request.project.as_deref();
+    let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
+    let resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+    make_tmp_mount_points(&resolved, i.session_tmp)
+        .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
+    Ok(resolved.bwrap_argv_with_env(i.bwrap, setenv, target))
+}
+
+/// The template's grants, the command's folder, `/tmp`, the project and the token's deny.
+fn template_profile(i: &Inputs<'_>) -> Result<Profile, LaunchError> {
+    let project = i.v.request.project.as_deref();
+    let mut profile = Profile::new();
+    for (value, rw) in template_grants(&i.v.template.sandbox) {
+        if let Some(p) = expand(i.host, value, project, i.claude_config)? {
+            if rw {
+                profile.read_write(p);
+            } else {
+                profile.read(p);
+            }
+        }
+    }
+    if let Some(dir) = i.program.parent() {
+        profile.command_dir(dir.to_path_buf());
+    }
+    profile.tmp(i.session_tmp.to_path_buf());
+    if let Some(p) = project {
+        profile.project(p.to_path_buf());
+    }
+    if let Some(t) = i.token_path {
+        profile.deny(t.to_path_buf());
+    }
+    Ok(profile)
+}
+
+fn template_grants(sandbox: &Sandbox) -> Vec<(&str, bool)> {
+    match sandbox {
+        Sandbox::Off => Vec::new(),
+        Sandbox::Grants(g) => g
+            .read
+            .iter()
+            .map(|r| (r.as_str(), false))
+            .chain(g.read_write.iter().map(|r| (r.as_str(), true)))
+            .collect(),
+    }
+}
+
+/// A template's grant for this launch: `None` for a `{project}` grant without a project.
+pub(crate) fn expand(
+    host: &Host,
+    value: &str,
+    project: Option<&Path>,
+    claude_config: &Path,
+) -> Result<Option<PathBuf>, LaunchError> {
+    if value.starts_with(PROJECT_PLACEHOLDER) && project.is_none() {
+        return Ok(None);
+    }
+    let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
+    sandbox::expand_grant(&v, &host.home, project)
+        .map(Some)
+        .map_err(unavailable)
+}
+
+/// True when a grant of the template (read or read-write) shows `project`.
+pub(crate) fn grants_show(
+    host: &Host,
+    sandbox: &Sandbox,
+    project: &Path,
+    claude_config: &Path,
+) -> Result<bool, LaunchError> {
+    for (value, _) in template_grants(sandbox) {
+        if let Some(g) = expand(host, value, Some(project), claude_config)? {
+            let real = g.canonicalize().unwrap_or(g);
+            if project.starts_with(&real) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The profile's read-write grants, as real paths.
+fn real_rw_grants(profile: &Profile) -> Vec<PathBuf> {
+    profile
+        .read_write_grants()
+        .iter()
+        .map(|g| g.canonicalize().unwrap_or_else(|_| g.clone()))
+        .collect()
+}
+
+/// The folders of the programs a later launch runs with the token: this executable, the shim,
+/// bwrap, ssh, and each template's command, both where they were found and where their links
+/// lead. Kept read-only in every sandbox that shows them.
+fn programs_to_protect(i: &Inputs<'_>) -> Vec<PathBuf> {
+    let mut programs: Vec<PathBuf> = Vec::new();
+    programs.extend(std::env::current_exe().ok());
+    programs.push(i.shim.to_path_buf());
+    programs.push(i.bwrap.to_path_buf());
+    programs.extend(crate::which::find_program("ssh"));
+    for t in reach::templates(i.settings) {
+        programs.extend(
+            t.command
+                .first()
+                .and_then(|c| crate::which::find_program(c)),
+        );
+    }
+    let mut folders: Vec<PathBuf> = Vec::new();
+    for p in programs {
+        let real = p.canonicalize().ok();
+        for f in [Some(p), real].into_iter().flatten() {
+            if let Some(dir) = f.parent() {
+                if !folders.iter().any(|d| d == dir) {
+                    folders.push(dir.to_path_buf());
+                }
+            }
+        }
+    }
+    folders
+}
+
+/// Keeps every write-deny path inside a read-write grant read-only: the built-in list under the
+/// home folder, the project and each read-write grant; the operator's additions; every `PATH`
+/// folder that can be kept so. A missing one gets a placeholder (made under the state folder's
+/// lock) so the session cannot create it.
+fn deny_writes(
+    i: &Inputs<'_>,
+    profile: &mut Profile,
+    state_dir: &Path,
+    rw: &[PathBuf],
+) -> Result<(), LaunchError> {
+    let project = i.v.request.project.as_deref();
+    // The relay's own folders (the relay-owned Claude config folder is a grant) are masked from
+    // every session but the one they serve: no list applies inside them.
+    let own: Vec<PathBuf> = [&i.host.config_dir, &i.host.state_dir]
+        .iter()
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+        .collect();
+    let mut anchors: Vec<PathBuf> = Vec::new();
+    anchors.extend(i.host.home.canonicalize().ok());
+    anchors.extend(project.map(Path::to_path_buf));
+    anchors.extend(rw.iter().cloned());
+    anchors.retain(|a| !own.iter().any(|o| a.starts_with(o)));
+    let mut extra: Vec<(PathBuf, bool)> = Vec::new();
+    for value in &i.settings.write_deny {
+        let dir = value.ends_with('/');
+        if let Some(p) = expand(i.host, value, project, i.claude_config)? {
+            extra.push((p, dir));
+        }
+    }
+    for d in crate::which::path_folders() {
+        if reach::path_folder_problem(&d, rw).is_none() {
+            extra.push((d, true));
+        }
+    }
+    let list = write_deny::paths(&anchors, i.carries_token, &extra);
+    let _lock = lock_placeholders(state_dir).map_err(|e| {
+        LaunchError::SpawnFailed(format!("state folder {}: {e}", state_dir.display()))
+    })?;
+    let mut ph = Placeholders::open(state_dir).map_err(unavailable)?;
+    for (path, dir) in list {
+        if let Some(g) = rw.iter().find(|g| path.starts_with(g)) {
+            deny_write(profile, &mut ph, g, &path, dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// Keeps `path` (inside the read-write grant `grant`) read-only: a regular file on the way (a
+/// git worktree's `.git` file) is kept so instead; a symlink on the way refuses the launch (a
+/// session could replace the link itself); a missing path gets a placeholder.
+fn deny_write(
+    profile: &mut Profile,
+    ph: &mut Placeholders,
+    grant: &Path,
+    path: &Path,
+    dir: bool,
+) -> Result<(), LaunchError> {
+    let mut p = grant.to_path_buf();
+    let rel = path.strip_prefix(grant).unwrap_or(Path::new(""));
+    for c in rel.components() {
+        p.push(c);
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            break;
+        };
+        if m.file_type().is_symlink() {
+            return Err(unavailable(format!(
+                "write-deny {:?} is a symlink inside the read-write grant {:?}, which a session \
+                 could replace; make it a real file or folder, or narrow the grant",
+                p.display().to_string(),
+                grant.display().to_string()
+            )));
+        }
+        if m.is_file() && p != path {
+            profile.protect(p);
+            return Ok(());
+        }
+    }
+    if std::fs::symlink_metadata(path).is_err() {
+        let made = ph.ensure(path, dir).map_err(|e| {
+            unavailable(format!(
+                "write-deny {:?}: cannot make its placeholder: {e}",
+                path.display().to_string()
+            ))
+        })?;
+        if !made {
+            return Err(unavailable(format!(
+                "write-deny {:?}: something on the way changed while it was made",
+                path.display().to_string()
+            )));
+        }
+    }
+    profile.protect(path.to_path_buf());
+    Ok(())
+}
+
+/// The host's own folders are masked inside any grant that would show them: a session must not
+/// read other sessions' files in the state folder, nor rewrite the settings (and so drop the
+/// deny) for the next launch. A mask also binds every folder between the grant and it onto
+/// itself, so no parent can be renamed away and replaced.
+fn mask_own_folders(host: &Host, profile: &mut Profile) -> Result<(), LaunchError> {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let grants: Vec<PathBuf> = profile
+        .read_grants()
+        .iter()
+        .chain(profile.read_write_grants())
+        .map(|g| real(g))
+        .collect();
+    for own in [&host.config_dir, &host.state_dir] {
+        let own_real = real(own);
+        if !own.is_dir() || !grants.iter().any(|g| own_real.starts_with(g)) {
+            continue;
+        }
+        if let Some(g) = grants.iter().find(|g| g.starts_with(&own_real)) {
+            return Err(unavailable(format!(
+                "grant {:?} lies inside the relay's own folder {:?}, which a grant of this \
+                 template also shows; move the folder out (--config-dir, --state-dir) or narrow \
+                 the grant",
+                g.display().to_string(),
+                own.display().to_string()
+            )));
+        }
+        profile.deny(own.clone());
+    }
+    Ok(())
+}
+
+/// Makes, inside the session's temp folder, every mount point bwrap needs under `/tmp` (a grant
+/// that lives under `/tmp`), 0700 folders and 0600 files, so bwrap creates none itself (it
+/// would make them 0755). The temp folder is fresh and no session runs in it yet.
+fn make_tmp_mount_points(resolved: &Resolved, session_tmp: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    for (target, is_dir) in resolved.mount_targets() {
+        let Ok(rel) = target.strip_prefix("/tmp") else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let host_side = session_tmp.join(rel);
+        let parent = if is_dir {
+            host_side.as_path()
+        } else {
+            host_side.parent().unwrap_or(session_tmp)
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+        if !is_dir && std::fs::symlink_metadata(&host_side).is_err() {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&host_side)?;
+        }
+    }
+    Ok(())
+}
+
+/// The placeholders' lock (an exclusive `flock` on the state folder itself, so no lock file is
+/// left behind): held while placeholders are made, and while they are removed.
+fn lock_placeholders(state_dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(state_dir)?;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Removes the placeholders once no session of this state folder runs any more (the last
+/// session to end removes them). Called after a launch is refused and after a session ends,
+/// with this launch's own session lock already released.
+pub(crate) fn release_placeholders(state_dir: &Path) {
+    if !state_dir.join(write_deny::PLACEHOLDERS_FILE).exists() {
+        return;
+    }
+    let Ok(_lock) = lock_placeholders(state_dir) else {
+        return;
+    };
+    let sessions = state_dir.join(super::state::SESSIONS_DIR);
+    let running = std::fs::read_dir(&sessions)
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| super::launch::session_running(&e.path()))
+        })
+        .unwrap_or(false);
+    if running {
+        return;
+    }
+    if let Ok(mut ph) = Placeholders::open(state_dir) {
+        let _ = ph.remove_all();
+    }
+}
