@@ -1,7 +1,6 @@
 //! `relay-host`'s command line.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::PathBuf;
 
 use super::launch::{launch, Stdin};
@@ -228,22 +227,17 @@ pub fn run(args: Vec<OsString>) -> i32 {
     match cmd {
         Command::Launch { request } => {
             let (text, stdin) = if request.as_os_str() == "-" {
-                let mut s = String::new();
-                if let Err(e) = std::io::stdin().read_to_string(&mut s) {
-                    eprintln!("relay-host: read the request from stdin: {e}");
-                    return 64;
-                }
-                (s, Stdin::Null)
+                (super::request::read_request(std::io::stdin()), Stdin::Null)
             } else {
-                match std::fs::read_to_string(&request) {
-                    Ok(s) => (s, Stdin::Inherit),
+                match std::fs::File::open(&request) {
+                    Ok(f) => (super::request::read_request(f), Stdin::Inherit),
                     Err(e) => {
                         eprintln!("relay-host: read the request {}: {e}", request.display());
                         return 64;
                     }
                 }
             };
-            match Request::from_json(&text) {
+            match text.and_then(|t| Request::from_json(&t)) {
                 Ok(r) => launch(&host, r, stdin),
                 Err(e) => super::launch::refuse_early(
                     &host,

@@ -249,6 +249,28 @@ impl Request {
     }
 }
 
+/// Reads a request's text: at most 1 MiB ([`crate::settings::MAX_SETTINGS_BYTES`]), UTF-8; a
+/// larger one is `invalid_spec` without reading the rest.
+///
+/// ```
+/// use relay_token::host::request::read_request;
+/// assert_eq!(read_request(&b"{}"[..]).unwrap(), "{}");
+/// let big = vec![b' '; (1 << 20) + 1];
+/// assert_eq!(read_request(&big[..]).unwrap_err().to_string(), "request: larger than 1 MiB");
+/// ```
+pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
+    use std::io::Read;
+    let max = crate::settings::MAX_SETTINGS_BYTES;
+    let mut bytes = Vec::new();
+    r.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| InvalidSpec(format!("request: {e}")))?;
+    if bytes.len() > max {
+        return Err(InvalidSpec("request: larger than 1 MiB".into()));
+    }
+    String::from_utf8(bytes).map_err(|_| InvalidSpec("request: not UTF-8".into()))
+}
+
 /// Variable names a token launch's request may never set, whatever a template allows: the
 /// loader's (`LD_*`), the API client's (`ANTHROPIC_*`), Claude Code's own (`CLAUDE*`) and Node's
 /// options. Each can send the token elsewhere or run code beside it.
