@@ -2,9 +2,12 @@
 
 use serde_json::{json, Value};
 
-use super::Host;
+use std::path::PathBuf;
+
+use super::{reach, Host};
 use crate::path::claude_token_path_in;
 use crate::redact::Redactor;
+use crate::settings::Settings;
 use crate::{read_claude_token, sandbox};
 
 /// The status report as JSON.
@@ -47,6 +50,8 @@ pub fn report(host: &Host) -> Value {
         Ok(p) => json!({"path": p}),
         Err(e) => json!({"error": e}),
     };
+    let (problems, warnings) = reach_checks(host, &settings);
+    let settings_error = settings_error.or_else(|| host.settings().err().map(|e| e.to_string()));
     let mut report = json!({
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
@@ -56,11 +61,51 @@ pub fn report(host: &Host) -> Value {
         "token": token,
         "bwrap": bwrap,
         "shim": shim,
+        "problems": problems,
+        "warnings": warnings,
     });
     // A token pasted into the setting instead of its path is printed nowhere: the same
     // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
     redact_strings(&mut report, &Redactor::default());
     report
+}
+
+/// What would refuse a launch today because a session could have armed it (a program or the
+/// token file within a session's reach), and what is merely weaker than it should be (a `PATH`
+/// folder that cannot be kept read-only, so it is skipped).
+fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) {
+    let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
+    let grants = reach::rw_grants(host, settings, None, &claude_config);
+    let guarded = reach::guarded_folders(host, &grants);
+    let mut problems = Vec::new();
+    if let Ok(Some(p)) = claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
+        problems.extend(reach::token_file_problem(&p));
+    }
+    let mut programs: Vec<(&str, PathBuf)> = Vec::new();
+    programs.extend(host.find_shim(settings).ok().map(|p| ("relay-shim", p)));
+    programs.extend(
+        sandbox::find_bwrap(settings.bwrap.as_deref())
+            .ok()
+            .map(|p| ("bwrap", p)),
+    );
+    programs.extend(crate::which::find_program("ssh").map(|p| ("ssh", p)));
+    for t in reach::templates(settings) {
+        if let Some(p) = t
+            .command
+            .first()
+            .and_then(|c| crate::which::find_program(c))
+        {
+            programs.push(("command", p));
+        }
+    }
+    for (what, p) in &programs {
+        problems.extend(reach::program_problem(what, p, &grants, &guarded));
+    }
+    let warnings = crate::which::path_folders()
+        .iter()
+        .filter_map(|d| reach::path_folder_problem(d, &grants))
+        .collect();
+    (problems, warnings)
 }
 
 fn redact_strings(v: &mut Value, redactor: &Redactor) {
@@ -81,9 +126,14 @@ fn redact_strings(v: &mut Value, redactor: &Redactor) {
 /// ```
 pub fn print(host: &Host, json: bool) -> i32 {
     let r = report(host);
+    // Non-zero when something would refuse a launch: the settings, or a check of what a
+    // session could have armed.
+    let failed =
+        !r["settings_error"].is_null() || r["problems"].as_array().is_some_and(|p| !p.is_empty());
+    let code = if failed { 1 } else { 0 };
     if json {
         println!("{r}");
-        return 0;
+        return code;
     }
     let s = |v: &Value| match v {
         Value::String(s) => s.clone(),
@@ -128,5 +178,11 @@ pub fn print(host: &Host, json: bool) -> i32 {
             s(&sh["path"])
         }
     );
-    0
+    for p in r["problems"].as_array().into_iter().flatten() {
+        println!("problem:           {}", s(p));
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        println!("warning:           {}", s(w));
+    }
+    code
 }
