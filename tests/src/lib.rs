@@ -209,6 +209,9 @@ pub fn spawn_with_fds(
 /// A throwaway relay-host installation and process checks (see the module).
 pub mod fixture;
 
+/// A local HTTP listener that keeps only hashes of the credentials it receives.
+pub mod listener;
+
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.
 ///

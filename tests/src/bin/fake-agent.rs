@@ -22,7 +22,9 @@
 //! - `--sleep SECS`: sleeps (after recording) that many seconds (a decimal is fine);
 //! - `--sh CMD`: runs `/bin/sh -c CMD` after recording and sleeping, with inherited stdio, and
 //!   exits with its status (128 + signal when it was killed);
-//! - `--exit N`: exit status when there is no `--sh` (default 0).
+//! - `--exit N`: exit status when there is no `--sh` (default 0);
+//! - `--ptrace-init`: before recording, tries `ptrace(PTRACE_ATTACH, 1)` (the sandbox's init)
+//!   and records `ptrace_init_errno` (0 when the attach succeeded).
 
 use std::ffi::CString;
 use std::io::{Read, Write};
@@ -52,11 +54,13 @@ fn main() {
     let mut sh: Option<String> = None;
     let mut exit_code = 0;
     let mut record_signal: Option<String> = None;
+    let mut ptrace_init = false;
     let mut i = 1;
     while i < argv.len() {
         let next = argv.get(i + 1).cloned();
         match argv[i].as_str() {
             "--no-read" => no_read = true,
+            "--ptrace-init" => ptrace_init = true,
             "--sleep" => {
                 sleep = next.as_deref().and_then(|s| s.parse().ok());
                 i += 1;
@@ -107,6 +111,9 @@ fn main() {
         "ppid": std::os::unix::process::parent_id(),
         "fds": fds,
     });
+    if ptrace_init {
+        record["ptrace_init_errno"] = json!(attach_init());
+    }
     if let Some(var) = std::env::var_os(TOKEN_FD_VAR) {
         let var = var.to_string_lossy().into_owned();
         record["token_fd_var"] = json!(var);
@@ -160,6 +167,18 @@ fn open_fds() -> Vec<i32> {
         .collect();
     fds.sort_unstable();
     fds
+}
+
+/// `ptrace(PTRACE_ATTACH, 1)`: 0 when it succeeded, else the errno.
+fn attach_init() -> i32 {
+    let null = std::ptr::null_mut::<libc::c_void>();
+    // SAFETY: PTRACE_ATTACH takes a pid and ignores both pointers.
+    let r = unsafe { libc::ptrace(libc::PTRACE_ATTACH, 1 as libc::pid_t, null, null) };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+    }
 }
 
 /// Reads `/dev/fd/<var>` to EOF (at most 64 KiB): (sha256 hex, count, truncated).
