@@ -1000,6 +1000,7 @@ fn a_token_launch_refuses_steering_variables() {
     assert_eq!(recs.len(), 1, "{}", out.describe());
     assert_eq!(recs[0]["env"]["LD_PRELOAD"], "", "{}", recs[0]);
     assert!(recs[0].get("token_sha256").is_none());
+    w.assert_no_token_on_disk();
 }
 
 /// A token launch whose `extra_args` load settings or move requests (`--settings`, in both
@@ -1036,6 +1037,7 @@ fn a_token_launch_refuses_settings_flags() {
     let out = w.launch(&json!({"kind": "claude", "project": w.proj, "extra_args": ["-p", "hi"]}));
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(relay_tests::read_records(&rec).len(), 1);
+    w.assert_no_token_on_disk();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1084,6 +1086,7 @@ fn system_missing_and_relay_projects_are_refused() {
         );
         assert!(!rec.exists(), "{}: the program ran", p.display());
     }
+    w.assert_no_token_on_disk();
 }
 
 /// A template whose grants do not show the project is refused before anything starts (today:
@@ -1234,6 +1237,7 @@ fn a_session_cannot_stop_bwraps_init() {
         out.describe()
     );
     assert_eq!(out.code, Some(0), "{}", out.describe());
+    w.assert_no_token_on_disk();
 }
 
 // ---------------------------------------------------------------------------------------------
