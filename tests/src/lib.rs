@@ -208,6 +208,7 @@ pub fn spawn_with_fds(
 
 /// A throwaway relay-host installation and process checks (see the module).
 pub mod fixture;
+pub mod run;
 
 /// A local HTTP listener that keeps only hashes of the credentials it receives.
 pub mod listener;

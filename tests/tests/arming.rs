@@ -14,13 +14,11 @@
 //! does the same in a user namespace.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use relay_tests::listener::AuthListener;
 use relay_tests::{fake_agent, fake_token, relay_host, relay_shim, sha256_hex};
@@ -66,51 +64,15 @@ impl Out {
     }
 }
 
-/// Waits for `child` (which leads its own process group) until it ends, `stop()` holds, or
-/// `timeout` passes; in the last two cases kills the whole group. Collects both streams.
-fn finish(mut child: Child, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
-    let start = Instant::now();
-    let reader = |r: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            let _ = tx.send(buf);
-        });
-        rx
-    };
-    let out_rx = reader(child.stdout.take().map(|s| Box::new(s) as _));
-    let err_rx = reader(child.stderr.take().map(|s| Box::new(s) as _));
-    let mut killed = false;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > timeout || stop() {
-            // SAFETY: kill takes integers only; the group is the one this child leads.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            killed = true;
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    if killed {
-        // Whatever the group left behind dies with it; make sure no stray member holds a pipe.
-        // SAFETY: as above.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-    }
-    let text = |rx: mpsc::Receiver<Vec<u8>>| {
-        let buf = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
-        String::from_utf8_lossy(&buf).into_owned()
-    };
+/// Waits for `child` until it ends, `stop()` holds, or `timeout` passes (then kills its group).
+fn finish(child: Child, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
+    let f = relay_tests::run::finish_with(child, timeout, stop);
     Out {
-        code: status.code(),
-        signal: status.signal(),
-        killed,
-        stdout: text(out_rx),
-        stderr: text(err_rx),
+        code: f.code(),
+        signal: f.signal(),
+        killed: f.killed,
+        stdout: f.stdout,
+        stderr: f.stderr,
     }
 }
 

@@ -10,13 +10,11 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
 use serde_json::{json, Value};
@@ -269,65 +267,17 @@ pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
 }
 
 /// Waits for `child` under `timeout` (killed with its process group, and a panic, when it
-/// overruns), collecting its
-/// output. The readers are joined under the same deadline, so a descendant that keeps a pipe
-/// open fails the test instead of hanging it.
-pub fn finish(mut child: Child, timeout: Duration) -> Out {
-    let start = Instant::now();
-    let reader = |r: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            let _ = tx.send(buf);
-        });
-        rx
-    };
-    let out_rx = reader(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err_rx = reader(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > timeout {
-            // SAFETY: kill takes integers only. The group exists only when the child leads it.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("relay-host did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let left = |_: ()| {
-        timeout
-            .saturating_sub(start.elapsed())
-            .max(Duration::from_secs(2))
-    };
-    let stdout = out_rx
-        .recv_timeout(left(()))
-        .expect("stdout still open after the host ended");
-    let stderr = err_rx
-        .recv_timeout(left(()))
-        .expect("stderr still open after the host ended");
-    use std::os::unix::process::ExitStatusExt;
+/// overruns), collecting its output; a descendant that keeps a pipe open fails the test instead
+/// of hanging it.
+pub fn finish(child: Child, timeout: Duration) -> Out {
+    let f = relay_tests::run::finish_with(child, timeout, &|| false);
+    assert!(!f.killed, "relay-host did not finish within {timeout:?}");
     Out {
-        code: status
+        code: f
             .code()
-            .unwrap_or_else(|| panic!("relay-host killed by signal {:?}", status.signal())),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            .unwrap_or_else(|| panic!("relay-host killed by signal {:?}", f.signal())),
+        stdout: f.stdout,
+        stderr: f.stderr,
     }
 }
 
