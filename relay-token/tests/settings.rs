@@ -289,3 +289,44 @@ fn unreadable_settings_file_names_it() {
         d.path().join("settings.json").display()
     )));
 }
+
+/// A settings file whose link target was deleted (by a session, say) is an error naming it, never
+/// the defaults: the defaults set no token file, so nothing would be denied.
+#[test]
+fn a_dangling_settings_link_is_an_error_not_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        dir.path().join("gone.json"),
+        dir.path().join("settings.json"),
+    )
+    .unwrap();
+    let e = Settings::load(dir.path()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "read {}: No such file or directory (os error 2)",
+            dir.path().join("settings.json").display()
+        )
+    );
+}
+
+/// Settings are read like the token file: a FIFO answers at once, a device is refused, and so
+/// is a file over 1 MiB.
+#[test]
+fn settings_are_read_with_the_token_files_care() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("settings.json");
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = Settings::load(dir.path()).unwrap_err().to_string();
+    assert!(e.ends_with("settings.json: not a regular file"), "{e}");
+    fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+    let e = Settings::load(dir.path()).unwrap_err().to_string();
+    assert!(e.ends_with("settings.json: not a regular file"), "{e}");
+    fs::remove_file(&path).unwrap();
+    fs::write(&path, vec![b' '; (1 << 20) + 1]).unwrap();
+    let e = Settings::load(dir.path()).unwrap_err().to_string();
+    assert!(e.ends_with("settings.json: larger than 1 MiB"), "{e}");
+}
