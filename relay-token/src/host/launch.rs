@@ -400,8 +400,11 @@ fn prepare_and_spawn(
     if token.is_some() {
         cmd.arg("--pass-token");
     }
-    cmd.arg("--status-fd")
-        .arg(STATUS_FD.to_string())
+    // A provider launch proves itself to the host: `--identity`, the secret at 3, status at 4.
+    let identity = v.request.kind == super::request::Kind::Claude;
+    let wiring = super::bridge::ShimWiring::new(identity, state.path(), &v.session_id)
+        .map_err(|e| LaunchError::SpawnFailed(e.to_string()))?;
+    cmd.args(wiring.args())
         .arg("--session-id")
         .arg(&v.session_id)
         .arg("--")
@@ -416,7 +419,8 @@ fn prepare_and_spawn(
     let (status_r, status_w) =
         sys::pipe2_cloexec().map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))?;
     let mut extra = FdMap::new();
-    extra.place(status_w.as_fd(), STATUS_FD);
+    extra.place(status_w.as_fd(), wiring.status_fd());
+    wiring.attach(&mut cmd, &mut extra);
     let spawned = match token {
         Some(t) => {
             let pipe = TokenPipe::new(&t)
@@ -431,10 +435,14 @@ fn prepare_and_spawn(
         spawned.map_err(|e| LaunchError::SpawnFailed(format!("spawn {}: {e}", shim.display())))?;
     facts.token = carries_token;
 
-    // 6. Wait for `started`.
+    // 6. Wait for `started` (after a confirmed `hello_ok` with the identity).
+    let mut gate = wiring.start(START_TIMEOUT);
     let mut status = BufReader::new(File::from(status_r));
-    match wait_started(&mut status, START_TIMEOUT) {
+    match wait_started(&mut status, START_TIMEOUT, &mut gate) {
         Ok(pid) => {
+            for e in gate.events(&v.session_id) {
+                let _ = state.event(&e);
+            }
             let answer =
                 json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
             let _ = state.event(&answer);
@@ -463,8 +471,12 @@ fn prepare_and_spawn(
     }
 }
 
-/// Reads status lines until `started` (its pid) or a failure.
-fn wait_started(status: &mut BufReader<File>, timeout: Duration) -> Result<i64, LaunchError> {
+/// Reads status lines until `started` (its pid) or a failure; `gate` judges each line first.
+fn wait_started(
+    status: &mut BufReader<File>,
+    timeout: Duration,
+    gate: &mut super::bridge::Gate,
+) -> Result<i64, LaunchError> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -487,6 +499,7 @@ fn wait_started(status: &mut BufReader<File>, timeout: Duration) -> Result<i64, 
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        gate.check(&v).map_err(LaunchError::SpawnFailed)?;
         match v.get("event").and_then(Value::as_str) {
             Some("started") => return Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1)),
             Some("spawn_failed") => {

@@ -10,6 +10,7 @@ use std::process::ExitStatus;
 
 use crate::settings::{Settings, SettingsError};
 
+pub mod bridge;
 pub mod cli;
 pub mod demo;
 pub mod launch;
