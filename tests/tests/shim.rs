@@ -180,6 +180,21 @@ fn usage_errors_exit_70_and_start_nothing() {
         vec!["--session-id", "no spaces", "--", &a],
         vec!["--bogus", "--", &a],
         vec![],
+        vec![
+            "--identity",
+            "--session-id",
+            "s",
+            "--status-fd",
+            "3",
+            "--",
+            &a,
+        ],
+        vec!["--identity", "--session-id", "s", "--status-fd=3", "--", &a],
+        vec!["--identity", "--", &a],
+        vec!["--identity", "--identity", "--session-id", "s", "--", &a],
+        vec!["--pty=1", "--", &a],
+        vec!["--sandbox-profile", "relative.sb", "--", &a],
+        vec!["--sandbox-profile"],
     ];
     for args in cases {
         let (_d, record) = tmp();
@@ -194,6 +209,28 @@ fn usage_errors_exit_70_and_start_nothing() {
         assert!(run.status.is_empty(), "{args:?}: {:?}", run.status);
         assert!(!record.exists(), "{args:?}: no target may start");
     }
+}
+
+/// `--sandbox-profile` exists for macOS's `sandbox-exec`; elsewhere it is refused, saying so.
+#[cfg(not(target_os = "macos"))]
+#[test]
+fn sandbox_profile_is_refused_off_macos() {
+    let (_d, record) = tmp();
+    let run = run_shim(
+        shim_cmd(&record, &["--sandbox-profile", "/etc/x.sb", "--", &agent()]),
+        &[],
+    );
+    assert_eq!(run.code, 70);
+    assert!(
+        run.stderr.starts_with(
+            "relay-shim: --sandbox-profile is not supported here: /usr/bin/sandbox-exec exists \
+             on macOS only"
+        ),
+        "{:?}",
+        run.stderr
+    );
+    assert!(run.status.is_empty());
+    assert!(!record.exists());
 }
 
 #[test]
