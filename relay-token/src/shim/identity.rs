@@ -276,11 +276,12 @@ pub fn hello_line(session: &SessionId, secret: &LaunchSecret) -> Zeroizing<Vec<u
 /// assert_eq!(line, "{\"type\":\"OK\",\"data\":{\"kind\":\"project_session\",\"service_id\":\"s1\",\"relay_pid\":42}}\n");
 /// ```
 pub fn ok_line(session_id: &str, relay_pid: u32) -> String {
-    let mut line = serde_json::json!({"type": "OK", "data": {
-        "kind": HELLO_KIND, "service_id": session_id, "relay_pid": relay_pid}})
-    .to_string();
-    line.push('\n');
-    line
+    // Written out, so the keys keep the documented order; the id is escaped as a JSON string.
+    format!(
+        "{{\"type\":\"OK\",\"data\":{{\"kind\":\"{HELLO_KIND}\",\"service_id\":{},\
+         \"relay_pid\":{relay_pid}}}}}\n",
+        Value::from(session_id)
+    )
 }
 
 /// Why the Hello did not get the OK answer. Its [`reason`](Refusal::reason) goes into the
