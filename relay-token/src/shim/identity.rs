@@ -56,8 +56,9 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// The shim's exit code when the launch identity fails; nothing was started.
 pub const EXIT_IDENTITY: i32 = 78;
 
-/// A launch secret: exactly 64 lowercase hex digits, zeroized when dropped. `Debug` shows no
-/// byte of it, and it is neither `Clone` nor `Display`.
+/// A launch secret: exactly 64 lowercase hex digits, zeroized when dropped. The bytes live on
+/// the heap and are written there in place, so moving the value leaves no copy on the stack.
+/// `Debug` shows no byte of it, and it is neither `Clone` nor `Display`.
 ///
 /// ```
 /// use relay_token::shim::identity::LaunchSecret;
@@ -67,7 +68,7 @@ pub const EXIT_IDENTITY: i32 = 78;
 /// assert_eq!(format!("{s:?}"), "LaunchSecret([redacted])");
 /// assert!(LaunchSecret::parse(&[b'A'; 64]).is_err());
 /// ```
-pub struct LaunchSecret(Zeroizing<[u8; SECRET_LEN]>);
+pub struct LaunchSecret(Box<Zeroizing<[u8; SECRET_LEN]>>);
 
 impl fmt::Debug for LaunchSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -137,7 +138,7 @@ impl LaunchSecret {
         if !bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return Err(SecretError::NotLowercaseHex);
         }
-        let mut s = Zeroizing::new([0u8; SECRET_LEN]);
+        let mut s = Box::new(Zeroizing::new([0u8; SECRET_LEN]));
         s.copy_from_slice(bytes);
         Ok(LaunchSecret(s))
     }
@@ -162,7 +163,7 @@ impl LaunchSecret {
             }
         }
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut s = Zeroizing::new([0u8; SECRET_LEN]);
+        let mut s = Box::new(Zeroizing::new([0u8; SECRET_LEN]));
         for (i, b) in raw.iter().enumerate() {
             s[2 * i] = HEX[usize::from(b >> 4)];
             s[2 * i + 1] = HEX[usize::from(b & 15)];
