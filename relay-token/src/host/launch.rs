@@ -480,7 +480,9 @@ fn wait_started(
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || !poll_readable(status.get_ref(), left) {
+        // Lines already buffered (one read can bring several) need no poll.
+        let buffered = !status.buffer().is_empty();
+        if !buffered && (left.is_zero() || !poll_readable(status.get_ref(), left)) {
             return Err(LaunchError::SpawnFailed(format!(
                 "relay-shim did not report started within {} s",
                 timeout.as_secs()

@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
@@ -184,4 +185,53 @@ fn a_hello_with_the_wrong_secret_is_refused() {
     assert!(msg.contains("the Hello carries the wrong secret"), "{msg}");
     assert!(fx.records().is_empty(), "{:?}", fx.records());
     assert_only_logs_left(&fx);
+}
+
+/// Two status lines that arrive in one read (`no_identity` and `started`, written at once by a
+/// stand-in shim that then keeps running) are both seen: the launch answers 201 at once rather
+/// than waiting on the pipe for a line that is already buffered.
+#[test]
+fn status_lines_read_together_are_all_seen() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let lone = fx.root.join("lone");
+    fs::create_dir(&lone).unwrap();
+    let host = lone.join("relay-host");
+    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let stand_in = lone.join("relay-shim");
+    fs::write(
+        &stand_in,
+        "#!/bin/sh\nprintf '{\"event\":\"no_identity\"}\\n{\"event\":\"started\",\"pid\":%d}\\n' \
+         $$ >&3\nexec sleep 60\n",
+    )
+    .unwrap();
+    fs::set_permissions(&stand_in, fs::Permissions::from_mode(0o755)).unwrap();
+    let req = fx.request_file(&json!({"kind": "terminal", "template": "claude-code",
+                                      "session_id": "t1", "project": fx.proj}));
+    let mut cmd = Command::new(&host);
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &fx.home)
+        .args(["--config-dir", fx.cfg.to_str().unwrap()])
+        .args(["--state-dir", fx.state.to_str().unwrap()])
+        .arg("launch")
+        .arg(&req)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let running = Running(Some(cmd.spawn().unwrap()));
+    let start = std::time::Instant::now();
+    let answer = loop {
+        if let Some(a) = events_of(&fx, "t1")
+            .into_iter()
+            .find(|e| e["event"] == "launch")
+        {
+            break a;
+        }
+        assert!(start.elapsed() < TIMEOUT, "no answer");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(answer["status"], 201, "{answer}");
+    drop(running);
 }
