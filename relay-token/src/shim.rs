@@ -1,37 +1,59 @@
 //! The logic of `relay-shim`: run one program with a token descriptor it never reads.
 //!
 //! ```text
-//! relay-shim [--pass-token] [--status-fd N] [--session-id ID] -- PROGRAM [ARGS...]
+//! relay-shim [--pass-token] [--identity] [--pty] [--sandbox-profile PATH] [--status-fd N]
+//!            [--session-id ID] -- PROGRAM [ARGS...]
 //! ```
+//!
+//! The shim's descriptors, by layout (the target always gets 0, 1, 2 and, with
+//! `--pass-token`, 5; never 3 or 4):
+//!
+//! | layout                       | fd 3        | fd 4   | fd 5  |
+//! |------------------------------|-------------|--------|-------|
+//! | `--identity --pass-token`    | secret      | status | token |
+//! | `--pass-token`               | status      | —      | token |
+//! | neither                      | status      | —      | —     |
 //!
 //! - The target gets fds 0, 1, 2 and, with `--pass-token`, fd 5 (the shim's own fd 5, handed on
 //!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by
 //!   [`crate::pipe::spawn_with_token_fd`]. Without `--pass-token` the target gets no fd 5, even
-//!   when the shim had one, and the environment is passed on unchanged.
-//! - Status lines (JSON, one `write` each) go to the status descriptor (default 3):
-//!   `{"event":"started","pid":P}`, then `{"event":"exit","status":S}` or
-//!   `{"event":"exit","signal":G}`; or `{"event":"spawn_failed","errno":E}`. When the status
-//!   descriptor is not open the shim runs without status lines. The status descriptor is
-//!   close-on-exec in the shim, so the target never inherits it. A write that fails (the reader
-//!   went away) stops further status lines; the target is not disturbed.
-//! - The target runs in its own process group. SIGHUP, SIGINT, SIGTERM and SIGQUIT received by
+//!   when the shim had one.
+//! - `--identity` (needs `--session-id`): before anything is started, the shim reads the launch
+//!   secret from fd 3 and closes it, then says Hello on the socket named by
+//!   `RELAY_BRIDGE_SOCKET` and waits for the bridge's OK (see [`identity`]). A failure starts
+//!   nothing, closes fd 5 unread and exits 78. The status descriptor then defaults to 4.
+//! - Status lines (JSON, one `write` each) go to the status descriptor (default 3, or 4 with
+//!   `--identity`): first `{"event":"no_identity"}` (without `--identity`),
+//!   `{"event":"hello_ok","pid":SHIM_PID}`, or `{"event":"bad_secret","reason":R}` /
+//!   `{"event":"hello_refused","reason":R}` (then nothing else); then
+//!   `{"event":"started","pid":P}` and `{"event":"exit","status":S}` or
+//!   `{"event":"exit","signal":G}`; or `{"event":"spawn_failed","errno":E}`. No line ever holds
+//!   the secret. When the status descriptor is not open the shim runs without status lines. The
+//!   status descriptor is close-on-exec in the shim, so the target never inherits it. A write
+//!   that fails (the reader went away) stops further status lines; the target is not disturbed.
+//! - The target runs in its own process group (with `--pty`, its own session whose controlling
+//!   terminal is its fd 0; see [`pty`]). SIGHUP, SIGINT, SIGTERM and SIGQUIT received by
 //!   the shim are forwarded to that group (to the target alone if the group is gone). A signal
 //!   that was ignored when the shim started stays ignored (and is not forwarded), as shells do.
 //! - Started in the foreground of a terminal (one of fds 0, 1, 2 is a terminal whose foreground
-//!   group is the shim's), the shim makes the target's group the foreground group (the child
-//!   does it before exec), so an interactive target can read the terminal instead of being
-//!   stopped by SIGTTIN; job control passes through (Ctrl-Z stops the shim's own group with the
-//!   same signal so the caller's shell sees the job stop; `fg` hands the terminal back to the
-//!   target and continues it); the terminal is given back to the shim's group when the target
-//!   ends. Without a terminal, stops of the target are not acted upon.
+//!   group is the shim's) and without `--pty`, the shim makes the target's group the foreground
+//!   group (the child does it before exec), so an interactive target can read the terminal
+//!   instead of being stopped by SIGTTIN; job control passes through (Ctrl-Z stops the shim's
+//!   own group with the same signal so the caller's shell sees the job stop; `fg` hands the
+//!   terminal back to the target and continues it); the terminal is given back to the shim's
+//!   group when the target ends. Without a terminal, stops of the target are not acted upon.
+//! - `--sandbox-profile PATH` (absolute): on macOS the target runs under
+//!   `/usr/bin/sandbox-exec -f PATH -- PROGRAM ARGS...`; elsewhere the option is refused.
 //! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`) is exported to the target as
-//!   [`SESSION_ID_VAR`] (`RELAY_SESSION_ID`); nothing else is added to the environment.
+//!   [`SESSION_ID_VAR`] (`RELAY_SESSION_ID`). `RELAY_BRIDGE_SOCKET` and `RELAY_LAUNCH_FD` are
+//!   removed from the target's environment; nothing else is changed.
 //! - Exit: the target's status; 128 + signal when it was killed; 127 when the program was not
-//!   found; 126 on other spawn failures; 70 on a usage or internal error (nothing started).
+//!   found; 126 on other spawn failures; 78 when the launch identity fails; 70 on a usage or
+//!   internal error (nothing started).
 //!
 //! ```no_run
 //! // The whole of relay-shim's main:
-//! // SAFETY: called once, from main; this process owns its inherited fd 5 and status fd.
+//! // SAFETY: called once, from main; this process owns its inherited fds 3, 5 and status fd.
 //! let code = unsafe { relay_token::shim::run_cli(std::env::args_os().skip(1)) };
 //! std::process::exit(code);
 //! ```
@@ -41,14 +63,25 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crate::fds::{FdMap, TOKEN_FD};
 use crate::sys;
 
-/// The status descriptor used when `--status-fd` is not given.
+pub mod identity;
+pub mod pty;
+
+/// The status descriptor used when `--status-fd` is not given (without `--identity`).
 pub const DEFAULT_STATUS_FD: RawFd = 3;
+
+/// The status descriptor used with `--identity` when `--status-fd` is not given (fd 3 then
+/// carries the launch secret).
+pub const IDENTITY_STATUS_FD: RawFd = 4;
+
+/// The program `--sandbox-profile` runs the target under (macOS).
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
 /// Exit code for a usage error or an internal error; nothing was started.
 pub const EXIT_USAGE: i32 = 70;
@@ -63,8 +96,8 @@ pub const EXIT_CANNOT_EXEC: i32 = 126;
 pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
 
 /// The one-line synopsis printed with usage errors.
-pub const USAGE: &str =
-    "usage: relay-shim [--pass-token] [--status-fd N] [--session-id ID] -- PROGRAM [ARGS...]";
+pub const USAGE: &str = "usage: relay-shim [--pass-token] [--identity] [--pty] \
+     [--sandbox-profile PATH] [--status-fd N] [--session-id ID] -- PROGRAM [ARGS...]";
 
 /// The signals the shim forwards to the target's process group.
 pub const FORWARDED_SIGNALS: [libc::c_int; 4] =
@@ -114,13 +147,25 @@ impl SessionId {
 /// assert_eq!(opts.status_fd, 3);
 /// assert_eq!(opts.program, "claude");
 /// assert_eq!(opts.args, ["-p", "hi"]);
+/// let opts = ShimOptions::parse(["--identity", "--session-id", "s1", "--", "claude"]).unwrap();
+/// assert_eq!((opts.identity, opts.status_fd), (true, 4));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimOptions {
     /// `--pass-token`: hand the shim's fd 5 to the target at fd 5.
     pub pass_token: bool,
-    /// `--status-fd N`: where status lines go (default [`DEFAULT_STATUS_FD`]); never 0, 1, 2,
-    /// nor 5 with `--pass-token`.
+    /// `--identity`: read the launch secret on fd 3 and say Hello on the bridge socket before
+    /// anything is started (see [`identity`]). Needs `--session-id`.
+    pub identity: bool,
+    /// `--pty`: the target leads its own session with fd 0 as its controlling terminal (see
+    /// [`pty`]).
+    pub pty: bool,
+    /// `--sandbox-profile PATH` (absolute; macOS only): run the target under
+    /// `/usr/bin/sandbox-exec -f PATH --`.
+    pub sandbox_profile: Option<PathBuf>,
+    /// `--status-fd N`: where status lines go (default [`DEFAULT_STATUS_FD`], or
+    /// [`IDENTITY_STATUS_FD`] with `--identity`); never 0, 1, 2, nor 5 with `--pass-token`,
+    /// nor 3 with `--identity`.
     pub status_fd: RawFd,
     /// `--session-id ID`: exported to the target as [`SESSION_ID_VAR`].
     pub session_id: Option<SessionId>,
@@ -152,8 +197,16 @@ pub enum UsageError {
     StatusFdIsStdio(RawFd),
     /// `--status-fd 5` together with `--pass-token`.
     StatusFdIsTokenFd,
+    /// `--status-fd 3` together with `--identity`.
+    StatusFdIsSecretFd,
     /// `--session-id` outside `[A-Za-z0-9._-]{1,64}`.
     BadSessionId(String),
+    /// `--identity` without `--session-id` (the Hello names the session).
+    IdentityWithoutSessionId,
+    /// `--sandbox-profile` given a path that is not absolute.
+    SandboxProfileNotAbsolute(String),
+    /// `--sandbox-profile` on a system without `sandbox-exec` (anything but macOS).
+    SandboxProfileUnsupported,
     /// No `--` before the program (an argument that is not an option came first, or none).
     MissingSeparator,
     /// Nothing (or an empty name) after `--`.
@@ -177,12 +230,32 @@ impl fmt::Display for UsageError {
             UsageError::StatusFdIsTokenFd => {
                 write!(f, "--status-fd 5: fd 5 carries the token with --pass-token")
             }
+            UsageError::StatusFdIsSecretFd => {
+                write!(
+                    f,
+                    "--status-fd 3: fd 3 carries the launch secret with --identity"
+                )
+            }
             UsageError::BadSessionId(v) => {
                 write!(
                     f,
                     "--session-id {v:?}: must be 1 to 64 of A-Z a-z 0-9 . _ -"
                 )
             }
+            UsageError::IdentityWithoutSessionId => {
+                write!(
+                    f,
+                    "--identity needs --session-id (the Hello names the session)"
+                )
+            }
+            UsageError::SandboxProfileNotAbsolute(v) => {
+                write!(f, "--sandbox-profile {v:?}: must be an absolute path")
+            }
+            UsageError::SandboxProfileUnsupported => write!(
+                f,
+                "--sandbox-profile is not supported here: {SANDBOX_EXEC} exists on macOS only \
+                 (on Linux, wrap the program in bwrap)"
+            ),
             UsageError::MissingSeparator => write!(f, "missing -- before the program"),
             UsageError::MissingProgram => write!(f, "no program after --"),
         }
@@ -190,6 +263,103 @@ impl fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// The options seen so far, while parsing.
+#[derive(Default)]
+struct Seen {
+    pass_token: bool,
+    identity: bool,
+    pty: bool,
+    sandbox_profile: Option<PathBuf>,
+    status_fd: Option<RawFd>,
+    session_id: Option<SessionId>,
+}
+
+impl Seen {
+    /// Takes one option before `--`; `value` yields its value when it has one.
+    fn take(
+        &mut self,
+        name: &str,
+        has_inline: bool,
+        value: &mut dyn FnMut(&'static str) -> Result<String, UsageError>,
+    ) -> Result<(), UsageError> {
+        let flag = |set: &mut bool, opt: &'static str| {
+            if std::mem::replace(set, true) {
+                return Err(UsageError::Repeated(opt));
+            }
+            Ok(())
+        };
+        match name {
+            "--pass-token" if !has_inline => flag(&mut self.pass_token, "--pass-token"),
+            "--identity" if !has_inline => flag(&mut self.identity, "--identity"),
+            "--pty" if !has_inline => flag(&mut self.pty, "--pty"),
+            "--status-fd" => {
+                if self.status_fd.is_some() {
+                    return Err(UsageError::Repeated("--status-fd"));
+                }
+                let v = value("--status-fd")?;
+                let n = parse_fd(&v).ok_or(UsageError::StatusFdNotANumber(v))?;
+                if n <= 2 {
+                    return Err(UsageError::StatusFdIsStdio(n));
+                }
+                self.status_fd = Some(n);
+                Ok(())
+            }
+            "--session-id" => {
+                if self.session_id.is_some() {
+                    return Err(UsageError::Repeated("--session-id"));
+                }
+                let v = value("--session-id")?;
+                self.session_id = Some(SessionId::parse(&v).ok_or(UsageError::BadSessionId(v))?);
+                Ok(())
+            }
+            "--sandbox-profile" => {
+                if self.sandbox_profile.is_some() {
+                    return Err(UsageError::Repeated("--sandbox-profile"));
+                }
+                let v = value("--sandbox-profile")?;
+                if !v.starts_with('/') {
+                    return Err(UsageError::SandboxProfileNotAbsolute(v));
+                }
+                self.sandbox_profile = Some(PathBuf::from(v));
+                Ok(())
+            }
+            _ => Err(UsageError::UnknownOption(name.to_owned())),
+        }
+    }
+
+    /// The rules between options, once all are seen.
+    fn finish(self, program: OsString, args: Vec<OsString>) -> Result<ShimOptions, UsageError> {
+        let default_fd = if self.identity {
+            IDENTITY_STATUS_FD
+        } else {
+            DEFAULT_STATUS_FD
+        };
+        let status_fd = self.status_fd.unwrap_or(default_fd);
+        if self.pass_token && status_fd == TOKEN_FD {
+            return Err(UsageError::StatusFdIsTokenFd);
+        }
+        if self.identity && status_fd == identity::SECRET_FD {
+            return Err(UsageError::StatusFdIsSecretFd);
+        }
+        if self.identity && self.session_id.is_none() {
+            return Err(UsageError::IdentityWithoutSessionId);
+        }
+        if self.sandbox_profile.is_some() && !cfg!(target_os = "macos") {
+            return Err(UsageError::SandboxProfileUnsupported);
+        }
+        Ok(ShimOptions {
+            pass_token: self.pass_token,
+            identity: self.identity,
+            pty: self.pty,
+            sandbox_profile: self.sandbox_profile,
+            status_fd,
+            session_id: self.session_id,
+            program,
+            args,
+        })
+    }
+}
 
 impl ShimOptions {
     /// Parses the arguments after the program name. Options come before `--`, in any order,
@@ -206,6 +376,10 @@ impl ShimOptions {
     ///     ShimOptions::parse(["--pass-token", "--status-fd", "5", "--", "true"]),
     ///     Err(UsageError::StatusFdIsTokenFd)
     /// );
+    /// assert_eq!(
+    ///     ShimOptions::parse(["--identity", "--session-id", "s", "--status-fd", "3", "--", "true"]),
+    ///     Err(UsageError::StatusFdIsSecretFd)
+    /// );
     /// ```
     pub fn parse<I>(args: I) -> Result<ShimOptions, UsageError>
     where
@@ -213,9 +387,7 @@ impl ShimOptions {
         I::Item: Into<OsString>,
     {
         let mut it = args.into_iter().map(Into::into);
-        let mut pass_token = false;
-        let mut status_fd: Option<RawFd> = None;
-        let mut session_id: Option<SessionId> = None;
+        let mut seen = Seen::default();
         let mut separated = false;
         while let Some(arg) = it.next() {
             let text = arg.to_string_lossy();
@@ -223,6 +395,14 @@ impl ShimOptions {
                 Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
                 _ => (text.clone().into_owned(), None),
             };
+            if name == "--" && inline.is_none() {
+                separated = true;
+                break;
+            }
+            if !text.starts_with('-') {
+                return Err(UsageError::MissingSeparator);
+            }
+            let has_inline = inline.is_some();
             let mut value = |opt: &'static str| -> Result<String, UsageError> {
                 match inline.clone() {
                     Some(v) => Ok(v),
@@ -232,38 +412,13 @@ impl ShimOptions {
                         .ok_or(UsageError::MissingValue(opt)),
                 }
             };
-            match name.as_str() {
-                "--" if inline.is_none() => {
-                    separated = true;
-                    break;
-                }
-                "--pass-token" if inline.is_none() => {
-                    if pass_token {
-                        return Err(UsageError::Repeated("--pass-token"));
+            seen.take(&name, has_inline, &mut value)
+                .map_err(|e| match e {
+                    UsageError::UnknownOption(_) => {
+                        UsageError::UnknownOption(text.clone().into_owned())
                     }
-                    pass_token = true;
-                }
-                "--status-fd" => {
-                    if status_fd.is_some() {
-                        return Err(UsageError::Repeated("--status-fd"));
-                    }
-                    let v = value("--status-fd")?;
-                    let n = parse_fd(&v).ok_or(UsageError::StatusFdNotANumber(v))?;
-                    if n <= 2 {
-                        return Err(UsageError::StatusFdIsStdio(n));
-                    }
-                    status_fd = Some(n);
-                }
-                "--session-id" => {
-                    if session_id.is_some() {
-                        return Err(UsageError::Repeated("--session-id"));
-                    }
-                    let v = value("--session-id")?;
-                    session_id = Some(SessionId::parse(&v).ok_or(UsageError::BadSessionId(v))?);
-                }
-                _ if !text.starts_with('-') => return Err(UsageError::MissingSeparator),
-                _ => return Err(UsageError::UnknownOption(text.into_owned())),
-            }
+                    e => e,
+                })?;
         }
         if !separated {
             return Err(UsageError::MissingSeparator);
@@ -272,17 +427,7 @@ impl ShimOptions {
         if program.is_empty() {
             return Err(UsageError::MissingProgram);
         }
-        let status_fd = status_fd.unwrap_or(DEFAULT_STATUS_FD);
-        if pass_token && status_fd == TOKEN_FD {
-            return Err(UsageError::StatusFdIsTokenFd);
-        }
-        Ok(ShimOptions {
-            pass_token,
-            status_fd,
-            session_id,
-            program,
-            args: it.collect(),
-        })
+        seen.finish(program, it.collect())
     }
 }
 
@@ -300,9 +445,30 @@ fn parse_fd(v: &str) -> Option<RawFd> {
 /// use relay_token::shim::StatusEvent;
 /// assert_eq!(StatusEvent::Started { pid: 42 }.line(), "{\"event\":\"started\",\"pid\":42}\n");
 /// assert_eq!(StatusEvent::Signaled { signal: 9 }.line(), "{\"event\":\"exit\",\"signal\":9}\n");
+/// assert_eq!(
+///     StatusEvent::HelloRefused { reason: "timeout" }.line(),
+///     "{\"event\":\"hello_refused\",\"reason\":\"timeout\"}\n"
+/// );
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusEvent {
+    /// `{"event":"no_identity"}`: the first line without `--identity`.
+    NoIdentity,
+    /// `{"event":"hello_ok","pid":P}`: the bridge confirmed the launch (`P` is the shim's pid).
+    HelloOk {
+        /// The shim's own pid.
+        pid: u32,
+    },
+    /// `{"event":"bad_secret","reason":R}`: fd 3 did not hold a launch secret; nothing runs.
+    BadSecret {
+        /// One of [`identity::SecretError::reason`]'s words.
+        reason: &'static str,
+    },
+    /// `{"event":"hello_refused","reason":R}`: the bridge did not confirm; nothing runs.
+    HelloRefused {
+        /// One of [`identity::Refusal::reason`]'s words.
+        reason: &'static str,
+    },
     /// `{"event":"started","pid":P}`: the target runs.
     Started {
         /// The target's pid (also its process group id).
@@ -331,9 +497,18 @@ impl StatusEvent {
     /// ```
     /// use relay_token::shim::StatusEvent;
     /// assert_eq!(StatusEvent::Exited { status: 3 }.line(), "{\"event\":\"exit\",\"status\":3}\n");
+    /// assert_eq!(StatusEvent::NoIdentity.line(), "{\"event\":\"no_identity\"}\n");
     /// ```
     pub fn line(&self) -> String {
         match *self {
+            StatusEvent::NoIdentity => "{\"event\":\"no_identity\"}\n".to_owned(),
+            StatusEvent::HelloOk { pid } => format!("{{\"event\":\"hello_ok\",\"pid\":{pid}}}\n"),
+            StatusEvent::BadSecret { reason } => {
+                format!("{{\"event\":\"bad_secret\",\"reason\":\"{reason}\"}}\n")
+            }
+            StatusEvent::HelloRefused { reason } => {
+                format!("{{\"event\":\"hello_refused\",\"reason\":\"{reason}\"}}\n")
+            }
             StatusEvent::Started { pid } => format!("{{\"event\":\"started\",\"pid\":{pid}}}\n"),
             StatusEvent::SpawnFailed { errno } => {
                 format!("{{\"event\":\"spawn_failed\",\"errno\":{errno}}}\n")
@@ -348,17 +523,24 @@ impl StatusEvent {
     }
 
     /// The shim's exit code for this event: the status, 128 + signal, 127 for `ENOENT`, 126 for
-    /// another spawn failure; 0 for `Started` (not a final event).
+    /// another spawn failure, 78 for an identity failure; 0 for an event that is not final
+    /// (`no_identity`, `hello_ok`, `started`).
     ///
     /// ```
     /// use relay_token::shim::StatusEvent;
     /// assert_eq!(StatusEvent::Signaled { signal: 15 }.exit_code(), 143);
     /// assert_eq!(StatusEvent::SpawnFailed { errno: libc::ENOENT }.exit_code(), 127);
     /// assert_eq!(StatusEvent::SpawnFailed { errno: libc::EACCES }.exit_code(), 126);
+    /// assert_eq!(StatusEvent::BadSecret { reason: "length" }.exit_code(), 78);
     /// ```
     pub fn exit_code(&self) -> i32 {
         match *self {
-            StatusEvent::Started { .. } => 0,
+            StatusEvent::NoIdentity | StatusEvent::HelloOk { .. } | StatusEvent::Started { .. } => {
+                0
+            }
+            StatusEvent::BadSecret { .. } | StatusEvent::HelloRefused { .. } => {
+                identity::EXIT_IDENTITY
+            }
             StatusEvent::SpawnFailed { errno } if errno == libc::ENOENT => EXIT_NOT_FOUND,
             StatusEvent::SpawnFailed { .. } => EXIT_CANNOT_EXEC,
             StatusEvent::Exited { status } => status,
@@ -373,6 +555,26 @@ struct StatusOut {
 }
 
 impl StatusOut {
+    /// Takes the status descriptor `fd` (close-on-exec for the shim); not open means no status
+    /// lines. On failure, prints one stderr line and returns [`EXIT_USAGE`].
+    ///
+    /// # Safety
+    ///
+    /// The process owns `fd` when it is open (see [`run`]), and it is not fd 5 when fd 5 was
+    /// claimed.
+    unsafe fn claim(fd: RawFd) -> Result<StatusOut, i32> {
+        if sys::fd_flags(fd).is_err() {
+            return Ok(StatusOut { fd: None });
+        }
+        // SAFETY: the descriptor is open and, by this function's contract, ours.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        if let Err(e) = sys::set_cloexec(owned.as_raw_fd(), true) {
+            eprintln!("relay-shim: status fd {fd}: cannot mark close-on-exec: {e}");
+            return Err(EXIT_USAGE);
+        }
+        Ok(StatusOut { fd: Some(owned) })
+    }
+
     /// Writes one line with one `write`; on failure stops writing (the reader is gone).
     fn send(&mut self, event: StatusEvent) {
         if let Some(fd) = &self.fd {
@@ -389,11 +591,11 @@ impl StatusOut {
 ///
 /// # Safety
 ///
-/// Same as [`run`]: the calling process owns its descriptor 5 and the status descriptor (they
-/// were inherited and nothing else in the process uses them); call it once, from `main`.
+/// Same as [`run`]: the calling process owns its descriptors 3 and 5 and the status descriptor
+/// (they were inherited and nothing else in the process uses them); call it once, from `main`.
 ///
 /// ```no_run
-/// // SAFETY: called once, from main; this process owns its inherited fd 5 and status fd.
+/// // SAFETY: called once, from main; this process owns its inherited fds 3, 5 and status fd.
 /// let code = unsafe { relay_token::shim::run_cli(std::env::args_os().skip(1)) };
 /// std::process::exit(code);
 /// ```
@@ -419,15 +621,17 @@ where
 
 /// Runs the target described by `opts` and waits for it; returns the shim's exit code.
 ///
-/// Takes over descriptor 5 (with `pass_token`) and `opts.status_fd`: both are marked
-/// close-on-exec and closed by the time this returns (fd 5 as soon as the spawn returns).
-/// Installs handlers for [`FORWARDED_SIGNALS`] that forward them to the target's group.
+/// Takes over descriptor 5 (with `pass_token`), `opts.status_fd` and, with `identity`, fd 3:
+/// fd 5 and the status descriptor are marked close-on-exec and closed by the time this returns
+/// (fd 5 as soon as the spawn returns, or unread when the identity fails); fd 3 is read and
+/// closed before anything starts. Installs handlers for [`FORWARDED_SIGNALS`] that forward
+/// them to the target's group.
 ///
 /// # Safety
 ///
-/// The calling process must own descriptor 5 (with `pass_token`) and `opts.status_fd` when they
-/// are open: nothing else in the process may use or close them. In practice: call it once, from
-/// the `main` of a process that inherited them.
+/// The calling process must own descriptor 5 (with `pass_token`), fd 3 (with `identity`) and
+/// `opts.status_fd` when they are open: nothing else in the process may use or close them. In
+/// practice: call it once, from the `main` of a process that inherited them.
 ///
 /// ```
 /// use std::os::fd::IntoRawFd;
@@ -440,60 +644,42 @@ where
 /// assert_eq!(unsafe { run(&opts) }, 3);
 /// let mut lines = String::new();
 /// std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut lines)?;
-/// assert!(lines.starts_with("{\"event\":\"started\",\"pid\":"));
+/// assert!(lines.starts_with("{\"event\":\"no_identity\"}\n{\"event\":\"started\",\"pid\":"));
 /// assert!(lines.ends_with("{\"event\":\"exit\",\"status\":3}\n"));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub unsafe fn run(opts: &ShimOptions) -> i32 {
     // The token descriptor first: refuse before anything is started.
-    let token_fd = if opts.pass_token {
-        if sys::fd_flags(TOKEN_FD).is_err() {
-            eprintln!("relay-shim: --pass-token: fd 5 is not open (it must hold the token pipe)");
-            return EXIT_USAGE;
-        }
-        // SAFETY: fd 5 is open (checked above) and, by this function's contract, owned by the
-        // caller and handed to us; nothing else uses it.
-        let fd = unsafe { OwnedFd::from_raw_fd(TOKEN_FD) };
-        if let Err(e) = sys::set_cloexec(TOKEN_FD, true) {
-            eprintln!("relay-shim: fd 5: cannot mark close-on-exec: {e}");
-            return EXIT_USAGE;
-        }
-        Some(fd)
-    } else {
-        None
+    // SAFETY: forwarded from this function's own contract.
+    let token_fd = match unsafe { claim_token_fd(opts.pass_token) } {
+        Ok(fd) => fd,
+        Err(code) => return code,
     };
-
-    // The status descriptor: not open means no status lines.
-    let mut status = StatusOut { fd: None };
-    if sys::fd_flags(opts.status_fd).is_ok() {
-        // SAFETY: the descriptor is open and, by this function's contract, ours; it is not fd 5
-        // when fd 5 was claimed above (the parser refuses that pair).
-        let fd = unsafe { OwnedFd::from_raw_fd(opts.status_fd) };
-        if let Err(e) = sys::set_cloexec(fd.as_raw_fd(), true) {
-            eprintln!(
-                "relay-shim: status fd {}: cannot mark close-on-exec: {e}",
-                opts.status_fd
-            );
-            return EXIT_USAGE;
-        }
-        status.fd = Some(fd);
+    // SAFETY: as above; the parser keeps the status descriptor off fd 5 with pass_token and
+    // off fd 3 with identity.
+    let mut status = match unsafe { StatusOut::claim(opts.status_fd) } {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    // SAFETY: as above (fd 3 with identity).
+    let first = unsafe { identify(opts) };
+    status.send(first);
+    if first.exit_code() != 0 {
+        // Nothing started: the token descriptor is closed unread.
+        drop(token_fd);
+        return first.exit_code();
     }
 
-    let mut cmd = Command::new(&opts.program);
-    cmd.args(&opts.args).process_group(0);
-    if let Some(id) = &opts.session_id {
-        cmd.env(SESSION_ID_VAR, id.as_str());
-    }
-
+    let mut cmd = target_command(opts);
     if let Err(e) = install_forwarders() {
         eprintln!("relay-shim: cannot install signal handlers: {e}");
         return EXIT_USAGE;
     }
-
     // A terminal launch: the target's own group must be the terminal's foreground group, or it
     // is stopped (SIGTTIN/SIGTTOU) as soon as it reads the terminal or sets its modes. The child
     // takes the terminal itself, after std's setpgid and before exec, so no read can come first.
-    let tty = foreground_tty();
+    // With --pty the target leads a session of its own on its terminal instead.
+    let tty = if opts.pty { None } else { foreground_tty() };
     if let Some(tty) = tty {
         // SAFETY: the hook runs between fork and exec and makes raw, async-signal-safe calls only
         // (getpid, sigprocmask, tcsetpgrp); it allocates nothing and captures one integer. A
@@ -505,38 +691,13 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
             });
         }
     }
-
-    let spawned = match &token_fd {
-        Some(fd) => crate::pipe::spawn_with_token_fd(&mut cmd, fd.as_fd(), FdMap::new()),
-        None => FdMap::new().spawn(&mut cmd),
-    };
-    // Our copy of the token descriptor goes now, success or not.
-    drop(token_fd);
-
-    let child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            // The child may have taken the terminal before its exec failed.
-            if let Some(tty) = tty {
-                take_terminal_back(tty);
-            }
-            let event = StatusEvent::SpawnFailed {
-                errno: e.raw_os_error().unwrap_or(libc::EINVAL),
-            };
+    let pid = match spawn_target(&mut cmd, token_fd, tty, &opts.program) {
+        Ok(pid) => pid,
+        Err(event) => {
             status.send(event);
-            eprintln!(
-                "relay-shim: cannot run {}: {}",
-                show(&opts.program),
-                sys::errno_words(e.raw_os_error().unwrap_or(libc::EINVAL))
-            );
             return event.exit_code();
         }
     };
-    let pid = child.id() as libc::pid_t;
-    // The child's stdio is inherited: dropping `Child` closes nothing and does not wait.
-    drop(child);
-    CHILD_PID.store(pid, Ordering::SeqCst);
-    flush_pending(pid);
     status.send(StatusEvent::Started { pid: pid as u32 });
 
     let waited = wait_exit(pid, tty);
@@ -552,6 +713,157 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     };
     status.send(event);
     event.exit_code()
+}
+
+/// With `pass_token`: checks that fd 5 is open and takes it (close-on-exec for the shim).
+/// Without: `None`. On failure, prints one stderr line and returns [`EXIT_USAGE`].
+///
+/// # Safety
+///
+/// The process owns its fd 5 when `pass_token` is set (see [`run`]).
+unsafe fn claim_token_fd(pass_token: bool) -> Result<Option<OwnedFd>, i32> {
+    if !pass_token {
+        return Ok(None);
+    }
+    if sys::fd_flags(TOKEN_FD).is_err() {
+        eprintln!("relay-shim: --pass-token: fd 5 is not open (it must hold the token pipe)");
+        return Err(EXIT_USAGE);
+    }
+    // SAFETY: fd 5 is open (checked above) and, by this function's contract, owned by the
+    // caller and handed to us; nothing else uses it.
+    let fd = unsafe { OwnedFd::from_raw_fd(TOKEN_FD) };
+    if let Err(e) = sys::set_cloexec(TOKEN_FD, true) {
+        eprintln!("relay-shim: fd 5: cannot mark close-on-exec: {e}");
+        return Err(EXIT_USAGE);
+    }
+    Ok(Some(fd))
+}
+
+/// The launch identity, before anything is started: `no_identity` without `--identity`;
+/// else the secret from fd 3 (closed whatever happens) and the Hello on the bridge socket,
+/// giving `hello_ok`, or `bad_secret` / `hello_refused` (with one stderr line).
+///
+/// # Safety
+///
+/// With `opts.identity`, the process owns its fd 3 (see [`run`]).
+unsafe fn identify(opts: &ShimOptions) -> StatusEvent {
+    if !opts.identity {
+        return StatusEvent::NoIdentity;
+    }
+    // SAFETY: forwarded from this function's own contract.
+    let secret = match unsafe { identity::take_secret() } {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("relay-shim: --identity: fd 3 holds no launch secret: {e}");
+            return StatusEvent::BadSecret { reason: e.reason() };
+        }
+    };
+    let Some(session) = &opts.session_id else {
+        // The parser refuses this pair; a caller that built the options itself gets no start.
+        eprintln!(
+            "relay-shim: --identity: {}",
+            UsageError::IdentityWithoutSessionId
+        );
+        return StatusEvent::HelloRefused {
+            reason: "no_session_id",
+        };
+    };
+    let socket = std::env::var_os(identity::BRIDGE_SOCKET_VAR);
+    match identity::say_hello(socket.as_deref(), session, &secret) {
+        Ok(()) => StatusEvent::HelloOk {
+            pid: std::process::id(),
+        },
+        Err(e) => {
+            eprintln!("relay-shim: --identity: the Hello was refused: {e}");
+            StatusEvent::HelloRefused { reason: e.reason() }
+        }
+    }
+}
+
+/// The target's command: the program (under `sandbox-exec` with `--sandbox-profile`), its
+/// arguments, its own process group (or, with `--pty`, its own session), `RELAY_SESSION_ID`,
+/// and none of the shim's bridge variables.
+fn target_command(opts: &ShimOptions) -> Command {
+    let (program, wrapper) = target_argv(opts);
+    let mut cmd = Command::new(program);
+    cmd.args(wrapper).args(&opts.args);
+    cmd.env_remove(identity::BRIDGE_SOCKET_VAR)
+        .env_remove(identity::LAUNCH_FD_VAR);
+    if opts.pty {
+        pty::lead_session_on_stdin(&mut cmd);
+    } else {
+        cmd.process_group(0);
+    }
+    if let Some(id) = &opts.session_id {
+        cmd.env(SESSION_ID_VAR, id.as_str());
+    }
+    cmd
+}
+
+/// The program to exec and the arguments that come before `opts.args`: the program itself, or
+/// `sandbox-exec -f PROFILE -- PROGRAM` with `--sandbox-profile`.
+///
+/// ```
+/// use relay_token::shim::{target_argv, ShimOptions};
+/// let mut opts = ShimOptions::parse(["--", "claude", "-p"]).unwrap();
+/// assert_eq!(target_argv(&opts), ("claude".as_ref(), vec![]));
+/// opts.sandbox_profile = Some("/s/p.sb".into());
+/// let (program, before) = target_argv(&opts);
+/// assert_eq!(program, "/usr/bin/sandbox-exec");
+/// assert_eq!(before, ["-f", "/s/p.sb", "--", "claude"]);
+/// ```
+pub fn target_argv(opts: &ShimOptions) -> (&OsStr, Vec<&OsStr>) {
+    match &opts.sandbox_profile {
+        Some(profile) => (
+            OsStr::new(SANDBOX_EXEC),
+            vec![
+                OsStr::new("-f"),
+                profile.as_os_str(),
+                OsStr::new("--"),
+                &opts.program,
+            ],
+        ),
+        None => (&opts.program, Vec::new()),
+    }
+}
+
+/// Spawns the target with fd 5 (when given) and closes the shim's copy of it at once, success
+/// or not. Returns the target's pid, or the `spawn_failed` event (with one stderr line).
+fn spawn_target(
+    cmd: &mut Command,
+    token_fd: Option<OwnedFd>,
+    tty: Option<RawFd>,
+    program: &OsStr,
+) -> Result<libc::pid_t, StatusEvent> {
+    let spawned = match &token_fd {
+        Some(fd) => crate::pipe::spawn_with_token_fd(cmd, fd.as_fd(), FdMap::new()),
+        None => FdMap::new().spawn(cmd),
+    };
+    // Our copy of the token descriptor goes now, success or not.
+    drop(token_fd);
+    match spawned {
+        Ok(child) => {
+            let pid = child.id() as libc::pid_t;
+            // The child's stdio is inherited: dropping `Child` closes nothing and does not wait.
+            drop(child);
+            CHILD_PID.store(pid, Ordering::SeqCst);
+            flush_pending(pid);
+            Ok(pid)
+        }
+        Err(e) => {
+            // The child may have taken the terminal before its exec failed.
+            if let Some(tty) = tty {
+                take_terminal_back(tty);
+            }
+            let errno = e.raw_os_error().unwrap_or(libc::EINVAL);
+            eprintln!(
+                "relay-shim: cannot run {}: {}",
+                show(program),
+                sys::errno_words(errno)
+            );
+            Err(StatusEvent::SpawnFailed { errno })
+        }
+    }
 }
 
 /// A program name for an error line.

@@ -127,6 +127,50 @@ fn no_copy_of_the_token_in_host_or_shim_memory() {
     drop(host);
 }
 
+/// The launch secret of a kind `claude` launch is handled like the token: while the session
+/// runs, no copy of it is in the memory of `relay-host` or `relay-shim`. (A wrapper beside a
+/// copy of the host keeps the secret it is handed, so the test knows what to look for, and runs
+/// the real shim with it on fd 3.)
+#[test]
+fn no_copy_of_the_launch_secret_in_host_or_shim_memory() {
+    let mut fx = Fixture::new(&fake_agent());
+    let lone = fx.root.join("lone");
+    std::fs::create_dir(&lone).unwrap();
+    let host = lone.join("relay-host");
+    std::fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let kept = lone.join("secret");
+    let wrapper = lone.join("relay-shim");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncat <&3 >'{k}'\nexec 3<'{k}'\nexec '{}' \"$@\"\n",
+            relay_tests::relay_shim().display(),
+            k = kept.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    fx.host = host;
+    let (host, shim, _token) = sleeping_session(&fx);
+    let secret = std::fs::read(&kept).unwrap();
+    assert_eq!(secret.len(), 64, "the wrapper kept the secret");
+    let in_host = find_in_memory(host.0.id(), &secret);
+    let in_shim = find_in_memory(shim, &secret);
+    assert!(
+        in_host.is_empty(),
+        "relay-host holds the secret: {in_host:#?}"
+    );
+    assert!(
+        in_shim.is_empty(),
+        "relay-shim holds the secret: {in_shim:#?}"
+    );
+    drop(host);
+}
+
 #[test]
 fn the_host_may_not_write_a_core_file() {
     let fx = Fixture::new(&fake_agent());

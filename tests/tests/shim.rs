@@ -117,6 +117,7 @@ fn pass_token_hands_exact_bytes_and_only_fds_0125() {
     assert_eq!(
         run.status,
         vec![
+            json!({"event": "no_identity"}),
             json!({"event": "started", "pid": rec["pid"]}),
             json!({"event": "exit", "status": 0}),
         ]
@@ -179,6 +180,21 @@ fn usage_errors_exit_70_and_start_nothing() {
         vec!["--session-id", "no spaces", "--", &a],
         vec!["--bogus", "--", &a],
         vec![],
+        vec![
+            "--identity",
+            "--session-id",
+            "s",
+            "--status-fd",
+            "3",
+            "--",
+            &a,
+        ],
+        vec!["--identity", "--session-id", "s", "--status-fd=3", "--", &a],
+        vec!["--identity", "--", &a],
+        vec!["--identity", "--identity", "--session-id", "s", "--", &a],
+        vec!["--pty=1", "--", &a],
+        vec!["--sandbox-profile", "relative.sb", "--", &a],
+        vec!["--sandbox-profile"],
     ];
     for args in cases {
         let (_d, record) = tmp();
@@ -193,6 +209,28 @@ fn usage_errors_exit_70_and_start_nothing() {
         assert!(run.status.is_empty(), "{args:?}: {:?}", run.status);
         assert!(!record.exists(), "{args:?}: no target may start");
     }
+}
+
+/// `--sandbox-profile` exists for macOS's `sandbox-exec`; elsewhere it is refused, saying so.
+#[cfg(not(target_os = "macos"))]
+#[test]
+fn sandbox_profile_is_refused_off_macos() {
+    let (_d, record) = tmp();
+    let run = run_shim(
+        shim_cmd(&record, &["--sandbox-profile", "/etc/x.sb", "--", &agent()]),
+        &[],
+    );
+    assert_eq!(run.code, 70);
+    assert!(
+        run.stderr.starts_with(
+            "relay-shim: --sandbox-profile is not supported here: /usr/bin/sandbox-exec exists \
+             on macOS only"
+        ),
+        "{:?}",
+        run.stderr
+    );
+    assert!(run.status.is_empty());
+    assert!(!record.exists());
 }
 
 #[test]
@@ -211,6 +249,7 @@ fn status_reports_exit_status_and_session_id() {
     assert_eq!(
         run.status,
         vec![
+            json!({"event": "no_identity"}),
             json!({"event": "started", "pid": rec["pid"]}),
             json!({"event": "exit", "status": 7}),
         ]
@@ -228,10 +267,12 @@ fn status_fd_elsewhere_is_used_and_not_inherited() {
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
     let rec = &read_records(&record)[0];
     assert_eq!(rec["fds"], json!([0, 1, 2]));
-    assert_eq!(status[0], json!({"event": "started", "pid": rec["pid"]}));
+    assert_eq!(status[0], json!({"event": "no_identity"}));
+    assert_eq!(status[1], json!({"event": "started", "pid": rec["pid"]}));
 }
 
-/// Spawns the shim (status pipe at 3) and returns it with a line reader on the status pipe.
+/// Spawns the shim (status pipe at 3) and returns it with a line reader on the status pipe,
+/// past the first line (`no_identity`).
 fn start_shim(
     mut cmd: Command,
     extra: &[(std::os::fd::BorrowedFd<'_>, i32)],
@@ -242,7 +283,9 @@ fn start_shim(
     let child = spawn_with_fds(&mut cmd, &fds).unwrap();
     drop(fds);
     drop(w);
-    (child, BufReader::new(std::fs::File::from(r)))
+    let mut status = BufReader::new(std::fs::File::from(r));
+    assert_eq!(next_line(&mut status), json!({"event": "no_identity"}));
+    (child, status)
 }
 
 fn next_line(r: &mut BufReader<std::fs::File>) -> Value {
@@ -280,7 +323,10 @@ fn missing_program_is_spawn_failed_enoent_127() {
     );
     assert_eq!(
         run.status,
-        vec![json!({"event": "spawn_failed", "errno": 2})]
+        vec![
+            json!({"event": "no_identity"}),
+            json!({"event": "spawn_failed", "errno": 2})
+        ]
     );
     assert_eq!(run.code, 127);
     let run = run_shim(
@@ -289,7 +335,10 @@ fn missing_program_is_spawn_failed_enoent_127() {
     );
     assert_eq!(
         run.status,
-        vec![json!({"event": "spawn_failed", "errno": 2})]
+        vec![
+            json!({"event": "no_identity"}),
+            json!({"event": "spawn_failed", "errno": 2})
+        ]
     );
     assert_eq!(run.code, 127);
 }
@@ -302,7 +351,10 @@ fn non_executable_file_is_spawn_failed_126() {
     let run = run_shim(shim_cmd(&record, &["--", file.to_str().unwrap()]), &[]);
     assert_eq!(
         run.status,
-        vec![json!({"event": "spawn_failed", "errno": libc::EACCES})]
+        vec![
+            json!({"event": "no_identity"}),
+            json!({"event": "spawn_failed", "errno": libc::EACCES})
+        ]
     );
     assert_eq!(run.code, 126);
 }
@@ -403,7 +455,7 @@ fn fdmap_spawned_shim_works_too() {
     let rec = &read_records(&record)[0];
     assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()));
     assert_eq!(rec["fds"], json!([0, 1, 2, 5]));
-    assert_eq!(status.len(), 2);
+    assert_eq!(status.len(), 3);
 }
 
 /// A pseudo-terminal session run by util-linux `script`: what the test writes goes to the

@@ -251,6 +251,10 @@ fn prepare_and_spawn(
         target,
     )?;
     let carries_token = token.is_some();
+    // A provider launch proves itself to the host: `--identity`, the secret at 3, status at 4.
+    let identity = v.request.kind == super::request::Kind::Claude;
+    let wiring = super::bridge::ShimWiring::new(identity, state.path(), &v.session_id)
+        .map_err(|e| LaunchError::SpawnFailed(e.to_string()))?;
     let cmd = shim_command(
         &settings,
         &v,
@@ -260,8 +264,9 @@ fn prepare_and_spawn(
         stdin,
         carries_token,
         &argv,
+        &wiring,
     );
-    spawn_session(state, facts, v, cmd, token, folder, carries_token)
+    spawn_session(state, facts, v, cmd, token, folder, wiring)
 }
 
 /// The request checked against the settings, its project against the folder rules.
@@ -590,6 +595,7 @@ fn shim_command(
     stdin: Stdin,
     carries_token: bool,
     argv: &[OsString],
+    wiring: &super::bridge::ShimWiring,
 ) -> Command {
     let _ = settings;
     let project = v.request.project.as_deref();
@@ -616,8 +622,7 @@ fn shim_command(
     if carries_token {
         cmd.arg("--pass-token");
     }
-    cmd.arg("--status-fd")
-        .arg(STATUS_FD.to_string())
+    cmd.args(wiring.args())
         .arg("--session-id")
         .arg(&v.session_id)
         .arg("--")
@@ -667,12 +672,14 @@ fn spawn_session(
     mut cmd: Command,
     token: Option<ClaudeToken>,
     folder: SessionFolder,
-    carries_token: bool,
+    wiring: super::bridge::ShimWiring,
 ) -> Result<Session, LaunchError> {
+    let carries_token = token.is_some();
     let (status_r, status_w) =
         sys::pipe2_cloexec().map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))?;
     let mut extra = FdMap::new();
-    extra.place(status_w.as_fd(), STATUS_FD);
+    extra.place(status_w.as_fd(), wiring.status_fd());
+    wiring.attach(&mut cmd, &mut extra);
     let spawned = match token {
         Some(t) => {
             let pipe = TokenPipe::new(&t)
@@ -688,9 +695,14 @@ fn spawn_session(
         LaunchError::SpawnFailed(format!("spawn {}: {e}", Path::new(&shim).display()))
     })?;
     facts.token = carries_token;
+    // Wait for `started` (after a confirmed `hello_ok` with the identity).
+    let mut gate = wiring.start(START_TIMEOUT);
     let mut status = BufReader::new(File::from(status_r));
-    match wait_started(&mut status, START_TIMEOUT) {
+    match wait_started(&mut status, START_TIMEOUT, &mut gate) {
         Ok(pid) => {
+            for e in gate.events(&v.session_id) {
+                let _ = state.event(&e);
+            }
             let answer =
                 json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
             let _ = state.event(&answer);
@@ -717,12 +729,18 @@ fn spawn_session(
     }
 }
 
-/// Reads status lines until `started` (its pid) or a failure.
-fn wait_started(status: &mut BufReader<File>, timeout: Duration) -> Result<i64, LaunchError> {
+/// Reads status lines until `started` (its pid) or a failure; `gate` judges each line first.
+fn wait_started(
+    status: &mut BufReader<File>,
+    timeout: Duration,
+    gate: &mut super::bridge::Gate,
+) -> Result<i64, LaunchError> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || !poll_readable(status.get_ref(), left) {
+        // Lines already buffered (one read can bring several) need no poll.
+        let buffered = !status.buffer().is_empty();
+        if !buffered && (left.is_zero() || !poll_readable(status.get_ref(), left)) {
             return Err(LaunchError::SpawnFailed(format!(
                 "relay-shim did not report started within {} s",
                 timeout.as_secs()
@@ -741,6 +759,7 @@ fn wait_started(status: &mut BufReader<File>, timeout: Duration) -> Result<i64, 
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        gate.check(&v).map_err(LaunchError::SpawnFailed)?;
         match v.get("event").and_then(Value::as_str) {
             Some("started") => return Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1)),
             Some("spawn_failed") => {

@@ -10,6 +10,7 @@ use std::process::ExitStatus;
 
 use crate::settings::{Settings, SettingsError};
 
+pub mod bridge;
 pub mod cli;
 mod confine;
 pub mod demo;

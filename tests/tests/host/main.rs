@@ -20,6 +20,7 @@ use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_recor
 use serde_json::{json, Value};
 
 mod disclosure;
+mod identity;
 mod inputs;
 mod launch;
 mod refusals;
