@@ -320,3 +320,25 @@ fn written_with_mode_0600() {
     assert!(r.write_sbpl(&link).is_err());
     assert!(!fx.root.join("state/elsewhere").exists());
 }
+
+/// Not a test: `scripts/macos-live-check` runs it (`--ignored`) to write the profile it attacks.
+/// In `$RELAY_LIVE_CHECK_DIR` (made by the script): `home` granted read-write, `home/docs`
+/// read-only, the token `home/.config/claude-ltt/token` denied (every folder above it lies in
+/// the read-write grant), `tmp` the session's temp folder, `state` the host's folder; the
+/// profile goes to `state/profile.sb`, mode 0600.
+#[test]
+#[ignore = "run by scripts/macos-live-check"]
+fn live_check_profile() {
+    let dir =
+        PathBuf::from(std::env::var_os("RELAY_LIVE_CHECK_DIR").expect("RELAY_LIVE_CHECK_DIR"));
+    let home = dir.join("home");
+    let mut p = Profile::new();
+    p.read_write(home.clone())
+        .read(home.join("docs"))
+        .deny(home.join(".config/claude-ltt/token"))
+        .project(home.join("work"))
+        .tmp(dir.join("tmp"))
+        .state_dir(dir.join("state"));
+    let r = p.resolve(std::slice::from_ref(&home)).unwrap();
+    r.write_sbpl(&dir.join("state/profile.sb")).unwrap();
+}
