@@ -16,7 +16,9 @@ fn golden(name: &str, text: &str) {
         .join("tests/golden")
         .join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        // Tests share golden files and run in parallel: write, never read back a half-written one.
         std::fs::write(&path, text).unwrap();
+        return;
     }
     let want = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text, want, "{name} differs from its golden file");
