@@ -50,7 +50,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
-pub use seatbelt::{sandbox_exec_argv, SANDBOX_EXEC};
+pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
 use crate::path::clean;
 use crate::sys::errno_words;
@@ -85,7 +85,7 @@ pub enum SandboxError {
     /// A folder of the profile cannot be used (`<role> "<path>": <reason>`).
     Unusable {
         /// What the folder is for: `grant`, `project folder`, `temp folder`, `command folder`,
-        /// `state folder`.
+        /// `state folder`; or `sandbox-exec` when macOS's sandbox is missing.
         role: &'static str,
         /// The path as given.
         path: PathBuf,

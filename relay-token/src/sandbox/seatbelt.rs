@@ -2,11 +2,42 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use super::{io_words, SandboxError};
 
 /// Where macOS keeps `sandbox-exec`. It is looked for here only, never on `PATH`, so a folder a
 /// session can write cannot put another program in its place.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// [`SANDBOX_EXEC`] when it is there as an executable file. Without it a sandboxed launch is
+/// refused (`sandbox_unavailable`), never run unsandboxed.
+///
+/// ```
+/// use std::path::Path;
+/// use relay_token::sandbox::{find_sandbox_exec, SANDBOX_EXEC};
+/// match find_sandbox_exec() {
+///     Ok(path) => assert_eq!(path, Path::new(SANDBOX_EXEC)),
+///     Err(e) => assert_eq!(e.code(), "sandbox_unavailable"),
+/// }
+/// ```
+pub fn find_sandbox_exec() -> Result<PathBuf, SandboxError> {
+    executable(Path::new(SANDBOX_EXEC))
+}
+
+fn executable(path: &Path) -> Result<PathBuf, SandboxError> {
+    let unusable = |reason: String| SandboxError::Unusable {
+        role: "sandbox-exec",
+        path: path.to_path_buf(),
+        reason: format!("{reason}: sandboxed launches are refused"),
+    };
+    let meta = std::fs::metadata(path).map_err(|e| unusable(io_words(&e)))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(unusable("not an executable file".into()));
+    }
+    Ok(path.to_path_buf())
+}
 
 /// The argv that runs `command` (program first) under the SBPL profile in the file `profile`:
 /// `/usr/bin/sandbox-exec -f PROFILE -- PROGRAM ARGS...`. The `--` keeps a program whose name
@@ -108,6 +139,29 @@ mod tests {
         );
         let argv = sandbox_exec_argv(Path::new("/s/p.sb"), &[]);
         assert_eq!(argv, ["/usr/bin/sandbox-exec", "-f", "/s/p.sb", "--"]);
+    }
+
+    #[test]
+    fn sandbox_exec_must_be_an_executable_file() {
+        assert_eq!(
+            executable(Path::new("/bin/sh")).unwrap(),
+            Path::new("/bin/sh")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("sandbox-exec");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        for (path, why) in [
+            (plain.clone(), "not an executable file"),
+            (dir.path().to_path_buf(), "not an executable file"),
+            (dir.path().join("missing"), "no such file or directory"),
+        ] {
+            let err = executable(&path).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("sandbox-exec {path:?}: {why}: sandboxed launches are refused")
+            );
+            assert_eq!(err.code(), "sandbox_unavailable");
+        }
     }
 
     #[cfg(target_os = "macos")]
