@@ -327,7 +327,8 @@ fn written_with_mode_0600() {
 /// In `$RELAY_LIVE_CHECK_DIR` (made by the script): `home` granted read-write, `home/docs`
 /// read-only, the token `home/.config/claude-ltt/token` denied (every folder above it lies in
 /// the read-write grant), `tmp` the session's temp folder, `state` the host's folder; the
-/// profile goes to `state/profile.sb`, mode 0600.
+/// profile goes to `state/profile.sb`, mode 0600. `$RELAY_LIVE_CHECK_READ` (folders joined by
+/// `:`) adds read-only grants, for the folders Claude Code runs from.
 #[test]
 #[ignore = "run by scripts/macos-live-check"]
 fn live_check_profile() {
@@ -341,6 +342,10 @@ fn live_check_profile() {
         .project(home.join("work"))
         .tmp(dir.join("tmp"))
         .state_dir(dir.join("state"));
+    let extra = std::env::var_os("RELAY_LIVE_CHECK_READ").unwrap_or_default();
+    for folder in std::env::split_paths(&extra).filter(|f| f.is_absolute()) {
+        p.read(folder);
+    }
     let r = p.resolve(std::slice::from_ref(&home)).unwrap();
     r.write_sbpl(&dir.join("state/profile.sb")).unwrap();
 }

@@ -13,9 +13,9 @@ use super::{guards_between, Bind, Deny, Mask, Protect, Resolved};
 
 /// Processes, IPC and kernel queries every session needs; each `;` line names what its rule
 /// stops or why it is there.
-const PROCESSES: &str = r#"; Signals, process information and task ports reach this sandbox's own processes only:
+const PROCESSES: &str = r#"(allow process-exec process-fork)
+; Signals, process information and task ports reach this sandbox's own processes only:
 ; a session cannot kill relay-host, nor read another process's memory or arguments.
-(allow process-exec process-fork)
 (allow signal (target same-sandbox))
 (allow process-info* (target same-sandbox))
 (allow mach-priv-task-port (target same-sandbox))
