@@ -8,7 +8,7 @@ mod sbpl;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use relay_token::sandbox::Profile;
+use relay_token::sandbox::{Profile, Resolved};
 use sbpl::{filter_values, find, parse, paths, rules, synthetic, Rule, HOME};
 
 fn golden(name: &str, text: &str) {
@@ -88,6 +88,42 @@ fn a_path_that_needs_quoting() {
     let rules = rules(&parse(&text).unwrap()).unwrap();
     let masked = Path::new(home).join(".config/claude-ltt");
     assert!(denied(&rules, &["file-read*"], "subpath", &masked));
+}
+
+/// The host's state folder, shown by a grant, is masked whole, yet the session's temp folder
+/// inside it stays the session's (under bwrap it is bound at `/tmp`, out of the mask's way).
+#[test]
+fn the_temp_folder_stays_open_inside_the_masked_state_folder() {
+    let home = Path::new(HOME);
+    let state = home.join(".local/state/relay");
+    let tmp = state.join("sessions/s1/tmp");
+    let r = Resolved::unchecked_for_sbpl(
+        &[(home.to_path_buf(), true)],
+        Some(tmp.clone()),
+        &[
+            (home.join(".config/claude-ltt"), true),
+            (state.clone(), true),
+        ],
+        &[],
+    );
+    let text = r.sbpl();
+    golden("state-folder.sb", &text);
+    let want = format!(
+        "(deny file-read* file-write* file-clone file-link (require-all (subpath {:?}) \
+         (require-not (subpath {:?}))))",
+        state, tmp
+    );
+    assert!(text.lines().any(|l| l == want), "missing {want}");
+    // The token's own mask has no hole.
+    let token = home.join(".config/claude-ltt");
+    let rules = rules(&parse(&text).unwrap()).unwrap();
+    assert!(denied(
+        &rules,
+        &["file-read*", "file-clone"],
+        "subpath",
+        &token
+    ));
+    assert_eq!(text.matches("require-not").count(), 1);
 }
 
 /// Bypass 1: `clonefile` of a folder above the token, where writing is denied, gives a
@@ -291,7 +327,7 @@ fn fixture(home_name: &str, shared: bool) -> (Fx, PathBuf) {
     (Fx { _dir: dir, root }, home)
 }
 
-fn profile(fx: &Fx, home: &Path, deny: bool) -> relay_token::sandbox::Resolved {
+fn profile(fx: &Fx, home: &Path, deny: bool) -> Resolved {
     let mut p = Profile::new();
     p.read_write(home.to_path_buf())
         .read(home.join(".config"))

@@ -227,17 +227,14 @@ impl Resolved {
     fn sbpl_denies(&self, s: &mut String) {
         if !self.denies.is_empty() {
             s.push_str(
-                "; The token: no read, write, clone or hard link of it (a clone or a link into a \
-                 writable grant is a readable copy),\n; and no rename, clone or link of a folder \
-                 above it.\n",
+                "; Masked (the token, the host's own folders): no read, write, clone or hard link \
+                 (a clone or a link into a writable\n; grant is a readable copy), and no rename, \
+                 clone or link of a folder above.\n",
             );
         }
         for d in &self.denies {
-            let (filter, masked) = match &d.mask {
-                Mask::Folder(dir) => ("subpath", dir.as_path()),
-                Mask::File { path, .. } => ("literal", path.as_path()),
-            };
-            let _ = writeln!(s, "(deny {TOKEN_DENY} ({filter} {}))", quote(masked));
+            let masked = d.mask.path();
+            let _ = writeln!(s, "(deny {TOKEN_DENY} {})", self.mask_filter(&d.mask));
             for a in top_down_ancestors(masked) {
                 let _ = writeln!(s, "(deny {ANCESTOR_DENY} (literal {}))", quote(a));
             }
@@ -247,6 +244,24 @@ impl Resolved {
             for a in top_down_ancestors(&p.path) {
                 let _ = writeln!(s, "(deny file-write-unlink (literal {}))", quote(a));
             }
+        }
+    }
+
+    /// The filter of a mask: `(subpath DIR)` or `(literal FILE)`. A host folder masked whole
+    /// (the state folder) may hold the session's own temp folder, which stays the session's, as
+    /// under bwrap where it is bound at `/tmp`: `(require-all (subpath DIR) (require-not
+    /// (subpath TMP)))`.
+    fn mask_filter(&self, mask: &Mask) -> String {
+        match mask {
+            Mask::Folder(dir) => match self.tmp.as_deref() {
+                Some(t) if t.starts_with(dir) && t != dir.as_path() => format!(
+                    "(require-all (subpath {}) (require-not (subpath {})))",
+                    quote(dir),
+                    quote(t)
+                ),
+                _ => format!("(subpath {})", quote(dir)),
+            },
+            Mask::File { path, .. } => format!("(literal {})", quote(path)),
         }
     }
 

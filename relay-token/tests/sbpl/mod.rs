@@ -146,10 +146,18 @@ pub fn head(s: &Sexp) -> Option<&str> {
     }
 }
 
-/// The `(literal P)` and `(subpath P)` filters of a rule at its top level, as `(kind, P)`.
+/// The `(literal P)` and `(subpath P)` filters of a rule at its top level, as `(kind, P)`, and
+/// the first one of a `(require-all (subpath P) (require-not ...)...)` (a folder with a hole).
 pub fn paths(rule: &Rule) -> Vec<(&str, PathBuf)> {
     let mut out = Vec::new();
     for f in &rule.filters {
+        let f = match (head(f), f) {
+            (Some("require-all"), Sexp::List(items)) => match items.get(1) {
+                Some(first) => first,
+                None => continue,
+            },
+            _ => f,
+        };
         if let (Some(kind @ ("literal" | "subpath")), Sexp::List(items)) = (head(f), f) {
             if let [_, Sexp::Str(p)] = items.as_slice() {
                 out.push((kind, PathBuf::from(p)));
