@@ -270,6 +270,18 @@ impl Resolved {
     /// `(path, read_write)` in render order (shallow first, as [`super::Profile::resolve`]
     /// sorts them); `masked` are `(path, whole_folder)`; `protect` are paths a grant shows.
     /// For SBPL only: it has no bind identities, so it is not for `bwrap`.
+    ///
+    /// ```
+    /// use std::path::PathBuf;
+    /// use relay_token::sandbox::Resolved;
+    /// let r = Resolved::unchecked_for_sbpl(
+    ///     &[(PathBuf::from("/Users/op"), true)],
+    ///     None,
+    ///     &[(PathBuf::from("/Users/op/.config/claude-ltt"), true)],
+    ///     &[],
+    /// );
+    /// assert!(r.sbpl().contains(r#"(subpath "/Users/op/.config/claude-ltt"))"#));
+    /// ```
     #[doc(hidden)]
     pub fn unchecked_for_sbpl(
         grants: &[(PathBuf, bool)],

@@ -9,6 +9,10 @@ use super::{io_words, SandboxError};
 
 /// Where macOS keeps `sandbox-exec`. It is looked for here only, never on `PATH`, so a folder a
 /// session can write cannot put another program in its place.
+///
+/// ```
+/// assert_eq!(relay_token::sandbox::SANDBOX_EXEC, "/usr/bin/sandbox-exec");
+/// ```
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
 /// [`SANDBOX_EXEC`] when it is there as an executable file. Without it a sandboxed launch is
