@@ -185,15 +185,21 @@ pub fn exit_code_of(status: ExitStatus) -> i32 {
     }
 }
 
-/// Hardens this process for holding a secret: `PR_SET_DUMPABLE 0` (no core dumps, no ptrace
-/// attach by the same user, `/proc/PID/mem` closed to them) and `RLIMIT_CORE 0`.
+/// Hardens this process for holding a secret: no debugger attaches (Linux `PR_SET_DUMPABLE 0`,
+/// which also stops core dumps and closes `/proc/PID/mem` to the same user; macOS
+/// `PT_DENY_ATTACH`) and `RLIMIT_CORE 0`.
 ///
 /// ```
 /// relay_token::host::harden_process().unwrap();
 /// ```
 pub fn harden_process() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    #[cfg(target_os = "macos")]
+    // SAFETY: PT_DENY_ATTACH ignores its pid, address and data, and only marks this process.
+    let rc = unsafe { libc::ptrace(libc::PT_DENY_ATTACH, 0, std::ptr::null_mut(), 0) };
+    if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
     let zero = libc::rlimit {

@@ -40,6 +40,7 @@
 mod bwrap;
 mod links;
 mod sbpl;
+mod seatbelt;
 pub mod seccomp;
 pub mod write_deny;
 
@@ -51,6 +52,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
+pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
 use crate::path::clean;
 use crate::sys::errno_words;
@@ -85,7 +87,7 @@ pub enum SandboxError {
     /// A folder of the profile cannot be used (`<role> "<path>": <reason>`).
     Unusable {
         /// What the folder is for: `grant`, `project folder`, `temp folder`, `command folder`,
-        /// `state folder`.
+        /// `state folder`; or `sandbox-exec` when macOS's sandbox is missing.
         role: &'static str,
         /// The path as given.
         path: PathBuf,
@@ -473,7 +475,9 @@ impl Profile {
             if !p.is_absolute() {
                 return Err(unusable("must be an absolute path".into()));
             }
-            let real = std::fs::canonicalize(p).map_err(|e| unusable(io_words(&e)))?;
+            let real = std::fs::canonicalize(p)
+                .and_then(|r| seatbelt::on_disk_spelling(&r))
+                .map_err(|e| unusable(io_words(&e)))?;
             check_text(&real).map_err(|r| unusable(format!("its real path {real:?} {r}")))?;
             Ok(real)
         };
@@ -560,7 +564,8 @@ impl Profile {
         // Protected paths a grant shows: read-only, with the folders above them guarded.
         let mut protects: Vec<Protect> = Vec::new();
         for p in &self.protect {
-            let Ok(real) = std::fs::canonicalize(p) else {
+            let Ok(real) = std::fs::canonicalize(p).and_then(|r| seatbelt::on_disk_spelling(&r))
+            else {
                 continue;
             };
             let hidden = denies.iter().any(|d| match &d.mask {
@@ -635,6 +640,8 @@ impl Profile {
             return Err(refuse("must be an absolute path".into()));
         }
         let real = links::real_path(given, writable)?;
+        // The rule must name the path as the disk spells it (macOS matches case exactly).
+        let real = seatbelt::on_disk_spelling(&real).map_err(|e| refuse(io_words(&e)))?;
         check_text(&real).map_err(|r| refuse(format!("its real path {real:?} {r}")))?;
         let (Some(folder), Some(name)) = (real.parent(), real.file_name()) else {
             return Err(refuse("names the root folder".into()));
