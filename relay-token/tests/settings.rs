@@ -56,16 +56,19 @@ fn expected() -> Settings {
                     read: vec!["~/.gitconfig".into()],
                     read_write: vec!["{project}".into()],
                 }),
+                network: None,
             },
             Template {
                 id: "plain".into(),
                 command: vec!["/bin/sh".into()],
                 env: BTreeMap::new(),
                 sandbox: Sandbox::Off,
+                network: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),
         shim: Some("/opt/relay/relay-shim".into()),
+        token_network: None,
     }
 }
 

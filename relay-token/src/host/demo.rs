@@ -207,9 +207,11 @@ fn sandboxed_probe(
                 read: vec![],
                 read_write: vec!["~/".into()],
             }),
+            network: None,
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),
+        token_network: None,
     };
     fs::write(config.join("settings.json"), settings.to_json())
         .map_err(|e| format!("write the demo settings: {e}"))?;

@@ -202,6 +202,7 @@ struct Session {
     shim: std::process::Child,
     status: BufReader<File>,
     _lock: File,
+    _proxy: Option<crate::net::proxy::Proxy>,
 }
 
 fn prepare_and_spawn(
@@ -247,6 +248,10 @@ fn prepare_and_spawn(
     };
     // The audit row says `token: "fd"` only once a shim holding it was spawned.
     let carries_token = token.is_some();
+    let network = v.template.network();
+    if v.sandboxed {
+        super::network::check(&network, carries_token, &settings)?;
+    }
 
     // The programs: relay-shim, and the template's command.
     let shim = host
@@ -293,6 +298,7 @@ fn prepare_and_spawn(
         .map_err(|e| LaunchError::InvalidSpec(format!("session {:?}: {e}", v.session_id)))?;
 
     // 4. The profile, and the command line around it.
+    let mut proxy = None;
     let argv: Vec<OsString> = if v.sandboxed {
         let bwrap = sandbox::find_bwrap(settings.bwrap.as_deref())
             .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
@@ -305,6 +311,10 @@ fn prepare_and_spawn(
             token_path.as_deref(),
         )?;
         profile.state_dir(state.path().to_path_buf());
+        // The network: the proxy of an allow-list starts here and ends with the session.
+        let (net, started) = super::network::start(&network, &session_dir, state, &v.session_id)?;
+        profile.network(net);
+        proxy = started;
         // Programs that run with the token later stay read-only inside any grant that shows
         // them, so a session without the token cannot replace one for the next Claude launch:
         // relay-host, relay-shim (both outside the sandbox), and every template's command.
@@ -452,6 +462,7 @@ fn prepare_and_spawn(
                 shim: shim_child,
                 status,
                 _lock: lock,
+                _proxy: proxy,
             })
         }
         Err(e) => {

@@ -114,7 +114,7 @@ impl Resolved {
         command: &[OsString],
     ) -> Vec<OsString> {
         let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
-        for f in NAMESPACE_FLAGS {
+        for f in NAMESPACE_FLAGS.iter().chain(self.net.unshare_flags()) {
             a.push(f);
         }
         for b in &self.baseline {
@@ -189,10 +189,12 @@ impl Resolved {
                 Mask::File { path, empty } => a.three("--ro-bind", empty, path),
             }
         }
+        a.0.extend(self.net.binds());
         if let Some(p) = &self.project {
             a.two("--chdir", p);
         }
-        for (k, v) in setenv {
+        // The network's variables last: they win over a request's.
+        for (k, v) in setenv.iter().chain(&self.net.env()) {
             a.three("--setenv", k, v);
         }
         a.push("--");
@@ -243,6 +245,7 @@ impl Resolved {
             a.push(expected);
             a.push(paths);
         }
+        a.0.extend(self.net.command_prefix());
         a.0.extend(command.iter().cloned());
         a.0
     }

@@ -39,6 +39,7 @@
 
 mod bwrap;
 mod links;
+mod net;
 mod sbpl;
 
 use std::ffi::OsStr;
@@ -49,6 +50,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
+pub use net::SandboxNet;
 
 use crate::path::clean;
 use crate::sys::errno_words;
@@ -303,6 +305,7 @@ pub struct Profile {
     command_dir: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     protect: Vec<PathBuf>,
+    net: SandboxNet,
 }
 
 impl Profile {
@@ -411,6 +414,17 @@ impl Profile {
     /// ```
     pub fn state_dir(&mut self, p: PathBuf) -> &mut Self {
         self.state_dir = Some(p);
+        self
+    }
+
+    /// The session's network (default: the host's).
+    ///
+    /// ```
+    /// let mut p = relay_token::sandbox::Profile::new();
+    /// p.network(relay_token::sandbox::SandboxNet::Loopback);
+    /// ```
+    pub fn network(&mut self, net: SandboxNet) -> &mut Self {
+        self.net = net;
         self
     }
 
@@ -615,6 +629,7 @@ impl Profile {
             denies,
             protects,
             idents,
+            net: self.net.clone(),
         })
     }
 
@@ -767,6 +782,7 @@ pub struct Resolved {
     protects: Vec<Protect>,
     /// `(device, inode)` of every bind source (grants, guards, the temp folder) as checked.
     idents: Vec<(PathBuf, (u64, u64))>,
+    net: SandboxNet,
 }
 
 impl Resolved {
