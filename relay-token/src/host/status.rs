@@ -47,6 +47,15 @@ pub fn report(host: &Host) -> Value {
         Ok(p) => json!({"path": p}),
         Err(e) => json!({"error": e}),
     };
+    let warnings: Vec<String> = settings
+        .token_network
+        .map(|_| {
+            "token_network is \"host\": a template with network \"host\" hands the token to a \
+             session that can reach any host"
+                .to_string()
+        })
+        .into_iter()
+        .collect();
     let mut report = json!({
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
@@ -56,6 +65,7 @@ pub fn report(host: &Host) -> Value {
         "token": token,
         "bwrap": bwrap,
         "shim": shim,
+        "warnings": warnings,
     });
     // A token pasted into the setting instead of its path is printed nowhere: the same
     // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
@@ -118,6 +128,9 @@ pub fn print(host: &Host, json: bool) -> i32 {
         println!("bwrap:             {} (works)", s(&b["path"]));
     } else {
         println!("bwrap:             {}", s(&b["error"]));
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        println!("warning:           {}", s(w));
     }
     let sh = &r["shim"];
     println!(

@@ -6,6 +6,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -122,17 +123,39 @@ impl Drop for Proxy {
 }
 
 fn accept_loop(listener: UnixListener, ctx: Arc<Ctx>, stop: Arc<AtomicBool>) {
-    for conn in listener.incoming() {
+    // Wait in poll(2), not in accept(2): a blocked accept holds the lowest free descriptor
+    // number reserved, and the launch's descriptor placement, running meanwhile in another
+    // thread, would find that number neither free nor open.
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    loop {
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, -1) };
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(client) = conn else { continue };
+        if rc <= 0 {
+            continue;
+        }
+        let Ok((client, _)) = listener.accept() else {
+            continue;
+        };
+        if client.set_nonblocking(false).is_err() {
+            continue;
+        }
         let ctx = Arc::clone(&ctx);
         if ctx.live.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             ctx.live.fetch_sub(1, Ordering::SeqCst);
             let _ = reply(&client, 503, "too many connections");
             continue;
         }
+        let count = Arc::clone(&ctx);
         let spawned = thread::Builder::new()
             .name("relay-proxy-conn".into())
             .spawn(move || {
@@ -140,8 +163,8 @@ fn accept_loop(listener: UnixListener, ctx: Arc<Ctx>, stop: Arc<AtomicBool>) {
                 ctx.live.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            // The connection went with the closure; nothing else to undo but the count.
-            continue;
+            // The connection went with the closure, unserved.
+            count.live.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
