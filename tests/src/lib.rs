@@ -209,6 +209,9 @@ pub fn spawn_with_fds(
 /// A throwaway relay-host installation and process checks (see the module).
 pub mod fixture;
 
+/// A recording TCP listener for the network tests (see the module).
+pub mod listener;
+
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.
 ///

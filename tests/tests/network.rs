@@ -7,78 +7,18 @@
 //!
 //! Build the binaries first: `cargo build --workspace --bins`.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
 use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
+use relay_tests::listener::{Listener, HELLO};
 use relay_tests::{fake_agent, read_records};
 use serde_json::{json, Value};
-
-/// A listener on `127.0.0.1` that records every connection and request head and answers
-/// `200 hello` (then closes).
-struct Listener {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
-impl Listener {
-    fn start() -> Listener {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let heads = Arc::new(Mutex::new(Vec::new()));
-        let (c, h) = (Arc::clone(&connections), Arc::clone(&heads));
-        thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(mut s) = s else { continue };
-                c.fetch_add(1, Ordering::SeqCst);
-                let h = Arc::clone(&h);
-                thread::spawn(move || {
-                    let head = read_head(&mut s);
-                    h.lock().unwrap().push(head);
-                    let _ = s.write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-                    );
-                });
-            }
-        });
-        Listener {
-            port,
-            connections,
-            heads,
-        }
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-
-    fn heads(&self) -> Vec<String> {
-        self.heads.lock().unwrap().clone()
-    }
-}
-
-fn read_head(s: &mut TcpStream) -> String {
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut buf = Vec::new();
-    let mut b = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
 
 /// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
 /// SCRIPT` with the project read-write and `network` as given; `extra` merged in.
@@ -168,7 +108,7 @@ fn events(fx: &Fixture) -> Vec<Value> {
 fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     let _turn = turn();
     let fx = Fixture::new(&fake_agent());
-    let (a, b) = (Listener::start(), Listener::start());
+    let (a, b) = (Listener::start(HELLO), Listener::start(HELLO));
     let name = format!("relay-net-test-{}", std::process::id());
     let abstract_sock =
         UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
@@ -288,7 +228,7 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
 fn network_none_leaves_only_a_loopback() {
     let _turn = turn();
     let fx = Fixture::new(&fake_agent());
-    let a = Listener::start();
+    let a = Listener::start(HELLO);
     let checks = [(
         "direct_a",
         format!("--noproxy '*' http://127.0.0.1:{}/", a.port),
@@ -351,7 +291,7 @@ fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
     const SESSIONS: usize = 32;
     let _turn = turn();
     let fx = Fixture::new(&fake_agent());
-    let a = Listener::start();
+    let a = Listener::start(HELLO);
     let out = fx.project.join("out.txt");
     let script = fx.project.join("probe.sh");
     std::fs::write(
