@@ -350,3 +350,38 @@ fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
         "a proxy socket still listens"
     );
 }
+
+#[test]
+fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let script = probe(&fx, &[]);
+    write_settings(
+        &fx,
+        &script,
+        json!({"allow": ["api.anthropic.com"]}),
+        json!({}),
+    );
+    // A state folder so deep that the proxy's socket path exceeds what a Unix socket takes.
+    let deep = fx.root.join("s".repeat(60)).join("t".repeat(60));
+    let req = fx.request("deep", true, "deep", &[]);
+    let out = Command::new(&fx.host)
+        .arg("--config-dir")
+        .arg(&fx.config)
+        .arg("--state-dir")
+        .arg(&deep)
+        .arg("launch")
+        .arg(&req)
+        .env("HOME", &fx.home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sandbox_unavailable")
+            && err.contains("needs a proxy, which cannot be set up"),
+        "{err}"
+    );
+    assert!(!fx.project.join("out.txt").exists(), "the session ran");
+}

@@ -73,7 +73,9 @@ impl Resolved {
     /// onto itself, all together shallow first (so a guard never turns a deeper read-only
     /// grant read-write, and all before any mask, so none uncovers another deny's mask); then
     /// the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
-    /// for a folder, `--ro-bind EMPTY FILE` for a file); last `--chdir` the project folder.
+    /// for a folder, `--ro-bind EMPTY FILE` for a file); then the network's binds (see
+    /// [`SandboxNet`](super::SandboxNet), which also adds `--unshare-net`, its variables after
+    /// the request's, and the forwarder before the command); last `--chdir` the project folder.
     /// Paths kept read-only by [`Profile::protect`](super::Profile::protect) are laid with the
     /// grants, their parents guarded. After `--`, `/bin/sh -c CHECK relay-sandbox-check
     /// EXPECTED PATHS` (one `DEV:INO` and one path per line) comes before the command: inside
