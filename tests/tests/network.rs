@@ -52,10 +52,11 @@ fn results(fx: &Fixture) -> Vec<(String, String, String)> {
     text.lines()
         .map(|l| {
             let mut f = l.split(' ').map(str::to_string);
+            let mut f = f.filter(|x| !x.is_empty());
             (
                 f.next().unwrap_or_default(),
                 f.next().unwrap_or_default(),
-                f.next().unwrap_or_default(),
+                f.collect::<Vec<_>>().join(" "),
             )
         })
         .collect()
@@ -86,6 +87,14 @@ fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
     ));
     s.push_str(&format!(
         "echo \"proxyvars $(env | grep -ci _proxy) 0\" >> {}\n",
+        out.display()
+    ));
+    // The forwarder's serving process, seen from inside: its descriptors (count, how many on
+    // /dev/null, how many sockets).
+    s.push_str(&format!(
+        "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in \
+         /run/relay/relay-net-forward*) echo \"fwdfds $(ls $p/fd | wc -l) \
+         $(ls -l $p/fd | grep -c /dev/null) $(ls -l $p/fd | grep -c socket:)\" >> {};; esac; done\n",
         out.display()
     ));
     let path = fx.project.join("probe.sh");
@@ -154,6 +163,8 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     assert_eq!(result(&r, "localhost"), ("403", "0"), "{r:?}");
     assert_eq!(result(&r, "ifaces").0, "lo,", "{r:?}");
     assert_eq!(result(&r, "proxyvars").0, "6", "{r:?}");
+    // One serving process: stdio on /dev/null and its listener, nothing else (no token pipe).
+    assert_eq!(result(&r, "fwdfds"), ("4", "3 1"), "{r:?}");
 
     // A got both requests, the plain one in origin-form; B and the abstract socket nothing.
     let heads = a.heads();
