@@ -107,3 +107,81 @@ impl SandboxNet {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::Path;
+
+    use super::*;
+    use crate::sandbox::Profile;
+
+    fn argv(net: SandboxNet) -> Vec<OsString> {
+        let mut p = Profile::new();
+        p.network(net);
+        let env = [(
+            OsString::from("HTTPS_PROXY"),
+            OsString::from("http://elsewhere"),
+        )];
+        p.resolve(&[]).unwrap().bwrap_argv_with_env(
+            Path::new("/usr/bin/bwrap"),
+            &env,
+            &["/bin/true".into()],
+        )
+    }
+
+    fn at(a: &[OsString], x: &str) -> Vec<usize> {
+        a.iter()
+            .enumerate()
+            .filter(|(_, s)| *s == x)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn the_host_network_adds_nothing() {
+        let a = argv(SandboxNet::Host);
+        assert!(at(&a, "--unshare-net").is_empty());
+        assert_eq!(a[a.len() - 2..], ["--".into(), OsString::from("/bin/true")]);
+    }
+
+    #[test]
+    fn a_proxy_unshares_binds_sets_its_variables_last_and_runs_the_forwarder_first() {
+        let a = argv(SandboxNet::Proxy {
+            socket: "/state/sessions/s1/net.sock".into(),
+            forwarder: "/opt/relay/relay-host".into(),
+        });
+        assert_eq!(at(&a, "--unshare-net").len(), 1);
+        let bind = at(&a, "/state/sessions/s1/net.sock")[0];
+        assert_eq!(a[bind - 1], "--ro-bind");
+        assert_eq!(a[bind + 1], SANDBOX_SOCKET);
+        // The request's HTTPS_PROXY comes first, the proxy's after it (bwrap: the last wins).
+        let https = at(&a, "HTTPS_PROXY");
+        assert_eq!(https.len(), 2);
+        assert_eq!(a[https[0] + 1], "http://elsewhere");
+        assert_eq!(a[https[1] + 1], "http://127.0.0.1:3128");
+        let tail: Vec<&OsString> = a.iter().rev().take(6).rev().collect();
+        assert_eq!(
+            tail,
+            [
+                "--",
+                SANDBOX_FORWARDER,
+                "3128",
+                SANDBOX_SOCKET,
+                "--",
+                "/bin/true"
+            ]
+            .map(OsString::from)
+            .iter()
+            .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn none_unshares_without_a_proxy() {
+        let a = argv(SandboxNet::Loopback);
+        assert_eq!(at(&a, "--unshare-net").len(), 1);
+        assert!(at(&a, SANDBOX_FORWARDER).is_empty());
+        assert!(at(&a, "HTTPS_PROXY").len() == 1);
+    }
+}
