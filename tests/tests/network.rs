@@ -46,13 +46,12 @@ fn launch(fx: &Fixture, session: &str) -> Output {
     cmd.output().unwrap()
 }
 
-/// The probe's result lines, `NAME HTTP_CODE EXIT`, as a map.
+/// The probe's result lines, `NAME HTTP_CODE EXIT...`, in order.
 fn results(fx: &Fixture) -> Vec<(String, String, String)> {
     let text = std::fs::read_to_string(fx.project.join("out.txt")).unwrap_or_default();
     text.lines()
         .map(|l| {
-            let mut f = l.split(' ').map(str::to_string);
-            let mut f = f.filter(|x| !x.is_empty());
+            let mut f = l.split(' ').filter(|x| !x.is_empty()).map(str::to_string);
             (
                 f.next().unwrap_or_default(),
                 f.next().unwrap_or_default(),
