@@ -395,3 +395,33 @@ fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
     );
     assert!(!fx.project.join("out.txt").exists(), "the session ran");
 }
+
+/// A Ctrl-C reaches the session's whole process group (the shim forwards SIGINT to it): the
+/// session survives it (here: `sh` ignores it), and so must its way out.
+#[test]
+fn the_forwarder_outlives_an_interrupt_of_the_session() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let a = Listener::start(HELLO);
+    let out = fx.project.join("out.txt");
+    let script = fx.project.join("probe.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntrap '' INT\nkill -INT 0\nsleep 0.2\n\
+             curl -s -o /dev/null -w '%{{http_code}}\\n' -m 5 http://127.0.0.1:{}/ > {}\n",
+            a.port,
+            out.display()
+        ),
+    )
+    .unwrap();
+    write_settings(
+        &fx,
+        &script,
+        json!({"allow": [format!("127.0.0.1:{}", a.port)]}),
+        json!({}),
+    );
+    assert!(launch(&fx, "intr").status.success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "200\n");
+    assert_eq!(a.connections(), 1);
+}

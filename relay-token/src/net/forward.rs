@@ -95,9 +95,12 @@ fn detach(listener: &TcpListener, socket: &std::path::Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The detached process: stdio on `/dev/null`, every other descriptor but the listener
-/// closed, then one thread per connection. Never returns.
+/// The detached process: a session of its own (the terminal's and the shim's signals to the
+/// session's process group, a Ctrl-C included, do not end it), stdio on `/dev/null`, every other
+/// descriptor but the listener closed, then one thread per connection. Never returns.
 fn serve(listener: &TcpListener, socket: &std::path::Path) -> ! {
+    // SAFETY: setsid takes no arguments; this process is not a group leader (a fresh child).
+    unsafe { libc::setsid() };
     keep_only(listener.as_raw_fd());
     for conn in listener.incoming() {
         let Ok(tcp) = conn else { continue };
