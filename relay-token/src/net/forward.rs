@@ -78,6 +78,13 @@ fn detach(listener: &TcpListener, socket: &std::path::Path) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     if child == 0 {
+        // Before the second fork, so both are done when the parent's wait returns and the
+        // program starts: a session of its own (the terminal's and the shim's signals to the
+        // session's process group, a Ctrl-C included, do not reach it), stdio on `/dev/null`,
+        // no descriptor but the listener.
+        // SAFETY: setsid takes no arguments; this fresh child is not a group leader.
+        unsafe { libc::setsid() };
+        keep_only(listener.as_raw_fd());
         // SAFETY: as above, still single-threaded.
         let grandchild = unsafe { libc::fork() };
         if grandchild == 0 {
@@ -95,13 +102,8 @@ fn detach(listener: &TcpListener, socket: &std::path::Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The detached process: a session of its own (the terminal's and the shim's signals to the
-/// session's process group, a Ctrl-C included, do not end it), stdio on `/dev/null`, every other
-/// descriptor but the listener closed, then one thread per connection. Never returns.
+/// The detached process: one thread per connection. Never returns.
 fn serve(listener: &TcpListener, socket: &std::path::Path) -> ! {
-    // SAFETY: setsid takes no arguments; this process is not a group leader (a fresh child).
-    unsafe { libc::setsid() };
-    keep_only(listener.as_raw_fd());
     for conn in listener.incoming() {
         let Ok(tcp) = conn else { continue };
         let socket = socket.to_path_buf();
