@@ -7,7 +7,9 @@
 //! - `host`: `"network": "host"` (with `"token_network": "host"`): today's shared network;
 //! - `none`: `"network": "none"`: a namespace of its own (bwrap `--unshare-net`);
 //! - `allow-list`: `{"allow": ["api.anthropic.com"]}`: the namespace, the host's proxy on its
-//!   Unix socket (started and ended with the session) and the forwarder inside.
+//!   Unix socket (started and ended with the session) and the forwarder inside;
+//! - `host + GET`, `allow-list + GET`: the session is `curl` fetching one small answer from a
+//!   listener on the host's `127.0.0.1` (listed): directly, and through forwarder and proxy.
 //!
 //! Use the release build: `cargo build --release --workspace --bins &&
 //! target/release/bench-network`. Runs as root (bwrap).
@@ -17,18 +19,25 @@ use std::time::{Duration, Instant};
 
 use relay_tests::fake_agent;
 use relay_tests::fixture::Fixture;
+use relay_tests::listener::{Listener, HELLO};
 use serde_json::{json, Value};
 
-const NAMES: [&str; 3] = ["host", "none", "allow-list"];
+const NAMES: [&str; 5] = [
+    "host",
+    "none",
+    "allow-list",
+    "host + GET",
+    "allow-list + GET",
+];
 
-fn install(network: Value) -> Fixture {
+fn install(network: Value, command: Value) -> Fixture {
     let fx = Fixture::new(&fake_agent());
     let settings = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "token_network": "host",
         "templates": [{
             "id": "claude-code",
-            "command": [fake_agent()],
+            "command": command,
             "sandbox": {"read_write": ["{project}"]},
             "network": network,
         }],
@@ -54,10 +63,17 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200);
+    let listener = Listener::start(HELLO);
+    let url = format!("http://127.0.0.1:{}/", listener.port);
+    let agent = json!([fake_agent()]);
+    let curl = json!(["/usr/bin/curl", "-sf", "-o", "/dev/null", url]);
+    let listed = json!({"allow": [format!("127.0.0.1:{}", listener.port)]});
     let fxs = [
-        install(json!("host")),
-        install(json!("none")),
-        install(json!({"allow": ["api.anthropic.com"]})),
+        install(json!("host"), agent.clone()),
+        install(json!("none"), agent.clone()),
+        install(json!({"allow": ["api.anthropic.com"]}), agent),
+        install(json!("host"), curl.clone()),
+        install(listed, curl),
     ];
     let reqs: Vec<_> = fxs
         .iter()
@@ -74,22 +90,22 @@ fn main() {
         }
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let mut med = [0.0f64; 3];
+    let mut med = [0.0f64; NAMES.len()];
     println!("session network, N={n} interleaved rounds (ms, spawn to exit)");
     println!(
-        "{:<12} {:>8} {:>8} {:>8} {:>8}",
+        "{:<18} {:>8} {:>8} {:>8} {:>8}",
         "series", "min", "median", "p90", "/host"
     );
     for (i, v) in times.iter_mut().enumerate() {
         v.sort_unstable();
         med[i] = ms(v[v.len() / 2]);
         println!(
-            "{:<12} {:>8.3} {:>8.3} {:>8.3} {:>7.2}x",
+            "{:<18} {:>8.3} {:>8.3} {:>8.3} {:>7.2}x",
             NAMES[i],
             ms(v[0]),
             med[i],
             ms(v[(v.len() * 9 / 10).min(v.len() - 1)]),
-            med[i] / med[0]
+            med[i] / med[if i < 3 { 0 } else { 3 }]
         );
     }
     println!(
@@ -97,5 +113,11 @@ fn main() {
         med[2] / med[0],
         med[2] - med[0],
         med[1] / med[0]
+    );
+    println!(
+        "allow-list + GET / host + GET: {:.2}x (+{:.3} ms); {} requests reached the listener",
+        med[4] / med[3],
+        med[4] - med[3],
+        listener.connections()
     );
 }
