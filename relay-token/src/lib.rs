@@ -30,6 +30,7 @@ pub mod digest;
 pub mod env;
 pub mod fds;
 pub mod host;
+pub mod net;
 pub mod path;
 pub mod pipe;
 pub mod read;

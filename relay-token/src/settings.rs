@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::net::{Network, TokenNetwork};
+
 /// The settings of `relay-host`.
 ///
 /// ```
@@ -43,6 +45,9 @@ pub struct Settings {
     /// user`: a session without the token may have written the project's settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_projects: Vec<String>,
+    /// `"host"`: a launch with the token may run with `network: "host"` (else it is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_network: Option<TokenNetwork>,
 }
 
 /// A launch template.
@@ -69,6 +74,31 @@ pub struct Template {
     /// `LD_*`, `ANTHROPIC_*`, `CLAUDE*` and `NODE_OPTIONS` are refused even when listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_env: Vec<String>,
+    /// The network of a sandboxed session; left out, the built-in template's of the same id,
+    /// else `"host"` (see [`Template::network`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
+}
+
+impl Template {
+    /// The session's network: the template's own, else the built-in template's of the same id
+    /// (`claude-code`: an allow-list of the hosts Claude Code needs), else `"host"`.
+    ///
+    /// ```
+    /// use relay_token::{net::Network, settings::Settings};
+    /// let s = Settings::default();
+    /// assert_eq!(s.template("shell").unwrap().network(), Network::Host);
+    /// assert_eq!(s.template("claude-code").unwrap().network().word(), "allow-list");
+    /// ```
+    pub fn network(&self) -> Network {
+        self.network.clone().unwrap_or_else(|| {
+            builtin_templates()
+                .into_iter()
+                .find(|b| b.id == self.id)
+                .and_then(|b| b.network)
+                .unwrap_or(Network::Host)
+        })
+    }
 }
 
 /// A template's sandbox: `false`, or the folders it grants.
@@ -421,6 +451,7 @@ pub fn builtin_templates() -> Vec<Template> {
                 read_write: vec![PROJECT_PLACEHOLDER.into(), CLAUDE_CONFIG_PLACEHOLDER.into()],
             }),
             request_env: vec![],
+            network: Some(crate::net::claude_code_network()),
         },
         Template {
             id: "shell".into(),
@@ -431,6 +462,7 @@ pub fn builtin_templates() -> Vec<Template> {
                 read_write: vec!["~/".into()],
             }),
             request_env: vec![],
+            network: Some(Network::Host),
         },
     ]
 }

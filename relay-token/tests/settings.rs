@@ -57,6 +57,7 @@ fn expected() -> Settings {
                     read_write: vec!["{project}".into()],
                 }),
                 request_env: vec![],
+                network: None,
             },
             Template {
                 id: "plain".into(),
@@ -64,10 +65,12 @@ fn expected() -> Settings {
                 env: BTreeMap::new(),
                 sandbox: Sandbox::Off,
                 request_env: vec![],
+                network: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),
         shim: Some("/opt/relay/relay-shim".into()),
+
         ..Settings::default()
     }
 }

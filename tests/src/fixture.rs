@@ -83,6 +83,24 @@ impl Fixture {
         fx
     }
 
+    /// Sets the `claude-code` template's `network` in `settings.json` (`"host"` also sets
+    /// `"token_network": "host"`, which a token launch with it needs).
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// fx.set_network(serde_json::json!("none"));
+    /// ```
+    pub fn set_network(&self, network: serde_json::Value) {
+        let path = self.config.join("settings.json");
+        let mut s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        if network == json!("host") {
+            s["token_network"] = json!("host");
+        }
+        s["templates"][0]["network"] = network;
+        std::fs::write(&path, s.to_string()).unwrap();
+    }
+
     /// Writes a fresh fake token into the token file (0600, rewritten in place) and returns it.
     ///
     /// ```no_run

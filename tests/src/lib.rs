@@ -210,7 +210,8 @@ pub fn spawn_with_fds(
 pub mod fixture;
 pub mod run;
 
-/// A local HTTP listener that keeps only hashes of the credentials it receives.
+/// Local HTTP listeners: one that records what it receives, one that keeps only hashes of the
+/// credentials it receives (see the module).
 pub mod listener;
 
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a

@@ -654,3 +654,74 @@ fn builtin_template_is_logged_in_from_fd5() {
 
     fx.assert_no_token_on_disk();
 }
+
+/// A `401` in the Messages API's shape: Claude Code gives up at once.
+const UNAUTHORIZED: &str = "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n\
+    Content-Length: 71\r\nConnection: close\r\n\r\n\
+    {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"no\"}}";
+
+/// A token session with a network allow-list, the real Claude Code inside: pointed by the
+/// project's `.claude/settings.json` at an unlisted listener (B), its request is refused by the
+/// proxy (an event names B's port) and B receives nothing; pointed at the listed listener (A),
+/// its message request arrives at A through the proxy (the proxy's `Connection: close` on it:
+/// Claude Code honours `HTTP_PROXY`) with `Authorization: Bearer` and the token's hash.
+#[test]
+fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
+    use relay_tests::listener::{bearer, Listener};
+    let mut fx = Fixture::new();
+    let token = fx.write_token();
+    let (a, b) = (Listener::start(UNAUTHORIZED), Listener::start(UNAUTHORIZED));
+    fx.write_settings("~/.config/claude-ltt/token", false);
+    let settings_file = fx.config.join("settings.json");
+    let mut settings: Value =
+        serde_json::from_slice(&std::fs::read(&settings_file).unwrap()).unwrap();
+    settings["templates"][0]["network"] = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
+    std::fs::write(&settings_file, settings.to_string()).unwrap();
+    std::fs::create_dir_all(fx.project.join(".claude")).unwrap();
+    let point_at = |port: u16| {
+        let s = json!({"env": {"ANTHROPIC_BASE_URL": format!("http://127.0.0.1:{port}")}});
+        std::fs::write(fx.project.join(".claude/settings.json"), s.to_string()).unwrap();
+    };
+
+    point_at(b.port);
+    let out = fx.launch(&["-p", "hello"], "claude -p, base URL at B");
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    assert_eq!(b.connections(), 0, "B was reached");
+    let events = relay_tests::read_records(&fx.state.join("events.jsonl"));
+    assert!(
+        events.iter().any(|e| e["event"] == "network_denied"
+            && e["host"] == "127.0.0.1"
+            && e["port"] == u64::from(b.port)),
+        "no refusal of B: {events:?}"
+    );
+
+    point_at(a.port);
+    let out = fx.launch(&["-p", "hello"], "claude -p, base URL at A");
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    let heads = a.heads();
+    let messages: Vec<&String> = heads
+        .iter()
+        .filter(|h| h.starts_with("POST /v1/messages"))
+        .collect();
+    assert!(
+        !messages.is_empty(),
+        "no message request at A: {} heads",
+        heads.len()
+    );
+    let want = relay_tests::sha256_hex(token.as_bytes());
+    for h in &messages {
+        let got = bearer(h).map(|t| relay_tests::sha256_hex(t.as_bytes()));
+        assert_eq!(
+            got.as_deref(),
+            Some(want.as_str()),
+            "the bearer is not the token"
+        );
+        assert!(
+            h.lines()
+                .any(|l| l.eq_ignore_ascii_case("connection: close")),
+            "the request did not pass the proxy"
+        );
+    }
+    assert_eq!(b.connections(), 0, "B was reached");
+    fx.assert_no_token_on_disk();
+}

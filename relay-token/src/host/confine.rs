@@ -23,6 +23,7 @@ use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLAC
 
 /// What the sandbox of one launch is built from.
 pub(crate) struct Inputs<'a> {
+    pub net: crate::sandbox::SandboxNet,
     pub host: &'a Host,
     pub settings: &'a Settings,
     pub v: &'a Validated,
@@ -48,6 +49,7 @@ pub(crate) fn bwrap_argv(
 ) -> Result<Vec<OsString>, LaunchError> {
     let mut profile = template_profile(i)?;
     profile.state_dir(state_dir.to_path_buf());
+    profile.network(i.net.clone());
     for folder in programs_to_protect(i) {
         profile.protect(folder);
     }

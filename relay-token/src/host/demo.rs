@@ -208,6 +208,7 @@ fn sandboxed_probe(
                 read_write: vec!["~/".into()],
             }),
             request_env: vec![],
+            network: None,
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),

@@ -204,6 +204,7 @@ struct Session {
     shim: std::process::Child,
     status: BufReader<File>,
     _lock: File,
+    _proxy: Option<crate::net::proxy::Proxy>,
 }
 
 fn prepare_and_spawn(
@@ -228,6 +229,9 @@ fn prepare_and_spawn(
         )));
     }
     let (token_path, token) = read_token(host, state, &settings, &v)?;
+    if v.sandboxed {
+        super::network::check(&v.template.network(), token.is_some(), &settings)?;
+    }
     let programs = resolve_programs(host, &settings, &v, state)?;
     let claude_config = state.claude_config_dir();
     let target = target_argv(
@@ -238,14 +242,14 @@ fn prepare_and_spawn(
         &claude_config,
         token.is_some(),
     );
-    let folder = SessionFolder::create(state.path(), &session_dir, &claude_config)?;
+    let mut folder = SessionFolder::create(state.path(), &session_dir, &claude_config)?;
     let argv = session_argv(
         host,
         state,
         &settings,
         &v,
         &programs,
-        &folder,
+        &mut folder,
         token_path.as_deref(),
         token.is_some(),
         target,
@@ -463,6 +467,8 @@ struct SessionFolder {
     made: Made,
     lock: Option<File>,
     state_dir: PathBuf,
+    /// The proxy of an allow-list session: it ends with the session.
+    proxy: Option<crate::net::proxy::Proxy>,
 }
 
 impl SessionFolder {
@@ -512,6 +518,7 @@ impl SessionFolder {
             made,
             lock: Some(lock),
             state_dir: state_dir.to_path_buf(),
+            proxy: None,
         })
     }
 }
@@ -525,13 +532,19 @@ fn session_argv(
     settings: &Settings,
     v: &Validated,
     programs: &Programs,
-    folder: &SessionFolder,
+    folder: &mut SessionFolder,
     token_path: Option<&Path>,
     carries_token: bool,
     target: Vec<OsString>,
 ) -> Result<Vec<OsString>, LaunchError> {
     if let Some(bwrap) = &programs.bwrap {
+        // The network: the proxy of an allow-list starts here and ends with the session.
+        let session_dir = folder.tmp.parent().unwrap_or(&folder.tmp).to_path_buf();
+        let (net, proxy) =
+            super::network::start(&v.template.network(), &session_dir, state, &v.session_id)?;
+        folder.proxy = proxy;
         let inputs = confine::Inputs {
+            net,
             host,
             settings,
             v,
@@ -671,7 +684,7 @@ fn spawn_session(
     v: Validated,
     mut cmd: Command,
     token: Option<ClaudeToken>,
-    folder: SessionFolder,
+    mut folder: SessionFolder,
     wiring: super::bridge::ShimWiring,
 ) -> Result<Session, LaunchError> {
     let carries_token = token.is_some();
@@ -718,6 +731,7 @@ fn spawn_session(
                 id: v.session_id,
                 shim: shim_child,
                 status,
+                _proxy: folder.proxy.take(),
                 _lock: folder.keep(),
             })
         }

@@ -17,6 +17,7 @@ pub mod demo;
 pub mod launch;
 pub mod project;
 pub mod reach;
+pub mod network;
 pub mod request;
 pub mod signals;
 pub mod state;
@@ -232,6 +233,9 @@ pub fn main(mut argv: Vec<OsString>) -> i32 {
         // SAFETY: called once, from the process's entry point, before anything else runs: this
         // process owns the fd 5 and status fd it inherited, and nothing else in it uses them.
         return unsafe { crate::shim::run_cli(args) };
+    }
+    if called.is_some_and(|n| n == crate::net::FORWARDER_NAME) {
+        return crate::net::forward::run(args);
     }
     if let Err(e) = harden_process() {
         eprintln!("relay-host: cannot harden the process (prctl/setrlimit): {e}");

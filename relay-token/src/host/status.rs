@@ -50,8 +50,15 @@ pub fn report(host: &Host) -> Value {
         Ok(p) => json!({"path": p}),
         Err(e) => json!({"error": e}),
     };
-    let (problems, warnings) = reach_checks(host, &settings);
+    let (problems, mut warnings) = reach_checks(host, &settings);
     let settings_error = settings_error.or_else(|| host.settings().err().map(|e| e.to_string()));
+    if settings.token_network.is_some() {
+        warnings.push(
+            "token_network is \"host\": a template with network \"host\" hands the token to a \
+             session that can reach any host"
+                .to_string(),
+        );
+    }
     let mut report = json!({
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
@@ -168,6 +175,9 @@ pub fn print(host: &Host, json: bool) -> i32 {
         println!("bwrap:             {} (works)", s(&b["path"]));
     } else {
         println!("bwrap:             {}", s(&b["error"]));
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        println!("warning:           {}", s(w));
     }
     let sh = &r["shim"];
     println!(

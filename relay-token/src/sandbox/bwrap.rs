@@ -72,7 +72,9 @@ impl Resolved {
     /// onto itself, all together shallow first (so a guard never turns a deeper read-only
     /// grant read-write, and all before any mask, so none uncovers another deny's mask); then
     /// the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
-    /// for a folder, `--ro-bind EMPTY FILE` for a file); last `--chdir` the project folder.
+    /// for a folder, `--ro-bind EMPTY FILE` for a file); then the network's binds (see
+    /// [`SandboxNet`](super::SandboxNet), which also adds `--unshare-net`, its variables after
+    /// the request's, and the forwarder before the command); last `--chdir` the project folder.
     /// Paths kept read-only by [`Profile::protect`](super::Profile::protect) are laid with the
     /// grants, their parents guarded. After `--`, `/bin/sh -c CHECK relay-sandbox-check
     /// EXPECTED PATHS` (one `DEV:INO` and one path per line) comes before the command: inside
@@ -113,7 +115,7 @@ impl Resolved {
         command: &[OsString],
     ) -> Vec<OsString> {
         let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
-        for f in NAMESPACE_FLAGS {
+        for f in NAMESPACE_FLAGS.iter().chain(self.net.unshare_flags()) {
             a.push(f);
         }
         for b in &self.baseline {
@@ -153,10 +155,12 @@ impl Resolved {
                 Mask::File { path, empty } => a.three("--ro-bind", empty, path),
             }
         }
+        a.0.extend(self.net.binds());
         if let Some(p) = &self.project {
             a.two("--chdir", p);
         }
-        for (k, v) in setenv {
+        // The network's variables last: they win over a request's.
+        for (k, v) in setenv.iter().chain(&self.net.env()) {
             a.three("--setenv", k, v);
         }
         a.push("--");
@@ -207,6 +211,7 @@ impl Resolved {
             a.push(expected);
             a.push(paths);
         }
+        a.0.extend(self.net.command_prefix());
         a.0.extend(command.iter().cloned());
         a.0
     }

@@ -39,6 +39,7 @@
 
 mod bwrap;
 mod links;
+mod net;
 mod sbpl;
 mod seatbelt;
 pub mod seccomp;
@@ -53,6 +54,7 @@ use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
+pub use net::SandboxNet;
 
 use crate::path::clean;
 use crate::sys::errno_words;
@@ -307,6 +309,7 @@ pub struct Profile {
     command_dir: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     protect: Vec<PathBuf>,
+    net: SandboxNet,
 }
 
 impl Profile {
@@ -415,6 +418,17 @@ impl Profile {
     /// ```
     pub fn state_dir(&mut self, p: PathBuf) -> &mut Self {
         self.state_dir = Some(p);
+        self
+    }
+
+    /// The session's network (default: the host's).
+    ///
+    /// ```
+    /// let mut p = relay_token::sandbox::Profile::new();
+    /// p.network(relay_token::sandbox::SandboxNet::Loopback);
+    /// ```
+    pub fn network(&mut self, net: SandboxNet) -> &mut Self {
+        self.net = net;
         self
     }
 
@@ -622,6 +636,7 @@ impl Profile {
             denies,
             protects,
             idents,
+            net: self.net.clone(),
         })
     }
 
@@ -776,6 +791,7 @@ pub struct Resolved {
     protects: Vec<Protect>,
     /// `(device, inode)` of every bind source (grants, guards, the temp folder) as checked.
     idents: Vec<(PathBuf, (u64, u64))>,
+    net: SandboxNet,
 }
 
 impl Resolved {

@@ -327,6 +327,7 @@ impl Resolved {
             denies,
             protects,
             idents: Vec::new(),
+            net: Default::default(),
         }
     }
 }

