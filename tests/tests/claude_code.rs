@@ -676,6 +676,9 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     let mut settings: Value =
         serde_json::from_slice(&std::fs::read(&settings_file).unwrap()).unwrap();
     settings["templates"][0]["network"] = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
+    // The base URL comes from the project's own settings, which a token launch reads only in a
+    // project the operator trusts.
+    settings["trusted_projects"] = json!([fx.project]);
     std::fs::write(&settings_file, settings.to_string()).unwrap();
     std::fs::create_dir_all(fx.project.join(".claude")).unwrap();
     let point_at = |port: u16| {
