@@ -39,7 +39,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -433,13 +433,13 @@ where
 /// use std::os::fd::IntoRawFd;
 /// use relay_token::shim::{run, ShimOptions};
 ///
-/// let (r, w) = relay_token::sys::pipe2_cloexec()?;
+/// let (mut r, w) = std::io::pipe()?;
 /// let mut opts = ShimOptions::parse(["--", "sh", "-c", "exit 3"]).unwrap();
 /// opts.status_fd = w.into_raw_fd(); // handed over: `run` closes it
 /// // SAFETY: the status descriptor was just handed over; fd 5 is not involved (no pass_token).
 /// assert_eq!(unsafe { run(&opts) }, 3);
 /// let mut lines = String::new();
-/// std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut lines)?;
+/// std::io::Read::read_to_string(&mut r, &mut lines)?;
 /// assert!(lines.starts_with("{\"event\":\"started\",\"pid\":"));
 /// assert!(lines.ends_with("{\"event\":\"exit\",\"status\":3}\n"));
 /// # Ok::<(), std::io::Error>(())
@@ -454,7 +454,7 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         // SAFETY: fd 5 is open (checked above) and, by this function's contract, owned by the
         // caller and handed to us; nothing else uses it.
         let fd = unsafe { OwnedFd::from_raw_fd(TOKEN_FD) };
-        if let Err(e) = sys::set_cloexec(TOKEN_FD, true) {
+        if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
             eprintln!("relay-shim: fd 5: cannot mark close-on-exec: {e}");
             return EXIT_USAGE;
         }
@@ -469,7 +469,7 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         // SAFETY: the descriptor is open and, by this function's contract, ours; it is not fd 5
         // when fd 5 was claimed above (the parser refuses that pair).
         let fd = unsafe { OwnedFd::from_raw_fd(opts.status_fd) };
-        if let Err(e) = sys::set_cloexec(fd.as_raw_fd(), true) {
+        if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
             eprintln!(
                 "relay-shim: status fd {}: cannot mark close-on-exec: {e}",
                 opts.status_fd
@@ -597,7 +597,7 @@ fn install_forwarders() -> io::Result<()> {
 extern "C" fn on_signal(sig: libc::c_int) {
     // SAFETY: __errno_location returns this thread's errno slot; reading and restoring it keeps
     // the interrupted code's errno intact.
-    let errno = unsafe { *libc::__errno_location() };
+    let errno = unsafe { *sys::errno_slot() };
     let pid = CHILD_PID.load(Ordering::SeqCst);
     if pid > 0 {
         forward(pid, sig);
@@ -611,7 +611,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         }
     }
     // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
+    unsafe { *sys::errno_slot() = errno };
 }
 
 /// Sends the signals received before the spawn. Async-signal-safe.

@@ -4,9 +4,11 @@
 use std::io::Write;
 
 use proptest::prelude::*;
-use relay_token::redact::{Redactor, MASK};
-use relay_token::token::REDACTED_DEBUG;
 use relay_token::{read_claude_token, ClaudeToken};
+use relay_token::{Redactor, MASK};
+
+/// A token's fixed `Debug` form.
+const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
 
 /// A random token: printable ASCII, long enough that finding it by chance is not a match.
 fn token_bytes() -> impl Strategy<Value = Vec<u8>> {

@@ -383,8 +383,14 @@ pub fn probe(args: Vec<OsString>) -> i32 {
     let mut token_error = None;
     if let Some(fd) = var.as_deref().and_then(|v| v.parse::<i32>().ok()) {
         let mut buf = Zeroizing::new([0u8; 8192]);
-        loop {
-            match crate::sys::read(&BorrowedRaw(fd), &mut buf[..]) {
+        if let Err(e) = crate::sys::fd_flags(fd) {
+            token_error = Some(e.to_string());
+        }
+        while token_error.is_none() {
+            // SAFETY: the number is open (checked above) and this process, a throwaway probe,
+            // neither closes nor reuses it while the borrow lives.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            match crate::sys::read(borrowed, &mut buf[..]) {
                 Ok(0) => break,
                 Ok(n) if bytes.len() + n <= 65536 => bytes.extend_from_slice(&buf[..n]),
                 Ok(_) => break,
@@ -395,10 +401,14 @@ pub fn probe(args: Vec<OsString>) -> i32 {
             }
         }
     }
-    let contains =
-        |hay: &[u8]| !bytes.is_empty() && hay.windows(bytes.len()).any(|w| w == &bytes[..]);
-    let environ = Zeroizing::new(fs::read("/proc/self/environ").unwrap_or_default());
-    let cmdline = Zeroizing::new(fs::read("/proc/self/cmdline").unwrap_or_default());
+    // Either whether the bytes are in this process's own file, or why that cannot be told: a
+    // missing /proc must show as a failed check, never as a pass.
+    let found_in = |name: &str| match proc_self(name) {
+        Ok(hay) => {
+            json!(!bytes.is_empty() && hay.windows(bytes.len()).any(|w| w == &bytes[..]))
+        }
+        Err(e) => json!({ "error": e }),
+    };
     let open = match fs::File::open(token_path) {
         Ok(_) => json!({"ok": true}),
         Err(e) => json!({"ok": false, "error": e.to_string()}),
@@ -409,8 +419,8 @@ pub fn probe(args: Vec<OsString>) -> i32 {
         "token_sha256": if bytes.is_empty() { Value::Null } else { json!(sha256_hex(&bytes)) },
         "token_bytes": bytes.len(),
         "token_error": token_error,
-        "token_in_environ": contains(&environ),
-        "token_in_argv": contains(&cmdline),
+        "token_in_environ": found_in("environ"),
+        "token_in_argv": found_in("cmdline"),
         "open_token_file": open,
         "fds": fds,
     });
@@ -433,11 +443,17 @@ pub fn probe(args: Vec<OsString>) -> i32 {
     }
 }
 
-/// A raw descriptor number to read from, for the probe (it owns nothing).
-struct BorrowedRaw(i32);
-
-impl std::os::fd::AsRawFd for BorrowedRaw {
-    fn as_raw_fd(&self) -> i32 {
-        self.0
+/// `/proc/self/NAME`, wiped on drop. Where there is no `/proc` (macOS) it says so: the probe
+/// cannot tell what its environment or argv hold there.
+fn proc_self(name: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+    if cfg!(target_os = "linux") {
+        let path = format!("/proc/self/{name}");
+        fs::read(&path)
+            .map(Zeroizing::new)
+            .map_err(|e| format!("{path}: {e}"))
+    } else {
+        Err(format!(
+            "unsupported: /proc/self/{name} exists on Linux only"
+        ))
     }
 }

@@ -112,7 +112,7 @@ impl State {
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// let mut state = relay_token::host::state::State::open(dir.path())?;
-    /// state.set_redactor(relay_token::redact::Redactor::default());
+    /// state.set_redactor(relay_token::Redactor::default());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_redactor(&mut self, redactor: Redactor) {
