@@ -64,9 +64,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 fn demo_token() -> ClaudeToken {
     let mut raw = Zeroizing::new([0u8; 24]);
-    // SAFETY: `raw` is writable for its length; getrandom fills at most that many bytes.
-    let n = unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
-    if n != raw.len() as isize {
+    if crate::sys::random_bytes(&mut raw[..]).is_err() {
         let t = super::state::now_secs().to_le_bytes();
         raw[..8].copy_from_slice(&t);
     }

@@ -387,6 +387,8 @@ fn prepare_and_spawn(
     let host_pid = std::process::id() as libc::pid_t;
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            // Linux only: macOS has no parent-death signal.
+            #[cfg(target_os = "linux")]
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }

@@ -862,6 +862,8 @@ fn io_words(e: &io::Error) -> String {
 /// The `(device, inode)` of the object at `real` (a canonical path), taken through an `O_PATH |
 /// O_NOFOLLOW` descriptor whose own path (`/proc/self/fd/N`) must still be `real`: a path
 /// component swapped since `real` was made canonical is refused, never identified wrongly.
+/// Linux only (`O_PATH`, `/proc`); elsewhere it refuses, so a deny is never taken on trust.
+#[cfg(target_os = "linux")]
 fn identify(real: &Path) -> Result<(u64, u64), String> {
     use std::os::fd::AsRawFd;
     let changed = || "changed while it was checked (a symlink was swapped in)".to_string();
@@ -877,6 +879,12 @@ fn identify(real: &Path) -> Result<(u64, u64), String> {
         return Err(changed());
     }
     Ok((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// See the Linux version: without `O_PATH` and `/proc` the check cannot be made, so it refuses.
+#[cfg(not(target_os = "linux"))]
+fn identify(_real: &Path) -> Result<(u64, u64), String> {
+    Err("unsupported on this system: identifying a path needs O_PATH and /proc (Linux)".into())
 }
 
 /// Makes sure `<state>/deny-mask` is an empty regular file of mode 0000 owned by this user with
