@@ -5,9 +5,9 @@
 //! ```
 //!
 //! - The target gets fds 0, 1, 2 and, with `--pass-token`, fd 5 (the shim's own fd 5, handed on
-//!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by
-//!   [`crate::pipe::spawn_with_token_fd`]. Without `--pass-token` the target gets no fd 5, even
-//!   when the shim had one, and the environment is passed on unchanged.
+//!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by the library's one
+//!   placement (as [`crate::TokenPipe`] does). Without `--pass-token` the target gets no fd 5,
+//!   even when the shim had one, and the environment is passed on unchanged.
 //! - Status lines (JSON, one `write` each) go to the status descriptor (default 3):
 //!   `{"event":"started","pid":P}`, then `{"event":"exit","status":S}` or
 //!   `{"event":"exit","signal":G}`; or `{"event":"spawn_failed","errno":E}`. When the status
