@@ -1,4 +1,4 @@
-//! Acceptance tests for the child's environment (contract §6), as tables and end to end
+//! Acceptance tests for the child's environment, as tables and end to end
 //! through `TokenPipe::spawn` with `ChildEnv::apply`.
 
 use std::collections::BTreeMap;

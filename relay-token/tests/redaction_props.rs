@@ -1,5 +1,5 @@
 //! Property tests: no Debug, Display or redacted text ever holds a token's (or a token file's)
-//! bytes (contract §3, §4, §9).
+//! bytes.
 
 use std::io::Write;
 

@@ -1,4 +1,4 @@
-//! One launch, in the order of the contract's §9: validate → resolve and read the token → find
+//! One launch, in the order of `docs/DESIGN.md`: validate → resolve and read the token → find
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → build the profile → spawn `relay-shim` (status pipe at 3, token pipe at 5)
 //! around the sandbox command → wait for `started` → answer → supervise until the session ends.
