@@ -80,10 +80,6 @@ fn demo_token() -> ClaudeToken {
 }
 
 /// Runs the demo; prints the report (or JSON with `json`); returns 0 when every check held.
-///
-/// ```no_run
-/// std::process::exit(relay_token::host::demo::run(false));
-/// ```
 pub fn run(json_out: bool) -> i32 {
     match run_inner() {
         Ok(report) => {
@@ -366,10 +362,6 @@ fn print_report(r: &Value) {
 /// writes a JSON report: the length and sha256 of what fd 5 holds, the variable, whether the
 /// bytes appear in its environment or argv, its open fds, and what opening the token file by
 /// path gave. The bytes themselves are never written.
-///
-/// ```no_run
-/// relay_token::host::demo::probe(vec!["/home/me/.config/claude-ltt/token".into(), "/tmp/probe.json".into()]);
-/// ```
 pub fn probe(args: Vec<OsString>) -> i32 {
     let [token_path, report_path] = args.as_slice() else {
         eprintln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");

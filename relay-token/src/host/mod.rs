@@ -11,12 +11,12 @@ use std::process::ExitStatus;
 use crate::settings::{Settings, SettingsError};
 
 pub mod cli;
-pub mod demo;
+mod demo;
 pub mod launch;
 pub mod request;
-pub mod signals;
-pub mod state;
-pub mod status;
+mod signals;
+mod state;
+mod status;
 
 /// Where the host keeps its settings and its state.
 ///
