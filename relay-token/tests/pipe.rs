@@ -65,16 +65,9 @@ mod sys {
     }
 }
 
-/// The descriptors this process holds open, sorted.
+/// The descriptors below 1024 this process holds open, in order (the tests use fewer than 400).
 fn open_fds() -> std::io::Result<Vec<RawFd>> {
-    let dir = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))?;
-    let mut fds: Vec<RawFd> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    // read_dir's own descriptor was listed too; drop numbers no longer open.
-    fds.retain(|&fd| sys::fd_flags(fd).is_ok());
-    fds.sort_unstable();
-    Ok(fds)
+    Ok((0..1024).filter(|&n| sys::fd_flags(n).is_ok()).collect())
 }
 
 static LOCK: Mutex<()> = Mutex::new(());
