@@ -7,7 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{exit, Command};
 
-use relay_token::{env::ChildEnv, read_claude_token, TokenPipe};
+use relay_token::{read_claude_token, ChildEnv, TokenPipe};
 
 fn main() {
     let mut args = std::env::args_os().skip(1);

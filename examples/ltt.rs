@@ -33,7 +33,7 @@ use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::process::Command;
 
-use relay_token::env::ChildEnv;
+use relay_token::ChildEnv;
 use relay_token::{claude_token_path, read_claude_token, TokenPipe};
 
 const USAGE: &str = "\

@@ -366,6 +366,42 @@ fn embed_hands_the_token_on_fd_5() {
 }
 
 #[test]
+fn tokio_spawn_gets_exactly_0_1_2_and_the_token_at_5() {
+    let (dir, path) = token_dir(&format!("{TOKEN}\n"));
+    // The launcher starts with a decoy at 5 and strays at 7 and 251, all inheritable: through
+    // tokio the child must still hold the token at 5 and nothing else above 2.
+    let decoy_path = dir.path().join("decoy");
+    fs::write(&decoy_path, "decoy").unwrap();
+    let decoy = fs::File::open(&decoy_path).unwrap();
+    let mut cmd = Command::new(example("tokio"));
+    cmd.arg(&path)
+        .args(["/bin/sh", "-c", PROBE, "probe"])
+        .env("ANTHROPIC_API_KEY", "MARKER")
+        .env("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR", "9");
+    for n in [5, 7, 251] {
+        inherit_fd(&mut cmd, decoy.as_raw_fd(), n);
+    }
+    let out = run(&mut cmd);
+    let r = report(&out);
+    assert_received_token(&r);
+    assert!(r.env.iter().all(|l| !l.contains("MARKER")));
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn tokio_missing_program_fails_cleanly() {
+    let (_dir, path) = token_dir(TOKEN);
+    let out = run(Command::new(example("tokio"))
+        .arg(&path)
+        .arg("/nonexistent/relay-examples-no-such-program"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "tokio: No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
 fn embed_errors_name_the_path_not_the_bytes() {
     let (_dir, path) = token_dir("MARKER with spaces");
     let out = run(Command::new(example("embed")).arg(&path).arg("/bin/true"));

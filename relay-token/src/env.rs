@@ -5,7 +5,7 @@
 //! (`RELAY_*_TOKEN`, `RELAY_LAUNCH_FD`); for a launch that carries a token also
 //! `ANTHROPIC_AUTH_TOKEN` and `ANTHROPIC_API_KEY`, which outrank the descriptor in Claude Code.
 //! Then the template's `env` is applied. `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5` is *not* set
-//! here: [`crate::pipe::spawn_with_token_fd`] sets it beside the descriptor, last.
+//! here: the token pipe sets it beside the descriptor, last ([`TokenPipe`](crate::TokenPipe)).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -16,7 +16,7 @@ use std::process::Command;
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use relay_token::env::ChildEnv;
+/// use relay_token::ChildEnv;
 ///
 /// let parent = [("PATH", "/usr/bin"), ("CLAUDE_CODE_ENTRYPOINT", "cli"), ("ANTHROPIC_API_KEY", "k")];
 /// let env = ChildEnv::new(parent.iter().map(|(k, v)| (k.into(), v.into())), &BTreeMap::new(), true);
@@ -30,15 +30,7 @@ pub struct ChildEnv {
 }
 
 /// True for a name the child never inherits from its parent, whatever the launch.
-///
-/// ```
-/// use relay_token::env::always_dropped;
-/// assert!(always_dropped("CLAUDE_CODE_OAUTH_TOKEN".as_ref()));
-/// assert!(always_dropped("RELAY_HOST_TOKEN".as_ref()));
-/// assert!(!always_dropped("CLAUDE_CONFIG_DIR".as_ref()));
-/// assert!(!always_dropped("CLAUDECODE_EXTRA".as_ref()));
-/// ```
-pub fn always_dropped(name: &OsStr) -> bool {
+fn always_dropped(name: &OsStr) -> bool {
     let n = name.as_bytes();
     matches!(
         n,
@@ -49,12 +41,7 @@ pub fn always_dropped(name: &OsStr) -> bool {
 
 /// True for a name dropped only when the launch carries a token: credentials that would
 /// outrank the descriptor in Claude Code.
-///
-/// ```
-/// assert!(relay_token::env::dropped_with_token("ANTHROPIC_API_KEY".as_ref()));
-/// assert!(!relay_token::env::dropped_with_token("ANTHROPIC_BASE_URL".as_ref()));
-/// ```
-pub fn dropped_with_token(name: &OsStr) -> bool {
+fn dropped_with_token(name: &OsStr) -> bool {
     matches!(
         name.as_bytes(),
         b"ANTHROPIC_AUTH_TOKEN" | b"ANTHROPIC_API_KEY"
@@ -67,7 +54,7 @@ impl ChildEnv {
     ///
     /// ```
     /// use std::collections::BTreeMap;
-    /// use relay_token::env::ChildEnv;
+    /// use relay_token::ChildEnv;
     /// let mut template = BTreeMap::new();
     /// template.insert("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR".to_string(), "9".to_string());
     /// let env = ChildEnv::new(std::iter::empty(), &template, false);
@@ -92,7 +79,7 @@ impl ChildEnv {
     /// [`ChildEnv::new`] over this process's environment.
     ///
     /// ```
-    /// let env = relay_token::env::ChildEnv::from_current(&Default::default(), false);
+    /// let env = relay_token::ChildEnv::from_current(&Default::default(), false);
     /// assert_eq!(env.get("CLAUDECODE"), None);
     /// ```
     pub fn from_current(template: &BTreeMap<String, String>, carries_token: bool) -> ChildEnv {
@@ -102,7 +89,7 @@ impl ChildEnv {
     /// Sets (or replaces) one variable.
     ///
     /// ```
-    /// let mut env = relay_token::env::ChildEnv::default();
+    /// let mut env = relay_token::ChildEnv::default();
     /// env.set("TMPDIR", "/tmp");
     /// assert_eq!(env.get("TMPDIR"), Some("/tmp".as_ref()));
     /// ```
@@ -113,7 +100,7 @@ impl ChildEnv {
     /// Removes one variable.
     ///
     /// ```
-    /// let mut env = relay_token::env::ChildEnv::default();
+    /// let mut env = relay_token::ChildEnv::default();
     /// env.set("A", "1");
     /// env.remove("A");
     /// assert_eq!(env.get("A"), None);
@@ -125,7 +112,7 @@ impl ChildEnv {
     /// One variable's value.
     ///
     /// ```
-    /// assert_eq!(relay_token::env::ChildEnv::default().get("HOME"), None);
+    /// assert_eq!(relay_token::ChildEnv::default().get("HOME"), None);
     /// ```
     pub fn get(&self, name: impl AsRef<OsStr>) -> Option<&OsStr> {
         self.vars.get(name.as_ref()).map(OsString::as_os_str)
@@ -134,7 +121,7 @@ impl ChildEnv {
     /// Every variable, sorted by name.
     ///
     /// ```
-    /// assert_eq!(relay_token::env::ChildEnv::default().iter().count(), 0);
+    /// assert_eq!(relay_token::ChildEnv::default().iter().count(), 0);
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
         self.vars
@@ -146,10 +133,25 @@ impl ChildEnv {
     ///
     /// ```
     /// let mut cmd = std::process::Command::new("env");
-    /// relay_token::env::ChildEnv::default().apply(&mut cmd);
+    /// relay_token::ChildEnv::default().apply(&mut cmd);
     /// ```
     pub fn apply(&self, cmd: &mut Command) {
         cmd.env_clear();
         cmd.envs(self.iter());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_dropped_by_rule() {
+        assert!(always_dropped("CLAUDE_CODE_OAUTH_TOKEN".as_ref()));
+        assert!(always_dropped("RELAY_HOST_TOKEN".as_ref()));
+        assert!(!always_dropped("CLAUDE_CONFIG_DIR".as_ref()));
+        assert!(!always_dropped("CLAUDECODE_EXTRA".as_ref()));
+        assert!(dropped_with_token("ANTHROPIC_API_KEY".as_ref()));
+        assert!(!dropped_with_token("ANTHROPIC_BASE_URL".as_ref()));
     }
 }

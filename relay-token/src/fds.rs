@@ -43,7 +43,7 @@ use crate::sys;
 pub const TOKEN_FD: RawFd = 5;
 
 /// The most descriptors one [`FdMap`] places.
-pub const MAX_PLACED: usize = 4;
+pub(crate) const MAX_PLACED: usize = 4;
 
 /// Descriptors to place in a child at fixed numbers; everything else above 2 is closed at exec.
 ///
@@ -86,7 +86,7 @@ impl<'fd> FdMap<'fd> {
     /// Places `src` in the child at number `dst` (above 2). The parent's `src` is left as it is;
     /// closing it after the spawn is the caller's business.
     ///
-    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past [`MAX_PLACED`].
+    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past four placed descriptors.
     ///
     /// ```
     /// use std::os::fd::AsFd;
@@ -188,18 +188,29 @@ impl<'fd> FdMap<'fd> {
     /// ```
     /// use std::process::Command;
     /// let out = relay_token::FdMap::new()
-    ///     .spawn(Command::new("ls").arg("/proc/self/fd").stdout(std::process::Stdio::piped()))?
+    ///     .spawn(Command::new("ls").arg("/dev/fd").stdout(std::process::Stdio::piped()))?
     ///     .wait_with_output()?;
     /// assert!(out.status.success());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
-        let (mut plan, moved) = self.plan()?;
-
         let serial = spawn_lock();
+        let armed = self.arm(cmd)?;
+        let result = cmd.spawn();
+        drop(armed);
+        drop(serial);
+        result
+    }
 
-        // 2. Park a close-on-exec /dev/null on every free target number, so std's exec-error
-        //    channel cannot be opened there.
+    /// Prepares `cmd` without spawning it: moves clashing sources, parks a close-on-exec
+    /// `/dev/null` on every free target number (so std's exec-error channel cannot be opened
+    /// there), records what each target holds, and installs the hook. The hook stays armed while
+    /// the returned [`Armed`] lives; the caller spawns, then drops it.
+    ///
+    /// Should a target number change before the fork (another thread closed a busy target), std's
+    /// channel may sit there; the hook then refuses (`EAGAIN`) rather than overwrite it.
+    pub(crate) fn arm(&self, cmd: &mut Command) -> io::Result<Armed> {
+        let (mut plan, moved) = self.plan()?;
         let mut parked: Vec<OwnedFd> = Vec::new();
         let mut devnull: Option<OwnedFd> = None;
         for &(_, dst) in &self.placed {
@@ -208,36 +219,53 @@ impl<'fd> FdMap<'fd> {
             }
         }
         drop(devnull);
-        // What each target holds now: our guard, or the caller's busy descriptor. Should it
-        // change before the fork (another thread closed it), std's channel may sit there; the
-        // hook then refuses (EAGAIN) rather than overwrite it.
         for (i, &(_, dst)) in self.placed.iter().enumerate() {
             // SAFETY: only borrowed for one fstat; an fd closed meanwhile gives EBADF.
-            let st = sys::fstat(&unsafe { BorrowedFd::borrow_raw(dst) })?;
+            let st = sys::fstat(unsafe { BorrowedFd::borrow_raw(dst) })?;
             plan.held[i] = (st.st_dev as u64, st.st_ino as u64);
         }
-
-        // 3. The hook, armed for this spawn only.
-        let armed = Arc::new(AtomicBool::new(true));
-        let hook_armed = Arc::clone(&armed);
+        let flag = Arc::new(AtomicBool::new(true));
+        let hook_flag = Arc::clone(&flag);
         // SAFETY: the closure runs in the child between fork and exec. It reads a `Copy` plan
-        // and an atomic, and makes only raw system calls (fcntl, dup2, close_range, getrlimit);
-        // it neither allocates nor takes locks, and builds errors with `from_raw_os_error` or
-        // `last_os_error`, which do not allocate.
+        // and an atomic, and makes only raw system calls (fstat, fcntl, dup2, close_range,
+        // getrlimit); it neither allocates nor takes locks, and builds errors with
+        // `from_raw_os_error` or `last_os_error`, which do not allocate.
         unsafe {
             cmd.pre_exec(move || {
-                if !hook_armed.load(Ordering::SeqCst) {
+                if !hook_flag.load(Ordering::SeqCst) {
                     return Err(io::Error::from_raw_os_error(libc::EBADF));
                 }
                 child_apply(&plan)
             });
         }
-        let result = cmd.spawn();
-        armed.store(false, Ordering::SeqCst);
-        drop(parked);
-        drop(serial);
-        drop(moved);
-        result
+        Ok(Armed {
+            flag,
+            _parked: parked,
+            _moved: moved,
+        })
+    }
+}
+
+/// A prepared spawn's parent side: the hook's arming flag, the parked guards and the moved
+/// sources. Dropping it disarms the hook (a later spawn of the same `Command` fails with
+/// `EBADF`), then closes the guards and the moved copies.
+pub(crate) struct Armed {
+    flag: Arc<AtomicBool>,
+    _parked: Vec<OwnedFd>,
+    _moved: Vec<OwnedFd>,
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.flag.store(false, Ordering::SeqCst);
+    }
+}
+
+impl std::fmt::Debug for Armed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Armed")
+            .field("armed", &self.flag.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
     }
 }
 
@@ -308,26 +336,29 @@ fn child_apply(plan: &Plan) -> io::Result<()> {
     cloexec_range(lo as u32, u32::MAX)
 }
 
-/// Marks `lo..=hi` close-on-exec: `close_range(lo, hi, CLOSE_RANGE_CLOEXEC)`, or, where the
-/// kernel lacks it (before Linux 5.11), `fcntl(F_SETFD, FD_CLOEXEC)` on each open number up to
-/// the soft `RLIMIT_NOFILE`. Async-signal-safe.
+/// Marks `lo..=hi` close-on-exec: `close_range(lo, hi, CLOSE_RANGE_CLOEXEC)` on Linux, or,
+/// where that call is missing (before Linux 5.11, and on macOS), `fcntl(F_SETFD, FD_CLOEXEC)` on
+/// each number up to the soft `RLIMIT_NOFILE`. Async-signal-safe.
 fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
-    // SAFETY: close_range takes three integers and touches only the descriptor table.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            lo as libc::c_uint,
-            hi as libc::c_uint,
-            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::ENOSYS) | Some(libc::EINVAL) => {}
-        _ => return Err(err),
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range takes three integers and touches only the descriptor table.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                lo as libc::c_uint,
+                hi as libc::c_uint,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ENOSYS) | Some(libc::EINVAL) => {}
+            _ => return Err(err),
+        }
     }
     // SAFETY: `rlimit` is plain old data; getrlimit writes into it.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
@@ -346,19 +377,10 @@ fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// The descriptors this process holds open, from `/proc/self/fd` (or `/dev/fd`), sorted. For
-/// tests and for `status` reports; not used after fork.
-///
-/// ```
-/// use std::os::fd::AsRawFd;
-/// let file = std::fs::File::open("/dev/null")?;
-/// let n = file.as_raw_fd();
-/// assert!(relay_token::fds::open_fds()?.contains(&n));
-/// drop(file);
-/// assert!(!relay_token::fds::open_fds()?.contains(&n));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn open_fds() -> io::Result<Vec<RawFd>> {
+/// The descriptors this process holds open, from `/proc/self/fd` (or `/dev/fd`), sorted. For the
+/// demo's report; not used after fork.
+#[cfg(feature = "host")]
+pub(crate) fn open_fds() -> io::Result<Vec<RawFd>> {
     let dir = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))?;
     let mut fds: Vec<RawFd> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())

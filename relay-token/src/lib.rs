@@ -18,32 +18,54 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Modules, one concern each: [`token`] (the secret type), [`path`] (the setting's value to a
-//! path), [`read`] (the strict reader), [`pipe`] (the filled pipe), [`fds`] (descriptor placement
-//! in a child, async-signal-safe), [`env`](mod@env) (the child's environment), [`settings`],
-//! [`sandbox`] (bubblewrap and SBPL), [`redact`] (log lines), [`shim`] and [`host`] (the logic of
-//! the two binaries).
+//! The rules the code relies on (the descriptor table, the read rules, the sandbox's mount
+//! order, the shim's status protocol) are written down in the repository's `docs/DESIGN.md`.
+//!
+//! # Features
+//!
+//! With default features the crate is the embedder's core and depends on `libc`, `secrecy` and
+//! `zeroize` only: the secret type ([`ClaudeToken`]), the strict reader ([`read_claude_token`]),
+//! the setting's value to a path ([`claude_token_path`]), the filled pipe ([`TokenPipe`], also
+//! for a `tokio` launcher through [`TokenPipe::attach`]), descriptor placement ([`FdMap`]), the
+//! child's environment ([`ChildEnv`]) and log-line redaction ([`Redactor`]). It builds for Linux
+//! and macOS. The programs' logic sits behind features:
+//!
+//! | feature | modules | brings |
+//! |---|---|---|
+//! | `sandbox` | `sandbox` (the profile, its bwrap and SBPL renderings) | nothing |
+//! | `shim` | `shim` (`relay-shim`'s logic) | nothing |
+//! | `host` | `settings`, `host` (`relay-host`'s logic), `net` (the network allow-list's proxy) | `sandbox`, `shim`, serde, serde_json, toml, sha2 |
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod digest;
-pub mod env;
-pub mod fds;
+mod env;
+mod fds;
+mod path;
+mod pipe;
+mod read;
+mod redact;
+mod sys;
+mod token;
+
+#[cfg(feature = "host")]
+mod digest;
+#[cfg(feature = "host")]
 pub mod host;
+#[cfg(feature = "host")]
 pub mod net;
-pub mod path;
-pub mod pipe;
-pub mod read;
-pub mod redact;
+#[cfg(feature = "sandbox")]
 pub mod sandbox;
+#[cfg(feature = "host")]
 pub mod settings;
+#[cfg(feature = "shim")]
 pub mod shim;
-pub mod sys;
-pub mod token;
+#[cfg(feature = "sandbox")]
 mod which;
 
+pub use env::ChildEnv;
 pub use fds::{FdMap, TOKEN_FD};
-pub use path::{claude_token_path, TokenPathError};
-pub use pipe::{TokenPipe, TOKEN_FD_VAR};
-pub use read::{read_claude_token, TokenFileError, TokenFileReason};
+pub use path::{claude_token_path, claude_token_path_in, TokenPathError, TokenPathReason};
+pub use pipe::{AttachedToken, TokenPipe, TOKEN_FD_VAR};
+pub use read::{read_claude_token, TokenFileError, TokenFileReason, MAX_TOKEN_BYTES};
+pub use redact::{Redactor, MASK};
 pub use token::ClaudeToken;

@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The settings key whose value names the token file.
-pub const SETTING_KEY: &str = "claude_token_file";
+pub(crate) const SETTING_KEY: &str = "claude_token_file";
 
 /// A `claude_token_file` value that cannot name a token file.
 ///
@@ -30,7 +30,7 @@ pub struct TokenPathError {
 /// Why a `claude_token_file` value cannot be used.
 ///
 /// ```
-/// use relay_token::path::TokenPathReason;
+/// use relay_token::TokenPathReason;
 /// let err = relay_token::claude_token_path("~").unwrap_err();
 /// assert_eq!(err.reason, TokenPathReason::NotAbsolute);
 /// ```
@@ -88,7 +88,7 @@ pub fn claude_token_path(value: &str) -> Result<Option<PathBuf>, TokenPathError>
 ///
 /// ```
 /// use std::path::Path;
-/// use relay_token::path::claude_token_path_in;
+/// use relay_token::claude_token_path_in;
 ///
 /// let p = claude_token_path_in("~/.config/claude-ltt/token", Some(Path::new("/home/me"))).unwrap();
 /// assert_eq!(p.as_deref(), Some(Path::new("/home/me/.config/claude-ltt/token")));
@@ -126,13 +126,7 @@ pub fn claude_token_path_in(
 
 /// Lexically cleans an absolute path: drops `.` and empty parts, resolves `..` against what
 /// comes before it (never above `/`). No file system access, so symlinks are not resolved.
-///
-/// ```
-/// use std::path::Path;
-/// assert_eq!(relay_token::path::clean(Path::new("/a/./b/../../c//d/")), Path::new("/c/d"));
-/// assert_eq!(relay_token::path::clean(Path::new("/..")), Path::new("/"));
-/// ```
-pub fn clean(path: &Path) -> PathBuf {
+pub(crate) fn clean(path: &Path) -> PathBuf {
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in path.components() {
         match c {
@@ -205,6 +199,8 @@ mod tests {
             r#"claude_token_file "./x": must be absolute or start with ~/"#,
         );
         err("a\0b", r#"claude_token_file "a\0b": holds a NUL byte"#);
+        assert_eq!(clean(Path::new("/a/./b/../../c//d/")), Path::new("/c/d"));
+        assert_eq!(clean(Path::new("/..")), Path::new("/"));
         assert_eq!(
             claude_token_path_in("~/x", None).unwrap_err().reason,
             TokenPathReason::NoHome

@@ -1,11 +1,11 @@
 //! The filled pipe: [`TokenPipe`], and the one function that attaches a token descriptor to a
-//! child together with its variable, [`spawn_with_token_fd`].
+//! child together with its variable, [`place_token`].
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Child, Command};
 
-use crate::fds::{FdMap, TOKEN_FD};
+use crate::fds::{Armed, FdMap, TOKEN_FD};
 use crate::sys;
 use crate::token::ClaudeToken;
 
@@ -45,10 +45,10 @@ impl TokenPipe {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn new(token: &ClaudeToken) -> io::Result<TokenPipe> {
+        let (read, write) = sys::pipe2_cloexec()?;
         // Under the spawn lock: the write end may sit on a number (5, say) that a concurrent
         // spawn found busy and so did not park; it must not be closed under that spawn.
         let _serial = crate::fds::spawn_lock();
-        let (read, write) = sys::pipe2_cloexec()?;
         sys::write_all(&write, token.expose_bytes())?;
         drop(write);
         Ok(TokenPipe { read })
@@ -109,8 +109,43 @@ impl TokenPipe {
     /// ```
     pub fn exec(self, cmd: &mut Command) -> io::Error {
         let mut map = FdMap::new();
-        attach(cmd, &mut map, self.read.as_fd());
+        place_token(cmd, &mut map, self.read.as_fd());
         map.exec(cmd)
+    }
+
+    /// Prepares `cmd` without spawning it, for callers that spawn by other means (such as
+    /// `tokio::process::Command::from(cmd)`): the child gets the read end at fd 5 with
+    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, and nothing else above 2, exactly as with
+    /// [`spawn`](Self::spawn). Keep the returned [`AttachedToken`] until the spawn returns, then
+    /// drop it: that closes this process's read end. A spawn after the guard is dropped fails
+    /// with `EBADF`; the command spawns once.
+    ///
+    /// Unlike [`spawn`](Self::spawn) this holds no lock across the caller's spawn. Should
+    /// another thread close and reuse descriptor 5 meanwhile, the child refuses to start
+    /// (`EAGAIN`) rather than run with the wrong descriptor.
+    ///
+    /// ```
+    /// use std::process::{Command, Stdio};
+    /// use relay_token::{ClaudeToken, TokenPipe};
+    ///
+    /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
+    /// let mut cmd = Command::new("sh");
+    /// cmd.args(["-c", "cat <&5"]).stdout(Stdio::piped());
+    /// let guard = pipe.attach(&mut cmd)?;
+    /// // With tokio: `tokio::process::Command::from(cmd).spawn()?`.
+    /// let child = cmd.spawn();
+    /// drop(guard);
+    /// assert_eq!(child?.wait_with_output()?.stdout, b"tok");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn attach(self, cmd: &mut Command) -> io::Result<AttachedToken> {
+        let mut map = FdMap::new();
+        place_token(cmd, &mut map, self.read.as_fd());
+        let armed = map.arm(cmd)?;
+        Ok(AttachedToken {
+            armed: Some(armed),
+            read: Some(self.read),
+        })
     }
 
     /// The raw read end, for callers that spawn by other means. They must place it at fd 5 and
@@ -129,39 +164,49 @@ impl TokenPipe {
     }
 }
 
-/// Spawns `cmd` with `token_fd` at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, plus the
-/// descriptors of `extra`; nothing else above 2. The one place the variable is set, right beside
-/// the placement of its descriptor, so the two cannot disagree. The variable is set last, so it
-/// wins over a value already on `cmd`.
-///
-/// `token_fd` is only borrowed: the caller closes its copy after the spawn, success or not.
+/// A [`TokenPipe`] attached to a `Command` by [`TokenPipe::attach`]: it keeps the read end open
+/// and the command's hook armed until the spawn. Drop it once the spawn returns, success or not.
 ///
 /// ```
 /// # use std::process::Command;
-/// # use std::os::fd::AsFd;
-/// # use relay_token::{ClaudeToken, FdMap, TokenPipe};
-/// let fd = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?.into_fd();
-/// let status = relay_token::pipe::spawn_with_token_fd(
-///     Command::new("sh").args(["-c", "test \"$CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR\" = 5"]),
-///     fd.as_fd(),
-///     FdMap::new(),
-/// )?.wait()?;
-/// drop(fd);
-/// assert!(status.success());
+/// # use relay_token::{ClaudeToken, TokenPipe};
+/// let mut cmd = Command::new("true");
+/// let guard = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?.attach(&mut cmd)?;
+/// drop(guard);
+/// // Disarmed: the command no longer spawns with a descriptor that is gone.
+/// assert_eq!(cmd.spawn().unwrap_err().raw_os_error(), Some(libc::EBADF));
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn spawn_with_token_fd<'fd>(
+#[derive(Debug)]
+pub struct AttachedToken {
+    armed: Option<Armed>,
+    read: Option<OwnedFd>,
+}
+
+impl Drop for AttachedToken {
+    fn drop(&mut self) {
+        // Disarm first, then close the read end under the spawn lock (as `spawn_with` does).
+        drop(self.armed.take());
+        let _serial = crate::fds::spawn_lock();
+        drop(self.read.take());
+    }
+}
+
+/// Spawns `cmd` with `token_fd` at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, plus the
+/// descriptors of `extra`; nothing else above 2. `token_fd` is only borrowed: the caller closes
+/// its copy after the spawn, success or not.
+pub(crate) fn spawn_with_token_fd<'fd>(
     cmd: &mut Command,
     token_fd: BorrowedFd<'fd>,
     mut extra: FdMap<'fd>,
 ) -> io::Result<Child> {
-    attach(cmd, &mut extra, token_fd);
+    place_token(cmd, &mut extra, token_fd);
     extra.spawn(cmd)
 }
 
 /// The one place the variable is set: beside the placement of its descriptor, last, so it wins
 /// over a value already on `cmd`, and never without the descriptor.
-fn attach<'fd>(cmd: &mut Command, map: &mut FdMap<'fd>, token_fd: BorrowedFd<'fd>) {
+fn place_token<'fd>(cmd: &mut Command, map: &mut FdMap<'fd>, token_fd: BorrowedFd<'fd>) {
     map.place(token_fd, TOKEN_FD);
     cmd.env(TOKEN_FD_VAR, TOKEN_FD.to_string());
 }

@@ -115,7 +115,7 @@ impl fmt::Display for TokenFileError {
 
 impl std::error::Error for TokenFileError {}
 
-/// Reads the token file at `path` with the checks of the contract's §4.
+/// Reads the token file at `path` with the read rules of `docs/DESIGN.md`.
 ///
 /// Opens with `O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a FIFO never blocks), refuses
 /// anything but a regular file with one link, reads at most 4097 bytes into a zeroized buffer,

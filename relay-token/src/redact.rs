@@ -1,9 +1,14 @@
 //! Log-line redaction: [`Redactor`].
 //!
 //! A redactor replaces `sk-ant-...` shapes, `Bearer ...` values and, when it was told about a
-//! token, any run of bytes equal to that token. It never keeps the token itself: it keeps the
-//! token's length and a keyed rolling hash of it, and compares windows of a line by hash and
-//! then by a second hash, so a scan of this process's memory finds no copy.
+//! token, any run of bytes equal to that token. It never keeps the token's bytes: it keeps them
+//! masked (each byte XORed with a random, never-zero pad byte), so no byte of the copy equals the
+//! token's byte at that place and a scan of this process's memory for the token finds nothing.
+//! Both halves are wiped on drop. This hides the bytes from a scan; it is not encryption against
+//! someone who reads the whole memory, who can unmask them. No hashing is involved: a window of
+//! a line matches when each byte, XORed with the pad, equals the masked byte.
+
+use zeroize::Zeroizing;
 
 use crate::token::ClaudeToken;
 
@@ -13,88 +18,86 @@ pub const MASK: &str = "[REDACTED]";
 /// Redacts secrets from text meant for a log line, stderr or a file.
 ///
 /// ```
-/// use relay_token::{redact::Redactor, ClaudeToken};
+/// use relay_token::{ClaudeToken, Redactor};
 /// let token = ClaudeToken::from_bytes(b"acme-fake-token-1234").unwrap();
 /// let r = Redactor::new(Some(&token));
 /// assert_eq!(r.redact("got acme-fake-token-1234 ok"), "got [REDACTED] ok");
 /// assert_eq!(r.redact("Authorization: Bearer abc.def"), "Authorization: Bearer [REDACTED]");
 /// assert_eq!(r.redact("key sk-ant-api03-XyZ_9 end"), "key [REDACTED] end");
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Redactor {
     known: Option<Known>,
 }
 
-#[derive(Debug, Clone, Copy)]
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("knows_token", &self.known.is_some())
+            .finish()
+    }
+}
+
+/// A known token, masked: `masked[i] == token[i] ^ pad[i]`, every `pad[i]` non-zero.
+#[derive(Clone)]
 struct Known {
-    len: usize,
-    key: [u64; 2],
-    hash: [u64; 2],
+    pad: Zeroizing<Box<[u8]>>,
+    masked: Zeroizing<Box<[u8]>>,
 }
 
-const MOD: u64 = (1 << 61) - 1;
-
-fn mulmod(a: u64, b: u64) -> u64 {
-    let p = (a as u128) * (b as u128);
-    let lo = (p as u64) & MOD;
-    let hi = (p >> 61) as u64;
-    let s = lo + hi;
-    if s >= MOD {
-        s - MOD
-    } else {
-        s
+impl Known {
+    fn new(token: &[u8]) -> Known {
+        let mut pad = Zeroizing::new(vec![0u8; token.len()].into_boxed_slice());
+        if crate::sys::random_bytes(&mut pad).is_err() {
+            // No random source: a pad from the clock still keeps the bytes out of a scan (the
+            // never-zero rule below is what guarantees that), only less unpredictably.
+            let mut x = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0x9e37_79b9_7f4a_7c15)
+                | 1;
+            for b in pad.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+        }
+        for b in pad.iter_mut() {
+            if *b == 0 {
+                *b = 0xa5;
+            }
+        }
+        let masked = Zeroizing::new(token.iter().zip(pad.iter()).map(|(t, p)| t ^ p).collect());
+        Known { pad, masked }
     }
-}
 
-fn poly(bytes: &[u8], base: u64) -> u64 {
-    bytes
-        .iter()
-        .fold(0u64, |h, &b| (mulmod(h, base) + b as u64 + 1) % MOD)
-}
-
-fn random_key() -> [u64; 2] {
-    let mut buf = [0u8; 16];
-    // SAFETY: `buf` is writable for its length; getrandom fills at most that many bytes.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != buf.len() as isize {
-        // Fall back on the clock and the pid: the key only needs to be unpredictable enough to
-        // avoid accidental matches, not secret.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        buf[..8].copy_from_slice(&t.to_le_bytes());
-        buf[8..].copy_from_slice(&(std::process::id() as u64 ^ t.rotate_left(17)).to_le_bytes());
+    fn matches(&self, window: &[u8]) -> bool {
+        window.len() == self.masked.len()
+            && window
+                .iter()
+                .zip(self.pad.iter().zip(self.masked.iter()))
+                .all(|(w, (p, m))| w ^ p == *m)
     }
-    let a = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes")) % (MOD - 257) + 257;
-    let b = u64::from_le_bytes(buf[8..].try_into().expect("8 bytes")) % (MOD - 257) + 257;
-    [a, b]
 }
 
 impl Redactor {
-    /// A redactor that also knows `token` (by length and keyed hash only).
+    /// A redactor that also knows `token` (held masked, never as its bytes).
     ///
     /// ```
-    /// let r = relay_token::redact::Redactor::new(None);
+    /// let r = relay_token::Redactor::new(None);
     /// assert_eq!(r.redact("plain"), "plain");
     /// ```
     pub fn new(token: Option<&ClaudeToken>) -> Redactor {
-        let known = token.map(|t| {
-            let key = random_key();
-            let bytes = t.expose_bytes();
-            Known {
-                len: bytes.len(),
-                key,
-                hash: [poly(bytes, key[0]), poly(bytes, key[1])],
-            }
-        });
-        Redactor { known }
+        Redactor {
+            known: token.map(|t| Known::new(t.expose_bytes())),
+        }
     }
 
     /// `text` with every secret-shaped run replaced by [`MASK`].
     ///
     /// ```
-    /// let r = relay_token::redact::Redactor::default();
+    /// let r = relay_token::Redactor::default();
     /// assert_eq!(r.redact("x-api-key: sk-ant-abc"), "x-api-key: [REDACTED]");
     /// ```
     pub fn redact(&self, text: &str) -> String {
@@ -104,26 +107,25 @@ impl Redactor {
     }
 
     fn redact_known(&self, text: &str) -> String {
-        let Some(k) = self.known else {
+        let Some(k) = &self.known else {
             return text.to_string();
         };
+        let len = k.masked.len();
         let bytes = text.as_bytes();
-        if k.len == 0 || bytes.len() < k.len {
+        if len == 0 || bytes.len() < len {
             return text.to_string();
         }
         let mut out = String::with_capacity(text.len());
         let mut i = 0;
         let mut copied = 0;
-        while i + k.len <= bytes.len() {
-            let w = &bytes[i..i + k.len];
-            if poly(w, k.key[0]) == k.hash[0]
-                && poly(w, k.key[1]) == k.hash[1]
+        while i + len <= bytes.len() {
+            if k.matches(&bytes[i..i + len])
                 && text.is_char_boundary(i)
-                && text.is_char_boundary(i + k.len)
+                && text.is_char_boundary(i + len)
             {
                 out.push_str(&text[copied..i]);
                 out.push_str(MASK);
-                i += k.len;
+                i += len;
                 copied = i;
             } else {
                 i += 1;
@@ -174,5 +176,14 @@ mod tests {
         );
         assert_eq!(r.redact("acme-fake-token-00fe"), "acme-fake-token-00fe");
         assert_eq!(r.redact("é acme-fake-token-00ff é"), "é [REDACTED] é");
+    }
+
+    #[test]
+    fn the_mask_differs_from_the_token_at_every_byte() {
+        let t = ClaudeToken::from_bytes(&[b'a'; 4096]).unwrap();
+        let k = Known::new(t.expose_bytes());
+        assert!(k.masked.iter().all(|&m| m != b'a'));
+        assert!(k.matches(t.expose_bytes()));
+        assert!(!k.matches(&[b'a'; 4095]));
     }
 }

@@ -15,9 +15,9 @@
 //! | neither                      | status      | —      | —     |
 //!
 //! - The target gets fds 0, 1, 2 and, with `--pass-token`, fd 5 (the shim's own fd 5, handed on
-//!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by
-//!   [`crate::pipe::spawn_with_token_fd`]. Without `--pass-token` the target gets no fd 5, even
-//!   when the shim had one.
+//!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by the library's one
+//!   placement (as [`crate::TokenPipe`] does). Without `--pass-token` the target gets no fd 5,
+//!   even when the shim had one.
 //! - `--identity` (needs `--session-id`): before anything is started, the shim reads the launch
 //!   secret from fd 3 and closes it, then says Hello on the socket named by
 //!   `RELAY_BRIDGE_SOCKET` and waits for the bridge's OK (see [`identity`]). A failure starts
@@ -61,7 +61,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -568,7 +568,7 @@ impl StatusOut {
         }
         // SAFETY: the descriptor is open and, by this function's contract, ours.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        if let Err(e) = sys::set_cloexec(owned.as_raw_fd(), true) {
+        if let Err(e) = sys::set_cloexec(owned.as_fd(), true) {
             eprintln!("relay-shim: status fd {fd}: cannot mark close-on-exec: {e}");
             return Err(EXIT_USAGE);
         }
@@ -637,13 +637,13 @@ where
 /// use std::os::fd::IntoRawFd;
 /// use relay_token::shim::{run, ShimOptions};
 ///
-/// let (r, w) = relay_token::sys::pipe2_cloexec()?;
+/// let (mut r, w) = std::io::pipe()?;
 /// let mut opts = ShimOptions::parse(["--", "sh", "-c", "exit 3"]).unwrap();
 /// opts.status_fd = w.into_raw_fd(); // handed over: `run` closes it
 /// // SAFETY: the status descriptor was just handed over; fd 5 is not involved (no pass_token).
 /// assert_eq!(unsafe { run(&opts) }, 3);
 /// let mut lines = String::new();
-/// std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut lines)?;
+/// std::io::Read::read_to_string(&mut r, &mut lines)?;
 /// assert!(lines.starts_with("{\"event\":\"no_identity\"}\n{\"event\":\"started\",\"pid\":"));
 /// assert!(lines.ends_with("{\"event\":\"exit\",\"status\":3}\n"));
 /// # Ok::<(), std::io::Error>(())
@@ -732,7 +732,7 @@ unsafe fn claim_token_fd(pass_token: bool) -> Result<Option<OwnedFd>, i32> {
     // SAFETY: fd 5 is open (checked above) and, by this function's contract, owned by the
     // caller and handed to us; nothing else uses it.
     let fd = unsafe { OwnedFd::from_raw_fd(TOKEN_FD) };
-    if let Err(e) = sys::set_cloexec(TOKEN_FD, true) {
+    if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
         eprintln!("relay-shim: fd 5: cannot mark close-on-exec: {e}");
         return Err(EXIT_USAGE);
     }
@@ -909,7 +909,7 @@ fn install_forwarders() -> io::Result<()> {
 extern "C" fn on_signal(sig: libc::c_int) {
     // SAFETY: __errno_location returns this thread's errno slot; reading and restoring it keeps
     // the interrupted code's errno intact.
-    let errno = unsafe { *libc::__errno_location() };
+    let errno = unsafe { *sys::errno_slot() };
     let pid = CHILD_PID.load(Ordering::SeqCst);
     if pid > 0 {
         forward(pid, sig);
@@ -923,7 +923,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         }
     }
     // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
+    unsafe { *sys::errno_slot() = errno };
 }
 
 /// Sends the signals received before the spawn. Async-signal-safe.

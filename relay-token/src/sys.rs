@@ -1,20 +1,19 @@
 //! Thin wrappers over the raw system calls the crate makes, each named for the call it makes.
 //!
 //! Everything here returns `io::Result` built from `errno` ([`io::Error::last_os_error`]), which
-//! allocates nothing, and retries `EINTR` where a retry is the right answer.
+//! allocates nothing, and retries `EINTR` where a retry is the right answer. Descriptors are
+//! taken as `BorrowedFd`/`OwnedFd`; only [`fd_flags`] takes a number, because it asks whether
+//! that number is open at all. Private to the crate.
+//!
+//! Linux and macOS differ here only: `pipe2` (macOS: `pipe`, then `FD_CLOEXEC`), the errno slot
+//! (`__errno_location` / `__error`) and the random source (`getrandom` / `arc4random_buf`).
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-/// `open(path, flags | O_CLOEXEC)`.
-///
-/// ```
-/// use relay_token::sys;
-/// let fd = sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
-/// # drop(fd);
-/// ```
-pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+/// `open(path, flags | O_CLOEXEC)`, retried on `EINTR`.
+pub(crate) fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     loop {
         // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
         let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
@@ -30,18 +29,11 @@ pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
 }
 
 /// `fstat(fd)`.
-///
-/// ```
-/// use relay_token::sys;
-/// let fd = sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
-/// let st = sys::fstat(&fd).unwrap();
-/// assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFCHR);
-/// ```
-pub fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     // SAFETY: `stat` is plain old data; an all-zero value is valid and is overwritten by fstat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid, writable `stat`; the descriptor is borrowed for the call.
-    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    let rc = unsafe { libc::fstat(fd.as_fd().as_raw_fd(), &mut st) };
     if rc == 0 {
         Ok(st)
     } else {
@@ -50,17 +42,11 @@ pub fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
 }
 
 /// `read(fd, buf)`, retried on `EINTR`. Returns the count read (0 at end of file).
-///
-/// ```
-/// use relay_token::sys;
-/// let fd = sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
-/// let mut buf = [0u8; 8];
-/// assert_eq!(sys::read(&fd, &mut buf).unwrap(), 0);
-/// ```
-pub fn read(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    let raw = fd.as_fd().as_raw_fd();
     loop {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = unsafe { libc::read(raw, buf.as_mut_ptr().cast(), buf.len()) };
         if n >= 0 {
             return Ok(n as usize);
         }
@@ -72,19 +58,11 @@ pub fn read(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// `write(fd, buf)` until every byte is written, retried on `EINTR`.
-///
-/// ```
-/// use relay_token::sys;
-/// let (r, w) = sys::pipe2_cloexec().unwrap();
-/// sys::write_all(&w, b"hi").unwrap();
-/// drop(w);
-/// let mut buf = [0u8; 4];
-/// assert_eq!(sys::read(&r, &mut buf).unwrap(), 2);
-/// ```
-pub fn write_all(fd: &impl AsRawFd, mut buf: &[u8]) -> io::Result<()> {
+pub(crate) fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
+    let raw = fd.as_fd().as_raw_fd();
     while !buf.is_empty() {
         // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        let n = unsafe { libc::write(raw, buf.as_ptr().cast(), buf.len()) };
         if n < 0 {
             let err = io::Error::last_os_error();
             if err.kind() == io::ErrorKind::Interrupted {
@@ -100,32 +78,39 @@ pub fn write_all(fd: &impl AsRawFd, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// `pipe2(O_CLOEXEC)`: returns `(read end, write end)`.
-///
-/// ```
-/// let (r, w) = relay_token::sys::pipe2_cloexec().unwrap();
-/// # drop((r, w));
-/// ```
-pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A close-on-exec pipe: `(read end, write end)`. `pipe2(O_CLOEXEC)` where the system has it;
+/// elsewhere (macOS) `pipe`, then `FD_CLOEXEC` on both ends under the crate's spawn lock, so no
+/// spawn through [`FdMap`](crate::FdMap) forks between the two calls.
+pub(crate) fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1 as RawFd; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded and returned two fresh descriptors that nothing else owns.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
     }
-    // SAFETY: pipe2 succeeded and returned two fresh descriptors that nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    #[cfg(target_vendor = "apple")]
+    {
+        let _serial = crate::fds::spawn_lock();
+        // SAFETY: `fds` is a valid array of two ints for pipe to fill.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe succeeded and returned two fresh descriptors that nothing else owns.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        set_cloexec(r.as_fd(), true)?;
+        set_cloexec(w.as_fd(), true)?;
+        Ok((r, w))
+    }
 }
 
-/// `fcntl(fd, F_GETFD)`: the descriptor flags, or `EBADF` when `fd` is not open.
-///
-/// ```
-/// use std::os::fd::AsRawFd;
-/// let fd = relay_token::sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
-/// assert_eq!(relay_token::sys::fd_flags(fd.as_raw_fd()).unwrap(), libc::FD_CLOEXEC);
-/// assert_eq!(relay_token::sys::fd_flags(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
-/// ```
-pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
+/// `fcntl(fd, F_GETFD)`: the descriptor flags, or `EBADF` when `fd` is not open. It takes a bare
+/// number because it asks whether that number is open at all; it changes nothing.
+#[cfg(any(feature = "shim", test))]
+pub(crate) fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFD takes no pointer argument; any fd number is safe to ask about.
     let rc = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     if rc < 0 {
@@ -136,16 +121,11 @@ pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
 }
 
 /// `fcntl(fd, F_SETFD, FD_CLOEXEC)` (or clears it when `on` is false).
-///
-/// ```
-/// use std::os::fd::AsRawFd;
-/// let fd = relay_token::sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
-/// relay_token::sys::set_cloexec(fd.as_raw_fd(), true).unwrap();
-/// ```
-pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+#[cfg(any(feature = "shim", target_vendor = "apple", test))]
+pub(crate) fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     let flags = if on { libc::FD_CLOEXEC } else { 0 };
     // SAFETY: F_SETFD takes an int argument and touches only the descriptor's flags.
-    let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, flags) };
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, flags) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -154,15 +134,7 @@ pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
 }
 
 /// `fcntl(fd, F_DUPFD_CLOEXEC, min)`: a close-on-exec duplicate at the lowest free number `>= min`.
-///
-/// ```
-/// use std::os::fd::AsRawFd;
-/// let fd = relay_token::sys::open(c"/dev/null", libc::O_RDONLY).unwrap();
-/// let dup = relay_token::sys::dup_cloexec_at_least(fd.as_fd(), 100).unwrap();
-/// assert!(dup.as_raw_fd() >= 100);
-/// # use std::os::fd::AsFd;
-/// ```
-pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+pub(crate) fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC takes an int argument and returns a fresh descriptor or -1.
     let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
     if rc < 0 {
@@ -175,14 +147,8 @@ pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedF
 /// `waitid(P_PID, pid, flags)`, retried on `EINTR`: the child's state change, as `siginfo_t`.
 /// With `WNOWAIT` the child is left waitable (an exited child stays a zombie, so its pid cannot
 /// be reused until the caller reaps it).
-///
-/// ```
-/// let child = std::process::Command::new("true").spawn()?;
-/// let info = relay_token::sys::waitid(child.id() as i32, libc::WEXITED | libc::WNOWAIT)?;
-/// assert_eq!(info.si_code, libc::CLD_EXITED);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_t> {
+#[cfg(any(feature = "host", feature = "shim"))]
+pub(crate) fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_t> {
     loop {
         // SAFETY: `siginfo_t` is plain old data; waitid fills it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -198,14 +164,49 @@ pub fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_
     }
 }
 
+/// This thread's `errno` slot, for a signal handler that must leave `errno` as it found it.
+#[cfg(feature = "shim")]
+pub(crate) fn errno_slot() -> *mut libc::c_int {
+    #[cfg(target_vendor = "apple")]
+    // SAFETY: __error takes no argument and returns this thread's errno slot.
+    return unsafe { libc::__error() };
+    #[cfg(not(target_vendor = "apple"))]
+    // SAFETY: __errno_location takes no argument and returns this thread's errno slot.
+    return unsafe { libc::__errno_location() };
+}
+
+/// Fills `buf` from the system's random source: `getrandom` on Linux (retried on `EINTR`),
+/// `arc4random_buf` on macOS (which cannot fail). The one random source of the crate.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    {
+        // SAFETY: `buf` is writable for its length; arc4random_buf fills exactly that many bytes.
+        unsafe { libc::arc4random_buf(buf.as_mut_ptr().cast(), buf.len()) };
+        Ok(())
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        let mut filled = 0;
+        while filled < buf.len() {
+            let rest = &mut buf[filled..];
+            // SAFETY: `rest` is writable for its length; getrandom fills at most that many bytes.
+            let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+                continue;
+            }
+            filled += n as usize;
+        }
+        Ok(())
+    }
+}
+
 /// The `strerror` text of an errno, in lower case as a sentence part
 /// (`ENOENT` → `no such file or directory`).
-///
-/// ```
-/// assert_eq!(relay_token::sys::errno_words(libc::ENOENT), "no such file or directory");
-/// assert_eq!(relay_token::sys::errno_words(libc::EACCES), "permission denied");
-/// ```
-pub fn errno_words(errno: i32) -> String {
+pub(crate) fn errno_words(errno: i32) -> String {
     let mut buf = [0 as libc::c_char; 128];
     // SAFETY: `buf` is writable for its length; the XSI strerror_r writes a NUL-terminated string.
     let rc = unsafe { libc::strerror_r(errno, buf.as_mut_ptr(), buf.len()) };
@@ -221,5 +222,54 @@ pub fn errno_words(errno: i32) -> String {
     match chars.next() {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_words_are_lower_case_sentence_parts() {
+        assert_eq!(errno_words(libc::ENOENT), "no such file or directory");
+        assert_eq!(errno_words(libc::EACCES), "permission denied");
+    }
+
+    #[test]
+    fn pipe_ends_are_close_on_exec_and_carry_bytes() {
+        let (r, w) = pipe2_cloexec().unwrap();
+        assert_eq!(fd_flags(r.as_raw_fd()).unwrap(), libc::FD_CLOEXEC);
+        assert_eq!(fd_flags(w.as_raw_fd()).unwrap(), libc::FD_CLOEXEC);
+        write_all(&w, b"hi").unwrap();
+        drop(w);
+        let mut buf = [0u8; 4];
+        assert_eq!(read(&r, &mut buf).unwrap(), 2);
+        assert_eq!(read(&r, &mut buf).unwrap(), 0);
+    }
+
+    #[test]
+    fn set_cloexec_clears_and_sets() {
+        let fd = open(c"/dev/null", libc::O_RDONLY).unwrap();
+        set_cloexec(fd.as_fd(), false).unwrap();
+        assert_eq!(fd_flags(fd.as_raw_fd()).unwrap(), 0);
+        set_cloexec(fd.as_fd(), true).unwrap();
+        assert_eq!(fd_flags(fd.as_raw_fd()).unwrap(), libc::FD_CLOEXEC);
+        assert_eq!(fd_flags(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn dup_lands_at_or_above_the_floor() {
+        let fd = open(c"/dev/null", libc::O_RDONLY).unwrap();
+        let dup = dup_cloexec_at_least(fd.as_fd(), 100).unwrap();
+        assert!(dup.as_raw_fd() >= 100);
+        assert_eq!(fstat(&dup).unwrap().st_mode & libc::S_IFMT, libc::S_IFCHR);
+    }
+
+    #[test]
+    fn random_bytes_fill_the_whole_buffer() {
+        // 4096 zero bytes out of a random source has probability 2^-32768.
+        let mut buf = [0u8; 4096];
+        random_bytes(&mut buf).unwrap();
+        assert!(buf.iter().any(|&b| b != 0));
     }
 }

@@ -25,7 +25,7 @@ use zeroize::Zeroize;
 pub struct ClaudeToken(SecretString);
 
 /// The token's fixed `Debug` form.
-pub const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
+pub(crate) const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
 
 impl ClaudeToken {
     /// Builds a token from bytes that are already a clean token: non-empty, at most 4096 bytes,

@@ -1,6 +1,7 @@
 //! The pieces that keep a session from arming a later launch, tested on their own: the
 //! no-`ptrace` filter (with the real `strace`), and the write-deny placeholders (made without
 //! following a planted symlink, removed only while still what was made).
+#![cfg(target_os = "linux")]
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;

@@ -1,9 +1,11 @@
-//! Acceptance tests for the `claude_token_file` value → path rules (contract §4).
+//! Acceptance tests for the `claude_token_file` value → path rules.
 
 use std::path::{Path, PathBuf};
 
-use relay_token::path::{claude_token_path_in, TokenPathReason, SETTING_KEY};
-use relay_token::{claude_token_path, TokenPathError};
+use relay_token::{claude_token_path, claude_token_path_in, TokenPathError, TokenPathReason};
+
+/// The settings key every error names.
+const SETTING_KEY: &str = "claude_token_file";
 
 const HOME: &str = "/home/op";
 
@@ -35,7 +37,7 @@ fn tilde_slash_is_home_based() {
     let home = std::env::var_os("HOME").expect("HOME set for the tests");
     assert_eq!(
         claude_token_path("~/x").unwrap(),
-        Some(relay_token::path::clean(&Path::new(&home).join("x")))
+        claude_token_path_in("~/x", Some(Path::new(&home))).unwrap()
     );
 }
 

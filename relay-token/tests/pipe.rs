@@ -1,4 +1,4 @@
-//! Acceptance tests for `TokenPipe` and fd placement (contract §5).
+//! Acceptance tests for `TokenPipe` and fd placement.
 //!
 //! Every test here that spawns or touches descriptors holds [`LOCK`]: they rearrange fds 3..=9
 //! of this process, and the exec-error-channel trap depends on which numbers are free.
@@ -12,10 +12,63 @@ use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use relay_token::fds::open_fds;
-use relay_token::pipe::spawn_with_token_fd;
-use relay_token::{sys, ClaudeToken, FdMap, TokenPipe, TOKEN_FD, TOKEN_FD_VAR};
+use relay_token::{ClaudeToken, FdMap, TokenPipe, TOKEN_FD, TOKEN_FD_VAR};
 use sha2::{Digest, Sha256};
+
+/// The raw calls these tests make on descriptor numbers (the library keeps its own private).
+mod sys {
+    use std::io;
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+    fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(rc)
+        }
+    }
+
+    pub fn fd_flags(n: RawFd) -> io::Result<libc::c_int> {
+        // SAFETY: F_GETFD takes no pointer; any number may be asked about.
+        check(unsafe { libc::fcntl(n, libc::F_GETFD) })
+    }
+
+    pub fn set_cloexec(n: RawFd, on: bool) -> io::Result<libc::c_int> {
+        let flags = if on { libc::FD_CLOEXEC } else { 0 };
+        // SAFETY: F_SETFD takes an int and touches only the descriptor's flags.
+        check(unsafe { libc::fcntl(n, libc::F_SETFD, flags) })
+    }
+
+    pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+        // SAFETY: F_DUPFD_CLOEXEC takes an int and returns a fresh descriptor or -1.
+        let raw = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) })?;
+        // SAFETY: fcntl just made `raw`; nothing else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    }
+
+    pub fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
+        // SAFETY: `stat` is plain old data; fstat overwrites it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is valid and writable; the descriptor is borrowed for the call.
+        check(unsafe { libc::fstat(fd.as_fd().as_raw_fd(), &mut st) })?;
+        Ok(st)
+    }
+
+    pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe { libc::read(fd.as_fd().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+/// The descriptors below 1024 this process holds open, in order (the tests use fewer than 400).
+fn open_fds() -> std::io::Result<Vec<RawFd>> {
+    Ok((0..1024).filter(|&n| sys::fd_flags(n).is_ok()).collect())
+}
 
 static LOCK: Mutex<()> = Mutex::new(());
 
@@ -63,7 +116,7 @@ fn probe_child() {
         let mut one = [0u8; 1];
         // SAFETY: fd 5 is open (listed above); it is only borrowed for one read.
         let five = unsafe { std::os::fd::BorrowedFd::borrow_raw(5) };
-        eof = match sys::read(&five, &mut one) {
+        eof = match sys::read(five, &mut one) {
             Ok(0) => "yes",
             _ => "no",
         };
@@ -290,9 +343,56 @@ fn raw_into_fd_form() {
     // Through a spawn by other means, with extra inheritable fds about.
     let scene = Scene::occupy(&[3, 4, 6, 9]);
     let fd = TokenPipe::new(&t).unwrap().into_fd();
-    let child = spawn_with_token_fd(&mut probe_command(), fd.as_fd(), FdMap::new()).unwrap();
+    let mut cmd = probe_command();
+    cmd.env(TOKEN_FD_VAR, "5");
+    let child = FdMap::new().place(fd.as_fd(), 5).spawn(&mut cmd).unwrap();
     drop(fd);
     assert_eq!(parse_probe(finish(child)), expected_probe(&t));
+    drop(scene);
+}
+
+#[test]
+fn attach_prepares_a_command_that_spawns_like_spawn() {
+    let _g = lock();
+    let t = token();
+    // Inheritable descriptors about, fd 5 free: the guard parks it, so a spawn by other means
+    // gets the same table as `spawn`.
+    let mut scene = Scene::occupy(&[3, 4, 5, 6, 9]);
+    let pipe = TokenPipe::new(&t).unwrap();
+    scene.free(&[5]);
+    let mut cmd = probe_command();
+    let guard = pipe.attach(&mut cmd).unwrap();
+    assert!(
+        sys::fd_flags(5).is_ok(),
+        "the guard holds fd 5 until the spawn"
+    );
+    let child = cmd.spawn();
+    drop(guard);
+    assert!(
+        sys::fd_flags(5).is_err(),
+        "fd 5 is free again once the guard is dropped"
+    );
+    assert_eq!(parse_probe(finish(child.unwrap())), expected_probe(&t));
+    // Spawned once: the hook is disarmed with the guard.
+    assert_eq!(cmd.spawn().unwrap_err().raw_os_error(), Some(libc::EBADF));
+    drop(scene);
+}
+
+#[test]
+fn attach_then_missing_program_is_not_found() {
+    let _g = lock();
+    // 3 busy, 4 and 5 free: the exec-error channel would land on (4, 5) but for the guard.
+    let mut scene = Scene::occupy(&[3, 4, 5, 6, 7, 8, 9]);
+    let pipe = TokenPipe::new(&token()).unwrap();
+    scene.free(&[4, 5]);
+    let mut cmd = Command::new(MISSING);
+    let guard = pipe.attach(&mut cmd).unwrap();
+    let result = cmd.spawn();
+    drop(guard);
+    match result {
+        Ok(mut child) => panic!("a missing program spawned (child ended {:?})", child.wait()),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}"),
+    }
     drop(scene);
 }
 
@@ -342,7 +442,7 @@ fn missing_program_is_not_found_with_fd_5_busy() {
     assert_eq!(sys::fd_flags(5).unwrap() & libc::FD_CLOEXEC, 0);
     let st = sys::fstat(&scene.devnull).unwrap();
     // SAFETY: fd 5 is open (checked above) and only borrowed.
-    let st5 = sys::fstat(&unsafe { std::os::fd::BorrowedFd::borrow_raw(5) }).unwrap();
+    let st5 = sys::fstat(unsafe { std::os::fd::BorrowedFd::borrow_raw(5) }).unwrap();
     assert_eq!((st.st_dev, st.st_ino), (st5.st_dev, st5.st_ino));
     drop(scene);
 }

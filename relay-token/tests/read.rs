@@ -1,4 +1,4 @@
-//! Acceptance tests for `read_claude_token` (contract §4): every refusal case, its exact message,
+//! Acceptance tests for `read_claude_token` (the read rules): every refusal case, its exact message,
 //! and that no message holds a byte of the file.
 
 use std::fs;
@@ -218,7 +218,7 @@ fn inner_nul() {
 #[test]
 fn pretty_json_credentials_file_is_not_a_token() {
     // A pretty-printed credentials file holds whitespace inside. (A compact one is printable
-    // ASCII throughout and passes the §4 rules: noted in the report, not asserted here.)
+    // ASCII throughout and passes the read rules: noted in the report, not asserted here.)
     let dir = tempfile::tempdir().unwrap();
     let pretty = format!("{{\n  \"accessToken\": \"{MARKER}\"\n}}\n");
     let p = write(dir.path(), "t", pretty.as_bytes());

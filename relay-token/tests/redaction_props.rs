@@ -1,12 +1,14 @@
 //! Property tests: no Debug, Display or redacted text ever holds a token's (or a token file's)
-//! bytes (contract §3, §4, §9).
+//! bytes.
 
 use std::io::Write;
 
 use proptest::prelude::*;
-use relay_token::redact::{Redactor, MASK};
-use relay_token::token::REDACTED_DEBUG;
 use relay_token::{read_claude_token, ClaudeToken};
+use relay_token::{Redactor, MASK};
+
+/// A token's fixed `Debug` form.
+const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
 
 /// A random token: printable ASCII, long enough that finding it by chance is not a match.
 fn token_bytes() -> impl Strategy<Value = Vec<u8>> {

@@ -1,4 +1,4 @@
-//! Acceptance tests for settings (contract §9): JSON and TOML alike, both files refused, unknown
+//! Acceptance tests for settings: JSON and TOML alike, both files refused, unknown
 //! keys named, parse errors with line and column on one line, byte-identical round trips.
 
 use std::collections::BTreeMap;

@@ -185,7 +185,13 @@ pub fn spawn_with_fds(
     let mut pairs: Vec<(RawFd, RawFd)> = Vec::new();
     for &(src, dst) in fds {
         assert!(dst > 2, "place above 2");
-        let moved = relay_token::sys::dup_cloexec_at_least(src, high.max(64))?;
+        // SAFETY: F_DUPFD_CLOEXEC takes an int and returns a fresh descriptor or -1.
+        let raw = unsafe { libc::fcntl(src.as_raw_fd(), libc::F_DUPFD_CLOEXEC, high.max(64)) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fcntl just made `raw`; nothing else owns it.
+        let moved = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
         pairs.push((moved.as_raw_fd(), dst));
         held.push(moved);
     }

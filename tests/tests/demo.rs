@@ -1,4 +1,4 @@
-//! `relay-host demo` (§12), run as a person on a fresh machine would: the report says ok, the
+//! `relay-host demo`, run as a person on a fresh machine would: the report says ok, the
 //! child got the token on fd 5 (by hash and length), the variable names 5, its environment and
 //! argv are clean, opening the token file by path was denied, no token reaches the output, and
 //! nothing is left behind. Also from a lone `relay-host` with no `relay-shim` anywhere.

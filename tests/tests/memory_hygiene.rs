@@ -1,4 +1,4 @@
-//! Memory hygiene of the contract's §10: while a sandboxed session runs, the token's bytes are
+//! Memory hygiene: while a sandboxed session runs, the token's bytes are
 //! nowhere in the readable memory of `relay-host` or `relay-shim`; `relay-host` is not dumpable
 //! and may not write a core file.
 //!

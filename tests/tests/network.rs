@@ -5,7 +5,8 @@
 //! token launch gets it only when the settings say so. Concurrent sessions each end with their
 //! proxy.
 //!
-//! Build the binaries first: `cargo build --workspace --bins`.
+//! Build the binaries first: `cargo build --workspace --bins`. Linux only (bwrap's namespaces).
+#![cfg(target_os = "linux")]
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};

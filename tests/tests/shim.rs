@@ -11,7 +11,7 @@ use std::time::Duration;
 use relay_tests::{
     fake_agent, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds, wait_for_records,
 };
-use relay_token::{sys, ClaudeToken, FdMap, TokenPipe};
+use relay_token::{ClaudeToken, FdMap, TokenPipe};
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,7 +57,7 @@ struct Run {
 
 /// Runs the shim with a status pipe at 3 and `extra` descriptors, to completion.
 fn run_shim(mut cmd: Command, extra: &[(std::os::fd::BorrowedFd<'_>, i32)]) -> Run {
-    let (r, w) = sys::pipe2_cloexec().unwrap();
+    let (r, w) = pipe_cloexec().unwrap();
     let mut fds = vec![(w.as_fd(), 3)];
     fds.extend_from_slice(extra);
     let child = spawn_with_fds(&mut cmd, &fds).unwrap();
@@ -259,7 +259,7 @@ fn status_reports_exit_status_and_session_id() {
 #[test]
 fn status_fd_elsewhere_is_used_and_not_inherited() {
     let (_d, record) = tmp();
-    let (r, w) = sys::pipe2_cloexec().unwrap();
+    let (r, w) = pipe_cloexec().unwrap();
     let mut cmd = shim_cmd(&record, &["--status-fd", "8", "--", &agent()]);
     let child = spawn_with_fds(&mut cmd, &[(w.as_fd(), 8)]).unwrap();
     drop(w);
@@ -277,7 +277,7 @@ fn start_shim(
     mut cmd: Command,
     extra: &[(std::os::fd::BorrowedFd<'_>, i32)],
 ) -> (Child, BufReader<std::fs::File>) {
-    let (r, w) = sys::pipe2_cloexec().unwrap();
+    let (r, w) = pipe_cloexec().unwrap();
     let mut fds = vec![(w.as_fd(), 3)];
     fds.extend_from_slice(extra);
     let child = spawn_with_fds(&mut cmd, &fds).unwrap();
@@ -444,11 +444,13 @@ fn fdmap_spawned_shim_works_too() {
     let (_d, record) = tmp();
     let token = fake_token();
     let pipe = token_pipe(&token);
-    let (r, w) = sys::pipe2_cloexec().unwrap();
+    let (r, w) = pipe_cloexec().unwrap();
     let mut extra = FdMap::new();
     extra.place(w.as_fd(), 3);
     let mut cmd = shim_cmd(&record, &["--pass-token", "--", &agent()]);
-    let child = relay_token::pipe::spawn_with_token_fd(&mut cmd, pipe.as_fd(), extra).unwrap();
+    extra.place(pipe.as_fd(), relay_token::TOKEN_FD);
+    cmd.env(relay_token::TOKEN_FD_VAR, "5");
+    let child = extra.spawn(&mut cmd).unwrap();
     drop((pipe, w));
     let status = status_lines(r);
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
@@ -578,4 +580,9 @@ fn terminal_job_control_passes_through_ctrl_z_and_fg() {
     term.expect("rc-3-4");
     term.send("exit\n");
     term.finish();
+}
+
+/// A close-on-exec pipe as `(read end, write end)`.
+fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    std::io::pipe().map(|(r, w)| (r.into(), w.into()))
 }

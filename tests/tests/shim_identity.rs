@@ -3,6 +3,7 @@
 //! `cargo build --workspace --bins`.
 //!
 //! The launch secret is treated like the token: compared, never printed.
+#![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use relay_tests::{
     fake_agent, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds, wait_for_records,
 };
-use relay_token::{sys, ClaudeToken, TokenPipe};
+use relay_token::{ClaudeToken, TokenPipe};
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,9 +35,9 @@ fn new_secret() -> String {
 
 /// A pipe's read end holding `bytes`, write end closed.
 fn filled_pipe(bytes: &[u8]) -> OwnedFd {
-    let (r, w) = sys::pipe2_cloexec().unwrap();
-    sys::write_all(&w, bytes).unwrap();
-    r
+    let (r, mut w) = std::io::pipe().unwrap();
+    std::io::Write::write_all(&mut w, bytes).unwrap();
+    r.into()
 }
 
 fn token_pipe(token: &str) -> OwnedFd {
@@ -162,7 +163,7 @@ fn run_shim(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let (r, w) = sys::pipe2_cloexec().unwrap();
+    let (r, w) = pipe_cloexec();
     let mut all = vec![(w.as_fd(), status_fd)];
     all.extend_from_slice(fds);
     let child = spawn_with_fds(&mut cmd, &all).unwrap();
@@ -428,10 +429,12 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: openpty returned two fresh descriptors that nothing else owns.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
-    let st = sys::fstat(&slave).unwrap();
+    let st = std::fs::File::from(slave.try_clone().unwrap())
+        .metadata()
+        .unwrap();
     let (major, minor) = (
-        libc::major(st.st_rdev) as u64,
-        libc::minor(st.st_rdev) as u64,
+        libc::major(std::os::unix::fs::MetadataExt::rdev(&st)) as u64,
+        libc::minor(std::os::unix::fs::MetadataExt::rdev(&st)) as u64,
     );
     let sigfile = dir.path().join("signal");
     let mut cmd = Command::new(relay_shim());
@@ -442,7 +445,7 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
         .stdin(Stdio::from(slave.try_clone().unwrap()))
         .stdout(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::from(slave.try_clone().unwrap()));
-    let (r, w) = sys::pipe2_cloexec().unwrap();
+    let (r, w) = pipe_cloexec();
     let child = spawn_with_fds(&mut cmd, &[(w.as_fd(), 3)]).unwrap();
     drop((w, cmd, slave));
     let mut status = BufReader::new(std::fs::File::from(r));
@@ -468,7 +471,7 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
     assert_eq!(tpgid, pid, "it is the terminal's foreground group");
     let shim_sid = session_of(child.id() as i64).1;
     assert_ne!(shim_sid, pid, "the shim stays in its own session");
-    sys::write_all(&master, b"\x03").unwrap();
+    std::io::Write::write_all(&mut std::fs::File::from(master), b"\x03").unwrap();
     assert_eq!(next(), json!({"event": "exit", "status": 130}));
     assert_eq!(std::fs::read_to_string(&sigfile).unwrap(), "2\n");
     let out = child.wait_with_output().unwrap();
@@ -489,4 +492,10 @@ fn pty_without_a_terminal_is_spawn_failed() {
     );
     assert_eq!(run.code, 126);
     assert!(!record.exists());
+}
+
+/// A pipe, both ends close-on-exec.
+fn pipe_cloexec() -> (OwnedFd, OwnedFd) {
+    let (r, w) = std::io::pipe().unwrap();
+    (r.into(), w.into())
 }

@@ -64,9 +64,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 fn demo_token() -> ClaudeToken {
     let mut raw = Zeroizing::new([0u8; 24]);
-    // SAFETY: `raw` is writable for its length; getrandom fills at most that many bytes.
-    let n = unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
-    if n != raw.len() as isize {
+    if crate::sys::random_bytes(&mut raw[..]).is_err() {
         let t = super::state::now_secs().to_le_bytes();
         raw[..8].copy_from_slice(&t);
     }
@@ -82,10 +80,6 @@ fn demo_token() -> ClaudeToken {
 }
 
 /// Runs the demo; prints the report (or JSON with `json`); returns 0 when every check held.
-///
-/// ```no_run
-/// std::process::exit(relay_token::host::demo::run(false));
-/// ```
 pub fn run(json_out: bool) -> i32 {
     match run_inner() {
         Ok(report) => {
@@ -373,10 +367,6 @@ fn print_report(r: &Value) {
 /// path gave. The bytes themselves are never written. It runs as the `claude-code` template's
 /// command, so it takes (and ignores) the Claude Code flags a token launch adds after its own
 /// arguments.
-///
-/// ```no_run
-/// relay_token::host::demo::probe(vec!["/home/me/.config/claude-ltt/token".into(), "/tmp/probe.json".into()]);
-/// ```
 pub fn probe(args: Vec<OsString>) -> i32 {
     let [token_path, report_path, ..] = args.as_slice() else {
         eprintln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");
@@ -388,8 +378,14 @@ pub fn probe(args: Vec<OsString>) -> i32 {
     let mut token_error = None;
     if let Some(fd) = var.as_deref().and_then(|v| v.parse::<i32>().ok()) {
         let mut buf = Zeroizing::new([0u8; 8192]);
-        loop {
-            match crate::sys::read(&BorrowedRaw(fd), &mut buf[..]) {
+        if let Err(e) = crate::sys::fd_flags(fd) {
+            token_error = Some(e.to_string());
+        }
+        while token_error.is_none() {
+            // SAFETY: the number is open (checked above) and this process, a throwaway probe,
+            // neither closes nor reuses it while the borrow lives.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            match crate::sys::read(borrowed, &mut buf[..]) {
                 Ok(0) => break,
                 Ok(n) if bytes.len() + n <= 65536 => bytes.extend_from_slice(&buf[..n]),
                 Ok(_) => break,
@@ -400,10 +396,14 @@ pub fn probe(args: Vec<OsString>) -> i32 {
             }
         }
     }
-    let contains =
-        |hay: &[u8]| !bytes.is_empty() && hay.windows(bytes.len()).any(|w| w == &bytes[..]);
-    let environ = Zeroizing::new(fs::read("/proc/self/environ").unwrap_or_default());
-    let cmdline = Zeroizing::new(fs::read("/proc/self/cmdline").unwrap_or_default());
+    // Either whether the bytes are in this process's own file, or why that cannot be told: a
+    // missing /proc must show as a failed check, never as a pass.
+    let found_in = |name: &str| match proc_self(name) {
+        Ok(hay) => {
+            json!(!bytes.is_empty() && hay.windows(bytes.len()).any(|w| w == &bytes[..]))
+        }
+        Err(e) => json!({ "error": e }),
+    };
     let open = match fs::File::open(token_path) {
         Ok(_) => json!({"ok": true}),
         Err(e) => json!({"ok": false, "error": e.to_string()}),
@@ -414,8 +414,8 @@ pub fn probe(args: Vec<OsString>) -> i32 {
         "token_sha256": if bytes.is_empty() { Value::Null } else { json!(sha256_hex(&bytes)) },
         "token_bytes": bytes.len(),
         "token_error": token_error,
-        "token_in_environ": contains(&environ),
-        "token_in_argv": contains(&cmdline),
+        "token_in_environ": found_in("environ"),
+        "token_in_argv": found_in("cmdline"),
         "open_token_file": open,
         "fds": fds,
     });
@@ -438,11 +438,17 @@ pub fn probe(args: Vec<OsString>) -> i32 {
     }
 }
 
-/// A raw descriptor number to read from, for the probe (it owns nothing).
-struct BorrowedRaw(i32);
-
-impl std::os::fd::AsRawFd for BorrowedRaw {
-    fn as_raw_fd(&self) -> i32 {
-        self.0
+/// `/proc/self/NAME`, wiped on drop. Where there is no `/proc` (macOS) it says so: the probe
+/// cannot tell what its environment or argv hold there.
+fn proc_self(name: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+    if cfg!(target_os = "linux") {
+        let path = format!("/proc/self/{name}");
+        fs::read(&path)
+            .map(Zeroizing::new)
+            .map_err(|e| format!("{path}: {e}"))
+    } else {
+        Err(format!(
+            "unsupported: /proc/self/{name} exists on Linux only"
+        ))
     }
 }

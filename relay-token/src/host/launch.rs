@@ -1,4 +1,4 @@
-//! One launch, in the order of the contract's §9: validate → resolve and read the token → find
+//! One launch, in the order of `docs/DESIGN.md`: validate → resolve and read the token → find
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → build the profile → spawn `relay-shim` (status pipe at 3, token pipe at 5)
 //! around the sandbox command → wait for `started` → answer → supervise until the session ends.
@@ -661,6 +661,8 @@ fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
     // error with `from_raw_os_error` / `last_os_error`.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            // Linux only: macOS has no parent-death signal.
+            #[cfg(target_os = "linux")]
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -668,9 +670,13 @@ fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
             if libc::getppid() != host_pid {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
+            // Linux only: the filter guards bwrap's init; macOS has no bwrap.
+            #[cfg(target_os = "linux")]
             if sandboxed {
                 sandbox::seccomp::install_no_ptrace()?;
             }
+            #[cfg(not(target_os = "linux"))]
+            let _ = sandboxed;
             Ok(())
         });
     }

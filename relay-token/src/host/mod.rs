@@ -13,15 +13,15 @@ use crate::settings::{Settings, SettingsError};
 pub mod bridge;
 pub mod cli;
 mod confine;
-pub mod demo;
+mod demo;
 pub mod launch;
+pub mod network;
 pub mod project;
 pub mod reach;
-pub mod network;
 pub mod request;
-pub mod signals;
-pub mod state;
-pub mod status;
+mod signals;
+mod state;
+mod status;
 
 /// Where the host keeps its settings and its state.
 ///
@@ -186,9 +186,9 @@ pub fn exit_code_of(status: ExitStatus) -> i32 {
     }
 }
 
-/// Hardens this process for holding a secret: no debugger attaches (Linux `PR_SET_DUMPABLE 0`,
-/// which also stops core dumps and closes `/proc/PID/mem` to the same user; macOS
-/// `PT_DENY_ATTACH`) and `RLIMIT_CORE 0`.
+/// Hardens this process for holding a secret: on Linux `PR_SET_DUMPABLE 0` (no core dumps, no
+/// ptrace attach by the same user, `/proc/PID/mem` closed to them), on macOS `PT_DENY_ATTACH`
+/// (no debugger attach); everywhere `RLIMIT_CORE 0`.
 ///
 /// ```
 /// relay_token::host::harden_process().unwrap();
@@ -197,8 +197,8 @@ pub fn harden_process() -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    #[cfg(target_os = "macos")]
-    // SAFETY: PT_DENY_ATTACH ignores its pid, address and data, and only marks this process.
+    #[cfg(target_vendor = "apple")]
+    // SAFETY: ptrace(PT_DENY_ATTACH) takes no pointer it dereferences.
     let rc = unsafe { libc::ptrace(libc::PT_DENY_ATTACH, 0, std::ptr::null_mut(), 0) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());

@@ -335,9 +335,7 @@ pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<
 /// ```
 pub fn new_session_id() -> String {
     let mut buf = [0u8; 8];
-    // SAFETY: `buf` is writable for its length; getrandom fills at most that many bytes.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != buf.len() as isize {
+    if crate::sys::random_bytes(&mut buf).is_err() {
         let t = super::state::now_secs() ^ ((std::process::id() as u64) << 32);
         buf = t.to_le_bytes();
     }

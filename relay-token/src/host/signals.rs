@@ -27,11 +27,6 @@ fn set(sig: libc::c_int, handler: libc::sighandler_t) {
 }
 
 /// Starts forwarding SIGTERM and SIGHUP to `pid`, and ignoring SIGINT and SIGQUIT.
-///
-/// ```no_run
-/// relay_token::host::signals::forward_to(1234);
-/// relay_token::host::signals::stop_forwarding();
-/// ```
 pub fn forward_to(pid: i32) {
     TARGET.store(pid, Ordering::SeqCst);
     set(libc::SIGTERM, forward as *const () as libc::sighandler_t);
@@ -41,10 +36,6 @@ pub fn forward_to(pid: i32) {
 }
 
 /// Restores the default dispositions.
-///
-/// ```no_run
-/// relay_token::host::signals::stop_forwarding();
-/// ```
 pub fn stop_forwarding() {
     TARGET.store(0, Ordering::SeqCst);
     for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {

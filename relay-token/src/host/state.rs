@@ -24,14 +24,6 @@ pub const SESSIONS_DIR: &str = "sessions";
 pub const CLAUDE_CONFIG_DIR: &str = "claude";
 
 /// The host's state folder.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let state = relay_token::host::state::State::open(&dir.path().join("state"))?;
-/// state.event(&serde_json::json!({"event": "hello"}))?;
-/// assert_eq!(std::fs::read_to_string(state.path().join("events.jsonl"))?, "{\"event\":\"hello\"}\n");
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[derive(Debug)]
 pub struct State {
     dir: PathBuf,
@@ -39,14 +31,6 @@ pub struct State {
 }
 
 /// Creates `dir` (and missing parents) with mode 0700 and makes sure it is 0700.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// relay_token::host::state::private_dir(&dir.path().join("a/b"))?;
-/// # use std::os::unix::fs::PermissionsExt;
-/// assert_eq!(std::fs::metadata(dir.path().join("a/b"))?.permissions().mode() & 0o777, 0o700);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let meta = fs::metadata(dir)?;
@@ -57,13 +41,6 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Opens `path` for appending, creating it with mode 0600 (and fixing the mode of an older file).
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let f = relay_token::host::state::append_private(&dir.path().join("x.log"))?;
-/// # drop(f);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub fn append_private(path: &Path) -> io::Result<File> {
     let f = OpenOptions::new()
         .append(true)
@@ -79,13 +56,6 @@ pub fn append_private(path: &Path) -> io::Result<File> {
 
 impl State {
     /// Opens (creating when missing) the state folder.
-    ///
-    /// ```
-    /// let dir = tempfile::tempdir()?;
-    /// let state = relay_token::host::state::State::open(dir.path())?;
-    /// assert_eq!(state.path(), dir.path());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn open(dir: &Path) -> io::Result<State> {
         private_dir(dir)?;
         Ok(State {
@@ -95,38 +65,17 @@ impl State {
     }
 
     /// The folder.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// let audit = state.path().join("audit.jsonl");
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Replaces the redactor used for every line written from now on (one that knows the
     /// token, once it is read).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// let mut state = relay_token::host::state::State::open(dir.path())?;
-    /// state.set_redactor(relay_token::redact::Redactor::default());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn set_redactor(&mut self, redactor: Redactor) {
         self.redactor = redactor;
     }
 
     /// The redactor in use.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// assert_eq!(state.redactor().redact("Bearer x"), "Bearer [REDACTED]");
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
@@ -139,25 +88,11 @@ impl State {
     }
 
     /// Appends one JSON line to `events.jsonl`.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// state.event(&serde_json::json!({"event": "launch", "status": 201}))?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn event(&self, value: &Value) -> io::Result<()> {
         self.append_line(EVENTS_FILE, &value.to_string())
     }
 
     /// Appends one JSON line to `audit.jsonl`, with a `ts` field (seconds since the epoch).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// state.audit(serde_json::json!({"event": "session_launch", "outcome": "ok"}))?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn audit(&self, mut row: Value) -> io::Result<()> {
         if let Value::Object(map) = &mut row {
             map.insert("ts".into(), Value::from(now_secs()));
@@ -167,14 +102,6 @@ impl State {
 
     /// Appends one line to `relay-host.log` (redacted, with a timestamp) and returns the redacted
     /// text, for a caller that also prints it.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// let shown = state.log("launch refused: Bearer abc");
-    /// assert_eq!(shown, "launch refused: Bearer [REDACTED]");
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn log(&self, line: &str) -> String {
         let redacted = self.redactor.redact(line);
         // A log that cannot be written must not stop a launch; the line still reaches stderr
@@ -184,38 +111,17 @@ impl State {
     }
 
     /// The folder of one session.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// assert!(state.session_dir("s1").ends_with("sessions/s1"));
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn session_dir(&self, id: &str) -> PathBuf {
         self.dir.join(SESSIONS_DIR).join(id)
     }
 
     /// The relay-owned Claude config folder.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// assert!(state.claude_config_dir().ends_with("claude"));
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn claude_config_dir(&self) -> PathBuf {
         self.dir.join(CLAUDE_CONFIG_DIR)
     }
 
     /// The lines of one of the logs (`audit.jsonl` or `events.jsonl`), each parsed as JSON; a
     /// missing file is empty.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_token::host::state::State::open(dir.path())?;
-    /// assert!(state.read_jsonl("audit.jsonl")?.is_empty());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
     pub fn read_jsonl(&self, name: &str) -> io::Result<Vec<Value>> {
         let text = match fs::read_to_string(self.dir.join(name)) {
             Ok(t) => t,
@@ -236,4 +142,48 @@ pub(crate) fn now_secs() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn folders_are_0700_and_files_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        private_dir(&dir.path().join("a/b")).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+        drop(append_private(&dir.path().join("x.log")).unwrap());
+        assert_eq!(mode(&dir.path().join("x.log")), 0o600);
+    }
+
+    #[test]
+    fn lines_are_redacted_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = State::open(&dir.path().join("state")).unwrap();
+        assert_eq!(state.path(), dir.path().join("state"));
+        assert!(state.read_jsonl(AUDIT_FILE).unwrap().is_empty());
+        state.event(&serde_json::json!({"event": "hello"})).unwrap();
+        assert_eq!(
+            fs::read_to_string(state.path().join(EVENTS_FILE)).unwrap(),
+            "{\"event\":\"hello\"}\n"
+        );
+        state
+            .audit(serde_json::json!({"event": "session_launch"}))
+            .unwrap();
+        assert!(state.read_jsonl(AUDIT_FILE).unwrap()[0]["ts"].is_u64());
+        state.set_redactor(Redactor::default());
+        assert_eq!(state.redactor().redact("Bearer x"), "Bearer [REDACTED]");
+        assert_eq!(
+            state.log("refused: Bearer abc"),
+            "refused: Bearer [REDACTED]"
+        );
+        let log = fs::read_to_string(state.path().join(LOG_FILE)).unwrap();
+        assert!(log.ends_with(" refused: Bearer [REDACTED]\n"), "{log}");
+        assert!(state.session_dir("s1").ends_with("sessions/s1"));
+        assert!(state.claude_config_dir().ends_with("claude"));
+    }
 }

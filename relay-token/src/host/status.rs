@@ -11,13 +11,6 @@ use crate::settings::Settings;
 use crate::{read_claude_token, sandbox};
 
 /// The status report as JSON.
-///
-/// ```no_run
-/// let host = relay_token::host::Host::from_dirs("/c".into(), "/s".into())?;
-/// let report = relay_token::host::status::report(&host);
-/// println!("{}", report["claude_token_file"]);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub fn report(host: &Host) -> Value {
     let (settings, file, settings_error) =
         match crate::settings::Settings::load_with_path(&host.config_dir) {
@@ -125,12 +118,6 @@ fn redact_strings(v: &mut Value, redactor: &Redactor) {
 }
 
 /// Prints the report (`--json`: one JSON object); returns 0.
-///
-/// ```no_run
-/// let host = relay_token::host::Host::from_dirs("/c".into(), "/s".into())?;
-/// relay_token::host::status::print(&host, false);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub fn print(host: &Host, json: bool) -> i32 {
     let r = report(host);
     // Non-zero when something would refuse a launch: the settings, or a check of what a

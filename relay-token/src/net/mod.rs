@@ -28,15 +28,7 @@ use std::fmt;
 
 pub use allow::{AllowEntry, AllowList};
 
-/// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
-/// namespace, so it clashes with nothing on the host).
-pub const PROXY_PORT: u16 = 3128;
-
-/// Where the sandbox sees the host's proxy socket.
-pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
-
-/// Where the sandbox sees the forwarder (`relay-host`, bound read-only under this name).
-pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
+pub use crate::sandbox::{PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 
 /// The name `relay-host` answers to as the forwarder (the file name of [`SANDBOX_FORWARDER`]).
 pub const FORWARDER_NAME: &str = "relay-net-forward";

@@ -42,6 +42,7 @@ mod links;
 mod net;
 mod sbpl;
 mod seatbelt;
+#[cfg(target_os = "linux")]
 pub mod seccomp;
 pub mod write_deny;
 
@@ -53,8 +54,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
+pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
-pub use net::SandboxNet;
 
 use crate::path::clean;
 use crate::sys::errno_words;
@@ -887,6 +888,8 @@ fn io_words(e: &io::Error) -> String {
 /// The `(device, inode)` of the object at `real` (a canonical path), taken through an `O_PATH |
 /// O_NOFOLLOW` descriptor whose own path (`/proc/self/fd/N`) must still be `real`: a path
 /// component swapped since `real` was made canonical is refused, never identified wrongly.
+/// Linux only (`O_PATH`, `/proc`); elsewhere it refuses, so a deny is never taken on trust.
+#[cfg(target_os = "linux")]
 fn identify(real: &Path) -> Result<(u64, u64), String> {
     use std::os::fd::AsRawFd;
     let changed = || "changed while it was checked (a symlink was swapped in)".to_string();
@@ -902,6 +905,12 @@ fn identify(real: &Path) -> Result<(u64, u64), String> {
         return Err(changed());
     }
     Ok((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// See the Linux version: without `O_PATH` and `/proc` the check cannot be made, so it refuses.
+#[cfg(not(target_os = "linux"))]
+fn identify(_real: &Path) -> Result<(u64, u64), String> {
+    Err("unsupported on this system: identifying a path needs O_PATH and /proc (Linux)".into())
 }
 
 /// Makes sure `<state>/deny-mask` is an empty regular file of mode 0000 owned by this user with

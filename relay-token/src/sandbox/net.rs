@@ -4,7 +4,15 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::net::{PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
+/// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
+/// namespace, so it clashes with nothing on the host).
+pub const PROXY_PORT: u16 = 3128;
+
+/// Where the sandbox sees the host's proxy socket.
+pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
+
+/// Where the sandbox sees the forwarder (`relay-host`, bound read-only under this name).
+pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
 
 /// The network a sandbox gets.
 ///

@@ -15,7 +15,7 @@ use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use relay_token::{sys, ClaudeToken, FdMap, TokenPipe};
+use relay_token::{ClaudeToken, FdMap, TokenPipe};
 
 fn main() {
     let n: usize = std::env::args()
@@ -64,7 +64,7 @@ fn main() {
         assert!(st.success());
 
         let pipe = TokenPipe::new(&token).unwrap();
-        let (r, w) = sys::pipe2_cloexec().unwrap();
+        let (r, w) = pipe_cloexec().unwrap();
         let mut extra = FdMap::new();
         extra.place(w.as_fd(), 3);
         let t = Instant::now();
@@ -115,4 +115,9 @@ fn stats(v: &mut [Duration]) -> (f64, f64, f64) {
     v.sort_unstable();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     (ms(v[0]), ms(v[v.len() / 2]), ms(v[v.len() - 1]))
+}
+
+/// A close-on-exec pipe as `(read end, write end)`.
+fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    std::io::pipe().map(|(r, w)| (r.into(), w.into()))
 }

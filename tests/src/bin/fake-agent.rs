@@ -169,7 +169,14 @@ fn open_fds() -> Vec<i32> {
     fds
 }
 
+/// `ptrace(PTRACE_ATTACH, 1)`: 0 when it succeeded, else the errno (`ENOSYS` off Linux).
+#[cfg(not(target_os = "linux"))]
+fn attach_init() -> i32 {
+    libc::ENOSYS
+}
+
 /// `ptrace(PTRACE_ATTACH, 1)`: 0 when it succeeded, else the errno.
+#[cfg(target_os = "linux")]
 fn attach_init() -> i32 {
     let null = std::ptr::null_mut::<libc::c_void>();
     // SAFETY: PTRACE_ATTACH takes a pid and ignores both pointers.

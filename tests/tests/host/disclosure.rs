@@ -1,4 +1,4 @@
-//! Issue 5 (5), §10: the token is disclosed nowhere a process, a file or an answer could show it.
+//! Issue 5 (5): the token is disclosed nowhere a process, a file or an answer could show it.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,4 +1,4 @@
-//! "Bad input gets a clear error": one line, the exit code of §9, nothing started.
+//! "Bad input gets a clear error": one line, the refusal's exit code, nothing started.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

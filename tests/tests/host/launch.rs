@@ -272,7 +272,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
     assert_eq!(env["TMPDIR"], "/tmp");
 
     // Without a token (unsandboxed) the host's 7 is still dropped and no variable is set; the
-    // person's own Anthropic login stays (§6 drops it only when a token is passed).
+    // person's own Anthropic login stays (the environment rules drop it only when a token is passed).
     let req = json!({"kind": "claude", "session_id": "e2", "project": fx.proj, "sandbox": false});
     let out = fx.launch(&req);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -283,7 +283,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
     assert_eq!(env["ANTHROPIC_AUTH_TOKEN"], "sk-ant-host-auth");
 }
 
-/// §9: the host exits with the session's own code, and 128 + the signal that killed it.
+/// The host exits with the session's own code, and 128 + the signal that killed it.
 #[test]
 fn the_host_exits_with_the_sessions_code() {
     let fx = Fx::new();
@@ -307,7 +307,7 @@ fn the_host_exits_with_the_sessions_code() {
     assert_eq!(fx.records().len(), 2);
 }
 
-/// §9: the state folder is 0700 and every folder in it 0700, every file 0600, with relay-host
+/// The state folder is 0700 and every folder in it 0700, every file 0600, with relay-host
 /// run under umask 0 (it sets the modes itself).
 #[test]
 fn the_state_folder_is_private() {
@@ -343,7 +343,7 @@ fn the_state_folder_is_private() {
     assert!(seen >= 4, "{seen} files");
 }
 
-/// §9: a request read from stdin (`launch -`) gives the session `/dev/null` as its stdin, and
+/// A request read from stdin (`launch -`) gives the session `/dev/null` as its stdin, and
 /// the session still gets the token.
 #[test]
 fn a_request_on_stdin_leaves_the_session_dev_null() {

@@ -329,7 +329,7 @@ pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
     message
 }
 
-/// Asserts a refusal left nothing in the state folder but the logs (§9: "a refusal leaves
+/// Asserts a refusal left nothing in the state folder but the logs ("a refusal leaves
 /// nothing behind but its audit row and event"), on a state folder that held nothing before.
 pub fn assert_only_logs_left(fx: &Fx) {
     let mut names: Vec<String> = std::fs::read_dir(&fx.state)

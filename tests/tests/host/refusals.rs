@@ -166,7 +166,7 @@ fn bad_requests_are_invalid_spec() {
     assert_eq!(left, 0, "session folders left behind");
 }
 
-/// §7: a token path that crosses a symlink a sandboxed session could have made (here in the
+/// A token path that crosses a symlink a sandboxed session could have made (here in the
 /// home, which the `shell` template grants read-write) refuses the launch, naming the link.
 #[test]
 fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
