@@ -180,7 +180,7 @@ fn refuse(state: &State, facts: &Facts<'_>, e: &LaunchError) {
     let _ = state.event(&answer);
     let _ = state.audit(audit_row(facts, "error", e.message()));
     state.log(&format!("launch refused: {e}"));
-    eprintln!("{}", state.redactor().redact(&answer.to_string()));
+    super::human::print_refusal(&answer);
 }
 
 fn audit_row(facts: &Facts<'_>, outcome: &str, message: &str) -> Value {
@@ -247,6 +247,7 @@ fn prepare_and_spawn(
     };
     // The audit row says `token: "fd"` only once a shim holding it was spawned.
     let carries_token = token.is_some();
+    super::human::note_token(v.claude, v.sandboxed, carries_token);
 
     // The programs: relay-shim, and the template's command.
     let shim = host
@@ -291,6 +292,9 @@ fn prepare_and_spawn(
         })?;
     let lock = lock_session(&session_dir)
         .map_err(|e| LaunchError::InvalidSpec(format!("session {:?}: {e}", v.session_id)))?;
+    if v.request.keep {
+        let _ = state.mark_kept(&v.session_id);
+    }
 
     // 4. The profile, and the command line around it.
     let argv: Vec<OsString> = if v.sandboxed {
@@ -380,6 +384,10 @@ fn prepare_and_spawn(
         env.set("TMPDIR", &session_tmp);
     }
     let mut cmd = Command::new(&shim);
+    if shim.file_name().is_some_and(|n| n != "relay-shim") {
+        // This relay-host itself: started under the name relay-shim, it acts as the shim.
+        std::os::unix::process::CommandExt::arg0(&mut cmd, "relay-shim");
+    }
     // If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
     // forwards it to the session: nothing runs on unsupervised.
     // SAFETY: the hook runs between fork and exec and makes two raw system calls (prctl,
@@ -554,6 +562,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     }
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
+    state.end_session(&session.id);
     code
 }
 
