@@ -67,6 +67,11 @@ const HINTS: &[(&[&str], &str)] = &[
          `$CREDENTIALS_DIRECTORY/NAME`",
     ),
     (
+        &["CREDENTIALS_DIRECTORY", "not set"],
+        "run relay-host as a systemd service with LoadCredential= (see docs/systemd.md), or set \
+         claude_token_file to the file's own path",
+    ),
+    (
         &["relay's own folder"],
         "the current folder is the cause: `run` takes it as the project, and it holds the relay's \
          own folders (as ~ does); run from a project folder or name one: \

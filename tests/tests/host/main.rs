@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 mod disclosure;
 mod inputs;
 mod launch;
+mod operator;
 mod refusals;
 
 /// The deadline of one `relay-host` command.
