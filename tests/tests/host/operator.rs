@@ -552,3 +552,73 @@ fn folders_follow_xdg_and_reading_creates_nothing() {
         out.stderr
     );
 }
+
+/// The README's operator walkthrough, line by line through `sh -c`, in a fresh home:
+/// `cargo install --path relay-host` is played by copying the built `relay-host` alone into
+/// `~/.cargo/bin` (what it installs), and `claude setup-token` (which signs in through a browser)
+/// by its printed output; every `relay-host` line runs as written. `claude` is the fake agent,
+/// which prints what it got on fd 5 (by hash) to stderr.
+#[test]
+fn the_readme_operator_walkthrough_runs() {
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let at = readme.find("## The operator's day").expect("the section");
+    let start = readme[at..].find("```sh\n").unwrap() + at + 6;
+    let end = readme[start..].find("```").unwrap() + start;
+    let lines: Vec<&str> = readme[start..end]
+        .lines()
+        .map(|l| l.split(" #").next().unwrap().trim())
+        .collect();
+    let fx = Fx::new();
+    let cargo_bin = fx.home.join(".cargo/bin");
+    let fake_bin = fx.root.join("fake-bin");
+    fs::create_dir_all(&cargo_bin).unwrap();
+    fs::create_dir_all(&fake_bin).unwrap();
+    fs::create_dir_all(fx.home.join("src/app")).unwrap();
+    std::os::unix::fs::symlink(relay_tests::fake_agent(), fake_bin.join("claude")).unwrap();
+    let token = oat_token();
+    let mut printed = Vec::new();
+    let mut ran = 0;
+    for line in lines {
+        if line == "cargo install --path relay-host" {
+            fs::copy(relay_tests::relay_host(), cargo_bin.join("relay-host")).unwrap();
+            continue;
+        }
+        if line == "claude setup-token" {
+            printed = setup_token_output(&token);
+            continue;
+        }
+        assert!(line.starts_with("relay-host "), "an unknown line {line:?}");
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", line])
+            .env_clear()
+            .env("HOME", &fx.home)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}:/usr/bin:/bin",
+                    cargo_bin.display(),
+                    fake_bin.display()
+                ),
+            )
+            .current_dir(&fx.home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(&printed).unwrap();
+        let out = finish(child, TIMEOUT);
+        assert_eq!(out.code, 0, "{line}: {}{}", out.stdout, out.stderr);
+        assert_quiet(&out, &token);
+        if line.starts_with("relay-host run") {
+            let rec: serde_json::Value = out
+                .stderr
+                .lines()
+                .find_map(|l| serde_json::from_str(l).ok())
+                .expect("the agent's record on stderr");
+            assert_got_token(&rec, &token);
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 3, "token import, status and run");
+}
