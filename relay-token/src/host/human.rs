@@ -164,7 +164,11 @@ pub fn print_error(message: &str) {
             None => eprintln!("relay-host: {message}"),
         }
     } else {
-        eprintln!("{}", serde_json::json!({"error": message, "hint": h}));
+        let mut line = serde_json::json!({ "error": message });
+        if let Some(h) = h {
+            line["hint"] = h.into();
+        }
+        eprintln!("{line}");
     }
 }
 

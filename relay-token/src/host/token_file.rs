@@ -603,3 +603,73 @@ pub fn configured_path(host: &Host) -> Result<Option<PathBuf>, String> {
     let settings = host.settings().map_err(|e| e.to_string())?;
     claude_token_path_in(&settings.claude_token_file, Some(&host.home)).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn picked(input: &str) -> Vec<u8> {
+        pick_token(input.as_bytes())
+            .map(|t| t.expose_bytes().to_vec())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn picks_across_colours_and_wrapping() {
+        let want = b"sk-ant-oat01-AAAA_bbbb-CCCCdddd".to_vec();
+        assert_eq!(picked("sk-ant-oat01-AAAA_bbbb-CCCCdddd"), want);
+        assert_eq!(picked("  sk-ant-oat01-AAAA_bbbb-CCCCdddd  \n"), want);
+        assert_eq!(
+            picked("\x1b[33msk-ant-oat01-AAAA_bb\x1b[39m\r\n\x1b[33mbb-CCCCdddd\x1b[39m\r\n\r\nStore it.\n"),
+            want
+        );
+        // A line of words after the token is not part of it.
+        assert_eq!(
+            picked("sk-ant-oat01-AAAA_bbbb-CCCCdddd\nStore this token\n"),
+            want
+        );
+        // `export CLAUDE_CODE_OAUTH_TOKEN=<token>` is no second token.
+        assert_eq!(
+            picked("sk-ant-oat01-AAAA_bbbb-CCCCdddd\nexport CLAUDE_CODE_OAUTH_TOKEN=<token>\n"),
+            want
+        );
+    }
+
+    #[test]
+    fn counts_what_it_refuses() {
+        let n = |input: &str| match pick_token(input.as_bytes()) {
+            Err(ImportError::Several(n)) => n,
+            Err(ImportError::NoToken { other_keys }) => 100 + other_keys,
+            _ => 0,
+        };
+        assert_eq!(n("sk-ant-oat01-aaaa\nsk-ant-oat01-bbbb\n"), 2);
+        assert_eq!(
+            n("sk-ant-oat01-aaaa sk-ant-oat01-aaaa"),
+            0,
+            "the same token twice"
+        );
+        assert_eq!(n("nothing here"), 100);
+        assert_eq!(n("sk-ant-oat01-"), 100, "a prefix alone");
+        assert_eq!(n("sk-ant-api03-xyz"), 101);
+        assert_eq!(n("xsk-ant-oat01-aaaa"), 100, "inside a longer word");
+    }
+
+    #[test]
+    fn edits_keep_everything_else() {
+        assert_eq!(edit_json("{}", "/t"), "{\"claude_token_file\": \"/t\"}");
+        assert_eq!(
+            edit_json("{\"a\":1}", "/t"),
+            "{\"claude_token_file\": \"/t\", \"a\":1}"
+        );
+        assert_eq!(
+            edit_json("{\n}\n", "/t"),
+            "{\n  \"claude_token_file\": \"/t\"\n}\n"
+        );
+        assert_eq!(edit_toml("", "/t"), "claude_token_file = \"/t\"\n");
+        // A key of the same name inside a table is not the top-level one.
+        assert_eq!(
+            edit_toml("[x]\nclaude_token_file = \"\"\n", "/t"),
+            "claude_token_file = \"/t\"\n[x]\nclaude_token_file = \"\"\n"
+        );
+    }
+}
