@@ -168,7 +168,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
 #[test]
 fn the_token_is_never_disclosed() {
     let fx = Fx::new();
-    fx.with_token(vec![claude_template(&["--sleep", "10"], json!({}), &[])]);
+    fx.with_token(vec![claude_template(&["--sleep", "3"], json!({}), &[])]);
     let mut outs = Vec::new();
     outs.push(launch_and_scan(
         &fx,
