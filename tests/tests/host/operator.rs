@@ -421,6 +421,29 @@ fn each_common_refusal_has_a_hint() {
         let out = fx.launch(&req);
         refusal_line(&out);
     }
+    // A host under another name finds no relay-shim anywhere.
+    let lone = fx.root.join("lone");
+    fs::create_dir(&lone).unwrap();
+    let copy = lone.join("relay-host-copy");
+    fs::copy(relay_tests::relay_host(), &copy).unwrap();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let p = fx.request_file(&json!({"kind": "claude", "project": fx.proj}));
+    let mut cmd = std::process::Command::new(&copy);
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &fx.home)
+        .args(["--config-dir", fx.cfg.to_str().unwrap()])
+        .args(["--state-dir", fx.state.to_str().unwrap(), "launch"])
+        .arg(&p)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let (code, shown) = on_a_terminal(cmd);
+    assert_eq!(code, 71, "{shown}");
+    assert!(shown.contains("relay-shim not found"), "{shown}");
+    assert!(
+        shown.contains("\nhint: install relay-shim beside relay-host"),
+        "{shown}"
+    );
     // A pasted non-token in the file.
     fx.settings(
         json!({"claude_token_file": SETTING, "templates": [claude_template(&[], json!({}), &[])]}),
