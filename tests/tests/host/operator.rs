@@ -645,3 +645,62 @@ fn the_readme_operator_walkthrough_runs() {
     }
     assert_eq!(ran, 3, "token import, status and run");
 }
+
+/// On a terminal `token import` asks for the paste and turns echo off first: what the terminal
+/// shows never holds the token, and echo is back on afterwards.
+#[test]
+fn import_on_a_terminal_echoes_nothing() {
+    let fx = Fx::new();
+    let token = oat_token();
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0);
+    // SAFETY: both descriptors were just opened and nothing else owns them.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut cmd = fx.host_cmd();
+    cmd.args(["token", "import"])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave.try_clone().unwrap()));
+    let child = cmd.spawn().unwrap();
+    drop(cmd);
+    let mut term = fs::File::from(master);
+    // Wait for the prompt: echo is off once it is shown.
+    let mut shown = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&shown).contains("Nothing is shown") {
+        let n = term.read(&mut buf).expect("the prompt");
+        assert!(n > 0, "the terminal closed before the prompt");
+        shown.extend_from_slice(&buf[..n]);
+    }
+    term.write_all(format!("{token}\n\u{4}").as_bytes())
+        .unwrap();
+    let out = finish(child, TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // SAFETY: termios is plain old data; tcgetattr fills it from our copy of the terminal.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid, writable termios; `slave` is open.
+    assert_eq!(unsafe { libc::tcgetattr(slave.as_raw_fd(), &mut t) }, 0);
+    assert_ne!(t.c_lflag & libc::ECHO, 0, "echo was left off");
+    drop(slave);
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(term.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    while let Ok(n) = term.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        shown.extend_from_slice(&buf[..n]);
+    }
+    assert_no_token("the terminal", &shown, &token);
+    assert_quiet(&out, &token);
+    let written = fs::read(default_token_path(&fx)).unwrap();
+    assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
+}
