@@ -704,3 +704,61 @@ fn import_on_a_terminal_echoes_nothing() {
     let written = fs::read(default_token_path(&fx)).unwrap();
     assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
 }
+
+/// `status` exits 0 only when the settings, the token file, bwrap and the shim are usable.
+#[test]
+fn status_exits_78_when_a_part_is_unusable() {
+    let fx = Fx::new();
+    fx.settings(json!({"claude_token_file": SETTING}));
+    assert_eq!(fx.host(&["status"]).code, 0);
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": fx.root.join("no-bwrap")}));
+    let out = fx.host(&["status", "--json"]);
+    assert_eq!(out.code, 78);
+    let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(r["bwrap"]["works"], false, "{r}");
+    fs::write(fx.cfg.join("settings.json"), "{\"claude_token_file\": ").unwrap();
+    assert_eq!(fx.host(&["status"]).code, 78);
+    fx.settings(json!({"claude_token_file": SETTING}));
+    fx.write_token("two words");
+    let out = fx.host(&["status"]);
+    assert_eq!(out.code, 78);
+    assert!(
+        out.stdout
+            .contains("hint: the token file must hold the token alone"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("warning: ") || out.stdout.contains("reads as a token: no"));
+}
+
+/// `token check` warns, without refusing, on a shape other than `sk-ant-oat01-` and on a file
+/// older than 330 days.
+#[test]
+fn token_check_warns_on_shape_and_age() {
+    let fx = Fx::new();
+    fx.settings(json!({"claude_token_file": SETTING}));
+    let out = fx.host(&["token", "check", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        r["warnings"],
+        json!(["does not start with sk-ant-oat01-, as a `claude setup-token` token does"])
+    );
+    fx.write_token(&oat_token());
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(331 * 86400);
+    fs::File::options()
+        .append(true)
+        .open(&fx.token_path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let out = fx.host(&["token", "check"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("warning: written 331 days ago: setup-token tokens last one year"),
+        "{}",
+        out.stdout
+    );
+    assert_no_token("stdout", out.stdout.as_bytes(), &fx.token);
+}
