@@ -762,3 +762,59 @@ fn token_check_warns_on_shape_and_age() {
     );
     assert_no_token("stdout", out.stdout.as_bytes(), &fx.token);
 }
+
+/// `audit` prints RFC 3339 times; `--since` and `--session` filter; `events --follow` prints a
+/// row appended after it started.
+#[test]
+fn logs_print_times_filter_and_follow() {
+    let fx = Fx::new();
+    fx.settings(json!({}));
+    let req = |id: &str| json!({"kind": "terminal", "template": "shell", "session_id": id, "extra_args": ["-c", "true"]});
+    assert_eq!(fx.launch(&req("a1")).code, 0);
+    assert_eq!(fx.launch(&req("a2")).code, 0);
+    let out = fx.host(&["audit"]);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    for l in &lines {
+        let t = l.split(' ').next().unwrap().as_bytes();
+        assert_eq!(t.len(), 20, "{l}");
+        assert!(t[4] == b'-' && t[10] == b'T' && t[19] == b'Z', "{l}");
+        assert!(!l.contains("ts="), "{l}");
+    }
+    let out = fx.host(&["audit", "--session=a2", "--json"]);
+    let rows: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["session_id"], "a2");
+    assert_eq!(
+        fx.host(&["audit", "--since", "1h"]).stdout.lines().count(),
+        2
+    );
+    assert_eq!(fx.host(&["audit", "--since", "2999-01-01"]).stdout, "");
+
+    let mut follow = fx.host_cmd();
+    follow.args(["events", "--follow", "--session", "f1", "--json"]);
+    let mut child = follow.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    assert_eq!(fx.launch(&req("f1")).code, 0);
+    let first: serde_json::Value =
+        serde_json::from_str(&rx.recv_timeout(TIMEOUT).unwrap()).unwrap();
+    // SAFETY: kill takes integers only; the group is the one this child leads.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let _ = child.wait();
+    assert_eq!(first["event"], "launch");
+    assert_eq!(first["session_id"], "f1");
+    assert_eq!(first["status"], 201);
+}
