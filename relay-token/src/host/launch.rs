@@ -364,6 +364,7 @@ fn prepare_and_spawn(
         target
     };
 
+    super::state::seed_claude_config(&host.config_dir, &claude_config);
     // 5. Spawn relay-shim with the status pipe at 3 and the token pipe at 5.
     let mut env_vars: BTreeMap<String, String> = v
         .template

@@ -367,6 +367,56 @@ pub fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Resul
     Ok(report)
 }
 
+/// The folder in the config folder whose files seed the relay-owned Claude config folder.
+pub const CLAUDE_SEED_DIR: &str = "claude-seed";
+
+/// The files a seed may hold.
+pub const CLAUDE_SEED_FILES: [&str; 2] = ["settings.json", "CLAUDE.md"];
+
+/// The largest seed file copied.
+const MAX_SEED_BYTES: u64 = 1 << 20;
+
+/// Copies the operator's `settings.json` and `CLAUDE.md` from `config_dir/claude-seed/` into the
+/// relay-owned Claude config folder where it has none yet (a fresh folder, on the first run).
+/// Copied, never linked: each seed file must be a regular file (not followed when a link), and
+/// is written as a new 0600 file that an existing name (a link a session planted included) is
+/// never written through. A file that cannot be copied is left out.
+///
+/// ```
+/// let cfg = tempfile::tempdir()?;
+/// let claude = tempfile::tempdir()?;
+/// std::fs::create_dir(cfg.path().join("claude-seed"))?;
+/// std::fs::write(cfg.path().join("claude-seed/CLAUDE.md"), "Be brief.\n")?;
+/// relay_token::host::state::seed_claude_config(cfg.path(), claude.path());
+/// assert_eq!(std::fs::read_to_string(claude.path().join("CLAUDE.md"))?, "Be brief.\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn seed_claude_config(config_dir: &Path, claude_config: &Path) {
+    let seed = config_dir.join(CLAUDE_SEED_DIR);
+    for name in CLAUDE_SEED_FILES {
+        let _ = copy_seed(&seed.join(name), &claude_config.join(name));
+    }
+}
+
+fn copy_seed(from: &Path, to: &Path) -> io::Result<()> {
+    let src = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(from)?;
+    let meta = src.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_SEED_BYTES {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    let mut dst = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(to)?;
+    io::copy(&mut io::Read::take(src, MAX_SEED_BYTES), &mut dst)?;
+    Ok(())
+}
+
 /// Seconds since the Unix epoch.
 pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()

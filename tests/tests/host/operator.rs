@@ -818,3 +818,38 @@ fn logs_print_times_filter_and_follow() {
     assert_eq!(first["session_id"], "f1");
     assert_eq!(first["status"], 201);
 }
+
+/// The operator's `claude-seed/settings.json` and `CLAUDE.md` are copied (not linked) into the
+/// relay-owned Claude config folder on its first run, and never over a file already there; a
+/// seed that is a link is not followed.
+#[test]
+fn the_claude_config_folder_is_seeded_once() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let seed = fx.cfg.join("claude-seed");
+    fs::create_dir(&seed).unwrap();
+    fs::write(seed.join("settings.json"), "{\"theme\": \"dark\"}\n").unwrap();
+    std::os::unix::fs::symlink(&fx.token_path, seed.join("CLAUDE.md")).unwrap();
+    let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.proj});
+    assert_eq!(fx.launch(&req("s1")).code, 0);
+    let claude = fx.state.join("claude");
+    let copied = claude.join("settings.json");
+    let meta = fs::symlink_metadata(&copied).unwrap();
+    assert!(meta.is_file(), "a copy, not a link");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::read_to_string(&copied).unwrap(),
+        "{\"theme\": \"dark\"}\n"
+    );
+    assert!(
+        !claude.join("CLAUDE.md").exists(),
+        "a linked seed was followed"
+    );
+    // The session's own changes stay: the seed is not copied again.
+    fs::write(&copied, "{\"theme\": \"light\"}\n").unwrap();
+    assert_eq!(fx.launch(&req("s2")).code, 0);
+    assert_eq!(
+        fs::read_to_string(&copied).unwrap(),
+        "{\"theme\": \"light\"}\n"
+    );
+}
