@@ -151,11 +151,21 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
             0
         }
         Err(e) => {
-            print_error(&e.to_string());
+            use token_file::ImportError as E;
             match e {
-                token_file::ImportError::Io { .. } => EXIT_INTERNAL,
-                token_file::ImportError::Settings(_) => EXIT_CONFIG,
-                _ => EXIT_USAGE,
+                // Fixed words and counts: nothing of the input.
+                E::NoToken { .. } | E::Several(_) | E::TooLarge => {
+                    super::human::print_error_as_is(&e.to_string());
+                    EXIT_USAGE
+                }
+                E::Io { .. } => {
+                    print_error(&e.to_string());
+                    EXIT_INTERNAL
+                }
+                E::Settings(_) => {
+                    print_error(&e.to_string());
+                    EXIT_CONFIG
+                }
             }
         }
     }

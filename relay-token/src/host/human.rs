@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
+use crate::redact::Redactor;
+
 static FORCE_JSON: AtomicBool = AtomicBool::new(false);
 
 /// Makes every refusal print JSON, also on a terminal (`--json`).
@@ -134,29 +136,41 @@ pub fn refusal_text(code: &str, message: &str) -> String {
     text
 }
 
-/// Prints a refused launch's answer to stderr: as a sentence and a hint for a person, else as
-/// the JSON line the event log holds. `message` must already be redacted.
+/// Prints a refused launch's answer to stderr, through `redactor`: as a sentence and a hint for
+/// a person, else as the JSON line the event log holds.
 ///
 /// ```
 /// let answer = serde_json::json!({"event": "launch", "status": 400, "error": "invalid_spec", "message": "m"});
-/// relay_token::host::human::print_refusal(&answer);
+/// relay_token::host::human::print_refusal(&answer, &Default::default());
 /// ```
-pub fn print_refusal(answer: &Value) {
-    if for_person() {
+pub fn print_refusal(answer: &Value, redactor: &Redactor) {
+    let text = if for_person() {
         let s = |k: &str| answer[k].as_str().unwrap_or_default().to_string();
-        eprintln!("{}", refusal_text(&s("error"), &s("message")));
+        refusal_text(&s("error"), &s("message"))
     } else {
-        eprintln!("{answer}");
-    }
+        answer.to_string()
+    };
+    eprintln!("{}", redactor.redact(&text));
 }
 
 /// Prints an error that is not a launch's answer (a command that failed): `relay-host: MESSAGE`
-/// and the hint line for a person; `{"error": MESSAGE, "hint": ...}` otherwise.
+/// and the hint line for a person; `{"error": MESSAGE, "hint": ...}` otherwise. The message
+/// passes the `sk-ant-...`/`Bearer ...` redaction first (a token pasted as a setting's value).
 ///
 /// ```
 /// relay_token::host::human::print_error("state folder /s: permission denied");
 /// ```
 pub fn print_error(message: &str) {
+    print_error_as_is(&Redactor::default().redact(message));
+}
+
+/// [`print_error`] without the redaction, for a message built from fixed words and counts only
+/// (one that names the `sk-ant-oat01-` prefix, which the redaction would hide).
+///
+/// ```
+/// relay_token::host::human::print_error_as_is("the input holds no sk-ant-oat01- token");
+/// ```
+pub fn print_error_as_is(message: &str) {
     let h = hint(message);
     if for_person() {
         match h {

@@ -180,7 +180,7 @@ fn refuse(state: &State, facts: &Facts<'_>, e: &LaunchError) {
     let _ = state.event(&answer);
     let _ = state.audit(audit_row(facts, "error", e.message()));
     state.log(&format!("launch refused: {e}"));
-    super::human::print_refusal(&answer);
+    super::human::print_refusal(&answer, state.redactor());
 }
 
 fn audit_row(facts: &Facts<'_>, outcome: &str, message: &str) -> Value {

@@ -853,3 +853,33 @@ fn the_claude_config_folder_is_seeded_once() {
         "{\"theme\": \"light\"}\n"
     );
 }
+
+/// A token pasted as `claude_token_file`'s value is printed by no command's error.
+#[test]
+fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
+    let fx = Fx::new();
+    let pasted = oat_token();
+    fx.settings(json!({"claude_token_file": pasted}));
+    let other = oat_token();
+    let outs = [
+        fx.host(&["token", "check"]),
+        fx.host(&["token", "check", "--json"]),
+        import(&fx, other.as_bytes(), &[]),
+    ];
+    for out in outs {
+        assert_eq!(out.code, 78, "{}", out.stderr);
+        assert!(out.stderr.contains("claude_token_file"), "{}", out.stderr);
+        assert_quiet(&out, &pasted);
+        assert_quiet(&out, &other);
+    }
+    // A token-shaped session id in a refused request, on a terminal and not.
+    let req = fx.request_file(&json!({"kind": "claude", "session_id": pasted}));
+    let out = fx.host(&["launch", req.to_str().unwrap()]);
+    assert_eq!(out.code, 64, "{}", out.stderr);
+    assert_quiet(&out, &pasted);
+    let mut cmd = fx.host_cmd();
+    cmd.arg("launch").arg(&req);
+    let (code, shown) = on_a_terminal(cmd);
+    assert_eq!(code, 64, "{shown}");
+    assert_no_token("the terminal", shown.as_bytes(), &pasted);
+}
