@@ -146,14 +146,12 @@ pub fn print(host: &Host, json: bool) -> i32 {
         println!("settings error:    {}", s(&r["settings_error"]));
     }
     let stored = s(&r["claude_token_file"]);
-    println!(
-        "claude_token_file: {}",
-        if stored.is_empty() {
-            "(not set)".into()
-        } else {
-            stored
-        }
-    );
+    if stored.is_empty() {
+        println!("claude_token_file: (not set: Claude sessions get no token)");
+        println!("  hint: {}", super::human::MAKE_TOKEN);
+    } else {
+        println!("claude_token_file: {stored}");
+    }
     let t = &r["token"];
     if t["configured"] == json!(true) {
         if t["path"].is_null() {
