@@ -1,6 +1,7 @@
 //! The setting's value to a path: [`claude_token_path`].
 //!
-//! `""` means no token; `~/...` is expanded against the home folder; an absolute path is
+//! `""` means no token; `~/...` is expanded against the home folder; `$CREDENTIALS_DIRECTORY/NAME`
+//! against that variable only (systemd's credentials folder of a service); an absolute path is
 //! lexically cleaned; anything else is an error that names the key and the value.
 
 use std::ffi::OsString;
@@ -44,6 +45,11 @@ pub enum TokenPathReason {
     NulByte,
     /// `~/...` was given but no home folder is known (`$HOME` unset or not absolute).
     NoHome,
+    /// `$CREDENTIALS_DIRECTORY/NAME` was given but the variable is unset or not absolute (the
+    /// process is not a systemd service with `LoadCredential=`).
+    NoCredentialsDirectory,
+    /// `$CREDENTIALS_DIRECTORY/NAME` with a NAME that is not one plain file name.
+    CredentialName,
 }
 
 impl fmt::Display for TokenPathReason {
@@ -55,6 +61,13 @@ impl fmt::Display for TokenPathReason {
             }
             TokenPathReason::NulByte => "holds a NUL byte",
             TokenPathReason::NoHome => "starts with ~/ but HOME is not set to an absolute path",
+            TokenPathReason::NoCredentialsDirectory => {
+                "names $CREDENTIALS_DIRECTORY, which is not set to an absolute path (set by \
+                 systemd for a service with LoadCredential=)"
+            }
+            TokenPathReason::CredentialName => {
+                "$CREDENTIALS_DIRECTORY/NAME takes one plain file name"
+            }
         })
     }
 }
@@ -109,6 +122,15 @@ pub fn claude_token_path_in(
     if value.contains('\0') {
         return fail(TokenPathReason::NulByte);
     }
+    if let Some(name) = value.strip_prefix(CREDENTIALS_PREFIX) {
+        let dir = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+        return credential_path(name, dir.as_deref())
+            .map(Some)
+            .map_err(|reason| TokenPathError {
+                value: value.to_string(),
+                reason,
+            });
+    }
     if let Some(rest) = value.strip_prefix("~/") {
         let Some(home) = home.filter(|h| h.is_absolute()) else {
             return fail(TokenPathReason::NoHome);
@@ -122,6 +144,30 @@ pub fn claude_token_path_in(
         return fail(TokenPathReason::NotAbsolute);
     }
     Ok(Some(clean(Path::new(value))))
+}
+
+/// The prefix of a `claude_token_file` value in systemd's credentials folder.
+pub const CREDENTIALS_PREFIX: &str = "$CREDENTIALS_DIRECTORY/";
+
+/// `NAME` in the credentials folder `dir` (`$CREDENTIALS_DIRECTORY`): NAME must be one plain
+/// file name, `dir` absolute.
+///
+/// ```
+/// use std::path::Path;
+/// use relay_token::path::credential_path;
+/// let dir = Some(Path::new("/run/credentials/relay.service"));
+/// assert_eq!(credential_path("claude-token", dir).unwrap(), Path::new("/run/credentials/relay.service/claude-token"));
+/// assert!(credential_path("../x", dir).is_err());
+/// assert!(credential_path("claude-token", None).is_err());
+/// ```
+pub fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, TokenPathReason> {
+    let Some(dir) = dir.filter(|d| d.is_absolute()) else {
+        return Err(TokenPathReason::NoCredentialsDirectory);
+    };
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(TokenPathReason::CredentialName);
+    }
+    Ok(clean(&dir.join(name)))
 }
 
 /// Lexically cleans an absolute path: drops `.` and empty parts, resolves `..` against what
@@ -204,6 +250,15 @@ mod tests {
         assert_eq!(
             claude_token_path_in("~/x", None).unwrap_err().reason,
             TokenPathReason::NoHome
+        );
+        // Only $CREDENTIALS_DIRECTORY is expanded, and only as the first part.
+        err(
+            "$HOME/x",
+            r#"claude_token_file "$HOME/x": must be absolute or start with ~/"#,
+        );
+        assert_eq!(
+            credential_path("a/b", Some(Path::new("/run/c"))),
+            Err(TokenPathReason::CredentialName)
         );
     }
 }

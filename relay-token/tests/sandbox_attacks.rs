@@ -621,10 +621,6 @@ fn bad_grants_are_refused() {
             r#"grant "src/app": must be absolute, or start with ~/ or {project}"#,
         ),
         (
-            "~",
-            r#"grant "~": must be absolute, or start with ~/ or {project}"#,
-        ),
-        (
             "~op/x",
             r#"grant "~op/x": ~user/ is not supported: must be absolute, or start with ~/ or {project}"#,
         ),
@@ -641,6 +637,8 @@ fn bad_grants_are_refused() {
         assert_eq!(err.to_string(), msg);
         assert_eq!(err.code(), "sandbox_unavailable");
     }
+    // `~` alone is the home folder (the built-in `shell` template's grant, as written).
+    assert_eq!(expand_grant("~", home, None).unwrap(), home);
 
     // At resolve time: a grant that is a link to `/`, a relative one, a real path with a
     // control character.

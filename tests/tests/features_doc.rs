@@ -144,7 +144,14 @@ fn readme_matches_the_binaries() {
     let readme = read("README.md");
     // The CLI sections are the binaries' own help texts.
     let host_help = block_after(&readme, "## `relay-host`", "text");
-    assert_eq!(host_help.trim_end(), relay_token::host::cli::USAGE);
+    let out = std::process::Command::new(relay_tests::relay_host())
+        .arg("--help")
+        .output()
+        .expect("run relay-host --help");
+    assert_eq!(
+        host_help.trim_end(),
+        String::from_utf8_lossy(&out.stdout).trim_end()
+    );
     let shim_help = block_after(&readme, "## `relay-shim`", "text");
     assert_eq!(shim_help.trim_end(), relay_token::shim::USAGE);
 

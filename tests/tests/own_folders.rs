@@ -38,7 +38,7 @@ fn home(token_setting: &str) -> Home {
 fn shell(h: &Home, script: &str) -> (i32, String) {
     let script = format!("{script}\nrc=$?; echo relay-session-ran; exit $rc");
     let out = Command::new(relay_tests::relay_host())
-        .args(["run", "--template", "shell", "--project"])
+        .args(["run", "--keep", "--template", "shell", "--project"])
         .arg(&h.home)
         .args(["--", "-c", &script])
         .env("HOME", &h.home)

@@ -1,321 +1,240 @@
-//! `relay-host`'s command line.
+//! `relay-host`'s commands, one function each: the binary parses the command line and calls
+//! these with what it parsed. Each returns the process's exit code.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::launch::{launch, Stdin};
-use super::request::{Kind, Request, CLAUDE_TEMPLATE};
-use super::state::{State, AUDIT_FILE, EVENTS_FILE};
+use serde_json::json;
+
+use super::human::print_error;
+use super::launch::{launch, refuse_early, LaunchError, Stdin};
+use super::logs::Query;
+use super::request::{Kind, Request};
+use super::token_file;
 use super::Host;
 
-/// The usage text.
-pub const USAGE: &str = "\
-usage: relay-host [--config-dir DIR] [--state-dir DIR] COMMAND
-commands:
-  launch REQUEST|-         launch one session from a JSON request (a file, or - for stdin)
-  run [--template ID] [--project DIR] [--no-sandbox] [-- ARGS...]
-                           launch a session in this terminal (default template claude-code)
-  status [--json]          folders, settings, the token file's health, bwrap and relay-shim
-  audit [--json]           print the audit log
-  events [--json]          print the event log
-  demo [--json]            show the main job on a throwaway config
-exit codes: the session's own; 64 invalid_spec or usage, 71 spawn_failed, 78 sandbox_unavailable,
-            70 internal error (demo: 1 when a check failed)";
+/// Exit code of a usage error or an `invalid_spec` refusal.
+pub const EXIT_USAGE: i32 = 64;
+/// Exit code of an internal error (no home folder, an unusable state folder).
+pub const EXIT_INTERNAL: i32 = 70;
+/// Exit code of an unusable configuration (settings, token file, sandbox, shim).
+pub const EXIT_CONFIG: i32 = 78;
 
-/// A parsed command line.
-///
-/// ```
-/// use relay_token::host::cli::{parse, Command};
-/// let (_, _, cmd) = parse(vec!["status".into(), "--json".into()]).unwrap();
-/// assert_eq!(cmd, Command::Status { json: true });
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// `launch REQUEST|-`.
-    Launch {
-        /// The request file, or `-`.
-        request: PathBuf,
-    },
-    /// `run ...`.
-    Run {
-        /// The template id.
-        template: String,
-        /// The project folder.
-        project: Option<PathBuf>,
-        /// `--no-sandbox`.
-        no_sandbox: bool,
-        /// Arguments after `--`.
-        args: Vec<String>,
-    },
-    /// `status`.
-    Status {
-        /// `--json`.
-        json: bool,
-    },
-    /// `audit`.
-    Audit {
-        /// `--json`.
-        json: bool,
-    },
-    /// `events`.
-    Events {
-        /// `--json`.
-        json: bool,
-    },
-    /// `demo`.
-    Demo {
-        /// `--json`.
-        json: bool,
-    },
-    /// `help`, `--help`, `-h`.
-    Help,
-    /// A hidden mode: act as `relay-shim` (lets `demo` work from `cargo run -p relay-host`
-    /// alone, where no `relay-shim` was built).
-    Shim(Vec<OsString>),
-    /// A hidden mode: the demo's probe, run inside the sandbox.
-    Probe(Vec<OsString>),
-}
-
-/// Parses the arguments (without the program name): global folders, then the command.
-///
-/// ```
-/// use relay_token::host::cli::parse;
-/// assert!(parse(vec!["bogus".into()]).is_err());
-/// ```
-pub fn parse(args: Vec<OsString>) -> Result<(Option<PathBuf>, Option<PathBuf>, Command), String> {
-    let mut config = None;
-    let mut state = None;
-    let mut it = args.into_iter();
-    let mut rest: Vec<OsString> = Vec::new();
-    let mut command: Option<String> = None;
-    while let Some(a) = it.next() {
-        let s = a.to_string_lossy().into_owned();
-        match s.as_str() {
-            "--config-dir" | "--state-dir" => {
-                let v = it.next().ok_or_else(|| format!("{s} needs a folder"))?;
-                if s == "--config-dir" {
-                    config = Some(PathBuf::from(v));
-                } else {
-                    state = Some(PathBuf::from(v));
-                }
-            }
-            _ if command.is_none() => {
-                if s == "__shim" || s == "__probe" {
-                    let hidden: Vec<OsString> = it.collect();
-                    let cmd = if s == "__shim" {
-                        Command::Shim(hidden)
-                    } else {
-                        Command::Probe(hidden)
-                    };
-                    return Ok((config, state, cmd));
-                }
-                command = Some(s);
-            }
-            "--" => {
-                rest.push(a);
-                rest.extend(it.by_ref());
-            }
-            _ => rest.push(a),
-        }
-    }
-    let Some(command) = command else {
-        return Err("no command given".into());
-    };
-    let flag_json = |rest: &[OsString], name: &str| -> Result<bool, String> {
-        match rest {
-            [] => Ok(false),
-            [f] if f == "--json" => Ok(true),
-            _ => Err(format!("{name} takes only --json")),
-        }
-    };
-    let cmd = match command.as_str() {
-        "launch" => match rest.as_slice() {
-            [r] => Command::Launch {
-                request: PathBuf::from(r),
-            },
-            _ => return Err("launch takes one REQUEST (a file, or - for stdin)".into()),
-        },
-        "run" => {
-            let mut template = CLAUDE_TEMPLATE.to_string();
-            let mut project = None;
-            let mut no_sandbox = false;
-            let mut args = Vec::new();
-            let mut r = rest.into_iter();
-            while let Some(a) = r.next() {
-                match a.to_str() {
-                    Some("--template") => {
-                        template = r
-                            .next()
-                            .and_then(|v| v.into_string().ok())
-                            .ok_or("--template needs an id")?
-                    }
-                    Some("--project") => {
-                        project = Some(PathBuf::from(r.next().ok_or("--project needs a folder")?))
-                    }
-                    Some("--no-sandbox") => no_sandbox = true,
-                    Some("--") => {
-                        for x in r.by_ref() {
-                            args.push(x.into_string().map_err(|_| "arguments must be UTF-8")?);
-                        }
-                    }
-                    _ => {
-                        return Err(format!(
-                            "run: unexpected {:?} (put the session's arguments after --)",
-                            a
-                        ))
-                    }
-                }
-            }
-            Command::Run {
-                template,
-                project,
-                no_sandbox,
-                args,
-            }
-        }
-        "status" => Command::Status {
-            json: flag_json(&rest, "status")?,
-        },
-        "audit" => Command::Audit {
-            json: flag_json(&rest, "audit")?,
-        },
-        "events" => Command::Events {
-            json: flag_json(&rest, "events")?,
-        },
-        "demo" => Command::Demo {
-            json: flag_json(&rest, "demo")?,
-        },
-        "help" | "--help" | "-h" => Command::Help,
-        other => return Err(format!("unknown command {other:?}")),
-    };
-    Ok((config, state, cmd))
-}
-
-/// Runs a command line; returns the exit code.
+/// `relay-host launch REQUEST|-`: one session from a JSON request file (`-`: stdin, and the
+/// session's stdin is then `/dev/null`).
 ///
 /// ```no_run
-/// let code = relay_token::host::cli::run(vec!["status".into()]);
+/// let host = relay_token::host::Host::locate(None, None)?;
+/// std::process::exit(relay_token::host::cli::launch_file(&host, "req.json".as_ref()));
+/// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn run(args: Vec<OsString>) -> i32 {
-    let (config, state, cmd) = match parse(args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("relay-host: {e}\n{USAGE}");
-            return 64;
-        }
-    };
-    match cmd {
-        Command::Help => {
-            println!("{USAGE}");
-            return 0;
-        }
-        Command::Shim(args) => {
-            // SAFETY: reached straight from the entry point, before anything else opens or uses
-            // a descriptor: this process owns the fd 5 and status fd it inherited.
-            return unsafe { crate::shim::run_cli(args) };
-        }
-        Command::Probe(args) => return super::demo::probe(args),
-        _ => {}
-    }
-    let host = match Host::locate(config, state) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("relay-host: {e}");
-            return 70;
-        }
-    };
-    match cmd {
-        Command::Launch { request } => {
-            let (text, stdin) = if request.as_os_str() == "-" {
-                (super::request::read_request(std::io::stdin()), Stdin::Null)
-            } else {
-                match std::fs::File::open(&request) {
-                    Ok(f) => (super::request::read_request(f), Stdin::Inherit),
-                    Err(e) => {
-                        eprintln!("relay-host: read the request {}: {e}", request.display());
-                        return 64;
-                    }
-                }
-            };
-            match text.and_then(|t| Request::from_json(&t)) {
-                Ok(r) => launch(&host, r, stdin),
-                Err(e) => super::launch::refuse_early(
-                    &host,
-                    &super::launch::LaunchError::InvalidSpec(e.to_string()),
-                ),
+pub fn launch_file(host: &Host, request: &Path) -> i32 {
+    let (text, stdin) = if request.as_os_str() == "-" {
+        (super::request::read_request(std::io::stdin()), Stdin::Null)
+    } else {
+        match std::fs::File::open(request) {
+            Ok(f) => (super::request::read_request(f), Stdin::Inherit),
+            Err(e) => {
+                print_error(&format!("read the request {}: {e}", request.display()));
+                return EXIT_USAGE;
             }
         }
-        Command::Run {
-            template,
-            project,
-            no_sandbox,
-            args,
-        } => {
-            let project = match project {
-                Some(p) => Some(p),
-                None => std::env::current_dir().ok(),
-            };
-            let project = project.map(|p| {
-                if p.is_absolute() {
-                    p
-                } else {
-                    std::env::current_dir().map(|c| c.join(&p)).unwrap_or(p)
-                }
-            });
-            let request = Request {
-                kind: Kind::Terminal,
-                template: Some(template),
-                session_id: None,
-                resume: None,
-                project: project.map(|p| crate::path::clean(&p)),
-                extra_args: args,
-                env: Default::default(),
-                sandbox: !no_sandbox,
-                host: None,
-            };
-            launch(&host, request, Stdin::Inherit)
-        }
-        Command::Status { json } => super::status::print(&host, json),
-        Command::Audit { json } => print_log(&host, AUDIT_FILE, json),
-        Command::Events { json } => print_log(&host, EVENTS_FILE, json),
-        Command::Demo { json } => super::demo::run(json),
-        Command::Help | Command::Shim(_) | Command::Probe(_) => unreachable!("handled above"),
+    };
+    match text.and_then(|t| Request::from_json(&t)) {
+        Ok(r) => launch(host, r, stdin),
+        Err(e) => refuse_early(host, &LaunchError::InvalidSpec(e.to_string())),
     }
 }
 
-fn print_log(host: &Host, name: &str, json: bool) -> i32 {
-    let state = match State::open(&host.state_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("relay-host: state folder {}: {e}", host.state_dir.display());
-            return 70;
-        }
+/// What `relay-host run` was given.
+///
+/// ```
+/// let args = relay_token::host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// assert_eq!(args.template, "shell");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    /// The template id.
+    pub template: String,
+    /// The project folder (default: the current folder).
+    pub project: Option<PathBuf>,
+    /// `--no-sandbox`.
+    pub no_sandbox: bool,
+    /// `--keep`: keep the session folder after the session for a later resume.
+    pub keep: bool,
+    /// The session's arguments (after `--`).
+    pub args: Vec<String>,
+}
+
+/// `relay-host run`: a terminal launch built from flags, in the caller's terminal.
+///
+/// ```no_run
+/// use relay_token::host::{Host, cli::{run, RunArgs}};
+/// let host = Host::locate(None, None)?;
+/// let args = RunArgs { template: "claude-code".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// std::process::exit(run(&host, args));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn run(host: &Host, args: RunArgs) -> i32 {
+    let cwd = std::env::current_dir().ok();
+    let project = match (args.project, &cwd) {
+        (Some(p), Some(c)) if !p.is_absolute() => Some(c.join(p)),
+        (Some(p), _) => Some(p),
+        (None, c) => c.clone(),
     };
-    let rows = match state.read_jsonl(name) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!(
-                "relay-host: read {}: {e}",
-                state.path().join(name).display()
-            );
-            return 70;
-        }
+    let request = Request {
+        kind: Kind::Terminal,
+        template: Some(args.template),
+        session_id: None,
+        resume: None,
+        project: project.map(|p| crate::path::clean(&p)),
+        extra_args: args.args,
+        env: Default::default(),
+        sandbox: !args.no_sandbox,
+        host: None,
+        keep: args.keep,
     };
-    for row in rows {
-        if json {
-            println!("{row}");
-        } else if let serde_json::Value::Object(m) = &row {
-            let line: Vec<String> = m
-                .iter()
-                .map(|(k, v)| match v {
-                    serde_json::Value::String(s) => format!("{k}={s}"),
-                    other => format!("{k}={other}"),
-                })
-                .collect();
-            println!("{}", line.join(" "));
-        } else {
-            println!("{row}");
+    launch(host, request, Stdin::Inherit)
+}
+
+/// `relay-host audit` / `relay-host events`: the log `name` of the state folder.
+///
+/// ```no_run
+/// let host = relay_token::host::Host::locate(None, None)?;
+/// relay_token::host::cli::print_log(&host, "audit.jsonl", false, &Default::default());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
+    match super::logs::print(&host.state_dir, name, json, query) {
+        Ok(()) => 0,
+        Err(e) => {
+            print_error(&format!(
+                "read {}: {e}",
+                host.state_dir.join(name).display()
+            ));
+            EXIT_INTERNAL
         }
     }
-    0
+}
+
+/// `relay-host token import [--file PATH]`: reads stdin (echo off on a terminal), picks the one
+/// token, stores it, sets `claude_token_file` when empty. Prints what it did, never the token.
+///
+/// ```no_run
+/// let host = relay_token::host::Host::locate(None, None)?;
+/// std::process::exit(relay_token::host::cli::token_import(&host, None, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
+    let done = token_file::read_stdin_secret()
+        .and_then(|input| token_file::pick_token(&input))
+        .and_then(|token| token_file::import(host, &token, file));
+    match done {
+        Ok(d) => {
+            if json {
+                println!(
+                    "{}",
+                    json!({"path": d.path, "replaced": d.replaced, "settings_updated": d.settings_updated})
+                );
+            } else {
+                let verb = if d.replaced { "replaced" } else { "stored" };
+                println!("token {verb}: {} (mode 0600)", d.path.display());
+                if let Some(s) = d.settings_updated {
+                    println!("claude_token_file set in {}", s.display());
+                }
+            }
+            0
+        }
+        Err(e) => {
+            use token_file::ImportError as E;
+            match e {
+                // Fixed words and counts: nothing of the input.
+                E::NoToken { .. } | E::Several(_) | E::TooLarge => {
+                    super::human::print_error_as_is(&e.to_string());
+                    EXIT_USAGE
+                }
+                E::Io { .. } => {
+                    print_error(&e.to_string());
+                    EXIT_INTERNAL
+                }
+                E::Settings(_) => {
+                    print_error(&e.to_string());
+                    EXIT_CONFIG
+                }
+            }
+        }
+    }
+}
+
+/// `relay-host token check`: the token file's health; exit 0 when it reads as a token, 78 when
+/// not (or when `claude_token_file` is not set).
+///
+/// ```no_run
+/// let host = relay_token::host::Host::locate(None, None)?;
+/// std::process::exit(relay_token::host::cli::token_check(&host, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn token_check(host: &Host, json: bool) -> i32 {
+    let path = match token_file::configured_path(host) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let msg = format!("claude_token_file is not set; {}", super::human::MAKE_TOKEN);
+            if json {
+                println!(
+                    "{}",
+                    json!({"configured": false, "ok": false, "error": msg})
+                );
+            } else {
+                print_error(&msg);
+            }
+            return EXIT_CONFIG;
+        }
+        Err(e) => {
+            print_error(&e);
+            return EXIT_CONFIG;
+        }
+    };
+    let r = token_file::check(&path);
+    if json {
+        println!("{r}");
+    } else {
+        print!("{}", super::status::token_text(&r));
+    }
+    if r["ok"] == json!(true) {
+        0
+    } else {
+        EXIT_CONFIG
+    }
+}
+
+/// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than
+/// the retention). A missing state folder is left missing.
+///
+/// ```no_run
+/// let host = relay_token::host::Host::locate(None, None)?;
+/// std::process::exit(relay_token::host::cli::gc(&host, 7, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
+    let sessions = host.state_dir.join(super::state::SESSIONS_DIR);
+    let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
+    match super::state::gc_sessions(&sessions, retention) {
+        Ok(r) => {
+            if json {
+                println!(
+                    "{}",
+                    json!({"removed": r.removed, "kept": r.kept, "running": r.running})
+                );
+            } else {
+                println!(
+                    "removed {} session folder(s); kept {} (younger than {keep_days} days), {} running",
+                    r.removed, r.kept, r.running
+                );
+            }
+            0
+        }
+        Err(e) => {
+            print_error(&format!("gc {}: {e}", sessions.display()));
+            EXIT_INTERNAL
+        }
+    }
 }

@@ -226,6 +226,7 @@ fn sandboxed_probe(
         env: BTreeMap::new(),
         sandbox: true,
         host: None,
+        keep: true,
     };
     let code = launch(&host, request, Stdin::Null);
     let path = state

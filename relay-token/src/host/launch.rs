@@ -182,7 +182,7 @@ fn refuse(state: &State, facts: &Facts<'_>, e: &LaunchError) {
     let _ = state.event(&answer);
     let _ = state.audit(audit_row(facts, "error", e.message()));
     state.log(&format!("launch refused: {e}"));
-    eprintln!("{}", state.redactor().redact(&answer.to_string()));
+    super::human::print_refusal(&answer, state.redactor());
 }
 
 fn audit_row(facts: &Facts<'_>, outcome: &str, message: &str) -> Value {
@@ -229,6 +229,7 @@ fn prepare_and_spawn(
         )));
     }
     let (token_path, token) = read_token(host, state, &settings, &v)?;
+    super::human::note_token(v.claude, v.sandboxed, token.is_some());
     if v.sandboxed {
         super::network::check(&v.template.network(), token.is_some(), &settings)?;
     }
@@ -243,6 +244,10 @@ fn prepare_and_spawn(
         token.is_some(),
     );
     let mut folder = SessionFolder::create(state.path(), &session_dir, &claude_config)?;
+    if v.request.keep {
+        let _ = state.mark_kept(&v.session_id);
+    }
+    super::state::seed_claude_config(&host.config_dir, &claude_config);
     let argv = session_argv(
         host,
         state,
@@ -631,6 +636,10 @@ fn shim_command(
         env.set("TMPDIR", session_tmp);
     }
     let mut cmd = Command::new(shim);
+    if shim.file_name().is_some_and(|n| n != "relay-shim") {
+        // This relay-host itself: started under the name relay-shim, it acts as the shim.
+        std::os::unix::process::CommandExt::arg0(&mut cmd, "relay-shim");
+    }
     tie_to_host(&mut cmd, v.sandboxed);
     if carries_token {
         cmd.arg("--pass-token");
@@ -847,6 +856,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     }
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
+    state.end_session(&session.id);
     code
 }
 

@@ -1,9 +1,8 @@
 //! The logic of `relay-host`: settings, templates, launches, status and the logs.
 //!
-//! The binary parses nothing itself: it hands its arguments to [`main`] and exits with the code
-//! it returns.
+//! The binary parses its command line and calls the functions of [`cli`] (one per command); the
+//! logic stays here.
 
-use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -13,15 +12,19 @@ use crate::settings::{Settings, SettingsError};
 pub mod bridge;
 pub mod cli;
 mod confine;
-mod demo;
+pub mod demo;
+pub mod human;
 pub mod launch;
+pub mod logs;
 pub mod network;
 pub mod project;
 pub mod reach;
 pub mod request;
 mod signals;
-mod state;
-mod status;
+pub mod state;
+pub mod status;
+pub mod token_file;
+pub mod tty;
 
 /// Where the host keeps its settings and its state.
 ///
@@ -83,8 +86,10 @@ impl Host {
         })
     }
 
-    /// The folders from the flags, else `$RELAY_CONFIG_DIR` / `$RELAY_STATE_DIR`, else
-    /// `~/.config/relay` and `~/.local/state/relay`.
+    /// The folders from the flags (a relative one taken from the current folder), else
+    /// `$RELAY_CONFIG_DIR` / `$RELAY_STATE_DIR` (which must be absolute), else
+    /// `$XDG_CONFIG_HOME/relay` / `$XDG_STATE_HOME/relay` (when absolute), else
+    /// `~/.config/relay` and `~/.local/state/relay`. Nothing is created.
     ///
     /// ```
     /// let host = relay_token::host::Host::locate(Some("/c".into()), None)?;
@@ -98,17 +103,21 @@ impl Host {
         let home = home_dir().ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::NotFound, "no home folder: set HOME")
         })?;
-        let pick = |flag: Option<PathBuf>, var: &str, default: &str| {
-            flag.or_else(|| {
-                std::env::var_os(var)
-                    .filter(|v| !v.is_empty())
-                    .map(PathBuf::from)
-            })
-            .unwrap_or_else(|| home.join(default))
-        };
         Ok(Host {
-            config_dir: pick(config_dir, "RELAY_CONFIG_DIR", ".config/relay"),
-            state_dir: pick(state_dir, "RELAY_STATE_DIR", ".local/state/relay"),
+            config_dir: pick_dir(
+                config_dir,
+                "RELAY_CONFIG_DIR",
+                "XDG_CONFIG_HOME",
+                &home,
+                ".config",
+            )?,
+            state_dir: pick_dir(
+                state_dir,
+                "RELAY_STATE_DIR",
+                "XDG_STATE_HOME",
+                &home,
+                ".local/state",
+            )?,
             home,
         })
     }
@@ -135,8 +144,10 @@ impl Host {
         Ok(settings)
     }
 
-    /// Finds `relay-shim`: beside this executable, else on `PATH`, else the `shim` setting.
-    /// The error says where it looked.
+    /// Finds `relay-shim`: beside this executable, else on `PATH`, else the `shim` setting, else
+    /// this executable itself when it is `relay-host` (started under the name `relay-shim`, it
+    /// acts as the shim: a lone `cargo install --path relay-host` runs sessions). The error says
+    /// where it looked.
     ///
     /// ```no_run
     /// let host = relay_token::host::Host::from_dirs("/c".into(), "/s".into())?;
@@ -163,6 +174,12 @@ impl Host {
             Some(p) if crate::which::is_executable(p) => return Ok(p.clone()),
             Some(p) => looked.push(format!("{} (the shim setting)", p.display())),
             None => looked.push("the shim setting (not set)".into()),
+        }
+        if let Some(me) = std::env::current_exe()
+            .ok()
+            .filter(|e| e.file_name().is_some_and(|n| n == "relay-host"))
+        {
+            return Ok(me);
         }
         Err(format!(
             "relay-shim not found: looked at {}",
@@ -214,32 +231,41 @@ pub fn harden_process() -> std::io::Result<()> {
     Ok(())
 }
 
-/// `relay-host`'s entry point: takes the whole argv (program name first), runs the command,
-/// returns the exit code. Called under the name `relay-shim` (a link to it), it acts as the
-/// shim, so the demo runs from a lone `relay-host` build.
-///
-/// ```no_run
-/// let code = relay_token::host::main(std::env::args_os().collect());
-/// std::process::exit(code);
-/// ```
-pub fn main(mut argv: Vec<OsString>) -> i32 {
-    let args = if argv.is_empty() {
-        Vec::new()
-    } else {
-        argv.split_off(1)
+/// A folder from its flag, else its relay variable (absolute only), else `$XDG_*/relay` (when
+/// absolute, as the XDG spec asks), else `~/DEFAULT/relay`.
+fn pick_dir(
+    flag: Option<PathBuf>,
+    var: &str,
+    xdg: &str,
+    home: &Path,
+    default: &str,
+) -> std::io::Result<PathBuf> {
+    if let Some(f) = flag {
+        return Ok(if f.is_absolute() {
+            f
+        } else {
+            std::env::current_dir()?.join(f)
+        });
+    }
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
     };
-    let called = argv.first().map(Path::new).and_then(Path::file_name);
-    if called.is_some_and(|n| n == "relay-shim") {
-        // SAFETY: called once, from the process's entry point, before anything else runs: this
-        // process owns the fd 5 and status fd it inherited, and nothing else in it uses them.
-        return unsafe { crate::shim::run_cli(args) };
+    if let Some(v) = env(var) {
+        if !v.is_absolute() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{var} {:?} is relative: set it to an absolute path",
+                    v.display().to_string()
+                ),
+            ));
+        }
+        return Ok(v);
     }
-    if called.is_some_and(|n| n == crate::net::FORWARDER_NAME) {
-        return crate::net::forward::run(args);
-    }
-    if let Err(e) = harden_process() {
-        eprintln!("relay-host: cannot harden the process (prctl/setrlimit): {e}");
-        return 70;
-    }
-    cli::run(args)
+    Ok(env(xdg)
+        .filter(|x| x.is_absolute())
+        .unwrap_or_else(|| home.join(default))
+        .join("relay"))
 }

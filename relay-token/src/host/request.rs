@@ -88,6 +88,10 @@ pub struct Request {
     /// Run on another machine over ssh (never gets the token).
     #[serde(default)]
     pub host: Option<String>,
+    /// Keep the session folder after the session ends, for a later `resume` (`gc` removes it
+    /// once older than the retention); by default it is removed when the session ends.
+    #[serde(default)]
+    pub keep: bool,
 }
 
 fn yes() -> bool {
@@ -160,6 +164,11 @@ impl Request {
     /// assert!(e.to_string().contains("colour"));
     /// ```
     pub fn from_json(text: &str) -> Result<Request, InvalidSpec> {
+        if text.trim_start().starts_with('[') {
+            return Err(InvalidSpec(
+                "request: must be one JSON object ({\"kind\": ...}), not an array".into(),
+            ));
+        }
         serde_json::from_str(text).map_err(|e| {
             if e.is_syntax() || e.is_eof() {
                 InvalidSpec(format!("request is not valid JSON: {e}"))
@@ -226,6 +235,7 @@ impl Request {
                 return bad(format!("host {h:?}: not a host name"));
             }
         }
+        check_sizes(&self)?;
         for (k, val) in &self.env {
             if k.is_empty() || k.contains('=') || k.contains('\0') || val.contains('\0') {
                 return bad(format!("env {k:?}: not a variable name and value"));
@@ -321,6 +331,28 @@ pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<
             return Err(InvalidSpec(format!(
                 "extra_args {flag:?}: a launch that carries the token may not load settings, \
                  servers, plugins or folders from its request"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The most bytes a request's `env` (names and values) or `extra_args` may hold together: well
+/// below the kernel's limit on an exec's arguments and environment.
+pub const MAX_REQUEST_BYTES: usize = 65536;
+
+/// Refuses `extra_args` with a NUL byte (an exec cannot carry it) and an `env` or `extra_args`
+/// larger than [`MAX_REQUEST_BYTES`], naming the field.
+fn check_sizes(r: &Request) -> Result<(), InvalidSpec> {
+    if let Some(i) = r.extra_args.iter().position(|a| a.contains('\0')) {
+        return Err(InvalidSpec(format!("extra_args[{i}]: holds a NUL byte")));
+    }
+    let env: usize = r.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let args: usize = r.extra_args.iter().map(|a| a.len() + 1).sum();
+    for (field, n) in [("env", env), ("extra_args", args)] {
+        if n > MAX_REQUEST_BYTES {
+            return Err(InvalidSpec(format!(
+                "{field}: {n} bytes, more than the {MAX_REQUEST_BYTES} a request may hold"
             )));
         }
     }

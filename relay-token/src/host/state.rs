@@ -136,6 +136,193 @@ impl State {
     }
 }
 
+/// The mark a session folder holds when its request asked to keep it (`"keep": true`) for a
+/// later `resume`; a kept folder outlives its session until `gc` finds it older than the
+/// retention.
+pub const KEEP_MARK: &str = "keep";
+
+/// How long `gc` keeps a kept session folder after its session ended, by default.
+pub const DEFAULT_RETENTION_DAYS: u64 = 7;
+
+/// What [`State::gc`] did.
+///
+/// ```
+/// let r = relay_token::host::state::GcReport::default();
+/// assert_eq!((r.removed, r.kept, r.running), (0, 0, 0));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Session folders removed.
+    pub removed: usize,
+    /// Kept folders younger than the retention, left in place.
+    pub kept: usize,
+    /// Folders of running sessions, left in place.
+    pub running: usize,
+}
+
+/// True while a session holds its folder's lock.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// assert!(!relay_token::host::state::session_locked(dir.path()));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn session_locked(dir: &Path) -> bool {
+    match File::open(dir.join("lock")) {
+        // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+        Ok(f) => unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                libc::LOCK_SH | libc::LOCK_NB,
+            ) != 0
+        },
+        Err(_) => false,
+    }
+}
+
+impl State {
+    /// Marks the session's folder as kept (the request said `"keep": true`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let state = relay_token::host::state::State::open(dir.path())?;
+    /// # relay_token::host::state::private_dir(&state.session_dir("s1"))?;
+    /// state.mark_kept("s1")?;
+    /// assert!(state.session_dir("s1").join("keep").exists());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn mark_kept(&self, id: &str) -> io::Result<()> {
+        append_private(&self.session_dir(id).join(KEEP_MARK)).map(drop)
+    }
+
+    /// Called when a session ends: removes its folder unless it is kept, in which case the
+    /// mark's time becomes the end of the session (the retention counts from there).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let state = relay_token::host::state::State::open(dir.path())?;
+    /// relay_token::host::state::private_dir(&state.session_dir("s1"))?;
+    /// state.end_session("s1");
+    /// assert!(!state.session_dir("s1").exists());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn end_session(&self, id: &str) {
+        let dir = self.session_dir(id);
+        let mark = dir.join(KEEP_MARK);
+        if mark.exists() {
+            let _ = File::options()
+                .append(true)
+                .open(&mark)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        } else if let Err(e) = fs::remove_dir_all(&dir) {
+            if e.kind() != io::ErrorKind::NotFound {
+                self.log(&format!("session {id}: remove {}: {e}", dir.display()));
+            }
+        }
+    }
+
+    /// Removes the session folders no running session holds: unkept ones (a host killed
+    /// before it could remove them) at once, kept ones once their session ended more than
+    /// `retention` ago.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let state = relay_token::host::state::State::open(dir.path())?;
+    /// relay_token::host::state::private_dir(&state.session_dir("old"))?;
+    /// let report = state.gc(std::time::Duration::from_secs(7 * 86400))?;
+    /// assert_eq!(report.removed, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn gc(&self, retention: std::time::Duration) -> io::Result<GcReport> {
+        gc_sessions(&self.dir.join(SESSIONS_DIR), retention)
+    }
+}
+
+/// [`State::gc`] on a `sessions` folder, which may be missing (then nothing is done or made).
+///
+/// ```
+/// let r = relay_token::host::state::gc_sessions("/nonexistent".as_ref(), Default::default())?;
+/// assert_eq!(r.removed, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Result<GcReport> {
+    let mut report = GcReport::default();
+    let entries = match fs::read_dir(sessions) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries {
+        let dir = entry?.path();
+        if !dir.is_dir() || session_locked(&dir) {
+            report.running += usize::from(dir.is_dir());
+            continue;
+        }
+        let kept_for = fs::metadata(dir.join(KEEP_MARK))
+            .and_then(|m| m.modified())
+            .map(|t| now.duration_since(t).unwrap_or_default());
+        match kept_for {
+            Ok(age) if age <= retention => report.kept += 1,
+            _ => {
+                fs::remove_dir_all(&dir)?;
+                report.removed += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The folder in the config folder whose files seed the relay-owned Claude config folder.
+pub const CLAUDE_SEED_DIR: &str = "claude-seed";
+
+/// The files a seed may hold.
+pub const CLAUDE_SEED_FILES: [&str; 2] = ["settings.json", "CLAUDE.md"];
+
+/// The largest seed file copied.
+const MAX_SEED_BYTES: u64 = 1 << 20;
+
+/// Copies the operator's `settings.json` and `CLAUDE.md` from `config_dir/claude-seed/` into the
+/// relay-owned Claude config folder where it has none yet (a fresh folder, on the first run).
+/// Copied, never linked: each seed file must be a regular file (not followed when a link), and
+/// is written as a new 0600 file that an existing name (a link a session planted included) is
+/// never written through. A file that cannot be copied is left out.
+///
+/// ```
+/// let cfg = tempfile::tempdir()?;
+/// let claude = tempfile::tempdir()?;
+/// std::fs::create_dir(cfg.path().join("claude-seed"))?;
+/// std::fs::write(cfg.path().join("claude-seed/CLAUDE.md"), "Be brief.\n")?;
+/// relay_token::host::state::seed_claude_config(cfg.path(), claude.path());
+/// assert_eq!(std::fs::read_to_string(claude.path().join("CLAUDE.md"))?, "Be brief.\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn seed_claude_config(config_dir: &Path, claude_config: &Path) {
+    let seed = config_dir.join(CLAUDE_SEED_DIR);
+    for name in CLAUDE_SEED_FILES {
+        let _ = copy_seed(&seed.join(name), &claude_config.join(name));
+    }
+}
+
+fn copy_seed(from: &Path, to: &Path) -> io::Result<()> {
+    let src = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(from)?;
+    let meta = src.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_SEED_BYTES {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    let mut dst = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(to)?;
+    io::copy(&mut io::Read::take(src, MAX_SEED_BYTES), &mut dst)?;
+    Ok(())
+}
+
 /// Seconds since the Unix epoch.
 pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()

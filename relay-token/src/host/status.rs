@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use super::{reach, Host};
 use crate::path::claude_token_path_in;
 use crate::redact::Redactor;
+use crate::sandbox;
 use crate::settings::Settings;
-use crate::{read_claude_token, sandbox};
 
 /// The status report as JSON.
 pub fn report(host: &Host) -> Value {
@@ -23,16 +23,11 @@ pub fn report(host: &Host) -> Value {
         match claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
             Err(e) => json!({"configured": true, "ok": false, "error": e.to_string()}),
             Ok(None) => json!({"configured": false}),
-            Ok(Some(p)) => match read_claude_token(&p) {
-                Ok(t) => {
-                    let len = t.len();
-                    drop(t);
-                    json!({"configured": true, "path": p, "ok": true, "bytes": len})
-                }
-                Err(e) => {
-                    json!({"configured": true, "path": p, "ok": false, "error": e.to_string()})
-                }
-            },
+            Ok(Some(p)) => {
+                let mut check = super::token_file::check(&p);
+                check["configured"] = json!(true);
+                check
+            }
         }
     };
     let bwrap = match sandbox::find_bwrap(settings.bwrap.as_deref()) {
@@ -117,14 +112,71 @@ fn redact_strings(v: &mut Value, redactor: &Redactor) {
     }
 }
 
-/// Prints the report (`--json`: one JSON object); returns 0.
+/// True when every part a launch needs is usable: the settings load, the token file (when set)
+/// reads as a token, bwrap works and a shim is found; and no check of what a session could have
+/// armed fails (`problems`).
+///
+/// ```
+/// let r = serde_json::json!({"settings_error": null, "token": {"configured": false}, "bwrap": {"works": true}, "shim": {"path": "/s"}, "problems": []});
+/// assert!(relay_token::host::status::usable(&r));
+/// ```
+pub fn usable(r: &Value) -> bool {
+    r["settings_error"].is_null()
+        && (r["token"]["configured"] != json!(true) || r["token"]["ok"] == json!(true))
+        && r["bwrap"]["works"] == json!(true)
+        && !r["shim"]["path"].is_null()
+        && !r["problems"].as_array().is_some_and(|p| !p.is_empty())
+}
+
+/// The token file's health (from [`super::token_file::check`]) as text lines.
+///
+/// ```
+/// let r = relay_token::host::token_file::check("/nonexistent/token".as_ref());
+/// let text = relay_token::host::status::token_text(&r);
+/// assert!(text.contains("no such file or directory"));
+/// assert!(text.contains("hint: "));
+/// ```
+pub fn token_text(r: &Value) -> String {
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut out = format!("token file:        {}\n", s(&r["path"]));
+    if !r["mode"].is_null() {
+        let links = r["links"].as_u64().unwrap_or(0);
+        out += &format!(
+            "  mode {}, owner {}, {links} link{}, {} bytes, written {} days ago\n",
+            s(&r["mode"]),
+            s(&r["owner"]),
+            if links == 1 { "" } else { "s" },
+            s(&r["size"]),
+            s(&r["age_days"]),
+        );
+    }
+    if r["ok"] == json!(true) {
+        out += "  reads as a token: ok\n";
+    } else {
+        out += &format!("  reads as a token: no: {}\n", s(&r["error"]));
+    }
+    if let Some(h) = r["hint"].as_str() {
+        out += &format!("  hint: {h}\n");
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        out += &format!("  warning: {}\n", s(w));
+    }
+    out
+}
+
+/// Prints the report (`--json`: one JSON object); returns 0 when [`usable`], else 78.
+///
+/// ```no_run
+/// let host = relay_token::host::Host::from_dirs("/c".into(), "/s".into())?;
+/// relay_token::host::status::print(&host, false);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn print(host: &Host, json: bool) -> i32 {
     let r = report(host);
-    // Non-zero when something would refuse a launch: the settings, or a check of what a
-    // session could have armed.
-    let failed =
-        !r["settings_error"].is_null() || r["problems"].as_array().is_some_and(|p| !p.is_empty());
-    let code = if failed { 1 } else { 0 };
+    let code = if usable(&r) { 0 } else { 78 };
     if json {
         println!("{r}");
         return code;
@@ -141,20 +193,18 @@ pub fn print(host: &Host, json: bool) -> i32 {
         println!("settings error:    {}", s(&r["settings_error"]));
     }
     let stored = s(&r["claude_token_file"]);
-    println!(
-        "claude_token_file: {}",
-        if stored.is_empty() {
-            "(not set)".into()
-        } else {
-            stored
-        }
-    );
+    if stored.is_empty() {
+        println!("claude_token_file: (not set: Claude sessions get no token)");
+        println!("  hint: {}", super::human::MAKE_TOKEN);
+    } else {
+        println!("claude_token_file: {stored}");
+    }
     let t = &r["token"];
     if t["configured"] == json!(true) {
-        if t["ok"] == json!(true) {
-            println!("token:             ok ({} bytes)", s(&t["bytes"]));
-        } else {
+        if t["path"].is_null() {
             println!("token:             {}", s(&t["error"]));
+        } else {
+            print!("{}", token_text(t));
         }
     }
     let b = &r["bwrap"];
@@ -162,9 +212,6 @@ pub fn print(host: &Host, json: bool) -> i32 {
         println!("bwrap:             {} (works)", s(&b["path"]));
     } else {
         println!("bwrap:             {}", s(&b["error"]));
-    }
-    for w in r["warnings"].as_array().into_iter().flatten() {
-        println!("warning:           {}", s(w));
     }
     let sh = &r["shim"];
     println!(

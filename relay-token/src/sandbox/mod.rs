@@ -234,7 +234,7 @@ fn has_control(s: &OsStr) -> bool {
 /// assert_eq!(expand_grant("{project}/docs", home, Some(project))?, Path::new("/srv/app/docs"));
 /// assert_eq!(expand_grant("/opt/x/../y", home, None)?, Path::new("/opt/y"));
 /// assert!(expand_grant("/", home, None).is_err());
-/// assert!(expand_grant("~", home, None).is_err());
+/// assert_eq!(expand_grant("~", home, None)?, Path::new("/home/me"));
 /// assert!(expand_grant("./src", home, None).is_err());
 /// # Ok::<(), relay_token::sandbox::SandboxError>(())
 /// ```
@@ -252,7 +252,7 @@ pub fn expand_grant(
     if has_control(OsStr::new(value)) {
         return fail(GrantReason::ControlCharacters);
     }
-    let path = if let Some(rest) = value.strip_prefix("~/") {
+    let path = if let Some(rest) = value.strip_prefix("~/").or((value == "~").then_some("")) {
         if !home.is_absolute() {
             return fail(GrantReason::NoHome);
         }
@@ -972,6 +972,7 @@ mod tests {
             assert_eq!(expand_grant(v, home, proj).unwrap(), Path::new(want), "{v}")
         };
         ok("~/x", "/home/op/x");
+        ok("~", "/home/op");
         ok("/a/../b//c/", "/b/c");
         ok("{project}", "/srv/p");
         ok("{project}/d", "/srv/p/d");
@@ -997,10 +998,6 @@ mod tests {
         err(
             "src",
             r#"grant "src": must be absolute, or start with ~/ or {project}"#,
-        );
-        err(
-            "~",
-            r#"grant "~": must be absolute, or start with ~/ or {project}"#,
         );
         err(
             "~root/x",

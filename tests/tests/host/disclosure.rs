@@ -172,7 +172,7 @@ fn the_token_is_never_disclosed() {
     let mut outs = Vec::new();
     outs.push(launch_and_scan(
         &fx,
-        &json!({"kind": "claude", "session_id": "d1", "project": fx.proj}),
+        &json!({"kind": "claude", "session_id": "d1", "project": fx.proj, "keep": true}),
         1,
     ));
     outs.push(launch_and_scan(
@@ -255,7 +255,11 @@ fn a_token_pasted_as_the_setting_is_redacted_by_status_too() {
     assert!(!out.stderr.contains(pasted), "{}", out.stderr);
     for args in [&["status", "--json"][..], &["status"]] {
         let out = fx.host(args);
-        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.code, 78,
+            "{args:?}: an unusable token file: {}",
+            out.stderr
+        );
         assert!(
             !out.stdout.contains(pasted) && !out.stderr.contains(pasted),
             "{args:?} printed the pasted token:\n{}{}",

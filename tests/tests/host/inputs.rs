@@ -136,7 +136,8 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
     let fx = Fx::new();
     let lone = fx.root.join("lone");
     fs::create_dir(&lone).unwrap();
-    let host = lone.join("relay-host");
+    // Under another name: a lone `relay-host` runs itself as the shim (see below).
+    let host = lone.join("relay-host-copy");
     fs::copy(relay_tests::relay_host(), &host).unwrap();
     let missing = fx.root.join("no-such-shim");
     fx.settings(json!({"claude_token_file": SETTING, "shim": missing,

@@ -152,7 +152,7 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
          if [ -e /proc/$$/fd/5 ]; then echo open; else echo closed; fi > \"$TMPDIR/fd5\"",
         fx.token_path.display()
     );
-    let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1",
+    let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1", "keep": true,
                      "extra_args": ["-c", script]});
     let out = fx.launch(&req);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -314,7 +314,9 @@ fn the_state_folder_is_private() {
     let mut fx = Fx::new();
     fx.umask0 = true;
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    assert_eq!(fx.launch(&claude_req(&fx, "p1")).code, 0);
+    let mut kept = claude_req(&fx, "p1");
+    kept["keep"] = json!(true);
+    assert_eq!(fx.launch(&kept).code, 0);
     let refused = json!({"kind": "claude", "session_id": "bad id"});
     assert_eq!(fx.launch(&refused).code, 64);
     let mut seen = 0;
@@ -339,7 +341,7 @@ fn the_state_folder_is_private() {
             }
         }
     }
-    // audit, events, log and the session's lock at least.
+    // audit, events, log and the kept session's lock and mark at least.
     assert!(seen >= 4, "{seen} files");
 }
 

@@ -1,4 +1,4 @@
-//! End-to-end tests of the real `relay-host` (issue 5): the token reaches a sandboxed Claude
+//! End-to-end tests of the real `relay-host`: the token reaches a sandboxed Claude
 //! session on fd 5 and nothing else, every sandboxed launch denies the file, refusals are clean.
 //! Build the binaries first: `cargo build --workspace --bins`.
 //!
@@ -6,7 +6,9 @@
 //! sandbox binds a private `/tmp`, and the link checks refuse a token path below a
 //! group/other-writable folder that holds a symlink): a home with the token at
 //! `~/.config/acme-ltt/token`, a config folder, a state folder and a project folder. `relay-host`
-//! runs with a cleared environment (`PATH`, `HOME`, `LANG` only), under a deadline.
+//! runs with a cleared environment (`PATH`, `HOME`, `LANG` only), under a deadline. Linux only
+//! (bwrap).
+#![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,6 +25,7 @@ mod disclosure;
 mod identity;
 mod inputs;
 mod launch;
+mod operator;
 mod refusals;
 
 /// The deadline of one `relay-host` command.

@@ -47,7 +47,7 @@ fn a_missing_token_file_refuses_the_launch() {
     assert_only_logs_left(&fx);
     // `status` says the same, naming the setting as stored.
     let out = fx.host(&["status", "--json"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, 78, "an unusable token file: {}", out.stderr);
     let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(status["claude_token_file"], SETTING);
     assert_eq!(status["token"]["ok"], false, "{status}");

@@ -1,0 +1,125 @@
+//! The command line, as clap definitions: the one source of `--help`, the completions and the
+//! man page.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Exit codes: the session's own; 64 invalid_spec or usage, 71 spawn_failed, 78 sandbox_unavailable
+or an unusable configuration, 70 internal error (demo: 1 when a check failed).
+Folders: --config-dir, else $RELAY_CONFIG_DIR, else $XDG_CONFIG_HOME/relay, else ~/.config/relay;
+--state-dir, else $RELAY_STATE_DIR, else $XDG_STATE_HOME/relay, else ~/.local/state/relay.";
+
+/// Launch sandboxed Claude Code sessions that start logged in, with a long-term token handed on
+/// file descriptor 5.
+#[derive(Debug, Parser)]
+#[command(name = "relay-host", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// The config folder (settings.json or settings.toml)
+    #[arg(long, global = true, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// The state folder (logs, session folders, the Claude config folder)
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Print JSON: reports on stdout, errors and refusals as one JSON line on stderr
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Launch one session from a JSON request (a file, or - for stdin)
+    Launch {
+        /// The request file, or - to read it from stdin (the session's stdin is then /dev/null)
+        #[arg(value_name = "REQUEST")]
+        request: PathBuf,
+    },
+    /// Launch a session in this terminal (default template claude-code)
+    Run(RunArgs),
+    /// Folders, settings, the token file's health, bwrap and relay-shim; exit 78 when one is
+    /// not usable
+    Status,
+    /// Store or check the token file
+    Token {
+        #[command(subcommand)]
+        action: TokenCommand,
+    },
+    /// Print the audit log (times in RFC 3339, UTC)
+    Audit(LogArgs),
+    /// Print the event log
+    Events(LogArgs),
+    /// Remove the folders of ended sessions (kept ones once older than the retention)
+    Gc {
+        /// Keep a kept session's folder this many days after its session ended
+        #[arg(long, value_name = "DAYS", default_value_t = relay_token::host::state::DEFAULT_RETENTION_DAYS)]
+        keep_days: u64,
+    },
+    /// Show the main job on a throwaway config, with a generated token
+    Demo,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a folder
+    Man {
+        /// Write relay-host.1 and relay-host-COMMAND.1 pages into this folder
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// `relay-host run`'s options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The template to launch
+    #[arg(short, long, value_name = "ID", default_value = "claude-code")]
+    pub template: String,
+    /// The project folder (default: the current folder)
+    #[arg(short, long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Run without the sandbox (a Claude session then gets no token)
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// Keep the session folder after the session ends, for a later resume (gc removes it
+    /// after the retention)
+    #[arg(long)]
+    pub keep: bool,
+    /// Arguments for the session's program, after --
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+}
+
+/// `relay-host token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Store a token from stdin: the output of `claude setup-token`, or the token alone (not
+    /// echoed on a terminal); sets claude_token_file when it is empty
+    Import {
+        /// Write the token here instead of the claude_token_file path (default
+        /// ~/.config/claude-ltt/token)
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
+    /// The token file's path, mode, owner, link count, size, shape and age; exit 78 when it does
+    /// not read as a token
+    Check,
+}
+
+/// `audit` and `events` options.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only rows from this time on: 2026-12-02T19:00:00Z, 2026-12-02, or an age (30m, 2h, 7d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only rows of this session
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Keep printing rows as they are appended
+    #[arg(short, long)]
+    pub follow: bool,
+}

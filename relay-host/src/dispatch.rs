@@ -1,0 +1,93 @@
+//! Parsed command line → the library's command functions → exit code.
+
+use std::ffi::OsString;
+
+use clap::Parser;
+use relay_token::host::cli::{self as cmd, EXIT_INTERNAL, EXIT_USAGE};
+use relay_token::host::logs::{parse_since, Query};
+use relay_token::host::state::{AUDIT_FILE, EVENTS_FILE};
+use relay_token::host::{demo, human, status, Host};
+
+use crate::args::{Cli, Command, LogArgs, RunArgs, TokenCommand};
+
+/// Parses `argv` (program name first) and runs the command.
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    human::set_json(cli.json);
+    if let Err(e) = relay_token::host::harden_process() {
+        human::print_error(&format!("cannot harden the process (prctl/setrlimit): {e}"));
+        return EXIT_INTERNAL;
+    }
+    match cli.command {
+        Command::Completions { shell } => return crate::docs::completions(shell),
+        Command::Man { out_dir } => return crate::docs::man(out_dir.as_deref()),
+        Command::Demo => return demo::run(cli.json),
+        _ => {}
+    }
+    let host = match Host::locate(cli.config_dir, cli.state_dir) {
+        Ok(h) => h,
+        Err(e) => {
+            human::print_error(&e.to_string());
+            return if e.kind() == std::io::ErrorKind::InvalidInput {
+                EXIT_USAGE
+            } else {
+                EXIT_INTERNAL
+            };
+        }
+    };
+    run(&host, cli.command, cli.json)
+}
+
+fn run(host: &Host, command: Command, json: bool) -> i32 {
+    match command {
+        Command::Launch { request } => cmd::launch_file(host, &request),
+        Command::Run(a) => cmd::run(host, run_args(a)),
+        Command::Status => status::print(host, json),
+        Command::Token { action } => match action {
+            TokenCommand::Import { file } => cmd::token_import(host, file.as_deref(), json),
+            TokenCommand::Check => cmd::token_check(host, json),
+        },
+        Command::Audit(a) => log(host, AUDIT_FILE, json, a),
+        Command::Events(a) => log(host, EVENTS_FILE, json, a),
+        Command::Gc { keep_days } => cmd::gc(host, keep_days, json),
+        Command::Demo | Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("handled before the folders are located")
+        }
+    }
+}
+
+fn run_args(a: RunArgs) -> cmd::RunArgs {
+    cmd::RunArgs {
+        template: a.template,
+        project: a.project,
+        no_sandbox: a.no_sandbox,
+        keep: a.keep,
+        args: a.args,
+    }
+}
+
+fn log(host: &Host, name: &str, json: bool, a: LogArgs) -> i32 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let since = match a.since.as_deref().map(|s| parse_since(s, now)).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            human::print_error(&e);
+            return EXIT_USAGE;
+        }
+    };
+    let query = Query {
+        since,
+        session: a.session,
+        follow: a.follow,
+    };
+    cmd::print_log(host, name, json, &query)
+}

@@ -1,0 +1,209 @@
+//! How refusals and errors reach a person. On a terminal (stderr is a tty) a refusal prints one
+//! plain sentence and, where one is known, a `hint:` line that says what to do; elsewhere, and
+//! whenever `--json` was given, it prints the answer as one JSON line, exactly as the event log
+//! stores it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+
+use crate::redact::Redactor;
+
+static FORCE_JSON: AtomicBool = AtomicBool::new(false);
+
+/// Makes every refusal print JSON, also on a terminal (`--json`).
+///
+/// ```
+/// relay_token::host::human::set_json(true);
+/// assert!(!relay_token::host::human::for_person());
+/// ```
+pub fn set_json(on: bool) {
+    FORCE_JSON.store(on, Ordering::Relaxed);
+}
+
+/// True when errors are for a person: stderr is a terminal and `--json` was not given.
+///
+/// ```
+/// let _ = relay_token::host::human::for_person();
+/// ```
+pub fn for_person() -> bool {
+    // SAFETY: isatty takes an integer and touches no memory of ours.
+    !FORCE_JSON.load(Ordering::Relaxed) && unsafe { libc::isatty(2) } == 1
+}
+
+/// The make-a-token advice, said once for every place that needs it.
+pub const MAKE_TOKEN: &str =
+    "make one with `claude setup-token`, then store it with `relay-host token import`";
+
+/// Hints by what the message says, first match wins. Each entry: the fragments that must all
+/// occur in the message, and the hint.
+const HINTS: &[(&[&str], &str)] = &[
+    (
+        &["claude_token_file", "no such file or directory"],
+        "the token file is missing: make one with `claude setup-token`, then store it with \
+         `relay-host token import`",
+    ),
+    (
+        &["claude_token_file", "not a token"],
+        "the token file must hold the token alone (an `sk-ant-oat01-...` line): replace it with \
+         `relay-host token import` and paste the output of `claude setup-token`",
+    ),
+    (
+        &["claude_token_file", ": empty"],
+        "the token file is empty: paste the output of `claude setup-token` into \
+         `relay-host token import`",
+    ),
+    (
+        &["claude_token_file", "hard links"],
+        "another name links to the token file: remove it, or write a fresh file with \
+         `relay-host token import`",
+    ),
+    (
+        &["claude_token_file", "permission denied"],
+        "relay-host cannot read the token file: see its owner and mode with \
+         `relay-host token check`",
+    ),
+    (
+        &["claude_token_file", "must be absolute"],
+        "set claude_token_file to `~/.config/claude-ltt/token`, an absolute path, or \
+         `$CREDENTIALS_DIRECTORY/NAME`",
+    ),
+    (
+        &["CREDENTIALS_DIRECTORY", "not set"],
+        "run relay-host as a systemd service with LoadCredential= (see docs/systemd.md), or set \
+         claude_token_file to the file's own path",
+    ),
+    (
+        &["relay's own folder"],
+        "the current folder is the cause: `run` takes it as the project, and it holds the relay's \
+         own folders (as ~ does); run from a project folder or name one: \
+         `relay-host run -p ~/src/app`",
+    ),
+    (
+        &["project", "no grant"],
+        "the template's grants do not show the project: pass a project inside a grant \
+         (`relay-host run -p DIR`), or add `{project}` to the template's read_write grants",
+    ),
+    (
+        &["relay-shim not found"],
+        "install relay-shim beside relay-host (`cargo install --path relay-shim`), or set \
+         \"shim\" in the settings to its path",
+    ),
+    (
+        &["bwrap not found"],
+        "install bubblewrap (`apt-get install bubblewrap` on Debian and Ubuntu, `dnf install \
+         bubblewrap` on Fedora), or set \"bwrap\" in the settings to its path",
+    ),
+    (
+        &["bwrap", "does not work"],
+        "check that user namespaces are enabled (`sysctl kernel.unprivileged_userns_clone=1`) \
+         and that `bwrap --ro-bind / / true` runs",
+    ),
+    (
+        &["not found or not executable"],
+        "install the template's program, or put its folder on PATH",
+    ),
+];
+
+/// The hint for an error message, if one is known.
+///
+/// ```
+/// use relay_token::host::human::hint;
+/// let h = hint("read claude_token_file /h/.config/claude-ltt/token: no such file or directory");
+/// assert!(h.unwrap().contains("claude setup-token"));
+/// assert_eq!(hint("something else"), None);
+/// ```
+pub fn hint(message: &str) -> Option<&'static str> {
+    HINTS
+        .iter()
+        .find(|(parts, _)| parts.iter().all(|p| message.contains(p)))
+        .map(|(_, h)| *h)
+}
+
+/// The text a person reads for a refused launch: one sentence, then the hint line if any.
+///
+/// ```
+/// let text = relay_token::host::human::refusal_text("sandbox_unavailable", "bwrap not found (on PATH)");
+/// assert!(text.starts_with("relay-host: the launch was refused: bwrap not found (on PATH)"));
+/// assert!(text.contains("\nhint: install bubblewrap"));
+/// ```
+pub fn refusal_text(code: &str, message: &str) -> String {
+    let mut text = format!("relay-host: the launch was refused: {message} ({code})");
+    if let Some(h) = hint(message) {
+        text.push_str("\nhint: ");
+        text.push_str(h);
+    }
+    text
+}
+
+/// Prints a refused launch's answer to stderr, through `redactor`: as a sentence and a hint for
+/// a person, else as the JSON line the event log holds.
+///
+/// ```
+/// let answer = serde_json::json!({"event": "launch", "status": 400, "error": "invalid_spec", "message": "m"});
+/// relay_token::host::human::print_refusal(&answer, &Default::default());
+/// ```
+pub fn print_refusal(answer: &Value, redactor: &Redactor) {
+    let text = if for_person() {
+        let s = |k: &str| answer[k].as_str().unwrap_or_default().to_string();
+        refusal_text(&s("error"), &s("message"))
+    } else {
+        answer.to_string()
+    };
+    eprintln!("{}", redactor.redact(&text));
+}
+
+/// Prints an error that is not a launch's answer (a command that failed): `relay-host: MESSAGE`
+/// and the hint line for a person; `{"error": MESSAGE, "hint": ...}` otherwise. The message
+/// passes the `sk-ant-...`/`Bearer ...` redaction first (a token pasted as a setting's value).
+///
+/// ```
+/// relay_token::host::human::print_error("state folder /s: permission denied");
+/// ```
+pub fn print_error(message: &str) {
+    print_error_as_is(&Redactor::default().redact(message));
+}
+
+/// [`print_error`] without the redaction, for a message built from fixed words and counts only
+/// (one that names the `sk-ant-oat01-` prefix, which the redaction would hide).
+///
+/// ```
+/// relay_token::host::human::print_error_as_is("the input holds no sk-ant-oat01- token");
+/// ```
+pub fn print_error_as_is(message: &str) {
+    let h = hint(message);
+    if for_person() {
+        match h {
+            Some(h) => eprintln!("relay-host: {message}\nhint: {h}"),
+            None => eprintln!("relay-host: {message}"),
+        }
+    } else {
+        let mut line = serde_json::json!({ "error": message });
+        if let Some(h) = h {
+            line["hint"] = h.into();
+        }
+        eprintln!("{line}");
+    }
+}
+
+/// Says on stderr, to a person, that a Claude launch will start without the token (the setting
+/// is empty, or the launch is unsandboxed): Claude Code then uses its own login, or asks for one.
+/// Says nothing for other launches, for one that carries the token, and off a terminal.
+///
+/// ```
+/// relay_token::host::human::note_token(true, false, false);
+/// ```
+pub fn note_token(claude: bool, sandboxed: bool, carries_token: bool) {
+    if !claude || carries_token || !for_person() {
+        return;
+    }
+    let why = if sandboxed {
+        "claude_token_file is not set"
+    } else {
+        "an unsandboxed launch never gets it"
+    };
+    eprintln!(
+        "relay-host: this Claude session gets no token ({why}); it uses its own login, or asks \
+         for /login"
+    );
+}
