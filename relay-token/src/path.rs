@@ -151,16 +151,7 @@ pub const CREDENTIALS_PREFIX: &str = "$CREDENTIALS_DIRECTORY/";
 
 /// `NAME` in the credentials folder `dir` (`$CREDENTIALS_DIRECTORY`): NAME must be one plain
 /// file name, `dir` absolute.
-///
-/// ```
-/// use std::path::Path;
-/// use relay_token::path::credential_path;
-/// let dir = Some(Path::new("/run/credentials/relay.service"));
-/// assert_eq!(credential_path("claude-token", dir).unwrap(), Path::new("/run/credentials/relay.service/claude-token"));
-/// assert!(credential_path("../x", dir).is_err());
-/// assert!(credential_path("claude-token", None).is_err());
-/// ```
-pub fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, TokenPathReason> {
+pub(crate) fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, TokenPathReason> {
     let Some(dir) = dir.filter(|d| d.is_absolute()) else {
         return Err(TokenPathReason::NoCredentialsDirectory);
     };
@@ -199,6 +190,17 @@ pub(crate) fn to_cstring(path: &Path) -> Option<std::ffi::CString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_names() {
+        let dir = Some(Path::new("/run/credentials/relay.service"));
+        assert_eq!(
+            credential_path("claude-token", dir).unwrap(),
+            Path::new("/run/credentials/relay.service/claude-token")
+        );
+        assert!(credential_path("../x", dir).is_err());
+        assert!(credential_path("claude-token", None).is_err());
+    }
 
     fn home() -> Option<&'static Path> {
         Some(Path::new("/home/op"))

@@ -16,7 +16,7 @@
 //! let wiring = ShimWiring::new(true, "/var/lib/relay".as_ref(), "s1")?;
 //! let mut cmd = std::process::Command::new("relay-shim");
 //! cmd.args(wiring.args()).args(["--session-id", "s1", "--", "claude"]);
-//! let (status_r, status_w) = relay_token::sys::pipe2_cloexec()?;
+//! let (status_r, status_w) = std::io::pipe()?;
 //! let mut map = FdMap::new();
 //! # use std::os::fd::AsFd;
 //! map.place(status_w.as_fd(), wiring.status_fd());
@@ -265,7 +265,7 @@ impl Bridge {
     /// use relay_token::host::bridge::{Bridge, HelloError};
     /// let state = tempfile::tempdir()?;
     /// let bridge = Bridge::open(state.path(), "s1")?;
-    /// let (_cancel_r, cancel_w) = relay_token::sys::pipe2_cloexec()?;
+    /// let (_cancel_r, cancel_w) = std::io::pipe()?;
     /// # use std::os::fd::AsFd;
     /// let soon = Instant::now() + Duration::from_millis(50);
     /// assert_eq!(bridge.answer_once(soon, _cancel_r.as_fd(), |_| ()), Err(HelloError::Timeout));

@@ -200,11 +200,12 @@ impl LaunchSecret {
 /// closes `fd`, whatever happens.
 ///
 /// ```
-/// use relay_token::{shim::identity::read_secret, sys};
-/// let (r, w) = sys::pipe2_cloexec()?;
-/// sys::write_all(&w, &[b'c'; 64])?;
+/// use std::io::Write;
+/// use relay_token::shim::identity::read_secret;
+/// let (r, mut w) = std::io::pipe()?;
+/// w.write_all(&[b'c'; 64])?;
 /// drop(w);
-/// assert!(read_secret(r).is_ok());
+/// assert!(read_secret(r.into()).is_ok());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn read_secret(fd: OwnedFd) -> Result<LaunchSecret, SecretError> {
