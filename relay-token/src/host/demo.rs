@@ -316,22 +316,9 @@ fn print_report(r: &Value) {
     let c = &r["checks"];
     println!("  hash matches     {}", mark(&c["hash_matches"]));
     println!("  {TOKEN_FD_VAR} = {}", s(&p["token_fd_var"]));
-    println!(
-        "  token in environ {}",
-        if p["token_in_environ"] == json!(false) {
-            "no"
-        } else {
-            "YES"
-        }
-    );
-    println!(
-        "  token in argv    {}",
-        if p["token_in_argv"] == json!(false) {
-            "no"
-        } else {
-            "YES"
-        }
-    );
+    let absent = |b: &Value| if b == &json!(false) { "no" } else { "YES" };
+    println!("  token in environ {}", absent(&p["token_in_environ"]));
+    println!("  token in argv    {}", absent(&p["token_in_argv"]));
     let open = &p["open_token_file"];
     if r["sandbox"].get("bwrap").is_some() {
         println!(

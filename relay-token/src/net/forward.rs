@@ -10,7 +10,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -109,7 +109,7 @@ fn serve(listener: &TcpListener, socket: &std::path::Path) -> ! {
         let socket = socket.to_path_buf();
         let _ = thread::Builder::new().spawn(move || {
             if let Ok(unix) = UnixStream::connect(&socket) {
-                let _ = splice(tcp, unix);
+                let _ = super::splice(unix, tcp);
             }
         });
     }
@@ -144,19 +144,6 @@ fn keep_only(keep: i32) {
         // already, and closing a stale number is harmless here: nothing else runs).
         unsafe { libc::close(fd) };
     }
-}
-
-fn splice(tcp: TcpStream, unix: UnixStream) -> io::Result<()> {
-    let (mut t_in, mut u_out) = (tcp.try_clone()?, unix.try_clone()?);
-    let up = thread::spawn(move || {
-        let _ = io::copy(&mut t_in, &mut u_out);
-        let _ = u_out.shutdown(Shutdown::Write);
-    });
-    let (mut u_in, mut t_out) = (unix, tcp);
-    let _ = io::copy(&mut u_in, &mut t_out);
-    let _ = t_out.shutdown(Shutdown::Write);
-    let _ = up.join();
-    Ok(())
 }
 
 #[cfg(test)]

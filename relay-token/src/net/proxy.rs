@@ -27,7 +27,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONNECTIONS: usize = 256;
 /// The stack of each proxy thread: they copy through an 8 KiB buffer and parse one head, so a
 /// small stack keeps the host's footprint (and a scan of its memory) small.
-const THREAD_STACK: usize = 128 * 1024;
+pub(super) const THREAD_STACK: usize = 128 * 1024;
 
 /// A refused destination, as reported to the caller's hook.
 ///
@@ -229,7 +229,7 @@ fn serve(mut client: UnixStream, ctx: &Ctx) -> io::Result<()> {
         upstream.write_all(&target.head)?;
     }
     upstream.write_all(&rest)?;
-    splice(client, upstream)
+    super::splice(client, upstream)
 }
 
 const UNRESOLVED: &str = "does not resolve";
@@ -410,23 +410,6 @@ fn reply(mut client: &UnixStream, code: u16, msg: &str) -> io::Result<()> {
     );
     client.write_all(text.as_bytes())?;
     client.shutdown(Shutdown::Both)
-}
-
-/// Copies both ways until each side has ended.
-fn splice(client: UnixStream, upstream: TcpStream) -> io::Result<()> {
-    let (mut c_in, mut u_out) = (client.try_clone()?, upstream.try_clone()?);
-    let up = thread::Builder::new()
-        .name("relay-proxy-up".into())
-        .stack_size(THREAD_STACK)
-        .spawn(move || {
-            let _ = io::copy(&mut c_in, &mut u_out);
-            let _ = u_out.shutdown(Shutdown::Write);
-        })?;
-    let (mut u_in, mut c_out) = (upstream, client);
-    let _ = io::copy(&mut u_in, &mut c_out);
-    let _ = c_out.shutdown(Shutdown::Write);
-    let _ = up.join();
-    Ok(())
 }
 
 #[cfg(test)]

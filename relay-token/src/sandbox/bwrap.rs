@@ -61,26 +61,30 @@ pub(super) fn baseline() -> Vec<Base> {
 }
 
 impl Resolved {
-    /// The full `bwrap` command line: `bwrap` itself, the sandbox, `--`, then `command`.
+    /// The full `bwrap` command line: `bwrap` itself, the sandbox, `--`, then `command`. In
+    /// order (the same list is in `docs/DESIGN.md`):
     ///
-    /// In order: the namespace flags (`--unshare-user --unshare-pid --die-with-parent
-    /// --new-session --cap-drop ALL`); the system baseline read-only (`/usr`, `/etc`, the
-    /// `/lib*`, `/bin`, `/sbin`; a symlink such as Debian's `/bin -> usr/bin` as `--symlink`);
-    /// `--dev /dev`, `--proc /proc`; the private `/tmp` (the temp folder bound there, else an
-    /// empty tmpfs), before any grant that lives under `/tmp`; the grants, the command's
-    /// folder and, for every deny, the folders between a grant and the masked path, each bound
-    /// onto itself, all together shallow first (so a guard never turns a deeper read-only
-    /// grant read-write, and all before any mask, so none uncovers another deny's mask); then
-    /// the masks (`--perms 000 --tmpfs DIR --remount-ro DIR`
-    /// for a folder, `--ro-bind EMPTY FILE` for a file); then the network's binds (see
-    /// [`SandboxNet`](super::SandboxNet), which also adds `--unshare-net`, its variables after
-    /// the request's, and the forwarder before the command); last `--chdir` the project folder.
-    /// Paths kept read-only by [`Profile::protect`](super::Profile::protect) are laid with the
-    /// grants, their parents guarded. After `--`, `/bin/sh -c CHECK relay-sandbox-check
-    /// EXPECTED PATHS` (one `DEV:INO` and one path per line) comes before the command: inside
-    /// the sandbox one `stat` compares each bind (and the private `/tmp`) with the object
-    /// [`Profile::resolve`](super::Profile::resolve) identified, refuses with exit 126 when one
-    /// was swapped for a symlink meanwhile, and `exec`s the command otherwise.
+    /// 1. the namespace flags ([`NAMESPACE_FLAGS`]: `--unshare-user --unshare-pid
+    ///    --die-with-parent --new-session --cap-drop ALL`), and `--unshare-net` unless the
+    ///    network is the host's ([`SandboxNet`](super::SandboxNet));
+    /// 2. the system baseline read-only (`/usr`, `/etc`, the `/lib*`, `/bin`, `/sbin`; a symlink
+    ///    such as Debian's `/bin -> usr/bin` as `--symlink`), then `--dev /dev`, `--proc /proc`;
+    /// 3. the private `/tmp` (the temp folder bound there, else an empty tmpfs), before any grant
+    ///    that lives under `/tmp`;
+    /// 4. the grants, the command's folder, the paths kept read-only by
+    ///    [`Profile::protect`](super::Profile::protect) and, for every deny and protected path,
+    ///    the folders between a grant and it, each bound onto itself, all together shallow
+    ///    first: a guard never turns a deeper read-only grant read-write, and all come before
+    ///    any mask, so none uncovers another deny's mask;
+    /// 5. the masks (`--perms 000 --tmpfs DIR --remount-ro DIR` for a folder, `--ro-bind EMPTY
+    ///    FILE` for a file);
+    /// 6. the network's binds (its socket and forwarder), `--chdir` the project folder, then
+    ///    `--setenv` for each variable (the network's last, so they win);
+    /// 7. after `--`, `/bin/sh -c CHECK relay-sandbox-check EXPECTED PATHS` (one `DEV:INO` and
+    ///    one path per line): inside the sandbox one `stat` compares each bind (and the private
+    ///    `/tmp`) with the object [`Profile::resolve`](super::Profile::resolve) identified,
+    ///    refuses with exit 126 when one was swapped for a symlink meanwhile, and `exec`s the
+    ///    rest otherwise: the network's forwarder, if any, then the command.
     ///
     /// ```no_run
     /// use std::ffi::OsString;
@@ -115,6 +119,30 @@ impl Resolved {
         command: &[OsString],
     ) -> Vec<OsString> {
         let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
+        self.push_system(&mut a);
+        let mut rendered: Vec<PathBuf> = Vec::new();
+        for b in self.layered() {
+            a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
+            rendered.push(b.path);
+        }
+        self.push_masks(&mut a);
+        a.0.extend(self.net.binds());
+        if let Some(p) = &self.project {
+            a.two("--chdir", p);
+        }
+        // The network's variables last: they win over a request's.
+        for (k, v) in setenv.iter().chain(&self.net.env()) {
+            a.three("--setenv", k, v);
+        }
+        a.push("--");
+        self.push_mount_check(&mut a, &rendered);
+        a.0.extend(self.net.command_prefix());
+        a.0.extend(command.iter().cloned());
+        a.0
+    }
+
+    /// Steps 1 to 3: the namespace flags, the baseline, `/dev`, `/proc` and the private `/tmp`.
+    fn push_system(&self, a: &mut Argv) {
         for f in NAMESPACE_FLAGS.iter().chain(self.net.unshare_flags()) {
             a.push(f);
         }
@@ -130,17 +158,14 @@ impl Resolved {
             Some(t) => a.three("--bind", t, "/tmp"),
             None => a.two("--tmpfs", "/tmp"),
         }
-        let layered = self.layered();
-        let mut rendered: Vec<PathBuf> = Vec::new();
-        for b in layered {
-            a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
-            rendered.push(b.path);
-        }
+    }
+
+    /// Step 5: each mask once, skipping one an equal or enclosing folder mask already hides.
+    fn push_masks(&self, a: &mut Argv) {
         let folders = self.folder_masks();
         let mut done: Vec<&Path> = Vec::new();
         for d in &self.denies {
             let path = d.mask.path();
-            // Already hidden by an equal or enclosing folder mask.
             let covered = folders.iter().any(|f| path.starts_with(f) && path != *f);
             if covered || done.contains(&path) {
                 continue;
@@ -155,20 +180,40 @@ impl Resolved {
                 Mask::File { path, empty } => a.three("--ro-bind", empty, path),
             }
         }
-        a.0.extend(self.net.binds());
-        if let Some(p) = &self.project {
-            a.two("--chdir", p);
+    }
+
+    /// Step 7: bwrap binds each source by path, after the host checked it: a session that can
+    /// write a folder above a grant could swap the grant for a symlink in between, and bwrap
+    /// would bind whatever it points at (the token's folder) outside every mask. So the sandbox
+    /// first checks that each mount holds the object the host identified, then runs the command
+    /// in its place (`exec`, same pid, same argv). One `stat` for every mount (a process each
+    /// would cost a millisecond apiece); paths hold no control characters (refused when the
+    /// profile was resolved).
+    fn push_mount_check(&self, a: &mut Argv, rendered: &[PathBuf]) {
+        let checks = self.mount_checks(rendered);
+        if checks.is_empty() {
+            return;
         }
-        // The network's variables last: they win over a request's.
-        for (k, v) in setenv.iter().chain(&self.net.env()) {
-            a.three("--setenv", k, v);
+        let mut expected = OsString::new();
+        let mut paths = OsString::new();
+        for (i, (p, (dev, ino))) in checks.iter().enumerate() {
+            if i > 0 {
+                expected.push("\n");
+                paths.push("\n");
+            }
+            expected.push(format!("{dev}:{ino}"));
+            paths.push(p);
         }
-        a.push("--");
-        // bwrap binds each source by path, after the host checked it: a session that can write
-        // a folder above a grant could swap the grant for a symlink in between, and bwrap would
-        // bind whatever it points at (the token's folder) outside every mask. So the sandbox
-        // first checks that each mount holds the object the host identified, then runs the
-        // command in its place (`exec`, same pid, same argv).
+        a.push("/bin/sh");
+        a.push("-c");
+        a.push(CHECK_SCRIPT.replace("STAT", stat_program()));
+        a.push("relay-sandbox-check");
+        a.push(expected);
+        a.push(paths);
+    }
+
+    /// Each rendered bind no mask hides, and the private `/tmp`, with its expected identity.
+    fn mount_checks(&self, rendered: &[PathBuf]) -> Vec<(PathBuf, (u64, u64))> {
         let masked = |p: &Path| {
             self.denies.iter().any(|d| match &d.mask {
                 Mask::Folder(dir) => p.starts_with(dir),
@@ -177,7 +222,7 @@ impl Resolved {
         };
         let id_of = |p: &Path| self.idents.iter().find(|(q, _)| q == p).map(|(_, id)| *id);
         let mut checks: Vec<(PathBuf, (u64, u64))> = Vec::new();
-        for b in &rendered {
+        for b in rendered {
             if let (false, Some(id)) = (masked(b), id_of(b)) {
                 checks.push((b.to_path_buf(), id));
             }
@@ -190,30 +235,7 @@ impl Resolved {
                 checks.push((tmp.to_path_buf(), id));
             }
         }
-        if !checks.is_empty() {
-            // One `stat` for every mount (a process each would cost a millisecond apiece):
-            // the expected `DEV:INO` lines and the paths, one per line (paths hold no control
-            // characters: refused when the profile was resolved).
-            let mut expected = OsString::new();
-            let mut paths = OsString::new();
-            for (i, (p, (dev, ino))) in checks.iter().enumerate() {
-                if i > 0 {
-                    expected.push("\n");
-                    paths.push("\n");
-                }
-                expected.push(format!("{dev}:{ino}"));
-                paths.push(p);
-            }
-            a.push("/bin/sh");
-            a.push("-c");
-            a.push(CHECK_SCRIPT.replace("STAT", stat_program()));
-            a.push("relay-sandbox-check");
-            a.push(expected);
-            a.push(paths);
-        }
-        a.0.extend(self.net.command_prefix());
-        a.0.extend(command.iter().cloned());
-        a.0
+        checks
     }
 
     /// The folders masked whole.

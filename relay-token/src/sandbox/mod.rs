@@ -480,24 +480,41 @@ impl Profile {
     /// # Ok::<(), relay_token::sandbox::SandboxError>(())
     /// ```
     pub fn resolve(&self, all_rw_grants: &[PathBuf]) -> Result<Resolved, SandboxError> {
-        let canon = |role: &'static str, p: &Path| -> Result<PathBuf, SandboxError> {
-            let unusable = |reason: String| SandboxError::Unusable {
-                role,
-                path: p.to_path_buf(),
-                reason,
-            };
-            check_text(p).map_err(|r| unusable(r.into()))?;
-            if !p.is_absolute() {
-                return Err(unusable("must be an absolute path".into()));
-            }
-            let real = std::fs::canonicalize(p)
-                .and_then(|r| seatbelt::on_disk_spelling(&r))
-                .map_err(|e| unusable(io_words(&e)))?;
-            check_text(&real).map_err(|r| unusable(format!("its real path {real:?} {r}")))?;
-            Ok(real)
-        };
+        let baseline = bwrap::baseline();
+        let binds = self.resolve_binds(&baseline)?;
+        let tmp = self
+            .tmp
+            .as_deref()
+            .map(|t| canon("temp folder", t))
+            .transpose()?;
+        let project = self
+            .project
+            .as_deref()
+            .map(|p| canon("project folder", p))
+            .transpose()?;
+        let writable = self.writable(all_rw_grants, &binds, tmp.as_deref());
+        let denies = self
+            .deny
+            .iter()
+            .map(|d| self.resolve_deny(d, &binds, &writable))
+            .collect::<Result<Vec<_>, _>>()?;
+        let protects = self.resolve_protects(&binds, &denies);
+        let idents = identify_sources(&binds, &denies, &protects, tmp.as_deref())?;
+        Ok(Resolved {
+            baseline,
+            binds,
+            tmp,
+            project,
+            denies,
+            protects,
+            idents,
+            net: self.net.clone(),
+        })
+    }
 
-        // Grants and the command folder, canonical, deduplicated (read-write wins).
+    /// The grants and the command folder, canonical, deduplicated (read-write wins), shallow
+    /// first, so a deeper bind is laid over (not hidden by) a shallower one. `/` is refused.
+    fn resolve_binds(&self, baseline: &[bwrap::Base]) -> Result<Vec<Bind>, SandboxError> {
         let mut binds: Vec<Bind> = Vec::new();
         let mut add = |path: PathBuf, rw: bool| match binds.iter_mut().find(|b| b.path == path) {
             Some(b) => b.rw |= rw,
@@ -515,52 +532,41 @@ impl Profile {
                 add(real, rw);
             }
         }
-        let command_dir = match &self.command_dir {
-            Some(d) => {
-                let real = canon("command folder", d)?;
-                if real == Path::new("/") {
-                    return Err(SandboxError::Unusable {
-                        role: "command folder",
-                        path: d.clone(),
-                        reason: "binding the whole file system is refused".into(),
-                    });
-                }
-                Some(real)
+        if let Some(d) = &self.command_dir {
+            let real = canon("command folder", d)?;
+            if real == Path::new("/") {
+                return Err(SandboxError::Unusable {
+                    role: "command folder",
+                    path: d.clone(),
+                    reason: "binding the whole file system is refused".into(),
+                });
             }
-            None => None,
-        };
-        let baseline = bwrap::baseline();
-        if let Some(d) = &command_dir {
             let in_baseline = baseline
                 .iter()
-                .any(|b| matches!(b, bwrap::Base::Dir(base) if d.starts_with(base)));
-            if !in_baseline && !binds.iter().any(|b| b.path == *d) {
+                .any(|b| matches!(b, bwrap::Base::Dir(base) if real.starts_with(base)));
+            if !in_baseline && !binds.iter().any(|b| b.path == real) {
                 binds.push(Bind {
-                    path: d.clone(),
+                    path: real,
                     rw: false,
                 });
             }
         }
-        // Shallow first, so a deeper bind is laid over (not hidden by) a shallower one.
         binds.sort_by(|a, b| {
             depth(&a.path)
                 .cmp(&depth(&b.path))
                 .then(a.path.cmp(&b.path))
         });
+        Ok(binds)
+    }
 
-        let tmp = self
-            .tmp
-            .as_deref()
-            .map(|t| canon("temp folder", t))
-            .transpose()?;
-        let project = self
-            .project
-            .as_deref()
-            .map(|p| canon("project folder", p))
-            .transpose()?;
-
-        // Every folder a session could write: all templates' rw grants (as given and real),
-        // this profile's own, and its temp folder.
+    /// Every folder a session could write: all templates' read-write grants (as given and
+    /// real), this profile's own, and its temp folder.
+    fn writable(
+        &self,
+        all_rw_grants: &[PathBuf],
+        binds: &[Bind],
+        tmp: Option<&Path>,
+    ) -> Vec<PathBuf> {
         let mut writable: Vec<PathBuf> = Vec::new();
         for g in all_rw_grants.iter().chain(&self.read_write) {
             writable.push(clean(g));
@@ -569,14 +575,13 @@ impl Profile {
             }
         }
         writable.extend(binds.iter().filter(|b| b.rw).map(|b| b.path.clone()));
-        writable.extend(tmp.iter().cloned());
+        writable.extend(tmp.map(Path::to_path_buf));
+        writable
+    }
 
-        let mut denies = Vec::new();
-        for d in &self.deny {
-            denies.push(self.resolve_deny(d, &binds, &writable)?);
-        }
-
-        // Protected paths a grant shows: read-only, with the folders above them guarded.
+    /// The protected paths a grant shows (and no mask hides): read-only, with the folders above
+    /// them guarded.
+    fn resolve_protects(&self, binds: &[Bind], denies: &[Deny]) -> Vec<Protect> {
         let mut protects: Vec<Protect> = Vec::new();
         for p in &self.protect {
             let Ok(real) = std::fs::canonicalize(p).and_then(|r| seatbelt::on_disk_spelling(&r))
@@ -594,51 +599,11 @@ impl Profile {
                 continue;
             }
             protects.push(Protect {
-                guards: guards_between(&binds, &real),
+                guards: guards_between(binds, &real),
                 path: real,
             });
         }
-
-        // What each bind source is, by (device, inode), taken through a descriptor whose path
-        // is checked: bwrap binds by path later, so the sandbox verifies before its command runs
-        // that each mount holds this very object (see `bwrap_argv`).
-        let mut idents: Vec<(PathBuf, (u64, u64))> = Vec::new();
-        let protected: Vec<Bind> = protects
-            .iter()
-            .map(|p| Bind {
-                path: p.path.clone(),
-                rw: false,
-            })
-            .collect();
-        let sources = binds
-            .iter()
-            .chain(denies.iter().flat_map(|d| &d.guards))
-            .chain(protects.iter().flat_map(|p| &p.guards))
-            .chain(&protected)
-            .map(|b| (b.path.as_path(), "grant"))
-            .chain(tmp.iter().map(|t| (t.as_path(), "temp folder")));
-        for (path, role) in sources {
-            if idents.iter().any(|(p, _)| p == path) {
-                continue;
-            }
-            let id = identify(path).map_err(|reason| SandboxError::Unusable {
-                role,
-                path: path.to_path_buf(),
-                reason,
-            })?;
-            idents.push((path.to_path_buf(), id));
-        }
-
-        Ok(Resolved {
-            baseline,
-            binds,
-            tmp,
-            project,
-            denies,
-            protects,
-            idents,
-            net: self.net.clone(),
-        })
+        protects
     }
 
     fn resolve_deny(
@@ -703,6 +668,66 @@ impl Profile {
             guards,
         })
     }
+}
+
+/// `p` made canonical (it must exist), in its on-disk spelling; refused when it is not absolute,
+/// holds control characters or is not UTF-8, naming `role`.
+fn canon(role: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
+    let unusable = |reason: String| SandboxError::Unusable {
+        role,
+        path: p.to_path_buf(),
+        reason,
+    };
+    check_text(p).map_err(|r| unusable(r.into()))?;
+    if !p.is_absolute() {
+        return Err(unusable("must be an absolute path".into()));
+    }
+    let real = std::fs::canonicalize(p)
+        .and_then(|r| seatbelt::on_disk_spelling(&r))
+        .map_err(|e| unusable(io_words(&e)))?;
+    check_text(&real).map_err(|r| unusable(format!("its real path {real:?} {r}")))?;
+    Ok(real)
+}
+
+/// A bind source's path and its `(device, inode)`.
+type Ident = (PathBuf, (u64, u64));
+
+/// What each bind source is, by (device, inode), taken through a descriptor whose path is
+/// checked: bwrap binds by path later, so the sandbox verifies before its command runs that each
+/// mount holds this very object (see `bwrap_argv`).
+fn identify_sources(
+    binds: &[Bind],
+    denies: &[Deny],
+    protects: &[Protect],
+    tmp: Option<&Path>,
+) -> Result<Vec<Ident>, SandboxError> {
+    let mut idents: Vec<Ident> = Vec::new();
+    let protected: Vec<Bind> = protects
+        .iter()
+        .map(|p| Bind {
+            path: p.path.clone(),
+            rw: false,
+        })
+        .collect();
+    let sources = binds
+        .iter()
+        .chain(denies.iter().flat_map(|d| &d.guards))
+        .chain(protects.iter().flat_map(|p| &p.guards))
+        .chain(&protected)
+        .map(|b| (b.path.as_path(), "grant"))
+        .chain(tmp.map(|t| (t, "temp folder")));
+    for (path, role) in sources {
+        if idents.iter().any(|(p, _)| p == path) {
+            continue;
+        }
+        let id = identify(path).map_err(|reason| SandboxError::Unusable {
+            role,
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        idents.push((path.to_path_buf(), id));
+    }
+    Ok(idents)
 }
 
 /// Each folder between a grant and `path` (exclusive), bound onto itself (a mount point cannot
