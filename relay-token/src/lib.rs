@@ -49,6 +49,8 @@ mod token;
 
 #[cfg(feature = "host")]
 mod digest;
+#[cfg(any(feature = "shim", feature = "host"))]
+pub mod exit;
 #[cfg(feature = "host")]
 pub mod host;
 #[cfg(feature = "host")]

@@ -44,7 +44,7 @@
 //!   group when the target ends. Without a terminal, stops of the target are not acted upon.
 //! - `--sandbox-profile PATH` (absolute): on macOS the target runs under
 //!   `/usr/bin/sandbox-exec -f PATH -- PROGRAM ARGS...`; elsewhere the option is refused.
-//! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`) is exported to the target as
+//! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`, not starting with `.` or `-`) is exported to the target as
 //!   [`SESSION_ID_VAR`] (`RELAY_SESSION_ID`). `RELAY_BRIDGE_SOCKET` and `RELAY_LAUNCH_FD` are
 //!   removed from the target's environment; nothing else is changed.
 //! - Exit: the target's status; 128 + signal when it was killed; 127 when the program was not
@@ -84,13 +84,13 @@ pub const IDENTITY_STATUS_FD: RawFd = 4;
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
 /// Exit code for a usage error or an internal error; nothing was started.
-pub const EXIT_USAGE: i32 = 70;
+pub const EXIT_USAGE: i32 = crate::exit::ExitCode::Internal.code();
 
 /// Exit code when the program was not found (`ENOENT`).
-pub const EXIT_NOT_FOUND: i32 = 127;
+pub const EXIT_NOT_FOUND: i32 = crate::exit::ExitCode::NotFound.code();
 
 /// Exit code for any other spawn failure (not executable, ...).
-pub const EXIT_CANNOT_EXEC: i32 = 126;
+pub const EXIT_CANNOT_EXEC: i32 = crate::exit::ExitCode::CannotExec.code();
 
 /// The variable that carries `--session-id` to the target.
 pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
@@ -103,7 +103,9 @@ pub const USAGE: &str = "usage: relay-shim [--pass-token] [--identity] [--pty] \
 pub const FORWARDED_SIGNALS: [libc::c_int; 4] =
     [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGQUIT];
 
-/// A session id as `--session-id` accepts it: 1 to 64 bytes of `[A-Za-z0-9._-]`.
+/// A session id: 1 to 64 bytes of `[A-Za-z0-9._-]`, not starting with `.` (no hidden or parent
+/// folder) nor `-` (never read as an option where it is passed on). The one rule, for
+/// `--session-id` and for a request's `session_id` and `resume` alike.
 ///
 /// ```
 /// use relay_token::shim::SessionId;
@@ -116,13 +118,17 @@ pub const FORWARDED_SIGNALS: [libc::c_int; 4] =
 pub struct SessionId(String);
 
 impl SessionId {
-    /// The id, if `s` is 1 to 64 bytes of `[A-Za-z0-9._-]`.
+    /// The id, if `s` follows the rule.
     ///
     /// ```
-    /// assert!(relay_token::shim::SessionId::parse("abc").is_some());
+    /// use relay_token::shim::SessionId;
+    /// assert!(SessionId::parse("abc").is_some());
+    /// assert!(SessionId::parse("-rf").is_none());
+    /// assert!(SessionId::parse(".hidden").is_none());
     /// ```
     pub fn parse(s: &str) -> Option<SessionId> {
         let ok = (1..=64).contains(&s.len())
+            && !s.starts_with(['.', '-'])
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
         ok.then(|| SessionId(s.to_owned()))
@@ -239,7 +245,7 @@ impl fmt::Display for UsageError {
             UsageError::BadSessionId(v) => {
                 write!(
                     f,
-                    "--session-id {v:?}: must be 1 to 64 of A-Z a-z 0-9 . _ -"
+                    "--session-id {v:?}: must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)"
                 )
             }
             UsageError::IdentityWithoutSessionId => {

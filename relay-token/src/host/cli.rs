@@ -11,13 +11,14 @@ use super::logs::Query;
 use super::request::{Kind, Request};
 use super::token_file;
 use super::Host;
+use crate::exit::ExitCode;
 
 /// Exit code of a usage error or an `invalid_spec` refusal.
-pub const EXIT_USAGE: i32 = 64;
+pub const EXIT_USAGE: i32 = ExitCode::Usage.code();
 /// Exit code of an internal error (no home folder, an unusable state folder).
-pub const EXIT_INTERNAL: i32 = 70;
+pub const EXIT_INTERNAL: i32 = ExitCode::Internal.code();
 /// Exit code of an unusable configuration (settings, token file, sandbox, shim).
-pub const EXIT_CONFIG: i32 = 78;
+pub const EXIT_CONFIG: i32 = ExitCode::Unavailable.code();
 
 /// `relay-host launch REQUEST|-`: one session from a JSON request file (`-`: stdin, and the
 /// session's stdin is then `/dev/null`).

@@ -21,6 +21,7 @@ use super::request::{check_token_request, Request, Validated};
 use super::state::{private_dir, State};
 use super::{confine, reach, Host};
 use crate::env::ChildEnv;
+use crate::exit::ExitCode;
 use crate::fds::FdMap;
 use crate::path::claude_token_path_in;
 use crate::redact::Redactor;
@@ -30,9 +31,6 @@ use crate::{read_claude_token, sys, ClaudeToken, TokenPipe};
 
 /// How long the host waits for the shim's `started` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The descriptor the shim reads its status pipe from.
-pub const STATUS_FD: i32 = 3;
 
 /// Why a launch was refused, with the answer's `error` and the host's exit code.
 ///
@@ -87,9 +85,9 @@ impl LaunchError {
     /// ```
     pub fn exit_code(&self) -> i32 {
         match self {
-            LaunchError::InvalidSpec(_) => 64,
-            LaunchError::SandboxUnavailable(_) => 78,
-            LaunchError::SpawnFailed(_) => 71,
+            LaunchError::InvalidSpec(_) => ExitCode::Usage.code(),
+            LaunchError::SandboxUnavailable(_) => ExitCode::Unavailable.code(),
+            LaunchError::SpawnFailed(_) => ExitCode::SpawnFailed.code(),
         }
     }
 
@@ -629,7 +627,7 @@ fn shim_command(
         env_vars.extend(v.request.env.clone());
     }
     let mut env = ChildEnv::from_current(&env_vars, carries_token);
-    env.set("RELAY_SESSION_ID", &v.session_id);
+    env.set(crate::shim::SESSION_ID_VAR, &v.session_id);
     if v.sandboxed {
         env.set("TMPDIR", "/tmp");
     } else {

@@ -126,12 +126,7 @@ impl std::error::Error for InvalidSpec {}
 /// assert!(!valid_session_id(""));
 /// ```
 pub fn valid_session_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && !id.starts_with(['.', '-'])
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    crate::shim::SessionId::parse(id).is_some()
 }
 
 /// A request checked against the settings: what to launch.

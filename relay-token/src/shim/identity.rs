@@ -54,7 +54,7 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_LINE: usize = 64 * 1024;
 
 /// The shim's exit code when the launch identity fails; nothing was started.
-pub const EXIT_IDENTITY: i32 = 78;
+pub const EXIT_IDENTITY: i32 = crate::exit::ExitCode::Unavailable.code();
 
 /// A launch secret: exactly 64 lowercase hex digits, zeroized when dropped. The bytes live on
 /// the heap and are written there in place, so moving the value leaves no copy on the stack.
