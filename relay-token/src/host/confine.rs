@@ -18,7 +18,7 @@ use super::reach;
 use super::request::Validated;
 use super::Host;
 use crate::sandbox::write_deny::{self, Placeholders};
-use crate::sandbox::{self, Profile, Resolved};
+use crate::sandbox::{self, Profile};
 use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 
 /// What the sandbox of one launch is built from.
@@ -41,6 +41,7 @@ fn unavailable(e: impl ToString) -> LaunchError {
 }
 
 /// The `bwrap` argv around `target`, `setenv` reaching the sandboxed program only.
+#[cfg(not(target_os = "macos"))]
 pub(crate) fn bwrap_argv(
     i: &Inputs<'_>,
     state_dir: &Path,
@@ -62,6 +63,51 @@ pub(crate) fn bwrap_argv(
     make_tmp_mount_points(&resolved, i.session_tmp)
         .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
     Ok(resolved.bwrap_argv_with_env(i.bwrap, setenv, target))
+}
+
+/// The `sandbox-exec` argv around `target` (macOS): the same profile (grants, protected
+/// programs, the write-deny entries that exist, the masks) rendered as SBPL, written 0600 into
+/// the session folder; the request's variables reach the sandboxed program only, through
+/// `/usr/bin/env` inside the sandbox. What this cannot hold is said in `docs/macos.md`: a
+/// write-deny entry that does not exist yet is not denied, and nothing of it has run on a Mac.
+#[cfg(target_os = "macos")]
+pub(crate) fn sbpl_argv(
+    i: &Inputs<'_>,
+    state_dir: &Path,
+    setenv: &[(OsString, OsString)],
+    target: &[OsString],
+) -> Result<Vec<OsString>, LaunchError> {
+    let mut profile = template_profile(i)?;
+    profile.state_dir(state_dir.to_path_buf());
+    profile.network(i.net.clone());
+    for folder in programs_to_protect(i) {
+        profile.protect(folder);
+    }
+    let project = i.v.request.project.as_deref();
+    let anchors = [i.host.home.clone()]
+        .into_iter()
+        .chain(project.map(Path::to_path_buf));
+    let anchors: Vec<PathBuf> = anchors.collect();
+    for (path, _) in write_deny::paths(&anchors, i.carries_token, &[]) {
+        profile.protect(path);
+    }
+    mask_own_folders(i.host, &mut profile)?;
+    let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
+    let resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+    let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
+    let file = session_dir.join("profile.sb");
+    resolved
+        .write_sbpl(&file)
+        .map_err(|e| LaunchError::SpawnFailed(format!("{}: {e}", file.display())))?;
+    let mut command: Vec<OsString> = vec!["/usr/bin/env".into()];
+    for (k, v) in setenv {
+        let mut kv = k.clone();
+        kv.push("=");
+        kv.push(v);
+        command.push(kv);
+    }
+    command.extend(target.iter().cloned());
+    Ok(sandbox::sandbox_exec_argv(&file, &command))
 }
 
 /// The template's grants, the command's folder, `/tmp`, the project and the token's deny.
@@ -137,6 +183,7 @@ pub(crate) fn grants_show(
 }
 
 /// The profile's read-write grants, as real paths.
+#[cfg(not(target_os = "macos"))]
 fn real_rw_grants(profile: &Profile) -> Vec<PathBuf> {
     profile
         .read_write_grants()
@@ -179,6 +226,7 @@ fn programs_to_protect(i: &Inputs<'_>) -> Vec<PathBuf> {
 /// home folder, the project and each read-write grant; the operator's additions; every `PATH`
 /// folder that can be kept so. A missing one gets a placeholder (made under the state folder's
 /// lock) so the session cannot create it.
+#[cfg(not(target_os = "macos"))]
 fn deny_writes(
     i: &Inputs<'_>,
     profile: &mut Profile,
@@ -225,6 +273,7 @@ fn deny_writes(
 /// Keeps `path` (inside the read-write grant `grant`) read-only: a regular file on the way (a
 /// git worktree's `.git` file) is kept so instead; a symlink on the way refuses the launch (a
 /// session could replace the link itself); a missing path gets a placeholder.
+#[cfg(not(target_os = "macos"))]
 fn deny_write(
     profile: &mut Profile,
     ph: &mut Placeholders,
@@ -304,7 +353,8 @@ fn mask_own_folders(host: &Host, profile: &mut Profile) -> Result<(), LaunchErro
 /// Makes, inside the session's temp folder, every mount point bwrap needs under `/tmp` (a grant
 /// that lives under `/tmp`), 0700 folders and 0600 files, so bwrap creates none itself (it
 /// would make them 0755). The temp folder is fresh and no session runs in it yet.
-fn make_tmp_mount_points(resolved: &Resolved, session_tmp: &Path) -> io::Result<()> {
+#[cfg(not(target_os = "macos"))]
+fn make_tmp_mount_points(resolved: &sandbox::Resolved, session_tmp: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     for (target, is_dir) in resolved.mount_targets() {
         let Ok(rel) = target.strip_prefix("/tmp") else {

@@ -363,11 +363,13 @@ fn resolve_programs(
             ))
         })?,
     };
+    // The sandbox program: bwrap on Linux, sandbox-exec on macOS.
+    #[cfg(target_os = "macos")]
+    let found = sandbox::find_sandbox_exec();
+    #[cfg(not(target_os = "macos"))]
+    let found = sandbox::find_bwrap(settings.bwrap.as_deref());
     let bwrap = match v.sandboxed {
-        true => Some(
-            sandbox::find_bwrap(settings.bwrap.as_deref())
-                .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?,
-        ),
+        true => Some(found.map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?),
         false => None,
     };
     let ssh = match &v.request.host {
@@ -567,6 +569,9 @@ fn session_argv(
             .iter()
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
+        #[cfg(target_os = "macos")]
+        return confine::sbpl_argv(&inputs, state.path(), &setenv, &target);
+        #[cfg(not(target_os = "macos"))]
         return confine::bwrap_argv(&inputs, state.path(), &setenv, &target);
     }
     if let (Some(h), Some(ssh)) = (&v.request.host, &programs.ssh) {
@@ -628,7 +633,9 @@ fn shim_command(
     }
     let mut env = ChildEnv::from_current(&env_vars, carries_token);
     env.set(crate::shim::SESSION_ID_VAR, &v.session_id);
-    if v.sandboxed {
+    // bwrap binds the session's temp folder at /tmp; elsewhere (unsandboxed, or macOS, where
+    // the profile grants the folder itself) TMPDIR names it.
+    if v.sandboxed && cfg!(target_os = "linux") {
         env.set("TMPDIR", "/tmp");
     } else {
         env.set("TMPDIR", session_tmp);
@@ -648,7 +655,8 @@ fn shim_command(
         .arg("--")
         .args(argv);
     env.apply(&mut cmd);
-    if let (false, Some(p)) = (v.sandboxed, project) {
+    // bwrap changes folder itself (`--chdir`); sandbox-exec runs where it is started.
+    if let (false, Some(p)) = (v.sandboxed && cfg!(target_os = "linux"), project) {
         cmd.current_dir(p);
     }
     if stdin == Stdin::Null {

@@ -29,6 +29,14 @@ pub fn check(
     carries_token: bool,
     settings: &Settings,
 ) -> Result<(), LaunchError> {
+    if !cfg!(target_os = "linux") && *network != Network::Host {
+        // No network namespace to put the session in: refused, never run on the host's network.
+        return Err(LaunchError::SandboxUnavailable(format!(
+            "network {:?} needs a network namespace of the session's own (Linux); on this \
+             system a template can use \"host\" only",
+            network.word()
+        )));
+    }
     token_network_allowed(network, carries_token, settings.token_network)
         .map_err(LaunchError::SandboxUnavailable)
 }

@@ -701,6 +701,10 @@ fn identify_sources(
     protects: &[Protect],
     tmp: Option<&Path>,
 ) -> Result<Vec<Ident>, SandboxError> {
+    // SBPL rules are path rules: `sandbox-exec` mounts nothing, so there is no mount to check.
+    if !cfg!(target_os = "linux") {
+        return Ok(Vec::new());
+    }
     let mut idents: Vec<Ident> = Vec::new();
     let protected: Vec<Bind> = protects
         .iter()
