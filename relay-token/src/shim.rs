@@ -685,7 +685,11 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     // is stopped (SIGTTIN/SIGTTOU) as soon as it reads the terminal or sets its modes. The child
     // takes the terminal itself, after std's setpgid and before exec, so no read can come first.
     // With --pty the target leads a session of its own on its terminal instead.
-    let tty = if opts.pty { None } else { foreground_tty() };
+    let tty = if opts.pty || opts.sandbox_profile.is_some() {
+        None
+    } else {
+        foreground_tty()
+    };
     if let Some(tty) = tty {
         // SAFETY: the hook runs between fork and exec and makes raw, async-signal-safe calls only
         // (getpid, sigprocmask, tcsetpgrp); it allocates nothing and captures one integer. A
@@ -797,6 +801,10 @@ fn target_command(opts: &ShimOptions) -> Command {
         .env_remove(identity::LAUNCH_FD_VAR);
     if opts.pty {
         pty::lead_session_on_stdin(&mut cmd);
+    } else if opts.sandbox_profile.is_some() {
+        // A sandboxed target leads a session with no terminal (as bwrap's --new-session does on
+        // Linux): it cannot push keystrokes into the operator's terminal with TIOCSTI.
+        pty::lead_session_without_terminal(&mut cmd);
     } else {
         cmd.process_group(0);
     }

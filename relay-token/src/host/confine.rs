@@ -65,10 +65,11 @@ pub(crate) fn bwrap_argv(
     Ok(resolved.bwrap_argv_with_env(i.bwrap, setenv, target))
 }
 
-/// The `sandbox-exec` argv around `target` (macOS): the same profile (grants, protected
-/// programs, the write-deny entries that exist, the masks) rendered as SBPL, written 0600 into
-/// the session folder; the request's variables reach the sandboxed program only, through
-/// `/usr/bin/env` inside the sandbox. What this cannot hold is said in `docs/macos.md`: a
+/// The target's argv for a macOS launch: the same profile (grants, protected programs, the
+/// write-deny entries that exist, the masks) is rendered as SBPL and written 0600 to
+/// [`SBPL_FILE`] in the session folder, which `relay-shim --sandbox-profile` runs the target
+/// under (`sandbox-exec`, in a session of its own); the request's variables reach the sandboxed
+/// program only, through `/usr/bin/env` inside the sandbox. What this cannot hold is said in `docs/macos.md`: a
 /// write-deny entry that does not exist yet is not denied, and nothing of it has run on a Mac.
 #[cfg(target_os = "macos")]
 pub(crate) fn sbpl_argv(
@@ -95,7 +96,7 @@ pub(crate) fn sbpl_argv(
     let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
     let resolved = profile.resolve(&all_rw).map_err(unavailable)?;
     let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
-    let file = session_dir.join("profile.sb");
+    let file = session_dir.join(SBPL_FILE);
     resolved
         .write_sbpl(&file)
         .map_err(|e| LaunchError::SpawnFailed(format!("{}: {e}", file.display())))?;
@@ -107,8 +108,11 @@ pub(crate) fn sbpl_argv(
         command.push(kv);
     }
     command.extend(target.iter().cloned());
-    Ok(sandbox::sandbox_exec_argv(&file, &command))
+    Ok(command)
 }
+
+/// The SBPL profile's file name in the session folder (macOS).
+pub(crate) const SBPL_FILE: &str = "profile.sb";
 
 /// The template's grants, the command's folder, `/tmp`, the project and the token's deny.
 fn template_profile(i: &Inputs<'_>) -> Result<Profile, LaunchError> {

@@ -649,6 +649,10 @@ fn shim_command(
     if carries_token {
         cmd.arg("--pass-token");
     }
+    if v.sandboxed && cfg!(target_os = "macos") {
+        cmd.arg("--sandbox-profile")
+            .arg(session_tmp.with_file_name(confine::SBPL_FILE));
+    }
     cmd.args(wiring.args())
         .arg("--session-id")
         .arg(&v.session_id)

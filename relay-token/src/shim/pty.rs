@@ -37,3 +37,26 @@ pub fn lead_session_on_stdin(cmd: &mut Command) {
         });
     }
 }
+
+/// Makes the child of `cmd` lead a new session with no controlling terminal (`setsid` only): a
+/// sandboxed program keeps its stdio but can no longer inject input into the terminal
+/// (`TIOCSTI` needs it to be the controlling terminal) nor signal the operator's shell's group.
+///
+/// ```
+/// let mut cmd = std::process::Command::new("true");
+/// relay_token::shim::pty::lead_session_without_terminal(&mut cmd);
+/// assert!(cmd.status()?.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn lead_session_without_terminal(cmd: &mut Command) {
+    // SAFETY: the hook runs between fork and exec and makes one raw, async-signal-safe system
+    // call (setsid); it allocates nothing and builds its error from errno.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
