@@ -40,20 +40,30 @@ fn unavailable(e: impl ToString) -> LaunchError {
     LaunchError::SandboxUnavailable(e.to_string())
 }
 
-/// The `bwrap` argv around `target`, `setenv` reaching the sandboxed program only.
-#[cfg(not(target_os = "macos"))]
-pub(crate) fn bwrap_argv(
+/// The sandbox's command line around `target`, `setenv` reaching the sandboxed program only:
+/// `bwrap` on Linux, what `relay-shim --sandbox-profile` runs under `sandbox-exec` on macOS.
+pub(crate) fn sandbox_argv(
     i: &Inputs<'_>,
     state_dir: &Path,
     setenv: &[(OsString, OsString)],
     target: &[OsString],
 ) -> Result<Vec<OsString>, LaunchError> {
-    let mut profile = template_profile(i)?;
-    profile.state_dir(state_dir.to_path_buf());
-    profile.network(i.net.clone());
-    for folder in programs_to_protect(i) {
-        profile.protect(folder);
-    }
+    let profile = base_profile(i, state_dir)?;
+    #[cfg(target_os = "macos")]
+    return sbpl_argv(i, profile, setenv, target);
+    #[cfg(not(target_os = "macos"))]
+    return bwrap_argv(i, profile, state_dir, setenv, target);
+}
+
+/// The `bwrap` argv: the write-deny list, the relay's folders masked, resolved and rendered.
+#[cfg(not(target_os = "macos"))]
+fn bwrap_argv(
+    i: &Inputs<'_>,
+    mut profile: Profile,
+    state_dir: &Path,
+    setenv: &[(OsString, OsString)],
+    target: &[OsString],
+) -> Result<Vec<OsString>, LaunchError> {
     let rw: Vec<PathBuf> = real_rw_grants(&profile);
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.host, &mut profile)?;
@@ -69,21 +79,16 @@ pub(crate) fn bwrap_argv(
 /// write-deny entries that exist, the masks) is rendered as SBPL and written 0600 to
 /// [`SBPL_FILE`] in the session folder, which `relay-shim --sandbox-profile` runs the target
 /// under (`sandbox-exec`, in a session of its own); the request's variables reach the sandboxed
-/// program only, through `/usr/bin/env` inside the sandbox. What this cannot hold is said in `docs/macos.md`: a
-/// write-deny entry that does not exist yet is not denied, and nothing of it has run on a Mac.
+/// program only, through `/usr/bin/env` inside the sandbox. What this cannot hold is said in
+/// `docs/macos.md`: a write-deny entry that does not exist yet is not denied, and nothing of it
+/// has run on a Mac.
 #[cfg(target_os = "macos")]
-pub(crate) fn sbpl_argv(
+fn sbpl_argv(
     i: &Inputs<'_>,
-    state_dir: &Path,
+    mut profile: Profile,
     setenv: &[(OsString, OsString)],
     target: &[OsString],
 ) -> Result<Vec<OsString>, LaunchError> {
-    let mut profile = template_profile(i)?;
-    profile.state_dir(state_dir.to_path_buf());
-    profile.network(i.net.clone());
-    for folder in programs_to_protect(i) {
-        profile.protect(folder);
-    }
     let project = i.v.request.project.as_deref();
     let anchors = [i.host.home.clone()]
         .into_iter()
@@ -113,6 +118,19 @@ pub(crate) fn sbpl_argv(
 
 /// The SBPL profile's file name in the session folder (macOS).
 pub(crate) const SBPL_FILE: &str = "profile.sb";
+
+/// What every sandbox of a launch starts from, on either system: the template's profile, the
+/// state folder for a file mask, the network, and the programs that later hold the token kept
+/// read-only.
+fn base_profile(i: &Inputs<'_>, state_dir: &Path) -> Result<Profile, LaunchError> {
+    let mut profile = template_profile(i)?;
+    profile.state_dir(state_dir.to_path_buf());
+    profile.network(i.net.clone());
+    for folder in programs_to_protect(i) {
+        profile.protect(folder);
+    }
+    Ok(profile)
+}
 
 /// The template's grants, the command's folder, `/tmp`, the project and the token's deny.
 fn template_profile(i: &Inputs<'_>) -> Result<Profile, LaunchError> {

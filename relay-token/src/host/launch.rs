@@ -569,10 +569,7 @@ fn session_argv(
             .iter()
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
-        #[cfg(target_os = "macos")]
-        return confine::sbpl_argv(&inputs, state.path(), &setenv, &target);
-        #[cfg(not(target_os = "macos"))]
-        return confine::bwrap_argv(&inputs, state.path(), &setenv, &target);
+        return confine::sandbox_argv(&inputs, state.path(), &setenv, &target);
     }
     if let (Some(h), Some(ssh)) = (&v.request.host, &programs.ssh) {
         return Ok(ssh_argv(host, ssh, h, target));
