@@ -363,13 +363,14 @@ fn resolve_programs(
             ))
         })?,
     };
-    // The sandbox program: bwrap on Linux, sandbox-exec on macOS.
+    // The sandbox program, looked for by a sandboxed launch only: bwrap on Linux,
+    // sandbox-exec on macOS.
     #[cfg(target_os = "macos")]
-    let found = sandbox::find_sandbox_exec();
+    let find = sandbox::find_sandbox_exec;
     #[cfg(not(target_os = "macos"))]
-    let found = sandbox::find_bwrap(settings.bwrap.as_deref());
+    let find = || sandbox::find_bwrap(settings.bwrap.as_deref());
     let bwrap = match v.sandboxed {
-        true => Some(found.map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?),
+        true => Some(find().map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?),
         false => None,
     };
     let ssh = match &v.request.host {

@@ -98,8 +98,23 @@ struct Series {
 
 impl Series {
     fn new(fx: &Fixture, agent: &Path) -> Series {
-        // Capture relay's bwrap command line from a running session.
+        // Capture relay's bwrap command line from a running session. The replay needs every
+        // bind source to outlive that session: its folder (kept) and the write-deny entries
+        // (made here first, so the host makes no placeholder that goes with the session).
+        let project = fx.project.canonicalize().expect("the project folder");
+        for (path, dir) in relay_token::sandbox::write_deny::paths(&[project], true, &[]) {
+            if dir {
+                std::fs::create_dir_all(&path).expect("a write-deny folder");
+            } else {
+                std::fs::create_dir_all(path.parent().expect("a parent")).expect("its folder");
+                std::fs::File::create(&path).expect("a write-deny file");
+            }
+        }
         let req = fx.request("capture", true, "capture", &["--sleep", "30"]);
+        let mut kept: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+        kept["keep"] = serde_json::json!(true);
+        std::fs::write(&req, kept.to_string()).unwrap();
         let mut host = fx.launch(&req).spawn().expect("spawn relay-host");
         wait_for_records(&fx.record, 1, Duration::from_secs(30));
         let shim = wait_child(host.id() as i32, Duration::from_secs(10)).expect("shim");
