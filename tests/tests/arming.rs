@@ -731,21 +731,34 @@ fn ssh_home_and_unshare() -> (PathBuf, Vec<&'static str>) {
     (PathBuf::from(dir), args)
 }
 
-/// `cmd` wrapped so that it runs with the world's home bound over ssh's per-user home.
+/// `cmd` wrapped so that it runs with the world's home bound over ssh's per-user home. The
+/// built binaries are bound at `<world>/bin-mount` first and run from there: a checkout inside
+/// that home (`~/src/relay-token`) would be hidden by the bind.
 fn with_ssh_home(w: &World, cmd: &Command) -> Command {
     let (ssh_home, unshare) = ssh_home_and_unshare();
+    let bins = relay_tests::bin_dir();
+    let mount = w.root.join("bin-mount");
+    mkdir(&mount, 0o755);
+    let program = Path::new(cmd.get_program());
+    let program = match program.strip_prefix(&bins) {
+        Ok(rest) => mount.join(rest),
+        Err(_) => program.to_path_buf(),
+    };
     let mut c = Command::new("unshare");
     c.args(unshare)
         .args([
             "--",
             "/bin/sh",
             "-c",
-            r#"h=$1; d=$2; shift 2; mount --bind "$h" "$d" && exec "$@""#,
+            r#"h=$1; d=$2; b=$3; m=$4; shift 4
+mount --bind "$b" "$m" && mount --bind "$h" "$d" && exec "$@""#,
             "sh",
         ])
         .arg(&w.home)
         .arg(ssh_home)
-        .arg(cmd.get_program())
+        .arg(&bins)
+        .arg(&mount)
+        .arg(program)
         .args(cmd.get_args())
         .env_clear()
         .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
