@@ -295,7 +295,10 @@ fn permission_denied_for_an_unprivileged_reader() {
     );
     accepted(&p, MARKER.as_bytes()); // root reads it: the file itself is fine
 
-    let exe = std::env::current_exe().unwrap();
+    // The unprivileged reader runs a copy of this test binary from the open folder: the
+    // checkout itself may sit in a home folder closed to uid 65534 (`/root` is 0700).
+    let exe = dir.path().join("probe");
+    fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&exe)

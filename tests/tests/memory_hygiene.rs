@@ -5,9 +5,9 @@
 //! Runs as root (the scan reads `/proc/<pid>/mem` of a non-dumpable process, which needs
 //! `CAP_SYS_PTRACE`). Build the binaries first: `cargo build --workspace --bins`.
 
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
@@ -194,7 +194,23 @@ fn the_host_may_not_write_a_core_file() {
 fn the_host_is_not_dumpable() {
     const NOBODY: u32 = 65534;
     needs_root();
-    let fx = Fixture::new(&fake_agent());
+    // `nobody` runs the binaries: copies in a folder it may read, since a checkout in a home
+    // folder (`/root` is 0700) is closed to it.
+    let bins = tempfile::Builder::new()
+        .prefix("relay-bins-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(bins.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = |from: PathBuf| {
+        let to = bins.path().join(from.file_name().unwrap());
+        std::fs::copy(&from, &to).unwrap();
+        to
+    };
+    let agent = copy(fake_agent());
+    let host = copy(relay_tests::relay_host());
+    copy(relay_tests::relay_shim());
+    let mut fx = Fixture::new(&agent);
+    fx.host = host;
     for d in [&fx.state, &fx.project] {
         std::fs::create_dir_all(d).unwrap();
         std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
