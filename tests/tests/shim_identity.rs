@@ -471,7 +471,10 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
     assert_eq!(tpgid, pid, "it is the terminal's foreground group");
     let shim_sid = session_of(child.id() as i64).1;
     assert_ne!(shim_sid, pid, "the shim stays in its own session");
-    std::io::Write::write_all(&mut std::fs::File::from(master), b"\x03").unwrap();
+    // Through a second descriptor: closing it leaves the master open (closing the last one
+    // would hang the terminal up, a SIGHUP racing the SIGINT).
+    let mut input = std::fs::File::from(master.try_clone().unwrap());
+    std::io::Write::write_all(&mut input, b"\x03").unwrap();
     assert_eq!(next(), json!({"event": "exit", "status": 130}));
     assert_eq!(std::fs::read_to_string(&sigfile).unwrap(), "2\n");
     let out = child.wait_with_output().unwrap();
