@@ -157,7 +157,7 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
                     print_error(&e.to_string());
                     EXIT_INTERNAL
                 }
-                E::Settings(_) => {
+                E::Settings(_) | E::Reachable(_) => {
                     print_error(&e.to_string());
                     EXIT_CONFIG
                 }

@@ -61,6 +61,8 @@ pub enum ImportError {
     },
     /// The settings cannot be read or updated.
     Settings(String),
+    /// The way to the token file crosses a symlink a sandboxed session could have made.
+    Reachable(String),
 }
 
 impl fmt::Display for ImportError {
@@ -81,7 +83,7 @@ impl fmt::Display for ImportError {
             ),
             ImportError::TooLarge => write!(f, "the input is larger than {MAX_INPUT} bytes"),
             ImportError::Io { what, source } => write!(f, "{what}: {source}"),
-            ImportError::Settings(m) => f.write_str(m),
+            ImportError::Settings(m) | ImportError::Reachable(m) => f.write_str(m),
         }
     }
 }
@@ -284,6 +286,10 @@ pub fn import(
             DEFAULT_TOKEN_SETTING.to_string(),
         ),
     };
+    let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
+    let grants = super::reach::rw_grants(host, &settings, None, &claude_config);
+    crate::sandbox::check_write_path(&path, &grants)
+        .map_err(|e| ImportError::Reachable(format!("{e}; nothing was written")))?;
     let replaced = path.exists();
     let mut bytes = Zeroizing::new(Vec::with_capacity(token.len() + 1));
     bytes.extend_from_slice(token.expose_bytes());

@@ -734,6 +734,24 @@ fn identify_sources(
     Ok(idents)
 }
 
+/// Refuses to write at `path` (a token about to be stored) when the way to it crosses a symlink a
+/// sandboxed session could have made (the rule of [`SandboxError::DenyFollowsLink`]): a planted
+/// `~/.config/claude-ltt -> <a grant>` would otherwise receive the token where sessions read.
+/// Only the part of `path` that exists is walked; `writable` is every read-write grant.
+pub(crate) fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), SandboxError> {
+    let existing = path
+        .ancestors()
+        .find(|a| std::fs::symlink_metadata(a).is_ok())
+        .unwrap_or(Path::new("/"));
+    match links::real_path(existing, writable) {
+        Err(SandboxError::DenyFollowsLink { link, .. }) => Err(SandboxError::DenyFollowsLink {
+            path: path.to_path_buf(),
+            link,
+        }),
+        other => other.map(|_| ()),
+    }
+}
+
 /// Each folder between a grant and `path` (exclusive), bound onto itself (a mount point cannot
 /// be renamed), keeping the mode of the innermost bind that covers it.
 fn guards_between(binds: &[Bind], path: &Path) -> Vec<Bind> {

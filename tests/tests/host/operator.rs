@@ -883,3 +883,32 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
     assert_eq!(code, 64, "{shown}");
     assert_no_token("the terminal", shown.as_bytes(), &pasted);
 }
+
+/// A session (the built-in `shell` template grants `~` read-write) planted
+/// `~/.config/claude-ltt` as a link into a folder it reads: `token import` refuses, naming the
+/// link, and writes nothing there.
+#[test]
+fn import_refuses_a_token_folder_a_session_linked_elsewhere() {
+    let fx = Fx::new();
+    let token = oat_token();
+    let trap = fx.home.join("shared");
+    fs::create_dir_all(&trap).unwrap();
+    fs::create_dir_all(fx.home.join(".config")).unwrap();
+    std::os::unix::fs::symlink(&trap, fx.home.join(".config/claude-ltt")).unwrap();
+    let out = import(&fx, token.as_bytes(), &[]);
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "follows symlink \\\"{}\\\"",
+            fx.home.join(".config/claude-ltt").display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_quiet(&out, &token);
+    assert_eq!(
+        fs::read_dir(&trap).unwrap().count(),
+        0,
+        "the token was written"
+    );
+}
