@@ -738,6 +738,7 @@ fn identify_sources(
 /// sandboxed session could have made (the rule of [`SandboxError::DenyFollowsLink`]): a planted
 /// `~/.config/claude-ltt -> <a grant>` would otherwise receive the token where sessions read.
 /// Only the part of `path` that exists is walked; `writable` is every read-write grant.
+#[cfg(feature = "host")]
 pub(crate) fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), SandboxError> {
     let existing = path
         .ancestors()
