@@ -42,8 +42,9 @@ use crate::sys;
 /// The descriptor number a Claude Code child reads its token from.
 pub const TOKEN_FD: RawFd = 5;
 
-/// The most descriptors one [`FdMap`] places.
-pub(crate) const MAX_PLACED: usize = 4;
+/// The most descriptors one [`FdMap`] places: the token, a status pipe or two, and the bind
+/// descriptors a sandbox launch hands to bwrap (one per bind).
+pub(crate) const MAX_PLACED: usize = 256;
 
 /// Descriptors to place in a child at fixed numbers; everything else above 2 is closed at exec.
 ///
@@ -86,7 +87,7 @@ impl<'fd> FdMap<'fd> {
     /// Places `src` in the child at number `dst` (above 2). The parent's `src` is left as it is;
     /// closing it after the spawn is the caller's business.
     ///
-    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past four placed descriptors.
+    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past 256 placed descriptors.
     ///
     /// ```
     /// use std::os::fd::AsFd;
@@ -149,6 +150,8 @@ impl<'fd> FdMap<'fd> {
             };
             plan.pairs[i] = (raw, dst);
         }
+        // Sorted by target here, so the hook walks the gaps between targets in one pass.
+        plan.pairs[..plan.len].sort_unstable_by_key(|&(_, dst)| dst);
         Ok((plan, moved))
     }
 
@@ -219,7 +222,8 @@ impl<'fd> FdMap<'fd> {
             }
         }
         drop(devnull);
-        for (i, &(_, dst)) in self.placed.iter().enumerate() {
+        for i in 0..plan.len {
+            let dst = plan.pairs[i].1;
             // SAFETY: only borrowed for one fstat; an fd closed meanwhile gives EBADF.
             let st = sys::fstat(unsafe { BorrowedFd::borrow_raw(dst) })?;
             plan.held[i] = (st.st_dev as u64, st.st_ino as u64);
@@ -314,24 +318,13 @@ fn child_apply(plan: &Plan) -> io::Result<()> {
             }
         }
     }
-    // Keep 0..=2 and the targets; mark every gap close-on-exec. Targets sorted without
-    // allocating: at most MAX_PLACED entries, a selection by repeated minimum.
+    // Keep 0..=2 and the targets (sorted by the parent); mark every gap close-on-exec.
     let mut lo: RawFd = 3;
-    let mut done = 0;
-    let mut last: RawFd = 2;
-    while done < plan.len {
-        let mut next = RawFd::MAX;
-        for &(_, dst) in &plan.pairs[..plan.len] {
-            if dst > last && dst < next {
-                next = dst;
-            }
-        }
+    for &(_, next) in &plan.pairs[..plan.len] {
         if next > lo {
             cloexec_range(lo as u32, (next - 1) as u32)?;
         }
         lo = next + 1;
-        last = next;
-        done += 1;
     }
     cloexec_range(lo as u32, u32::MAX)
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! relay-shim [--pass-token] [--identity] [--pty] [--sandbox-profile PATH] [--status-fd N]
-//!            [--session-id ID] -- PROGRAM [ARGS...]
+//!            [--pass-fds FIRST-LAST] [--sandbox-status-fd N] [--session-id ID] -- PROGRAM [ARGS...]
 //! ```
 //!
 //! The shim's descriptors, by layout (the target always gets 0, 1, 2 and, with
@@ -42,6 +42,13 @@
 //!   own group with the same signal so the caller's shell sees the job stop; `fg` hands the
 //!   terminal back to the target and continues it); the terminal is given back to the shim's
 //!   group when the target ends. Without a terminal, stops of the target are not acted upon.
+//! - `--pass-fds FIRST-LAST`: the shim's descriptors FIRST to LAST (each open) are handed to the
+//!   target at the same numbers, unread (bwrap's bind descriptors, named in its command line).
+//! - `--sandbox-status-fd N` (the target is `bwrap ... --json-status-fd N`): the target gets a
+//!   pipe at N, and the shim says `started` only once bwrap reports on it that the sandbox's
+//!   namespaces exist (`child-pid`). If the pipe closes first, bwrap failed before any sandbox
+//!   existed: the shim waits for it and says `{"event":"sandbox_failed","status":S}` (S bwrap's
+//!   exit status, or 128 + signal) instead of `started`, and exits 126.
 //! - `--sandbox-profile PATH` (absolute): on macOS the target runs under
 //!   `/usr/bin/sandbox-exec -f PATH -- PROGRAM ARGS...`; elsewhere the option is refused.
 //! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`, not starting with `.` or `-`) is exported to the target as
@@ -61,7 +68,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -97,7 +104,8 @@ pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
 
 /// The one-line synopsis printed with usage errors.
 pub const USAGE: &str = "usage: relay-shim [--pass-token] [--identity] [--pty] \
-     [--sandbox-profile PATH] [--status-fd N] [--session-id ID] -- PROGRAM [ARGS...]";
+     [--sandbox-profile PATH] [--status-fd N] [--pass-fds FIRST-LAST] [--sandbox-status-fd N] \
+     [--session-id ID] -- PROGRAM [ARGS...]";
 
 /// The signals the shim forwards to the target's process group.
 pub const FORWARDED_SIGNALS: [libc::c_int; 4] =
@@ -175,6 +183,10 @@ pub struct ShimOptions {
     pub status_fd: RawFd,
     /// `--session-id ID`: exported to the target as [`SESSION_ID_VAR`].
     pub session_id: Option<SessionId>,
+    /// `--pass-fds FIRST-LAST`: descriptors handed to the target at the same numbers.
+    pub pass_fds: Option<(RawFd, RawFd)>,
+    /// `--sandbox-status-fd N`: the target (bwrap) reports the sandbox's start on a pipe at N.
+    pub sandbox_status_fd: Option<RawFd>,
     /// The program to run (looked up on `PATH` when it holds no `/`).
     pub program: OsString,
     /// Its arguments.
@@ -213,6 +225,16 @@ pub enum UsageError {
     SandboxProfileNotAbsolute(String),
     /// `--sandbox-profile` on a system without `sandbox-exec` (anything but macOS).
     SandboxProfileUnsupported,
+    /// `--pass-fds` not `FIRST-LAST` (two descriptor numbers, FIRST at most LAST, at most 240).
+    BadFdRange(String),
+    /// A descriptor of `--pass-fds` or `--sandbox-status-fd` that stdio, the status, the token,
+    /// the launch secret or the other option already uses.
+    FdInUse {
+        /// The option.
+        opt: &'static str,
+        /// The descriptor.
+        fd: RawFd,
+    },
     /// No `--` before the program (an argument that is not an option came first, or none).
     MissingSeparator,
     /// Nothing (or an empty name) after `--`.
@@ -262,6 +284,14 @@ impl fmt::Display for UsageError {
                 "--sandbox-profile is not supported here: {SANDBOX_EXEC} exists on macOS only \
                  (on Linux, wrap the program in bwrap)"
             ),
+            UsageError::BadFdRange(v) => write!(
+                f,
+                "--pass-fds {v:?}: must be FIRST-LAST, two descriptor numbers above 2, at most 240"
+            ),
+            UsageError::FdInUse { opt, fd } => write!(
+                f,
+                "{opt}: fd {fd} is already stdio, the status, the token or the launch secret"
+            ),
             UsageError::MissingSeparator => write!(f, "missing -- before the program"),
             UsageError::MissingProgram => write!(f, "no program after --"),
         }
@@ -279,6 +309,8 @@ struct Seen {
     sandbox_profile: Option<PathBuf>,
     status_fd: Option<RawFd>,
     session_id: Option<SessionId>,
+    pass_fds: Option<(RawFd, RawFd)>,
+    sandbox_status_fd: Option<RawFd>,
 }
 
 impl Seen {
@@ -319,6 +351,23 @@ impl Seen {
                 self.session_id = Some(SessionId::parse(&v).ok_or(UsageError::BadSessionId(v))?);
                 Ok(())
             }
+            "--pass-fds" => {
+                if self.pass_fds.is_some() {
+                    return Err(UsageError::Repeated("--pass-fds"));
+                }
+                let v = value("--pass-fds")?;
+                self.pass_fds = Some(parse_fd_range(&v).ok_or(UsageError::BadFdRange(v))?);
+                Ok(())
+            }
+            "--sandbox-status-fd" => {
+                if self.sandbox_status_fd.is_some() {
+                    return Err(UsageError::Repeated("--sandbox-status-fd"));
+                }
+                let v = value("--sandbox-status-fd")?;
+                let n = parse_fd(&v).ok_or(UsageError::StatusFdNotANumber(v))?;
+                self.sandbox_status_fd = Some(n);
+                Ok(())
+            }
             "--sandbox-profile" => {
                 if self.sandbox_profile.is_some() {
                     return Err(UsageError::Repeated("--sandbox-profile"));
@@ -354,6 +403,32 @@ impl Seen {
         if self.sandbox_profile.is_some() && !cfg!(target_os = "macos") {
             return Err(UsageError::SandboxProfileUnsupported);
         }
+        // Descriptors the shim already uses: stdio, the status, the token, the launch secret.
+        let used = |n: RawFd| {
+            n <= 2
+                || n == status_fd
+                || (self.pass_token && n == TOKEN_FD)
+                || (self.identity && n == identity::SECRET_FD)
+        };
+        if let Some((lo, hi)) = self.pass_fds {
+            if let Some(fd) = (lo..=hi).find(|&n| used(n)) {
+                return Err(UsageError::FdInUse {
+                    opt: "--pass-fds",
+                    fd,
+                });
+            }
+        }
+        if let Some(fd) = self.sandbox_status_fd {
+            let passed = self
+                .pass_fds
+                .is_some_and(|(lo, hi)| (lo..=hi).contains(&fd));
+            if used(fd) || passed {
+                return Err(UsageError::FdInUse {
+                    opt: "--sandbox-status-fd",
+                    fd,
+                });
+            }
+        }
         Ok(ShimOptions {
             pass_token: self.pass_token,
             identity: self.identity,
@@ -361,6 +436,8 @@ impl Seen {
             sandbox_profile: self.sandbox_profile,
             status_fd,
             session_id: self.session_id,
+            pass_fds: self.pass_fds,
+            sandbox_status_fd: self.sandbox_status_fd,
             program,
             args,
         })
@@ -445,6 +522,13 @@ fn parse_fd(v: &str) -> Option<RawFd> {
     v.parse().ok()
 }
 
+/// `FIRST-LAST`: two descriptor numbers above 2, FIRST at most LAST, 240 at most in all.
+fn parse_fd_range(v: &str) -> Option<(RawFd, RawFd)> {
+    let (lo, hi) = v.split_once('-')?;
+    let (lo, hi) = (parse_fd(lo)?, parse_fd(hi)?);
+    (lo > 2 && lo <= hi && hi - lo < 240).then_some((lo, hi))
+}
+
 /// One status line, as written to the status descriptor.
 ///
 /// ```
@@ -485,6 +569,12 @@ pub enum StatusEvent {
         /// The `errno` of the failed spawn (2 for a program not found).
         errno: i32,
     },
+    /// `{"event":"sandbox_failed","status":S}`: with `--sandbox-status-fd`, bwrap ended before
+    /// it reported the sandbox's namespaces; nothing ran inside.
+    SandboxFailed {
+        /// bwrap's exit status, or 128 + the signal that killed it.
+        status: i32,
+    },
     /// `{"event":"exit","status":S}`: the target exited.
     Exited {
         /// Its exit status.
@@ -519,6 +609,9 @@ impl StatusEvent {
             StatusEvent::SpawnFailed { errno } => {
                 format!("{{\"event\":\"spawn_failed\",\"errno\":{errno}}}\n")
             }
+            StatusEvent::SandboxFailed { status } => {
+                format!("{{\"event\":\"sandbox_failed\",\"status\":{status}}}\n")
+            }
             StatusEvent::Exited { status } => {
                 format!("{{\"event\":\"exit\",\"status\":{status}}}\n")
             }
@@ -529,7 +622,7 @@ impl StatusEvent {
     }
 
     /// The shim's exit code for this event: the status, 128 + signal, 127 for `ENOENT`, 126 for
-    /// another spawn failure, 78 for an identity failure; 0 for an event that is not final
+    /// another spawn failure or a sandbox that failed to start, 78 for an identity failure; 0 for an event that is not final
     /// (`no_identity`, `hello_ok`, `started`).
     ///
     /// ```
@@ -548,7 +641,7 @@ impl StatusEvent {
                 identity::EXIT_IDENTITY
             }
             StatusEvent::SpawnFailed { errno } if errno == libc::ENOENT => EXIT_NOT_FOUND,
-            StatusEvent::SpawnFailed { .. } => EXIT_CANNOT_EXEC,
+            StatusEvent::SpawnFailed { .. } | StatusEvent::SandboxFailed { .. } => EXIT_CANNOT_EXEC,
             StatusEvent::Exited { status } => status,
             StatusEvent::Signaled { signal } => 128 + signal,
         }
@@ -667,6 +760,11 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         Ok(s) => s,
         Err(code) => return code,
     };
+    // SAFETY: as above; the parser keeps the range off every descriptor claimed above.
+    let passed = match unsafe { claim_passed_fds(opts.pass_fds) } {
+        Ok(fds) => fds,
+        Err(code) => return code,
+    };
     // SAFETY: as above (fd 3 with identity).
     let first = unsafe { identify(opts) };
     status.send(first);
@@ -701,12 +799,26 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
             });
         }
     }
-    let pid = match spawn_target(&mut cmd, token_fd, tty, &opts.program) {
-        Ok(pid) => pid,
+    let fds = TargetFds {
+        token: token_fd,
+        passed,
+        sandbox_status: opts.sandbox_status_fd,
+    };
+    let (pid, sandbox_status) = match spawn_target(&mut cmd, fds, tty, &opts.program) {
+        Ok(spawned) => spawned,
         Err(event) => {
             status.send(event);
             return event.exit_code();
         }
+    };
+    // Kept open until the end: bwrap writes its exit there too.
+    let _sandbox_status = match sandbox_status.map(|r| wait_sandbox(r, pid, tty)) {
+        Some(Err(event)) => {
+            status.send(event);
+            return event.exit_code();
+        }
+        Some(Ok(r)) => Some(r),
+        None => None,
     };
     status.send(StatusEvent::Started { pid: pid as u32 });
 
@@ -747,6 +859,34 @@ unsafe fn claim_token_fd(pass_token: bool) -> Result<Option<OwnedFd>, i32> {
         return Err(EXIT_USAGE);
     }
     Ok(Some(fd))
+}
+
+/// With `range`: checks that each descriptor in it is open and takes it (close-on-exec for the
+/// shim; the target gets it at the same number). On failure, prints one stderr line and returns
+/// [`EXIT_USAGE`].
+///
+/// # Safety
+///
+/// The process owns the descriptors of `range` and nothing else in it holds them (see [`run`]).
+unsafe fn claim_passed_fds(range: Option<(RawFd, RawFd)>) -> Result<Vec<OwnedFd>, i32> {
+    let Some((lo, hi)) = range else {
+        return Ok(Vec::new());
+    };
+    let mut fds = Vec::new();
+    for n in lo..=hi {
+        if sys::fd_flags(n).is_err() {
+            eprintln!("relay-shim: --pass-fds {lo}-{hi}: fd {n} is not open");
+            return Err(EXIT_USAGE);
+        }
+        // SAFETY: fd `n` is open (checked above) and, by this function's contract, ours.
+        let fd = unsafe { OwnedFd::from_raw_fd(n) };
+        if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
+            eprintln!("relay-shim: fd {n}: cannot mark close-on-exec: {e}");
+            return Err(EXIT_USAGE);
+        }
+        fds.push(fd);
+    }
+    Ok(fds)
 }
 
 /// The launch identity, before anything is started: `no_identity` without `--identity`;
@@ -841,20 +981,48 @@ pub fn target_argv(opts: &ShimOptions) -> (&OsStr, Vec<&OsStr>) {
     }
 }
 
-/// Spawns the target with fd 5 (when given) and closes the shim's copy of it at once, success
-/// or not. Returns the target's pid, or the `spawn_failed` event (with one stderr line).
+/// The descriptors the target gets besides stdio.
+struct TargetFds {
+    /// The token, at fd 5.
+    token: Option<OwnedFd>,
+    /// `--pass-fds`, each at its own number.
+    passed: Vec<OwnedFd>,
+    /// `--sandbox-status-fd`: the number bwrap reports the sandbox's start on.
+    sandbox_status: Option<RawFd>,
+}
+
+/// Spawns the target with its descriptors and closes the shim's copies of the token and the
+/// passed ones at once, success or not. Returns the target's pid and, with a sandbox status
+/// descriptor, the read end of its pipe; or the `spawn_failed` event (with one stderr line).
 fn spawn_target(
     cmd: &mut Command,
-    token_fd: Option<OwnedFd>,
+    fds: TargetFds,
     tty: Option<RawFd>,
     program: &OsStr,
-) -> Result<libc::pid_t, StatusEvent> {
-    let spawned = match &token_fd {
-        Some(fd) => crate::pipe::spawn_with_token_fd(cmd, fd.as_fd(), FdMap::new()),
-        None => FdMap::new().spawn(cmd),
+) -> Result<(libc::pid_t, Option<OwnedFd>), StatusEvent> {
+    let pipe = match fds.sandbox_status.map(|_| sys::pipe2_cloexec()).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("relay-shim: sandbox status pipe: {e}");
+            return Err(StatusEvent::SpawnFailed {
+                errno: e.raw_os_error().unwrap_or(libc::EMFILE),
+            });
+        }
     };
-    // Our copy of the token descriptor goes now, success or not.
-    drop(token_fd);
+    let mut map = FdMap::new();
+    for fd in &fds.passed {
+        map.place(fd.as_fd(), fd.as_raw_fd());
+    }
+    if let (Some((_, w)), Some(n)) = (&pipe, fds.sandbox_status) {
+        map.place(w.as_fd(), n);
+    }
+    let spawned = match &fds.token {
+        Some(fd) => crate::pipe::spawn_with_token_fd(cmd, fd.as_fd(), map),
+        None => map.spawn(cmd),
+    };
+    // Our copies of the token and passed descriptors (and the pipe's write end) go now.
+    let read_end = pipe.map(|(r, _)| r);
+    drop(fds);
     match spawned {
         Ok(child) => {
             let pid = child.id() as libc::pid_t;
@@ -862,7 +1030,7 @@ fn spawn_target(
             drop(child);
             CHILD_PID.store(pid, Ordering::SeqCst);
             flush_pending(pid);
-            Ok(pid)
+            Ok((pid, read_end))
         }
         Err(e) => {
             // The child may have taken the terminal before its exec failed.
@@ -878,6 +1046,40 @@ fn spawn_target(
             Err(StatusEvent::SpawnFailed { errno })
         }
     }
+}
+
+/// Reads bwrap's status pipe until it reports the sandbox's namespaces (`"child-pid"`), and
+/// returns the pipe (bwrap writes its exit there later). If the pipe ends first, bwrap failed
+/// before any sandbox existed: waits for it and returns `sandbox_failed` with its status.
+fn wait_sandbox(
+    status: OwnedFd,
+    pid: libc::pid_t,
+    tty: Option<RawFd>,
+) -> Result<OwnedFd, StatusEvent> {
+    let mut said: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        match sys::read(status.as_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                said.extend_from_slice(&buf[..n]);
+                if said.windows(11).any(|w| w == b"\"child-pid\"") {
+                    return Ok(status);
+                }
+                if said.len() > 4096 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let status = match wait_exit(pid, tty) {
+        Ok(StatusEvent::Exited { status }) => status,
+        Ok(StatusEvent::Signaled { signal }) => 128 + signal,
+        _ => EXIT_USAGE,
+    };
+    Err(StatusEvent::SandboxFailed { status })
 }
 
 /// A program name for an error line.

@@ -10,7 +10,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::launch::LaunchError;
@@ -30,6 +30,7 @@ pub(crate) struct Inputs<'a> {
     pub program: &'a Path,
     pub shim: &'a Path,
     pub bwrap: &'a Path,
+    pub features: sandbox::BwrapFeatures,
     pub session_tmp: &'a Path,
     pub claude_config: &'a Path,
     pub token_path: Option<&'a Path>,
@@ -40,6 +41,26 @@ fn unavailable(e: impl ToString) -> LaunchError {
     LaunchError::SandboxUnavailable(e.to_string())
 }
 
+/// A sandboxed launch's command line for the shim, and what the shim hands on with it.
+pub(crate) struct Confined {
+    /// `bwrap ... -- target` on Linux; the target under `/usr/bin/env` on macOS.
+    pub argv: Vec<OsString>,
+    /// The resolved profile when bwrap binds by descriptor: it holds the descriptors
+    /// ([`sandbox::Resolved::bind_fds`], numbered from [`BIND_FD_BASE`]).
+    pub by_fd: Option<sandbox::Resolved>,
+    /// `Some(`[`SANDBOX_STATUS_FD`]`)` when bwrap reports the sandbox's start there.
+    pub status_fd: Option<RawFd>,
+}
+
+/// The first of the bind descriptors in the shim and in bwrap (above the shim's 3, 4 and 5).
+pub(crate) const BIND_FD_BASE: RawFd = 10;
+
+/// Where bwrap reports the sandbox's start (`--json-status-fd`), in bwrap.
+pub(crate) const SANDBOX_STATUS_FD: RawFd = 6;
+
+/// The most sources bound by descriptor; a profile with more binds by path, checked inside.
+const MAX_BIND_FDS: usize = 240;
+
 /// The sandbox's command line around `target`, `setenv` reaching the sandboxed program only:
 /// `bwrap` on Linux, what `relay-shim --sandbox-profile` runs under `sandbox-exec` on macOS.
 pub(crate) fn sandbox_argv(
@@ -47,15 +68,21 @@ pub(crate) fn sandbox_argv(
     state_dir: &Path,
     setenv: &[(OsString, OsString)],
     target: &[OsString],
-) -> Result<Vec<OsString>, LaunchError> {
+) -> Result<Confined, LaunchError> {
     let profile = base_profile(i, state_dir)?;
     #[cfg(target_os = "macos")]
-    return sbpl_argv(i, profile, setenv, target);
+    return Ok(Confined {
+        argv: sbpl_argv(i, profile, setenv, target)?,
+        by_fd: None,
+        status_fd: None,
+    });
     #[cfg(not(target_os = "macos"))]
     return bwrap_argv(i, profile, state_dir, setenv, target);
 }
 
-/// The `bwrap` argv: the write-deny list, the relay's folders masked, resolved and rendered.
+/// The `bwrap` argv: the write-deny list, the relay's folders masked, resolved and rendered;
+/// each checked source bound by its descriptor and the start reported on a status descriptor
+/// where this bwrap can.
 #[cfg(not(target_os = "macos"))]
 fn bwrap_argv(
     i: &Inputs<'_>,
@@ -63,16 +90,32 @@ fn bwrap_argv(
     state_dir: &Path,
     setenv: &[(OsString, OsString)],
     target: &[OsString],
-) -> Result<Vec<OsString>, LaunchError> {
+) -> Result<Confined, LaunchError> {
     let rw: Vec<PathBuf> = real_rw_grants(&profile);
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.host, &mut profile)?;
     let project = i.v.request.project.as_deref();
     let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+    let mut resolved = profile.resolve(&all_rw).map_err(unavailable)?;
     make_tmp_mount_points(&resolved, i.session_tmp)
         .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
-    Ok(resolved.bwrap_argv_with_env(i.bwrap, setenv, target))
+    if i.features.bind_fd {
+        resolved.bind_by_fd(BIND_FD_BASE);
+        if resolved.bind_fds().len() > MAX_BIND_FDS {
+            resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+        }
+    }
+    let mut argv = resolved.bwrap_argv_with_env(i.bwrap, setenv, target);
+    let status_fd = i.features.json_status.then_some(SANDBOX_STATUS_FD);
+    if let Some(n) = status_fd {
+        argv.splice(1..1, ["--json-status-fd".into(), n.to_string().into()]);
+    }
+    let by_fd = (!resolved.bind_fds().is_empty()).then_some(resolved);
+    Ok(Confined {
+        argv,
+        by_fd,
+        status_fd,
+    })
 }
 
 /// The target's argv for a macOS launch: the same profile (grants, protected programs, the

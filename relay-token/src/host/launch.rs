@@ -246,7 +246,7 @@ fn prepare_and_spawn(
         let _ = state.mark_kept(&v.session_id);
     }
     super::state::seed_claude_config(&host.config_dir, &claude_config);
-    let argv = session_argv(
+    let confined = session_argv(
         host,
         state,
         &settings,
@@ -270,10 +270,13 @@ fn prepare_and_spawn(
         &claude_config,
         stdin,
         carries_token,
-        &argv,
+        &confined,
         &wiring,
     );
-    spawn_session(state, facts, v, cmd, token, folder, wiring)
+    let bwrap = programs.bwrap.as_deref();
+    spawn_session(
+        state, facts, v, cmd, token, folder, wiring, &confined, bwrap,
+    )
 }
 
 /// The request checked against the settings, its project against the folder rules.
@@ -340,6 +343,8 @@ struct Programs {
     shim: PathBuf,
     command: PathBuf,
     bwrap: Option<PathBuf>,
+    /// What that bwrap can do (nothing on macOS, where `bwrap` is `sandbox-exec`).
+    features: sandbox::BwrapFeatures,
     ssh: Option<PathBuf>,
 }
 
@@ -366,12 +371,15 @@ fn resolve_programs(
     // The sandbox program, looked for by a sandboxed launch only: bwrap on Linux,
     // sandbox-exec on macOS.
     #[cfg(target_os = "macos")]
-    let find = sandbox::find_sandbox_exec;
+    let find = || sandbox::find_sandbox_exec().map(|p| (p, Default::default()));
     #[cfg(not(target_os = "macos"))]
-    let find = || sandbox::find_bwrap(settings.bwrap.as_deref());
-    let bwrap = match v.sandboxed {
-        true => Some(find().map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?),
-        false => None,
+    let find = || find_bwrap(settings);
+    let (bwrap, features) = match v.sandboxed {
+        true => {
+            let (p, f) = find().map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+            (Some(p), f)
+        }
+        false => (None, Default::default()),
     };
     let ssh = match &v.request.host {
         Some(_) => Some(
@@ -408,8 +416,44 @@ fn resolve_programs(
         shim,
         command,
         bwrap,
+        features,
         ssh,
     })
+}
+
+/// The bwrap of the settings (or `PATH`) and what it can do. One that reports the sandbox's
+/// start (`--json-status-fd`) is not run beforehand: a broken one shows in that report
+/// ([`sandbox_failed`]). An older one is probed first, as a broken one would only show after
+/// the launch was answered.
+#[cfg(not(target_os = "macos"))]
+fn find_bwrap(
+    settings: &Settings,
+) -> Result<(PathBuf, sandbox::BwrapFeatures), sandbox::SandboxError> {
+    let path = sandbox::locate_bwrap(settings.bwrap.as_deref())?;
+    let features = sandbox::BwrapFeatures::of(&path);
+    if !features.json_status {
+        sandbox::probe_bwrap(&path)?;
+    }
+    Ok((path, features))
+}
+
+/// The refusal when bwrap ended before it reported the sandbox: the probe's words when bwrap
+/// fails even the plainest sandbox (how to install it), else bwrap's status.
+fn sandbox_failed(bwrap: Option<&Path>, status: i64) -> LaunchError {
+    let Some(bwrap) = bwrap else {
+        return LaunchError::SandboxUnavailable(format!(
+            "the sandbox ended before it started (status {status})"
+        ));
+    };
+    #[cfg(not(target_os = "macos"))]
+    if let Err(e) = sandbox::probe_bwrap(bwrap) {
+        return LaunchError::SandboxUnavailable(e.to_string());
+    }
+    LaunchError::SandboxUnavailable(format!(
+        "bwrap {:?} ended with status {status} before the sandbox started; its message is on \
+         the session's stderr",
+        bwrap.display().to_string()
+    ))
 }
 
 /// The session's program and its arguments: the template's command (placeholders filled in),
@@ -542,7 +586,12 @@ fn session_argv(
     token_path: Option<&Path>,
     carries_token: bool,
     target: Vec<OsString>,
-) -> Result<Vec<OsString>, LaunchError> {
+) -> Result<confine::Confined, LaunchError> {
+    let plain = |argv| confine::Confined {
+        argv,
+        by_fd: None,
+        status_fd: None,
+    };
     if let Some(bwrap) = &programs.bwrap {
         // The network: the proxy of an allow-list starts here and ends with the session.
         let session_dir = folder.tmp.parent().unwrap_or(&folder.tmp).to_path_buf();
@@ -557,6 +606,7 @@ fn session_argv(
             program: &programs.command,
             shim: &programs.shim,
             bwrap,
+            features: programs.features,
             session_tmp: &folder.tmp,
             claude_config: &state.claude_config_dir(),
             token_path,
@@ -573,9 +623,9 @@ fn session_argv(
         return confine::sandbox_argv(&inputs, state.path(), &setenv, &target);
     }
     if let (Some(h), Some(ssh)) = (&v.request.host, &programs.ssh) {
-        return Ok(ssh_argv(host, ssh, h, target));
+        return Ok(plain(ssh_argv(host, ssh, h, target)));
     }
-    Ok(target)
+    Ok(plain(target))
 }
 
 /// The relay-owned ssh configuration, operator-editable in the config folder (outside every
@@ -613,7 +663,7 @@ fn shim_command(
     claude_config: &Path,
     stdin: Stdin,
     carries_token: bool,
-    argv: &[OsString],
+    confined: &confine::Confined,
     wiring: &super::bridge::ShimWiring,
 ) -> Command {
     let _ = settings;
@@ -651,11 +701,20 @@ fn shim_command(
         cmd.arg("--sandbox-profile")
             .arg(session_tmp.with_file_name(confine::SBPL_FILE));
     }
+    if let Some(r) = &confined.by_fd {
+        let n = r.bind_fds().len() as std::os::fd::RawFd;
+        let last = confine::BIND_FD_BASE + n - 1;
+        cmd.arg("--pass-fds")
+            .arg(format!("{}-{last}", confine::BIND_FD_BASE));
+    }
+    if let Some(n) = confined.status_fd {
+        cmd.arg("--sandbox-status-fd").arg(n.to_string());
+    }
     cmd.args(wiring.args())
         .arg("--session-id")
         .arg(&v.session_id)
         .arg("--")
-        .args(argv);
+        .args(&confined.argv);
     env.apply(&mut cmd);
     // bwrap changes folder itself (`--chdir`); sandbox-exec runs where it is started.
     if let (false, Some(p)) = (v.sandboxed && cfg!(target_os = "linux"), project) {
@@ -699,8 +758,9 @@ fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
     }
 }
 
-/// Spawns the shim with the status pipe at 3 and the token pipe at 5, waits for `started`,
-/// answers.
+/// Spawns the shim with the status pipe at 3 (or 4), the token pipe at 5 and bwrap's bind
+/// descriptors from [`confine::BIND_FD_BASE`], waits for `started`, answers.
+#[allow(clippy::too_many_arguments)]
 fn spawn_session(
     state: &State,
     facts: &mut Facts<'_>,
@@ -709,6 +769,8 @@ fn spawn_session(
     token: Option<ClaudeToken>,
     mut folder: SessionFolder,
     wiring: super::bridge::ShimWiring,
+    confined: &confine::Confined,
+    bwrap: Option<&Path>,
 ) -> Result<Session, LaunchError> {
     let carries_token = token.is_some();
     let (status_r, status_w) =
@@ -716,6 +778,14 @@ fn spawn_session(
     let mut extra = FdMap::new();
     extra.place(status_w.as_fd(), wiring.status_fd());
     wiring.attach(&mut cmd, &mut extra);
+    let bind_fds = confined
+        .by_fd
+        .as_ref()
+        .map(|r| r.bind_fds())
+        .unwrap_or_default();
+    for &(fd, n) in &bind_fds {
+        extra.place(fd, n);
+    }
     let spawned = match token {
         Some(t) => {
             let pipe = TokenPipe::new(&t)
@@ -734,7 +804,7 @@ fn spawn_session(
     // Wait for `started` (after a confirmed `hello_ok` with the identity).
     let mut gate = wiring.start(START_TIMEOUT);
     let mut status = BufReader::new(File::from(status_r));
-    match wait_started(&mut status, START_TIMEOUT, &mut gate) {
+    match wait_started(&mut status, START_TIMEOUT, &mut gate, bwrap) {
         Ok(pid) => {
             for e in gate.events(&v.session_id) {
                 let _ = state.event(&e);
@@ -771,6 +841,7 @@ fn wait_started(
     status: &mut BufReader<File>,
     timeout: Duration,
     gate: &mut super::bridge::Gate,
+    bwrap: Option<&Path>,
 ) -> Result<i64, LaunchError> {
     let deadline = Instant::now() + timeout;
     loop {
@@ -799,6 +870,10 @@ fn wait_started(
         gate.check(&v).map_err(LaunchError::SpawnFailed)?;
         match v.get("event").and_then(Value::as_str) {
             Some("started") => return Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1)),
+            Some("sandbox_failed") => {
+                let status = v.get("status").and_then(Value::as_i64).unwrap_or(-1);
+                return Err(sandbox_failed(bwrap, status));
+            }
             Some("spawn_failed") => {
                 let errno = v.get("errno").and_then(Value::as_i64).unwrap_or(0) as i32;
                 return Err(LaunchError::SpawnFailed(format!(

@@ -2,12 +2,12 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Mask, Resolved, SandboxError};
+use super::{Ident, Mask, Resolved, SandboxError};
 
 /// The system baseline, bound read-only where it exists.
 const BASELINE: &[&str] = &[
@@ -119,11 +119,19 @@ impl Resolved {
         command: &[OsString],
     ) -> Vec<OsString> {
         let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
-        self.push_system(&mut a);
-        let mut rendered: Vec<PathBuf> = Vec::new();
-        for b in self.layered() {
-            a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path);
-            rendered.push(b.path);
+        let layered = self.layered();
+        let checks = self.mount_checks(&layered);
+        let by_fd = self.fd_numbers(&checks);
+        self.push_system(&mut a, &by_fd);
+        for b in &layered {
+            match by_fd.iter().find(|(p, _)| *p == b.path) {
+                Some((_, n)) => a.three(
+                    if b.rw { "--bind-fd" } else { "--ro-bind-fd" },
+                    n.to_string(),
+                    &b.path,
+                ),
+                None => a.three(if b.rw { "--bind" } else { "--ro-bind" }, &b.path, &b.path),
+            }
         }
         self.push_masks(&mut a);
         a.0.extend(self.net.binds());
@@ -135,14 +143,75 @@ impl Resolved {
             a.three("--setenv", k, v);
         }
         a.push("--");
-        self.push_mount_check(&mut a, &rendered);
+        if self.fd_base.is_none() {
+            self.push_mount_check(&mut a, &checks);
+        }
         a.0.extend(self.net.command_prefix());
         a.0.extend(command.iter().cloned());
         a.0
     }
 
+    /// Binds every source the host checked by the very descriptor it checked (bwrap's
+    /// `--ro-bind-fd FD DEST` / `--bind-fd FD DEST`, numbered from `first` in the order of
+    /// [`bind_fds`](Self::bind_fds)) instead of by path: what bwrap mounts *is* what the host
+    /// checked, so no window is left between the check and the mount, and the command line
+    /// needs no check inside the sandbox (no `/bin/sh`, no `stat`). Needs a bwrap with those
+    /// options ([`BwrapFeatures::bind_fd`]); the caller places each descriptor of
+    /// [`bind_fds`](Self::bind_fds) at its number in bwrap, and no other (bwrap hands descriptors
+    /// its command line does not name on to the sandboxed program; it closes each bind descriptor
+    /// once used).
+    ///
+    /// ```no_run
+    /// use std::ffi::OsString;
+    /// use std::path::{Path, PathBuf};
+    /// let mut p = relay_token::sandbox::Profile::new();
+    /// p.read_write(PathBuf::from("/srv/app"));
+    /// let mut r = p.resolve(&[PathBuf::from("/srv/app")])?;
+    /// r.bind_by_fd(10);
+    /// let argv = r.bwrap_argv(Path::new("/usr/bin/bwrap"), &[OsString::from("/bin/true")]);
+    /// assert!(argv.windows(3).any(|w| w == ["--bind-fd", "10", "/srv/app"]));
+    /// assert_eq!(r.bind_fds()[0].1, 10);
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn bind_by_fd(&mut self, first: RawFd) -> &mut Self {
+        self.fd_base = Some(first);
+        self
+    }
+
+    /// The descriptors [`bind_by_fd`](Self::bind_by_fd) binds, each with the number it must
+    /// have in bwrap (consecutive from the first); empty unless `bind_by_fd` was called.
+    ///
+    /// ```no_run
+    /// # use std::path::PathBuf;
+    /// let mut r = relay_token::sandbox::Profile::new().tmp(PathBuf::from("/var/tmp/s1")).resolve(&[])?;
+    /// assert!(r.bind_fds().is_empty());
+    /// r.bind_by_fd(10);
+    /// assert_eq!(r.bind_fds().len(), 1);
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn bind_fds(&self) -> Vec<(BorrowedFd<'_>, RawFd)> {
+        let layered = self.layered();
+        let checks = self.mount_checks(&layered);
+        self.fd_numbers(&checks)
+            .into_iter()
+            .zip(&checks)
+            .map(|((_, n), (_, ident))| (ident.fd.as_fd(), n))
+            .collect()
+    }
+
+    /// Each checked mount point with its descriptor's number, when binding by descriptor.
+    fn fd_numbers(&self, checks: &[(PathBuf, &Ident)]) -> Vec<(PathBuf, RawFd)> {
+        let Some(first) = self.fd_base else {
+            return Vec::new();
+        };
+        (first..)
+            .zip(checks)
+            .map(|(n, (p, _))| (p.clone(), n))
+            .collect()
+    }
+
     /// Steps 1 to 3: the namespace flags, the baseline, `/dev`, `/proc` and the private `/tmp`.
-    fn push_system(&self, a: &mut Argv) {
+    fn push_system(&self, a: &mut Argv, by_fd: &[(PathBuf, RawFd)]) {
         for f in NAMESPACE_FLAGS.iter().chain(self.net.unshare_flags()) {
             a.push(f);
         }
@@ -154,9 +223,11 @@ impl Resolved {
         }
         a.two("--dev", "/dev");
         a.two("--proc", "/proc");
-        match &self.tmp {
-            Some(t) => a.three("--bind", t, "/tmp"),
-            None => a.two("--tmpfs", "/tmp"),
+        let tmp_fd = by_fd.iter().find(|(p, _)| p == Path::new("/tmp"));
+        match (&self.tmp, tmp_fd) {
+            (Some(_), Some((_, n))) => a.three("--bind-fd", n.to_string(), "/tmp"),
+            (Some(t), None) => a.three("--bind", t, "/tmp"),
+            (None, _) => a.two("--tmpfs", "/tmp"),
         }
     }
 
@@ -182,25 +253,25 @@ impl Resolved {
         }
     }
 
-    /// Step 7: bwrap binds each source by path, after the host checked it: a session that can
-    /// write a folder above a grant could swap the grant for a symlink in between, and bwrap
-    /// would bind whatever it points at (the token's folder) outside every mask. So the sandbox
-    /// first checks that each mount holds the object the host identified, then runs the command
-    /// in its place (`exec`, same pid, same argv). One `stat` for every mount (a process each
-    /// would cost a millisecond apiece); paths hold no control characters (refused when the
-    /// profile was resolved).
-    fn push_mount_check(&self, a: &mut Argv, rendered: &[PathBuf]) {
-        let checks = self.mount_checks(rendered);
+    /// Step 7, with an older bwrap that binds by path only: bwrap binds each source by path,
+    /// after the host checked it: a session that can write a folder above a grant could swap the
+    /// grant for a symlink in between, and bwrap would bind whatever it points at (the token's
+    /// folder) outside every mask. So the sandbox first checks that each mount holds the object
+    /// the host identified, then runs the command in its place (`exec`, same pid, same argv). One
+    /// `stat` for every mount (a process each would cost a millisecond apiece); paths hold no
+    /// control characters (refused when the profile was resolved).
+    fn push_mount_check(&self, a: &mut Argv, checks: &[(PathBuf, &Ident)]) {
         if checks.is_empty() {
             return;
         }
         let mut expected = OsString::new();
         let mut paths = OsString::new();
-        for (i, (p, (dev, ino))) in checks.iter().enumerate() {
+        for (i, (p, ident)) in checks.iter().enumerate() {
             if i > 0 {
                 expected.push("\n");
                 paths.push("\n");
             }
+            let (dev, ino) = ident.id;
             expected.push(format!("{dev}:{ino}"));
             paths.push(p);
         }
@@ -212,26 +283,29 @@ impl Resolved {
         a.push(paths);
     }
 
-    /// Each rendered bind no mask hides, and the private `/tmp`, with its expected identity.
-    fn mount_checks(&self, rendered: &[PathBuf]) -> Vec<(PathBuf, (u64, u64))> {
+    /// Each rendered bind no mask hides, and the private `/tmp`, with the source the host
+    /// identified: what is bound by descriptor, or checked inside.
+    fn mount_checks(&self, layered: &[super::Bind]) -> Vec<(PathBuf, &Ident)> {
         let masked = |p: &Path| {
             self.denies.iter().any(|d| match &d.mask {
                 Mask::Folder(dir) => p.starts_with(dir),
                 Mask::File { path, .. } => p == path,
             })
         };
-        let id_of = |p: &Path| self.idents.iter().find(|(q, _)| q == p).map(|(_, id)| *id);
-        let mut checks: Vec<(PathBuf, (u64, u64))> = Vec::new();
-        for b in rendered {
-            if let (false, Some(id)) = (masked(b), id_of(b)) {
-                checks.push((b.to_path_buf(), id));
+        let ident_of = |p: &Path| self.idents.iter().find(|i| i.path == p);
+        let mut checks: Vec<(PathBuf, &Ident)> = Vec::new();
+        for b in layered {
+            if let (false, Some(id)) = (masked(&b.path), ident_of(&b.path)) {
+                checks.push((b.path.clone(), id));
             }
         }
         if let Some(t) = &self.tmp {
             let tmp = Path::new("/tmp");
-            if let (false, false, Some(id)) =
-                (rendered.iter().any(|r| r == tmp), masked(tmp), id_of(t))
-            {
+            if let (false, false, Some(id)) = (
+                layered.iter().any(|b| b.path == tmp),
+                masked(tmp),
+                ident_of(t),
+            ) {
                 checks.push((tmp.to_path_buf(), id));
             }
         }
@@ -364,25 +438,65 @@ impl Argv {
 /// # Ok::<(), relay_token::sandbox::SandboxError>(())
 /// ```
 pub fn find_bwrap(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
-    let path = match setting {
-        Some(p) => {
-            if !crate::which::is_executable(p) {
-                return Err(SandboxError::BwrapNotFound {
-                    looked: format!("the bwrap setting {p:?} is not an executable file"),
-                });
-            }
-            p.to_path_buf()
-        }
-        None => crate::which::find_program("bwrap").ok_or_else(|| SandboxError::BwrapNotFound {
-            looked: "no bwrap on PATH and no bwrap setting".into(),
-        })?,
-    };
+    let path = locate(setting)?;
     probe(&path)?;
     Ok(path)
 }
 
+/// The `bwrap` to use, without running it: the `bwrap` setting when given (it must be an
+/// executable file), else `bwrap` on `PATH`.
+pub(crate) fn locate(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
+    match setting {
+        Some(p) if crate::which::is_executable(p) => Ok(p.to_path_buf()),
+        Some(p) => Err(SandboxError::BwrapNotFound {
+            looked: format!("the bwrap setting {p:?} is not an executable file"),
+        }),
+        None => crate::which::find_program("bwrap").ok_or_else(|| SandboxError::BwrapNotFound {
+            looked: "no bwrap on PATH and no bwrap setting".into(),
+        }),
+    }
+}
+
+/// What a `bwrap` can do beyond the options every version in use has, read from the program
+/// file itself (bwrap's option names are in it as text), without running it.
+///
+/// ```no_run
+/// let f = relay_token::sandbox::BwrapFeatures::of(std::path::Path::new("/usr/bin/bwrap"));
+/// println!("binds by descriptor: {}", f.bind_fd);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BwrapFeatures {
+    /// `--bind-fd` and `--ro-bind-fd` (bubblewrap 0.10 and later, and Debian's 0.8.0): sources
+    /// can be bound by descriptor ([`Resolved::bind_by_fd`]).
+    pub bind_fd: bool,
+    /// `--json-status-fd` (bubblewrap 0.5 and later): bwrap says on a descriptor when the
+    /// sandbox's namespaces exist (`child-pid`), so a broken bwrap shows without a probe.
+    pub json_status: bool,
+}
+
+impl BwrapFeatures {
+    /// Reads the options out of the program at `bwrap` (at most 8 MiB of it); an unreadable
+    /// file has none of them.
+    ///
+    /// ```
+    /// let none = relay_token::sandbox::BwrapFeatures::of(std::path::Path::new("/nonexistent"));
+    /// assert_eq!(none, Default::default());
+    /// ```
+    pub fn of(bwrap: &Path) -> BwrapFeatures {
+        let mut bytes: Vec<u8> = Vec::new();
+        if let Ok(f) = std::fs::File::open(bwrap) {
+            let _ = f.take(8 << 20).read_to_end(&mut bytes);
+        }
+        let has = |opt: &[u8]| bytes.windows(opt.len()).any(|w| w == opt);
+        BwrapFeatures {
+            bind_fd: has(b"--bind-fd") && has(b"--ro-bind-fd"),
+            json_status: has(b"--json-status-fd"),
+        }
+    }
+}
+
 /// Runs `bwrap <flags> --ro-bind / / -- true` and waits for a clean exit.
-fn probe(bwrap: &Path) -> Result<(), SandboxError> {
+pub(crate) fn probe(bwrap: &Path) -> Result<(), SandboxError> {
     let broken = |detail: String| SandboxError::BwrapBroken {
         path: bwrap.to_path_buf(),
         detail,

@@ -53,7 +53,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-pub use bwrap::{find_bwrap, NAMESPACE_FLAGS};
+pub use bwrap::{find_bwrap, BwrapFeatures, NAMESPACE_FLAGS};
+#[cfg(feature = "host")]
+pub(crate) use bwrap::{locate as locate_bwrap, probe as probe_bwrap};
 pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
@@ -508,6 +510,7 @@ impl Profile {
             denies,
             protects,
             idents,
+            fd_base: None,
             net: self.net.clone(),
         })
     }
@@ -689,12 +692,29 @@ fn canon(role: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
     Ok(real)
 }
 
-/// A bind source's path and its `(device, inode)`.
-type Ident = (PathBuf, (u64, u64));
+/// A bind source as the host checked it: its real path, its `(device, inode)`, and the `O_PATH`
+/// descriptor that was checked, kept so bwrap can bind that very object
+/// ([`Resolved::bind_by_fd`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Ident {
+    pub(crate) path: PathBuf,
+    pub(crate) id: (u64, u64),
+    pub(crate) fd: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+/// Two idents are equal when they name the same path and object; which descriptor holds the
+/// object is not part of it.
+impl PartialEq for Ident {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.path, self.id) == (&other.path, other.id)
+    }
+}
+impl Eq for Ident {}
 
 /// What each bind source is, by (device, inode), taken through a descriptor whose path is
-/// checked: bwrap binds by path later, so the sandbox verifies before its command runs that each
-/// mount holds this very object (see `bwrap_argv`).
+/// checked and which is kept: bwrap binds that descriptor ([`Resolved::bind_by_fd`]) or, with an
+/// older bwrap, binds by path and the sandbox verifies before its command runs that each mount
+/// holds this very object (see `bwrap_argv`).
 fn identify_sources(
     binds: &[Bind],
     denies: &[Deny],
@@ -721,15 +741,19 @@ fn identify_sources(
         .map(|b| (b.path.as_path(), "grant"))
         .chain(tmp.map(|t| (t, "temp folder")));
     for (path, role) in sources {
-        if idents.iter().any(|(p, _)| p == path) {
+        if idents.iter().any(|i| i.path == path) {
             continue;
         }
-        let id = identify(path).map_err(|reason| SandboxError::Unusable {
+        let (fd, id) = identify(path).map_err(|reason| SandboxError::Unusable {
             role,
             path: path.to_path_buf(),
             reason,
         })?;
-        idents.push((path.to_path_buf(), id));
+        idents.push(Ident {
+            path: path.to_path_buf(),
+            id,
+            fd: std::sync::Arc::new(fd),
+        });
     }
     Ok(idents)
 }
@@ -838,8 +862,10 @@ pub struct Resolved {
     project: Option<PathBuf>,
     denies: Vec<Deny>,
     protects: Vec<Protect>,
-    /// `(device, inode)` of every bind source (grants, guards, the temp folder) as checked.
-    idents: Vec<(PathBuf, (u64, u64))>,
+    /// Every bind source (grants, guards, the temp folder) as checked.
+    idents: Vec<Ident>,
+    /// Set by [`Resolved::bind_by_fd`]: the number of the first bind descriptor in bwrap.
+    fd_base: Option<std::os::fd::RawFd>,
     net: SandboxNet,
 }
 
@@ -933,12 +959,12 @@ fn io_words(e: &io::Error) -> String {
     }
 }
 
-/// The `(device, inode)` of the object at `real` (a canonical path), taken through an `O_PATH |
-/// O_NOFOLLOW` descriptor whose own path (`/proc/self/fd/N`) must still be `real`: a path
-/// component swapped since `real` was made canonical is refused, never identified wrongly.
-/// Linux only (`O_PATH`, `/proc`); elsewhere it refuses, so a deny is never taken on trust.
+/// The object at `real` (a canonical path): an `O_PATH | O_NOFOLLOW` descriptor whose own path
+/// (`/proc/self/fd/N`) must still be `real`, and its `(device, inode)`. A path component swapped
+/// since `real` was made canonical is refused, never identified wrongly. Linux only (`O_PATH`,
+/// `/proc`); elsewhere it refuses, so a deny is never taken on trust.
 #[cfg(target_os = "linux")]
-fn identify(real: &Path) -> Result<(u64, u64), String> {
+fn identify(real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), String> {
     use std::os::fd::AsRawFd;
     let changed = || "changed while it was checked (a symlink was swapped in)".to_string();
     let c = crate::path::to_cstring(real).ok_or("holds a NUL byte")?;
@@ -952,12 +978,12 @@ fn identify(real: &Path) -> Result<(u64, u64), String> {
     if now != real {
         return Err(changed());
     }
-    Ok((st.st_dev as u64, st.st_ino as u64))
+    Ok((fd, (st.st_dev as u64, st.st_ino as u64)))
 }
 
 /// See the Linux version: without `O_PATH` and `/proc` the check cannot be made, so it refuses.
 #[cfg(not(target_os = "linux"))]
-fn identify(_real: &Path) -> Result<(u64, u64), String> {
+fn identify(_real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), String> {
     Err("unsupported on this system: identifying a path needs O_PATH and /proc (Linux)".into())
 }
 

@@ -327,6 +327,7 @@ impl Resolved {
             denies,
             protects,
             idents: Vec::new(),
+            fd_base: None,
             net: Default::default(),
         }
     }

@@ -92,6 +92,9 @@ struct Series {
     req_sandboxed: PathBuf,
     /// relay's bwrap argv for the sandboxed launch, ending with the agent.
     profile: Vec<OsString>,
+    /// What that argv names by number: each bind descriptor (`--bind-fd N DEST`, its source
+    /// reopened `O_PATH`) and the start report (`--json-status-fd N`, here `/dev/null`).
+    profile_fds: Vec<(std::os::fd::OwnedFd, i32)>,
     /// `RELAY_HOST_B`: a second build of `relay-host` timed beside the first (series 8 and 9).
     alt: Option<PathBuf>,
 }
@@ -133,12 +136,15 @@ impl Series {
             .rposition(|a| Path::new(a) == agent)
             .expect("the agent in bwrap's argv");
         profile.truncate(end + 1);
+        let session_tmp = fx.state.join("sessions/capture/tmp");
+        let profile_fds = numbered_fds(&profile, &session_tmp);
         fx.clear_record();
         Series {
             agent: agent.to_path_buf(),
             req_unsandboxed: fx.request("unsandboxed", false, "bench-unsandboxed", &[]),
             req_sandboxed: fx.request("sandboxed", true, "bench-sandboxed", &[]),
             profile,
+            profile_fds,
             alt: std::env::var_os("RELAY_HOST_B").map(PathBuf::from),
         }
     }
@@ -200,7 +206,18 @@ impl Series {
                 }
                 with_fd5(c.arg(&self.agent))
             }
-            5 => with_fd5(Command::new(&self.profile[0]).args(&self.profile[1..])),
+            5 => {
+                let mut c = Command::new(&self.profile[0]);
+                c.args(&self.profile[1..])
+                    .env("FAKE_AGENT_RECORD", &rec)
+                    .env(TOKEN_VAR, "5")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                let mut fds: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(token.as_fd(), 5)];
+                fds.extend(self.profile_fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
+                spawn_with_fds(&mut c, &fds).unwrap()
+            }
             6 => {
                 let mut c = Command::new(BWRAP);
                 c.args(FLAGS)
@@ -273,6 +290,38 @@ impl Series {
             &NAMES[..8]
         }
     }
+}
+
+/// The descriptors a captured bwrap argv names: `--bind-fd N DEST` / `--ro-bind-fd N DEST`
+/// (the source is DEST itself, but the session's temp folder for `/tmp`), opened `O_PATH`, and
+/// `--json-status-fd N` (`/dev/null`, written to and never read).
+fn numbered_fds(argv: &[OsString], session_tmp: &Path) -> Vec<(std::os::fd::OwnedFd, i32)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut out = Vec::new();
+    for (i, a) in argv.iter().enumerate() {
+        let n = || -> i32 { argv[i + 1].to_str().unwrap().parse().unwrap() };
+        if a == "--bind-fd" || a == "--ro-bind-fd" {
+            let dest = Path::new(&argv[i + 2]);
+            let src = if dest == Path::new("/tmp") {
+                session_tmp
+            } else {
+                dest
+            };
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(src)
+                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            out.push((f.into(), n()));
+        } else if a == "--json-status-fd" {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .unwrap();
+            out.push((f.into(), n()));
+        }
+    }
+    out
 }
 
 /// (min, median, p99, max) in milliseconds.
