@@ -31,7 +31,10 @@ pub fn report(host: &Host) -> Value {
         }
     };
     let bwrap = match sandbox::find_bwrap(settings.bwrap.as_deref()) {
-        Ok(p) => json!({"path": p, "works": true}),
+        Ok(p) => {
+            let (binds, start) = bwrap_mode(sandbox::BwrapFeatures::of(&p));
+            json!({"path": p, "works": true, "binds": binds, "start": start})
+        }
         Err(e) => json!({"works": false, "error": e.to_string()}),
     };
     let shim = match host.find_shim(&settings) {
@@ -63,6 +66,22 @@ pub fn report(host: &Host) -> Value {
     // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
     redact_strings(&mut report, &Redactor::default());
     report
+}
+
+/// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken
+/// bwrap is noticed.
+fn bwrap_mode(f: sandbox::BwrapFeatures) -> (&'static str, &'static str) {
+    let binds = if f.bind_fd {
+        "by descriptor (--bind-fd): what bwrap mounts is what the host checked"
+    } else {
+        "by path, each mount checked inside the sandbox before the command runs"
+    };
+    let start = if f.json_status {
+        "reported by bwrap (--json-status-fd): no probe before a launch"
+    } else {
+        "probed before each launch"
+    };
+    (binds, start)
 }
 
 /// What would refuse a launch today because a session could have armed it (a program or the
@@ -210,6 +229,8 @@ pub fn print(host: &Host, json: bool) -> i32 {
     let b = &r["bwrap"];
     if b["works"] == json!(true) {
         println!("bwrap:             {} (works)", s(&b["path"]));
+        println!("  binds:           {}", s(&b["binds"]));
+        println!("  start:           {}", s(&b["start"]));
     } else {
         println!("bwrap:             {}", s(&b["error"]));
     }

@@ -71,6 +71,11 @@ impl Resolved {
     ///    such as Debian's `/bin -> usr/bin` as `--symlink`), then `--dev /dev`, `--proc /proc`;
     /// 3. the private `/tmp` (the temp folder bound there, else an empty tmpfs), before any grant
     ///    that lives under `/tmp`;
+    ///
+    ///    Every source the host identified (the temp folder in step 3, the grants, guards and
+    ///    protected paths of step 4) is bound by path (`--bind SRC DEST`), or after
+    ///    [`bind_by_fd`](Self::bind_by_fd) by the descriptor the host checked (`--bind-fd N
+    ///    DEST`, `--ro-bind-fd N DEST`);
     /// 4. the grants, the command's folder, the paths kept read-only by
     ///    [`Profile::protect`](super::Profile::protect) and, for every deny and protected path,
     ///    the folders between a grant and it, each bound onto itself, all together shallow
@@ -80,11 +85,12 @@ impl Resolved {
     ///    FILE` for a file);
     /// 6. the network's binds (its socket and forwarder), `--chdir` the project folder, then
     ///    `--setenv` for each variable (the network's last, so they win);
-    /// 7. after `--`, `/bin/sh -c CHECK relay-sandbox-check EXPECTED PATHS` (one `DEV:INO` and
-    ///    one path per line): inside the sandbox one `stat` compares each bind (and the private
-    ///    `/tmp`) with the object [`Profile::resolve`](super::Profile::resolve) identified,
-    ///    refuses with exit 126 when one was swapped for a symlink meanwhile, and `exec`s the
-    ///    rest otherwise: the network's forwarder, if any, then the command.
+    /// 7. after `--`, when bound by path, `/bin/sh -c CHECK relay-sandbox-check EXPECTED PATHS`
+    ///    (one `DEV:INO` and one path per line): inside the sandbox one `stat` compares each bind
+    ///    (and the private `/tmp`) with the object [`Profile::resolve`](super::Profile::resolve)
+    ///    identified, refuses with exit 126 when one was swapped for a symlink meanwhile, and
+    ///    `exec`s the rest otherwise (bound by descriptor, nothing can have been swapped: no
+    ///    check); then the network's forwarder, if any, then the command.
     ///
     /// ```no_run
     /// use std::ffi::OsString;
