@@ -35,6 +35,8 @@ pub(crate) struct Inputs<'a> {
     pub claude_config: &'a Path,
     pub token_path: Option<&'a Path>,
     pub carries_token: bool,
+    /// The launch's real paths, each folder made canonical once.
+    pub real: &'a sandbox::Realpaths,
 }
 
 fn unavailable(e: impl ToString) -> LaunchError {
@@ -91,18 +93,18 @@ fn bwrap_argv(
     setenv: &[(OsString, OsString)],
     target: &[OsString],
 ) -> Result<Confined, LaunchError> {
-    let rw: Vec<PathBuf> = real_rw_grants(&profile);
+    let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
     deny_writes(i, &mut profile, state_dir, &rw)?;
-    mask_own_folders(i.host, &mut profile)?;
+    mask_own_folders(i.real, i.host, &mut profile)?;
     let project = i.v.request.project.as_deref();
     let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let mut resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+    let mut resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
     make_tmp_mount_points(&resolved, i.session_tmp)
         .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
     if i.features.bind_fd {
         resolved.bind_by_fd(BIND_FD_BASE);
         if resolved.bind_fds().len() > MAX_BIND_FDS {
-            resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+            resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
         }
     }
     let mut argv = resolved.bwrap_argv_with_env(i.bwrap, setenv, target);
@@ -140,9 +142,9 @@ fn sbpl_argv(
     for (path, _) in write_deny::paths(&anchors, i.carries_token, &[]) {
         profile.protect(path);
     }
-    mask_own_folders(i.host, &mut profile)?;
+    mask_own_folders(i.real, i.host, &mut profile)?;
     let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let resolved = profile.resolve(&all_rw).map_err(unavailable)?;
+    let resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
     let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
     let file = session_dir.join(SBPL_FILE);
     resolved
@@ -169,7 +171,7 @@ fn base_profile(i: &Inputs<'_>, state_dir: &Path) -> Result<Profile, LaunchError
     let mut profile = template_profile(i)?;
     profile.state_dir(state_dir.to_path_buf());
     profile.network(i.net.clone());
-    for folder in programs_to_protect(i) {
+    for folder in programs_to_protect(i, i.real) {
         profile.protect(folder);
     }
     Ok(profile)
@@ -249,18 +251,18 @@ pub(crate) fn grants_show(
 
 /// The profile's read-write grants, as real paths.
 #[cfg(not(target_os = "macos"))]
-fn real_rw_grants(profile: &Profile) -> Vec<PathBuf> {
+fn real_rw_grants(real: &sandbox::Realpaths, profile: &Profile) -> Vec<PathBuf> {
     profile
         .read_write_grants()
         .iter()
-        .map(|g| g.canonicalize().unwrap_or_else(|_| g.clone()))
+        .map(|g| real.of(g).unwrap_or_else(|_| g.clone()))
         .collect()
 }
 
 /// The folders of the programs a later launch runs with the token: this executable, the shim,
 /// bwrap, ssh, and each template's command, both where they were found and where their links
 /// lead. Kept read-only in every sandbox that shows them.
-fn programs_to_protect(i: &Inputs<'_>) -> Vec<PathBuf> {
+fn programs_to_protect(i: &Inputs<'_>, real_of: &sandbox::Realpaths) -> Vec<PathBuf> {
     let mut programs: Vec<PathBuf> = Vec::new();
     programs.extend(std::env::current_exe().ok());
     programs.push(i.shim.to_path_buf());
@@ -275,7 +277,7 @@ fn programs_to_protect(i: &Inputs<'_>) -> Vec<PathBuf> {
     }
     let mut folders: Vec<PathBuf> = Vec::new();
     for p in programs {
-        let real = p.canonicalize().ok();
+        let real = real_of.of(&p).ok();
         for f in [Some(p), real].into_iter().flatten() {
             if let Some(dir) = f.parent() {
                 if !folders.iter().any(|d| d == dir) {
@@ -303,10 +305,10 @@ fn deny_writes(
     // every session but the one they serve: no list applies inside them.
     let own: Vec<PathBuf> = [&i.host.config_dir, &i.host.state_dir]
         .iter()
-        .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+        .map(|p| i.real.of(p).unwrap_or_else(|_| p.to_path_buf()))
         .collect();
     let mut anchors: Vec<PathBuf> = Vec::new();
-    anchors.extend(i.host.home.canonicalize().ok());
+    anchors.extend(i.real.of(&i.host.home).ok());
     anchors.extend(project.map(Path::to_path_buf));
     anchors.extend(rw.iter().cloned());
     anchors.retain(|a| !own.iter().any(|o| a.starts_with(o)));
@@ -388,8 +390,12 @@ fn deny_write(
 /// read other sessions' files in the state folder, nor rewrite the settings (and so drop the
 /// deny) for the next launch. A mask also binds every folder between the grant and it onto
 /// itself, so no parent can be renamed away and replaced.
-fn mask_own_folders(host: &Host, profile: &mut Profile) -> Result<(), LaunchError> {
-    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+fn mask_own_folders(
+    real_of: &sandbox::Realpaths,
+    host: &Host,
+    profile: &mut Profile,
+) -> Result<(), LaunchError> {
+    let real = |p: &Path| real_of.of(p).unwrap_or_else(|_| p.to_path_buf());
     let grants: Vec<PathBuf> = profile
         .read_grants()
         .iter()

@@ -598,6 +598,7 @@ fn session_argv(
         let (net, proxy) =
             super::network::start(&v.template.network(), &session_dir, state, &v.session_id)?;
         folder.proxy = proxy;
+        let real = sandbox::Realpaths::default();
         let inputs = confine::Inputs {
             net,
             host,
@@ -611,6 +612,7 @@ fn session_argv(
             claude_config: &state.claude_config_dir(),
             token_path,
             carries_token,
+            real: &real,
         };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
         // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.

@@ -482,25 +482,34 @@ impl Profile {
     /// # Ok::<(), relay_token::sandbox::SandboxError>(())
     /// ```
     pub fn resolve(&self, all_rw_grants: &[PathBuf]) -> Result<Resolved, SandboxError> {
+        self.resolve_with(all_rw_grants, &Realpaths::default())
+    }
+
+    /// [`resolve`](Self::resolve) with the launch's own real-path cache.
+    pub(crate) fn resolve_with(
+        &self,
+        all_rw_grants: &[PathBuf],
+        real: &Realpaths,
+    ) -> Result<Resolved, SandboxError> {
         let baseline = bwrap::baseline();
-        let binds = self.resolve_binds(&baseline)?;
+        let binds = self.resolve_binds(&baseline, real)?;
         let tmp = self
             .tmp
             .as_deref()
-            .map(|t| canon("temp folder", t))
+            .map(|t| canon(real, "temp folder", t))
             .transpose()?;
         let project = self
             .project
             .as_deref()
-            .map(|p| canon("project folder", p))
+            .map(|p| canon(real, "project folder", p))
             .transpose()?;
-        let writable = self.writable(all_rw_grants, &binds, tmp.as_deref());
+        let writable = self.writable(real, all_rw_grants, &binds, tmp.as_deref());
         let denies = self
             .deny
             .iter()
             .map(|d| self.resolve_deny(d, &binds, &writable))
             .collect::<Result<Vec<_>, _>>()?;
-        let protects = self.resolve_protects(&binds, &denies);
+        let protects = self.resolve_protects(real, &binds, &denies);
         let idents = identify_sources(&binds, &denies, &protects, tmp.as_deref())?;
         Ok(Resolved {
             baseline,
@@ -517,7 +526,11 @@ impl Profile {
 
     /// The grants and the command folder, canonical, deduplicated (read-write wins), shallow
     /// first, so a deeper bind is laid over (not hidden by) a shallower one. `/` is refused.
-    fn resolve_binds(&self, baseline: &[bwrap::Base]) -> Result<Vec<Bind>, SandboxError> {
+    fn resolve_binds(
+        &self,
+        baseline: &[bwrap::Base],
+        real_of: &Realpaths,
+    ) -> Result<Vec<Bind>, SandboxError> {
         let mut binds: Vec<Bind> = Vec::new();
         let mut add = |path: PathBuf, rw: bool| match binds.iter_mut().find(|b| b.path == path) {
             Some(b) => b.rw |= rw,
@@ -525,7 +538,7 @@ impl Profile {
         };
         for (list, rw) in [(&self.read, false), (&self.read_write, true)] {
             for g in list {
-                let real = canon("grant", g)?;
+                let real = canon(real_of, "grant", g)?;
                 if real == Path::new("/") {
                     return Err(SandboxError::Grant {
                         value: g.display().to_string(),
@@ -536,7 +549,7 @@ impl Profile {
             }
         }
         if let Some(d) = &self.command_dir {
-            let real = canon("command folder", d)?;
+            let real = canon(real_of, "command folder", d)?;
             if real == Path::new("/") {
                 return Err(SandboxError::Unusable {
                     role: "command folder",
@@ -566,6 +579,7 @@ impl Profile {
     /// real), this profile's own, and its temp folder.
     fn writable(
         &self,
+        real_of: &Realpaths,
         all_rw_grants: &[PathBuf],
         binds: &[Bind],
         tmp: Option<&Path>,
@@ -573,7 +587,7 @@ impl Profile {
         let mut writable: Vec<PathBuf> = Vec::new();
         for g in all_rw_grants.iter().chain(&self.read_write) {
             writable.push(clean(g));
-            if let Ok(real) = std::fs::canonicalize(g) {
+            if let Ok(real) = real_of.of(g) {
                 writable.push(real);
             }
         }
@@ -584,11 +598,15 @@ impl Profile {
 
     /// The protected paths a grant shows (and no mask hides): read-only, with the folders above
     /// them guarded.
-    fn resolve_protects(&self, binds: &[Bind], denies: &[Deny]) -> Vec<Protect> {
+    fn resolve_protects(
+        &self,
+        real_of: &Realpaths,
+        binds: &[Bind],
+        denies: &[Deny],
+    ) -> Vec<Protect> {
         let mut protects: Vec<Protect> = Vec::new();
         for p in &self.protect {
-            let Ok(real) = std::fs::canonicalize(p).and_then(|r| seatbelt::on_disk_spelling(&r))
-            else {
+            let Ok(real) = real_of.of(p).and_then(|r| seatbelt::on_disk_spelling(&r)) else {
                 continue;
             };
             let hidden = denies.iter().any(|d| match &d.mask {
@@ -675,7 +693,7 @@ impl Profile {
 
 /// `p` made canonical (it must exist), in its on-disk spelling; refused when it is not absolute,
 /// holds control characters or is not UTF-8, naming `role`.
-fn canon(role: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
+fn canon(real_of: &Realpaths, role: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
     let unusable = |reason: String| SandboxError::Unusable {
         role,
         path: p.to_path_buf(),
@@ -685,11 +703,51 @@ fn canon(role: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
     if !p.is_absolute() {
         return Err(unusable("must be an absolute path".into()));
     }
-    let real = std::fs::canonicalize(p)
+    let real = real_of
+        .of(p)
         .and_then(|r| seatbelt::on_disk_spelling(&r))
         .map_err(|e| unusable(io_words(&e)))?;
     check_text(&real).map_err(|r| unusable(format!("its real path {real:?} {r}")))?;
     Ok(real)
+}
+
+/// Real paths for one [`Profile::resolve`]: a path whose last component is not a symlink is its
+/// folder's real path joined with that name (`lstat` of the name), and each folder is made
+/// canonical once, so resolving the many paths under one project walks that project's
+/// ancestors once instead of once per path. What it yields is no more trusted than
+/// `canonicalize` (a path can change afterwards either way): each bind source is then
+/// identified through a descriptor whose own path must still be this one.
+#[derive(Default)]
+pub(crate) struct Realpaths {
+    folders: std::cell::RefCell<Vec<(PathBuf, PathBuf)>>,
+}
+
+impl Realpaths {
+    /// `p` made canonical (it must exist).
+    pub(crate) fn of(&self, p: &Path) -> io::Result<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        // A trailing `/` or `/.` makes `lstat` follow a final symlink: the long way then.
+        let text = p.as_os_str().as_bytes();
+        let plain = p.is_absolute() && !text.ends_with(b"/") && !text.ends_with(b"/.");
+        if let (true, Some(parent), Some(name)) = (plain, p.parent(), p.file_name()) {
+            if !std::fs::symlink_metadata(p)?.file_type().is_symlink() {
+                return Ok(self.folder(parent)?.join(name));
+            }
+        }
+        std::fs::canonicalize(p)
+    }
+
+    /// The folder `dir` made canonical, once per `Realpaths`.
+    fn folder(&self, dir: &Path) -> io::Result<PathBuf> {
+        if let Some((_, real)) = self.folders.borrow().iter().find(|(d, _)| d == dir) {
+            return Ok(real.clone());
+        }
+        let real = std::fs::canonicalize(dir)?;
+        self.folders
+            .borrow_mut()
+            .push((dir.to_path_buf(), real.clone()));
+        Ok(real)
+    }
 }
 
 /// A bind source as the host checked it: its real path, its `(device, inode)`, and the `O_PATH`
@@ -1032,6 +1090,42 @@ fn ensure_mask_file(state: &Path, writable: &[PathBuf]) -> Result<PathBuf, Sandb
     f.set_permissions(std::fs::Permissions::from_mode(0o000))
         .map_err(|e| unusable(io_words(&e)))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod realpaths_tests {
+    use super::Realpaths;
+    use std::path::Path;
+
+    #[test]
+    fn realpaths_agree_with_canonicalize() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/f"), "").unwrap();
+        std::os::unix::fs::symlink("a/b", root.join("l")).unwrap();
+        std::os::unix::fs::symlink("b/f", root.join("a/lf")).unwrap();
+        let r = Realpaths::default();
+        for p in [
+            "a/b/f",
+            "l/f",
+            "a/lf",
+            "l",
+            "l/",
+            "l/.",
+            "a/b/../b/f",
+            "a/./b",
+        ] {
+            let p = root.join(p);
+            assert_eq!(
+                r.of(&p).unwrap(),
+                std::fs::canonicalize(&p).unwrap(),
+                "{p:?}"
+            );
+        }
+        assert!(r.of(&root.join("missing")).is_err());
+        assert!(r.of(Path::new("relative")).is_err());
+    }
 }
 
 #[cfg(test)]
