@@ -420,6 +420,31 @@ fn mem_of(pid: i32) -> [u64; 5] {
     ]
 }
 
+/// `BENCH_SMAPS=1`: where a process's private memory lies, by mapping (KiB), largest first.
+fn print_private_by_mapping(name: &str, pid: i32) {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut by: Vec<(String, u64)> = Vec::new();
+    let mut current = String::new();
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            current = words.nth(4).unwrap_or("[anon]").to_string();
+        } else if first == "Private_Clean:" || first == "Private_Dirty:" {
+            let kib: u64 = words.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            match by.iter_mut().find(|(n, _)| *n == current) {
+                Some((_, k)) => *k += kib,
+                None => by.push((current.clone(), kib)),
+            }
+        }
+    }
+    by.sort_by_key(|(_, k)| std::cmp::Reverse(*k));
+    println!("  {name} private by mapping (KiB):");
+    for (n, k) in by.iter().take(8) {
+        println!("    {k:>6}  {n}");
+    }
+}
+
 fn memory(fx: &Fixture) {
     let req = fx.request("memory", true, "memory", &["--sleep", "30"]);
     let mut host_rows = Vec::new();
@@ -431,6 +456,10 @@ fn memory(fx: &Fixture) {
         let shim = wait_child(host.id() as i32, Duration::from_secs(10)).unwrap();
         std::thread::sleep(Duration::from_millis(200));
         host_rows.push(mem_of(host.id() as i32));
+        if std::env::var_os("BENCH_SMAPS").is_some() {
+            print_private_by_mapping("relay-host", host.id() as i32);
+            print_private_by_mapping("relay-shim", shim);
+        }
         shim_rows.push(mem_of(shim));
         // SAFETY: kill with a pid this process spawned and has not reaped.
         unsafe { libc::kill(host.id() as i32, libc::SIGTERM) };
