@@ -493,11 +493,19 @@ impl BwrapFeatures {
         if let Ok(f) = std::fs::File::open(bwrap) {
             let _ = f.take(8 << 20).read_to_end(&mut bytes);
         }
-        let has = |opt: &[u8]| bytes.windows(opt.len()).any(|w| w == opt);
-        BwrapFeatures {
-            bind_fd: has(b"--bind-fd") && has(b"--ro-bind-fd"),
-            json_status: has(b"--json-status-fd"),
+        // One pass over the places where an option can start ("--"), not a window per byte.
+        let mut f = BwrapFeatures::default();
+        let (mut bind, mut ro_bind) = (false, false);
+        let mut at = 0;
+        while let Some(i) = bytes[at..].iter().position(|&b| b == b'-') {
+            let rest = &bytes[at + i..];
+            bind |= rest.starts_with(b"--bind-fd");
+            ro_bind |= rest.starts_with(b"--ro-bind-fd");
+            f.json_status |= rest.starts_with(b"--json-status-fd");
+            at += i + 1;
         }
+        f.bind_fd = bind && ro_bind;
+        f
     }
 }
 
