@@ -5,12 +5,16 @@
 //! deny (see `control_without_deny_the_token_is_readable`), so every attack below can fail.
 
 use std::ffi::OsString;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use relay_token::sandbox::{expand_grant, find_bwrap, Profile, Resolved, SandboxError};
+use relay_token::sandbox::{
+    expand_grant, find_bwrap, BwrapFeatures, Profile, Resolved, SandboxError,
+};
+use relay_token::FdMap;
 
 const NOBODY: u32 = 65534;
 
@@ -143,15 +147,21 @@ fn bwrap() -> PathBuf {
     find_bwrap(None).expect("bwrap must be installed and working for these tests")
 }
 
+/// `/bin/sh -c SCRIPT`.
+fn sh(script: &str) -> [OsString; 3] {
+    [
+        OsString::from("/bin/sh"),
+        OsString::from("-c"),
+        OsString::from(script),
+    ]
+}
+
 fn command(user: User, r: &Resolved, script: &str) -> Command {
-    let argv = r.bwrap_argv(
-        &bwrap(),
-        &[
-            OsString::from("/bin/sh"),
-            OsString::from("-c"),
-            OsString::from(script),
-        ],
-    );
+    command_argv(user, &r.bwrap_argv(&bwrap(), &sh(script)))
+}
+
+/// `argv` (bwrap first) run as `user`, stdin `/dev/null`, stdout and stderr piped.
+fn command_argv(user: User, argv: &[OsString]) -> Command {
     let mut cmd = match user {
         User::Me => Command::new(&argv[0]),
         User::Nobody => {
@@ -168,8 +178,7 @@ fn command(user: User, r: &Resolved, script: &str) -> Command {
     cmd
 }
 
-fn run(user: User, r: &Resolved, script: &str) -> (i32, String) {
-    let out: Output = command(user, r, script).output().unwrap();
+fn output_text(out: &Output) -> (i32, String) {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -178,20 +187,56 @@ fn run(user: User, r: &Resolved, script: &str) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
-/// Runs `script`; it must exit non-zero and nothing printed may hold the token.
-fn attack_fails(fx: &Fx, user: User, r: &Resolved, name: &str, script: &str) {
-    let (code, text) = run(user, r, script);
+fn run(user: User, r: &Resolved, script: &str) -> (i32, String) {
+    output_text(&command(user, r, script).output().unwrap())
+}
+
+/// Runs `script` in the sandbox of `r`, which binds by descriptor (`bind_by_fd` called): bwrap
+/// gets each of `r.bind_fds()` at its number and each of `extra` at its number, through
+/// `FdMap` (nothing else above 2), and with `status` `--json-status-fd N` right after its name
+/// (as the host does).
+fn run_by_fd(
+    user: User,
+    r: &Resolved,
+    script: &str,
+    extra: &[(BorrowedFd<'_>, RawFd)],
+    status: Option<RawFd>,
+) -> (i32, String) {
+    let mut argv = r.bwrap_argv(&bwrap(), &sh(script));
+    if let Some(n) = status {
+        argv.splice(
+            1..1,
+            [OsString::from("--json-status-fd"), n.to_string().into()],
+        );
+    }
+    let binds = r.bind_fds();
+    assert!(!binds.is_empty(), "a sandbox bound by descriptor");
+    let mut map = FdMap::new();
+    for &(fd, n) in binds.iter().chain(extra) {
+        map.place(fd, n);
+    }
+    let child = map.spawn(&mut command_argv(user, &argv)).unwrap();
+    output_text(&child.wait_with_output().unwrap())
+}
+
+/// Asserts an attack's outcome: a non-zero exit, no token in what it printed, the token file
+/// on the host untouched.
+fn assert_attack_failed(fx: &Fx, user: User, name: &str, (code, text): (i32, String)) {
     assert!(
         !text.contains(&fx.secret),
         "{name} as {user:?}: the token leaked:\n{text}"
     );
     assert_ne!(code, 0, "{name} as {user:?}: the attack succeeded:\n{text}");
-    // The token file on the host is untouched.
     assert_eq!(
         std::fs::read_to_string(&fx.token).unwrap(),
         format!("{}\n", fx.secret),
         "{name} as {user:?}: the token file changed"
     );
+}
+
+/// Runs `script`; it must exit non-zero and nothing printed may hold the token.
+fn attack_fails(fx: &Fx, user: User, r: &Resolved, name: &str, script: &str) {
+    assert_attack_failed(fx, user, name, run(user, r, script));
 }
 
 /// Every file under the fixture except the token itself is free of the token's bytes.
@@ -991,5 +1036,305 @@ fn a_grant_swapped_for_a_symlink_after_the_check_is_refused_inside() {
             !fx.token_dir.join("planted").exists(),
             "{user:?}: wrote into the token folder"
         );
+    }
+}
+
+/// `bwrap`, the namespace flags and the system baseline as this machine has it: the start of
+/// every argv.
+fn system_part(bw: &str) -> Vec<OsString> {
+    let mut want = strs(&[
+        bw,
+        "--unshare-user",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]);
+    for base in [
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+    ] {
+        let p = Path::new(base);
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                want.push("--symlink".into());
+                want.push(std::fs::read_link(p).unwrap().into());
+                want.push(base.into());
+            }
+            Ok(m) if m.is_dir() => want.extend(strs(&["--ro-bind", base, base])),
+            _ => {}
+        }
+    }
+    want
+}
+
+/// `(device, inode)` of what a descriptor holds.
+fn fd_ident(fd: BorrowedFd<'_>) -> (u64, u64) {
+    let m = std::fs::File::from(fd.try_clone_to_owned().unwrap())
+        .metadata()
+        .unwrap();
+    (m.dev(), m.ino())
+}
+
+fn path_ident(p: &Path) -> (u64, u64) {
+    let m = std::fs::metadata(p).unwrap();
+    (m.dev(), m.ino())
+}
+
+#[test]
+fn bound_by_descriptor_the_argv_names_numbers_and_runs_no_check() {
+    let fx = fixture(User::Me);
+    let bw = "/usr/bin/bwrap";
+    let mut r = fx.resolve(&fx.profile());
+    // Before `bind_by_fd`: no descriptors, the path form with its check inside.
+    assert!(r.bind_fds().is_empty());
+    let by_path = r.bwrap_argv(Path::new(bw), &strs(&["/bin/true"]));
+    assert!(by_path.iter().any(|a| a == "relay-sandbox-check"));
+
+    r.bind_by_fd(10);
+    let argv = r.bwrap_argv(Path::new(bw), &strs(&["/bin/true"]));
+    let (h, c, d) = (
+        fx.home.to_str().unwrap(),
+        fx.config.to_str().unwrap(),
+        fx.token_dir.to_str().unwrap(),
+    );
+    // The whole argv: the grants (shallow first) and the private /tmp by number; the mask, a
+    // folder of the host's making, by path; the command right after `--`, no check before it.
+    let mut want = system_part(bw);
+    want.extend(strs(&[
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--bind-fd",
+        "12",
+        "/tmp",
+        "--bind-fd",
+        "10",
+        h,
+        "--ro-bind-fd",
+        "11",
+        c,
+        "--perms",
+        "000",
+        "--tmpfs",
+        d,
+        "--remount-ro",
+        d,
+        "--chdir",
+        h,
+        "--",
+        "/bin/true",
+    ]));
+    assert_eq!(argv, want);
+    for a in ["relay-sandbox-check", "/bin/sh", "--bind", "--ro-bind"] {
+        let after_baseline = &argv[system_part(bw).len()..];
+        assert!(
+            !after_baseline.iter().any(|x| x == a),
+            "{a} in {after_baseline:?}"
+        );
+    }
+
+    // The descriptors: numbered from the first, each the very object the host checked.
+    let fds = r.bind_fds();
+    let numbers: Vec<RawFd> = fds.iter().map(|&(_, n)| n).collect();
+    assert_eq!(numbers, [10, 11, 12]);
+    let idents: Vec<(u64, u64)> = fds.iter().map(|&(fd, _)| fd_ident(fd)).collect();
+    assert_eq!(
+        idents,
+        [
+            path_ident(&fx.home),
+            path_ident(&fx.config),
+            path_ident(&fx.tmp)
+        ]
+    );
+    // Never the token's folder (masked) nor the token.
+    assert!(!idents.contains(&path_ident(&fx.token_dir)));
+    assert!(!idents.contains(&path_ident(&fx.token)));
+
+    // Another first number shifts them all.
+    r.bind_by_fd(40);
+    let numbers: Vec<RawFd> = r.bind_fds().iter().map(|&(_, n)| n).collect();
+    assert_eq!(numbers, [40, 41, 42]);
+    let argv = r.bwrap_argv(Path::new(bw), &strs(&["/bin/true"]));
+    assert!(argv
+        .windows(3)
+        .any(|w| w == strs(&["--bind-fd", "42", "/tmp"])));
+    assert!(argv
+        .windows(3)
+        .any(|w| w == strs(&["--ro-bind-fd", "41", c])));
+
+    // Without a temp folder /tmp is an empty tmpfs, and no descriptor is made for it.
+    let mut p = Profile::new();
+    p.read(fx.config.clone());
+    let mut r = p.resolve(&[]).unwrap();
+    r.bind_by_fd(10);
+    let argv = r.bwrap_argv(Path::new(bw), &strs(&["/bin/true"]));
+    assert!(argv.windows(2).any(|w| w == strs(&["--tmpfs", "/tmp"])));
+    assert_eq!(r.bind_fds().len(), 1);
+    let tail = strs(&["--ro-bind-fd", "10", c, "--", "/bin/true"]);
+    assert_eq!(argv[argv.len() - tail.len()..], tail[..]);
+}
+
+#[test]
+fn bwrap_features_are_read_from_the_program_file() {
+    // Debian's bubblewrap 0.8.0 has all three options.
+    let real = BwrapFeatures::of(&bwrap());
+    assert_eq!(
+        real,
+        BwrapFeatures {
+            bind_fd: true,
+            json_status: true
+        }
+    );
+    let dir = root_dir();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        BwrapFeatures::of(&p)
+    };
+    assert_eq!(
+        file("none", "#!/bin/sh\nexit 0\n"),
+        BwrapFeatures::default()
+    );
+    assert_eq!(
+        file("status", "# --json-status-fd\n"),
+        BwrapFeatures {
+            bind_fd: false,
+            json_status: true
+        }
+    );
+    // Both bind options are needed.
+    assert!(!file("rw-only", "# --bind-fd\n").bind_fd, "--bind-fd alone");
+    assert!(
+        !file("ro-only", "# --ro-bind-fd\n").bind_fd,
+        "--ro-bind-fd alone"
+    );
+    assert_eq!(
+        file("both", "# --ro-bind-fd --bind-fd\n"),
+        BwrapFeatures {
+            bind_fd: true,
+            json_status: false
+        }
+    );
+}
+
+#[test]
+fn a_grant_swapped_for_a_symlink_after_the_check_is_bound_as_checked_by_descriptor() {
+    // The race of `a_grant_swapped_for_a_symlink_after_the_check_is_refused_inside`, with the
+    // grant bound by the descriptor the host checked: bwrap mounts the folder that was checked
+    // (now renamed), never what the symlink points at, and the session runs.
+    for user in users() {
+        let fx = fixture(user);
+        let work = fx.root.join("work");
+        let proj = work.join("proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("marker"), "the checked grant\n").unwrap();
+        chmod(&proj.join("marker"), 0o644);
+        if user == User::Nobody {
+            chown_r(&work, NOBODY);
+        }
+        let mut p = Profile::new();
+        p.read_write(proj.clone())
+            .deny(fx.token.clone())
+            .project(proj.clone())
+            .tmp(fx.tmp.clone())
+            .state_dir(fx.state.clone());
+        let mut r = p.resolve(&[work.clone(), fx.home.clone()]).unwrap();
+        r.bind_by_fd(10);
+        // The concurrent session's move, after the check and before the mount.
+        std::fs::rename(&proj, work.join("proj.real")).unwrap();
+        symlink("../home/.config/acme-ltt", &proj).unwrap();
+        let pd = proj.display();
+        let (code, text) = run_by_fd(
+            user,
+            &r,
+            &format!("cat '{pd}/marker' && ls -A '{pd}' && test \"$(pwd)\" = '{pd}'"),
+            &[],
+            None,
+        );
+        assert_eq!(
+            (code, text.as_str()),
+            (0, "the checked grant\nmarker\n"),
+            "{user:?}"
+        );
+        assert_attack_failed(
+            &fx,
+            user,
+            "grant swapped for a symlink, read by descriptor",
+            run_by_fd(user, &r, &format!("cat '{pd}/token'"), &[], None),
+        );
+        // A write lands in the checked folder, not in the token's.
+        let (code, text) = run_by_fd(
+            user,
+            &r,
+            &format!("echo planted > '{pd}/planted'"),
+            &[],
+            None,
+        );
+        assert_eq!((code, text.as_str()), (0, ""), "{user:?}");
+        assert_eq!(
+            std::fs::read_to_string(work.join("proj.real/planted")).unwrap(),
+            "planted\n"
+        );
+        assert!(
+            !fx.token_dir.join("planted").exists(),
+            "{user:?}: wrote into the token folder"
+        );
+        no_copy_on_host(&fx);
+    }
+}
+
+/// Prints `fds: N N ...`, the descriptors open in the sandboxed shell itself (`[` is the shell's
+/// own builtin, so nothing else is opened to look), then runs `rest`.
+fn list_fds_then(rest: &str) -> String {
+    format!(
+        "n=0; l=''; while [ $n -lt 1024 ]; do if [ -L /proc/self/fd/$n ]; then l=\"$l $n\"; \
+         fi; n=$((n + 1)); done; echo \"fds:$l\"; {rest}"
+    )
+}
+
+#[test]
+fn bound_by_descriptor_the_session_holds_only_stdio_and_the_token_fd() {
+    for user in users() {
+        let fx = fixture(user);
+        let mut r = fx.resolve(&fx.profile());
+        r.bind_by_fd(10);
+        assert_eq!(r.bind_fds().len(), 3);
+        // bwrap holds the three bind descriptors; the session none of them: 0, 1, 2 only.
+        let (code, text) = run_by_fd(user, &r, &list_fds_then("true"), &[], None);
+        assert_eq!((code, text.as_str()), (0, "fds: 0 1 2\n"), "{user:?}");
+
+        // With bwrap's start report at 6 and a token pipe at 5 (a fake token).
+        let fake = format!("acme-fake-token-{}", std::process::id());
+        let token = relay_token::TokenPipe::new(
+            &relay_token::ClaudeToken::from_bytes(fake.as_bytes()).unwrap(),
+        )
+        .unwrap()
+        .into_fd();
+        let (status_r, status_w) = std::io::pipe().unwrap();
+        let (code, text) = run_by_fd(
+            user,
+            &r,
+            &list_fds_then("sha256sum <&5"),
+            &[(token.as_fd(), 5), (status_w.as_fd(), 6)],
+            Some(6),
+        );
+        drop(status_w);
+        use sha2::Digest;
+        let hash: String = sha2::Sha256::digest(fake.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            (code, text.as_str()),
+            (0, format!("fds: 0 1 2 5\n{hash}  -\n").as_str()),
+            "{user:?}"
+        );
+        // bwrap did report on 6: the sandbox's pid, then its exit.
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut &status_r, &mut said).unwrap();
+        assert!(said.contains("\"child-pid\""), "{user:?}: {said:?}");
+        assert!(said.contains("\"exit-code\": 0"), "{user:?}: {said:?}");
     }
 }

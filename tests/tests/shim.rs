@@ -460,6 +460,324 @@ fn fdmap_spawned_shim_works_too() {
     assert_eq!(status.len(), 3);
 }
 
+/// `--pass-fds` and `--sandbox-status-fd` are checked before anything starts: each refusal is
+/// the parser's error, printed as one line with the synopsis, exit 70, no status line, no target.
+#[test]
+fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
+    use relay_token::shim::{ShimOptions, UsageError, USAGE};
+    let range = |v: &str| {
+        (
+            UsageError::BadFdRange(v.to_owned()),
+            format!(
+                "--pass-fds {v:?}: must be FIRST-LAST, two descriptor numbers above 2, at most \
+                 240"
+            ),
+        )
+    };
+    let in_use = |opt: &'static str, fd: i32| {
+        (
+            UsageError::FdInUse { opt, fd },
+            format!("{opt}: fd {fd} is already stdio, the status, the token or the launch secret"),
+        )
+    };
+    let cases: Vec<(Vec<&str>, (UsageError, String))> = vec![
+        (vec!["--pass-fds", "7"], range("7")),
+        (vec!["--pass-fds", "2-4"], range("2-4")),
+        (vec!["--pass-fds", "9-8"], range("9-8")),
+        (vec!["--pass-fds=10-250"], range("10-250")),
+        (vec!["--pass-fds", "a-b"], range("a-b")),
+        (vec!["--pass-fds", "-5-6"], range("-5-6")),
+        (vec!["--pass-fds", "10-12", "--pass-fds", "10-12"], {
+            let e = UsageError::Repeated("--pass-fds");
+            let m = "--pass-fds given twice".to_owned();
+            (e, m)
+        }),
+        // The default status descriptor, 3.
+        (vec!["--pass-fds", "3-9"], in_use("--pass-fds", 3)),
+        (
+            vec!["--status-fd", "8", "--pass-fds", "6-9"],
+            in_use("--pass-fds", 8),
+        ),
+        (
+            vec!["--pass-token", "--status-fd", "4", "--pass-fds", "5-6"],
+            in_use("--pass-fds", 5),
+        ),
+        (
+            vec!["--identity", "--session-id", "s", "--pass-fds", "3-3"],
+            in_use("--pass-fds", 3),
+        ),
+        (
+            vec!["--sandbox-status-fd", "1"],
+            in_use("--sandbox-status-fd", 1),
+        ),
+        (
+            vec!["--sandbox-status-fd", "3"],
+            in_use("--sandbox-status-fd", 3),
+        ),
+        (
+            vec!["--pass-token", "--sandbox-status-fd=5"],
+            in_use("--sandbox-status-fd", 5),
+        ),
+        (
+            vec!["--pass-fds", "10-12", "--sandbox-status-fd", "11"],
+            in_use("--sandbox-status-fd", 11),
+        ),
+    ];
+    let a = agent();
+    let refused = |args: &[&str], stderr: &str| {
+        let (_d, record) = tmp();
+        let pipe = token_pipe(&fake_token());
+        let run = run_shim(shim_cmd(&record, args), &[(pipe.as_fd(), 5)]);
+        assert_eq!(run.code, 70, "{args:?}: stderr {:?}", run.stderr);
+        assert_eq!(run.stderr, stderr, "{args:?}");
+        assert!(run.status.is_empty(), "{args:?}: {:?}", run.status);
+        assert!(!record.exists(), "{args:?}: no target may start");
+    };
+    for (opts, (err, msg)) in cases {
+        let mut args = opts;
+        args.extend(["--", a.as_str()]);
+        assert_eq!(ShimOptions::parse(args.iter().copied()), Err(err.clone()));
+        assert_eq!(err.to_string(), msg, "{args:?}");
+        refused(&args, &format!("relay-shim: {msg}\n{USAGE}\n"));
+    }
+    refused(
+        &["--sandbox-status-fd"],
+        &format!("relay-shim: --sandbox-status-fd needs a value\n{USAGE}\n"),
+    );
+    // Not a number: refused the same way (the words are those of `--status-fd`).
+    let err = ShimOptions::parse(["--sandbox-status-fd", "six", "--", "true"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("\"six\": not a descriptor number"),
+        "{err}"
+    );
+    refused(
+        &["--sandbox-status-fd", "six", "--", &a],
+        &format!("relay-shim: {err}\n{USAGE}\n"),
+    );
+    // The widest range, 240 descriptors, parses.
+    let o = ShimOptions::parse(["--pass-fds", "10-249", "--", "true"]).unwrap();
+    assert_eq!(o.pass_fds, Some((10, 249)));
+    let o =
+        ShimOptions::parse(["--sandbox-status-fd", "6", "--pass-fds=10-12", "--", "true"]).unwrap();
+    assert_eq!((o.pass_fds, o.sandbox_status_fd), (Some((10, 12)), Some(6)));
+}
+
+/// A descriptor of `--pass-fds` that is not open: one stderr line naming it, exit 70, no status
+/// line, no target.
+#[test]
+fn pass_fds_with_a_closed_descriptor_refuses_with_one_line() {
+    let (_d, record) = tmp();
+    let mut cmd = shim_cmd(&record, &["--pass-fds", "10-12", "--", &agent()]);
+    // Closed in the shim whatever this process holds at 11.
+    // SAFETY: close(2) on an int is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(11);
+            Ok(())
+        });
+    }
+    let (n10, n12) = (devnull(), devnull());
+    let run = run_shim(cmd, &[(n10.as_fd(), 10), (n12.as_fd(), 12)]);
+    assert_eq!(run.code, 70);
+    assert_eq!(
+        run.stderr,
+        "relay-shim: --pass-fds 10-12: fd 11 is not open\n"
+    );
+    assert!(run.status.is_empty(), "status: {:?}", run.status);
+    assert!(!record.exists(), "no target may start");
+}
+
+/// `--pass-fds 10-12` hands the shim's 10, 11 and 12 to the target at the same numbers (the
+/// same open files: the target reads each one's content), beside the token at 5 and nothing
+/// else (not 4, 9 or 13, which the shim also had).
+#[test]
+fn pass_fds_hands_exactly_those_descriptors_at_their_numbers() {
+    let (d, record) = tmp();
+    let token = fake_token();
+    let pipe = token_pipe(&token);
+    let file = |name: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, format!("{name}\n")).unwrap();
+        std::fs::File::open(p).unwrap()
+    };
+    let (f10, f11, f12) = (file("ten"), file("eleven"), file("twelve"));
+    let (n4, n9, n13) = (devnull(), devnull(), devnull());
+    let mut cmd = shim_cmd(
+        &record,
+        &[
+            "--pass-token",
+            "--pass-fds",
+            "10-12",
+            "--",
+            &agent(),
+            "--sh",
+            "cat /dev/fd/10 /dev/fd/11 /dev/fd/12",
+        ],
+    );
+    let (r, w) = pipe_cloexec().unwrap();
+    let child = spawn_with_fds(
+        &mut cmd,
+        &[
+            (w.as_fd(), 3),
+            (n4.as_fd(), 4),
+            (pipe.as_fd(), 5),
+            (n9.as_fd(), 9),
+            (f10.as_fd(), 10),
+            (f11.as_fd(), 11),
+            (f12.as_fd(), 12),
+            (n13.as_fd(), 13),
+        ],
+    )
+    .unwrap();
+    drop(w);
+    let status = status_lines(r);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ten\neleven\ntwelve\n"
+    );
+    let rec = &read_records(&record)[0];
+    assert_eq!(rec["fds"], json!([0, 1, 2, 5, 10, 11, 12]));
+    assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()));
+    assert!(!rec.to_string().contains(&token));
+    assert_eq!(
+        status,
+        vec![
+            json!({"event": "no_identity"}),
+            json!({"event": "started", "pid": rec["pid"]}),
+            json!({"event": "exit", "status": 0}),
+        ]
+    );
+}
+
+/// The shim keeps no copy of a passed descriptor once the target runs (bwrap closes each bind
+/// descriptor once used; a copy in the shim would keep the object open for the session's life).
+#[test]
+fn the_shim_keeps_no_passed_descriptor_after_the_spawn() {
+    let (_d, record) = tmp();
+    let (n10, n11) = (devnull(), devnull());
+    let (child, mut status) = start_shim(
+        shim_cmd(
+            &record,
+            &["--pass-fds", "10-11", "--", &agent(), "--sleep", "30"],
+        ),
+        &[(n10.as_fd(), 10), (n11.as_fd(), 11)],
+    );
+    assert_eq!(next_line(&mut status)["event"], "started");
+    let recs = wait_for_records(&record, 1, TIMEOUT);
+    assert_eq!(recs[0]["fds"], json!([0, 1, 2, 10, 11]));
+    let shim_fds: Vec<i32> = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        !shim_fds.contains(&10) && !shim_fds.contains(&11),
+        "shim fds: {shim_fds:?}"
+    );
+    // SAFETY: kill takes two integers.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait_with_output().unwrap();
+}
+
+/// True when `r` has something to read (or is at its end) within `ms` milliseconds.
+fn readable_within(r: &BufReader<std::fs::File>, ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    if !r.buffer().is_empty() {
+        return true;
+    }
+    let mut pfd = libc::pollfd {
+        fd: r.get_ref().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
+}
+
+/// `--sandbox-status-fd 6`: the target gets a pipe at 6 (and nothing else above 2), and the
+/// shim says `started` only once a line with `"child-pid"` (bwrap's report that the sandbox
+/// exists) came on it, not before; then the exit as usual.
+#[test]
+fn sandbox_status_fd_says_started_only_after_child_pid() {
+    let (d, record) = tmp();
+    let go = d.path().join("go");
+    let script = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i + 1)); done; \
+         printf '{{\"child-pid\": 1}}\\n' >&6",
+        go.display()
+    );
+    let (child, mut status) = start_shim(
+        shim_cmd(
+            &record,
+            &["--sandbox-status-fd", "6", "--", &agent(), "--sh", &script],
+        ),
+        &[],
+    );
+    let recs = wait_for_records(&record, 1, TIMEOUT);
+    assert_eq!(recs[0]["fds"], json!([0, 1, 2, 6]), "the pipe at 6 only");
+    // The target runs, but has not reported the sandbox: no `started` yet.
+    assert!(
+        !readable_within(&status, 500),
+        "a status line came before child-pid: {}",
+        next_line(&mut status)
+    );
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(
+        next_line(&mut status),
+        json!({"event": "started", "pid": recs[0]["pid"]})
+    );
+    assert_eq!(
+        next_line(&mut status),
+        json!({"event": "exit", "status": 0})
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// `--sandbox-status-fd 6` with a target that closes the pipe without a `"child-pid"` line
+/// (bwrap failing before any sandbox exists): `sandbox_failed` with its status (128 + signal when
+/// killed), never `started`, and the shim exits 126.
+#[test]
+fn sandbox_status_fd_closed_first_is_sandbox_failed_126() {
+    for (script, want) in [
+        ("exit 3", 3),
+        ("printf '{\"exit-code\": 1}\\n' >&6; exit 1", 1),
+        ("sleep 0.3; exit 0", 0),
+        ("kill -KILL $$", 128 + 9),
+    ] {
+        let (_d, record) = tmp();
+        let pipe = token_pipe(&fake_token());
+        let run = run_shim(
+            shim_cmd(
+                &record,
+                &[
+                    "--pass-token",
+                    "--sandbox-status-fd",
+                    "6",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    script,
+                ],
+            ),
+            &[(pipe.as_fd(), 5)],
+        );
+        assert_eq!(
+            run.status,
+            vec![
+                json!({"event": "no_identity"}),
+                json!({"event": "sandbox_failed", "status": want}),
+            ],
+            "{script:?}"
+        );
+        assert_eq!(run.code, 126, "{script:?}: stderr {:?}", run.stderr);
+        assert_eq!(run.stderr, "", "{script:?}");
+    }
+}
+
 /// A pseudo-terminal session run by util-linux `script`: what the test writes goes to the
 /// terminal (so Ctrl-Z is a real SIGTSTP), what the session prints is collected.
 struct Terminal {

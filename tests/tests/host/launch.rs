@@ -454,3 +454,167 @@ fn a_session_ends_when_its_host_is_killed() {
         "processes of the session outlived the host: {left:?}"
     );
 }
+
+/// A wrapper of the real `/usr/bin/bwrap` at `<root>/<name>`: each run appends to `<name>.fds`
+/// one line with the descriptors it was handed (those not close-on-exec in it, read from
+/// `/proc/PID/fdinfo` by a child shell, so the looking opens nothing in it) and to
+/// `<name>.args` `--- N` then its N arguments, each ended by a NUL byte; then it execs bwrap. With
+/// `features` its text names the options of a bwrap that binds by descriptor and reports its
+/// start (`BwrapFeatures` reads them from the file); without, it reads as an older bwrap.
+fn bwrap_wrapper(fx: &Fx, name: &str, features: bool) -> PathBuf {
+    let path = fx.root.join(name);
+    let comment = if features {
+        "# wraps a bubblewrap with --bind-fd, --ro-bind-fd and --json-status-fd"
+    } else {
+        "# wraps bubblewrap"
+    };
+    let fds = fx.root.join(format!("{name}.fds"));
+    let args = fx.root.join(format!("{name}.args"));
+    let script = format!(
+        r#"#!/bin/sh
+{comment}
+/bin/sh -c 'l=""; for f in /proc/$PPID/fdinfo/*; do fl=$(sed -n "s/^flags:[[:space:]]*//p" "$f" 2>/dev/null); [ -n "$fl" ] || continue; if [ $((fl & 02000000)) -eq 0 ]; then l="$l ${{f##*/}}"; fi; done; echo "$l" >> "$0"' '{fds}'
+printf '%s\0' "--- $#" "$@" >> '{args}'
+exec /usr/bin/bwrap "$@"
+"#,
+        fds = fds.display(),
+        args = args.display(),
+    );
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// What each run of [`bwrap_wrapper`] `name` was handed: its descriptors (sorted) and its
+/// arguments.
+fn wrapper_runs(fx: &Fx, name: &str) -> Vec<(Vec<i32>, Vec<String>)> {
+    let fds = fs::read_to_string(fx.root.join(format!("{name}.fds"))).unwrap();
+    let fds: Vec<Vec<i32>> = fds
+        .lines()
+        .map(|l| {
+            let mut v: Vec<i32> = l.split_whitespace().map(|n| n.parse().unwrap()).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let text = fs::read_to_string(fx.root.join(format!("{name}.args"))).unwrap();
+    let mut lines = text.split_terminator('\0');
+    let mut args = Vec::new();
+    while let Some(head) = lines.next() {
+        let n: usize = head.strip_prefix("--- ").unwrap().parse().unwrap();
+        args.push(
+            lines
+                .by_ref()
+                .take(n)
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(fds.len(), args.len());
+    fds.into_iter().zip(args).collect()
+}
+
+/// With a bwrap that binds by descriptor and reports its start (Debian's 0.8.0, the real
+/// `/usr/bin/bwrap` behind a wrapper that records what it is handed), a sandboxed launch runs
+/// bwrap once, unprobed: `--json-status-fd 6` right after its name, each checked source as
+/// `--bind-fd N` / `--ro-bind-fd N` numbered from 10 (the private `/tmp` among them), no check
+/// inside the sandbox; bwrap holds exactly 0, 1, 2, the token at 5, the status pipe at 6 and the
+/// bind descriptors, and the session exactly 0, 1, 2 and 5, with the token.
+#[test]
+fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
+    let fx = Fx::new();
+    // The real bwrap named directly: the session's descriptors.
+    let mut settings = json!({"claude_token_file": SETTING, "bwrap": "/usr/bin/bwrap",
+                              "templates": [claude_template(&[], json!({}), &[])]});
+    fx.settings(settings.clone());
+    let out = fx.launch(&claude_req(&fx, "d1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_got_token(&fx.wait_records(1)[0], &fx.token);
+    assert_started(&fx, "d1", "fd");
+
+    let wrapper = bwrap_wrapper(&fx, "bwrap-fd", true);
+    settings["bwrap"] = json!(wrapper);
+    fx.settings(settings);
+    let out = fx.launch(&claude_req(&fx, "d2"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rec = &fx.wait_records(2)[1];
+    assert_eq!(rec["session_id"], "d2");
+    assert_got_token(rec, &fx.token);
+    assert_eq!(rec["fds"], json!([0, 1, 2, 5]));
+    assert_started(&fx, "d2", "fd");
+
+    let runs = wrapper_runs(&fx, "bwrap-fd");
+    assert_eq!(runs.len(), 1, "one run, no probe: {runs:?}");
+    let (fds, args) = &runs[0];
+    assert_eq!(args[..2], ["--json-status-fd", "6"]);
+    let mut numbers: Vec<i32> = Vec::new();
+    let mut dests: Vec<&str> = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if a == "--bind-fd" || a == "--ro-bind-fd" {
+            numbers.push(args[i + 1].parse().unwrap());
+            dests.push(&args[i + 2]);
+        }
+        assert!(
+            a != "--bind" && a != "--json-status-fd" || i == 0,
+            "{a} at {i}"
+        );
+    }
+    assert!(
+        numbers.len() >= 3,
+        "the project, the Claude config and /tmp at least: {args:?}"
+    );
+    let want: Vec<i32> = (10..10 + numbers.len() as i32).collect();
+    let mut sorted = numbers.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, want, "{args:?}");
+    assert!(dests.contains(&"/tmp"), "{dests:?}");
+    assert!(dests.contains(&fx.proj.to_str().unwrap()), "{dests:?}");
+    assert!(!args.iter().any(|a| a == "relay-sandbox-check"), "{args:?}");
+    // After `--` the network's forwarder and the agent, no shell before them.
+    let sep = args.iter().position(|a| a == "--").unwrap();
+    assert!(!args[sep..].iter().any(|a| a == "/bin/sh"), "{args:?}");
+    assert!(args[sep..].contains(&agent()), "{args:?}");
+    let mut want_fds = vec![0, 1, 2, 5, 6];
+    want_fds.extend(want);
+    assert_eq!(fds, &want_fds, "what bwrap was handed");
+    assert_no_token("bwrap's arguments", args.join("\n").as_bytes(), &fx.token);
+}
+
+/// With a bwrap whose file names neither option (an older one; here the same real bwrap behind a
+/// wrapper), the launch keeps the old form: bwrap is probed first, binds by path, checks each
+/// mount inside before the program runs, and is handed no descriptor but 0, 1, 2 and the token.
+#[test]
+fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
+    let fx = Fx::new();
+    let wrapper = bwrap_wrapper(&fx, "bwrap-old", false);
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": wrapper,
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let out = fx.launch(&claude_req(&fx, "o1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_got_token(&fx.wait_records(1)[0], &fx.token);
+    assert_started(&fx, "o1", "fd");
+    let runs = wrapper_runs(&fx, "bwrap-old");
+    assert_eq!(runs.len(), 2, "the probe, then the launch: {runs:?}");
+    let mut probe: Vec<String> = relay_token::sandbox::NAMESPACE_FLAGS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    probe.extend(["--ro-bind", "/", "/", "--", "true"].map(String::from));
+    assert_eq!(runs[0].1, probe);
+    // (The probe is a plain child of the host: it also inherits whatever the host inherited.)
+    assert!(
+        !runs[0].0.contains(&5),
+        "the probe got a token fd: {:?}",
+        runs[0].0
+    );
+    let (fds, args) = &runs[1];
+    assert_eq!(fds, &[0, 1, 2, 5]);
+    for a in ["--json-status-fd", "--bind-fd", "--ro-bind-fd"] {
+        assert!(!args.iter().any(|x| x == a), "{a} in {args:?}");
+    }
+    assert!(args.iter().any(|a| a == "relay-sandbox-check"), "{args:?}");
+    assert!(
+        args.windows(3).any(|w| w[0] == "--bind" && w[2] == "/tmp"),
+        "{args:?}"
+    );
+}

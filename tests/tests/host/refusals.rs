@@ -3,6 +3,7 @@
 use std::fs;
 use std::os::unix::fs::{chown, PermissionsExt};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::json;
@@ -185,4 +186,170 @@ fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "l1");
     assert_only_logs_left(&fx);
+}
+
+/// The complaint of the test doubles of bwrap below, on the session's stderr.
+const FAKE_COMPLAINT: &str = "fake-bwrap: cannot set up the sandbox";
+
+/// A stand-in for bwrap at `<root>/<name>` whose text names the three options a bwrap that
+/// reports its start has (so it is not probed before a launch). Each run appends its first two
+/// arguments as one line to the returned log, then runs `body`.
+fn fake_bwrap(fx: &Fx, name: &str, body: &str) -> (PathBuf, PathBuf) {
+    let path = fx.root.join(name);
+    let log = fx.root.join(format!("{name}.log"));
+    fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n# A test double of bubblewrap: --bind-fd, --ro-bind-fd, --json-status-fd\n\
+             echo \"$1 $2\" >> '{}'\n{body}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    (path, log)
+}
+
+/// Asserts a launch refused with `sandbox_unavailable` after the shim ran bwrap: exit 78;
+/// stderr is bwrap's complaint (the session's stderr), then the answer, which is the last event
+/// and the only one of `id` (no 201); one `error` audit row with the same message, `token` `fd`
+/// (the token pipe went to the shim, and with it to bwrap, which never started the session);
+/// nothing started, nothing left but the logs, the token nowhere. Returns the message.
+fn assert_refused_after_spawn(fx: &Fx, out: &Out, id: &str) -> String {
+    assert_eq!(out.code, 78, "stderr: {}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{:?}", out.stderr);
+    assert_eq!(lines[0], FAKE_COMPLAINT);
+    let answer: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(answer["event"], "launch");
+    assert_eq!(answer["error"], "sandbox_unavailable", "{answer}");
+    assert_eq!(answer["status"], 400);
+    assert_eq!(answer["session_id"], id);
+    let of_id: Vec<serde_json::Value> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["session_id"] == id)
+        .collect();
+    assert_eq!(
+        of_id,
+        std::slice::from_ref(&answer),
+        "the refusal is the only event"
+    );
+    assert!(
+        !fs::read_to_string(fx.state.join("events.jsonl"))
+            .unwrap()
+            .contains("\"status\":201"),
+        "a 201 answer was written"
+    );
+    let message = answer["message"].as_str().unwrap().to_owned();
+    let rows: Vec<serde_json::Value> = fx
+        .log("audit.jsonl")
+        .into_iter()
+        .filter(|r| r["session_id"] == id)
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["event"], "session_launch");
+    assert_eq!(rows[0]["outcome"], "error");
+    assert_eq!(rows[0]["message"], message.as_str());
+    assert_eq!(rows[0]["token"], "fd", "{}", rows[0]);
+    assert_nothing_started(fx, id);
+    assert_only_logs_left(fx);
+    assert_no_token("stdout", out.stdout.as_bytes(), &fx.token);
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    for f in relay_tests::files_under(&fx.state) {
+        assert_no_token(&f.display().to_string(), &fs::read(&f).unwrap(), &fx.token);
+    }
+    message
+}
+
+/// The words of a bwrap that fails its probe (`bwrap --unshare-user ... --ro-bind / / -- true`).
+fn probe_failed(bwrap: &std::path::Path, detail: &str) -> String {
+    format!(
+        "bwrap {:?} does not work ({detail}): sandboxed launches are refused; install a working \
+         bubblewrap with `apt-get install bubblewrap` and make sure user namespaces are enabled \
+         (sysctl kernel.unprivileged_userns_clone=1)",
+        bwrap.display().to_string()
+    )
+}
+
+/// A `bwrap` setting that names a program without the start report (`/bin/false`) is probed
+/// before the launch; the probe fails, the launch is refused `sandbox_unavailable` with the
+/// probe's words (how to install bubblewrap), and nothing is spawned.
+#[test]
+fn a_bwrap_that_fails_its_probe_refuses_before_anything_starts() {
+    let fx = Fx::new();
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": "/bin/false",
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "f1", "project": fx.proj}));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert_eq!(
+        msg,
+        probe_failed("/bin/false".as_ref(), "a test run failed: exit status: 1")
+    );
+    assert!(msg.contains("apt-get install bubblewrap"));
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "f1");
+    assert_only_logs_left(&fx);
+}
+
+/// A bwrap that reports its start is not probed before the launch; one that ends before the
+/// sandbox exists (here: it passes the probe, fails the launch) refuses the launch
+/// `sandbox_unavailable` with its status, pointing at the session's stderr, where its complaint
+/// is. The shim never says `started`, so no 201 answer.
+#[test]
+fn a_bwrap_that_ends_before_the_sandbox_starts_refuses_the_launch() {
+    let fx = Fx::new();
+    let (bwrap, log) = fake_bwrap(
+        &fx,
+        "fake-bwrap",
+        &format!(
+            "case \" $* \" in *' --ro-bind / / -- true '*) exit 0;; esac\n\
+             echo '{FAKE_COMPLAINT}' >&2\nsleep 0.3\nexit 1"
+        ),
+    );
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "e1", "project": fx.proj}));
+    let msg = assert_refused_after_spawn(&fx, &out, "e1");
+    assert_eq!(
+        msg,
+        format!(
+            "bwrap {:?} ended with status 1 before the sandbox started; its message is on the \
+             session's stderr",
+            bwrap.display().to_string()
+        )
+    );
+    // The launch ran first (`--json-status-fd 6` right after the program's name), unprobed;
+    // the probe came only after it failed.
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        "--json-status-fd 6\n--unshare-user --unshare-pid\n"
+    );
+}
+
+/// The same with a bwrap that fails even the probe run after the launch: the refusal gives the
+/// probe's words, how to install bubblewrap.
+#[test]
+fn a_bwrap_that_never_works_is_named_by_its_probe_after_the_launch() {
+    let fx = Fx::new();
+    let (bwrap, log) = fake_bwrap(
+        &fx,
+        "broken-bwrap",
+        &format!("echo '{FAKE_COMPLAINT}' >&2\nsleep 0.3\nexit 1"),
+    );
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "e2", "project": fx.proj}));
+    let msg = assert_refused_after_spawn(&fx, &out, "e2");
+    assert_eq!(
+        msg,
+        probe_failed(
+            &bwrap,
+            &format!("a test run failed: exit status: 1: {FAKE_COMPLAINT}")
+        )
+    );
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        "--json-status-fd 6\n--unshare-user --unshare-pid\n"
+    );
 }
