@@ -211,6 +211,8 @@ pub enum UsageError {
     MissingValue(&'static str),
     /// `--status-fd` given something that is not a descriptor number.
     StatusFdNotANumber(String),
+    /// `--sandbox-status-fd` given something that is not a descriptor number.
+    SandboxStatusFdNotANumber(String),
     /// `--status-fd` 0, 1 or 2.
     StatusFdIsStdio(RawFd),
     /// `--status-fd 5` together with `--pass-token`.
@@ -249,6 +251,9 @@ impl fmt::Display for UsageError {
             }
             UsageError::Repeated(o) => write!(f, "{o} given twice"),
             UsageError::MissingValue(o) => write!(f, "{o} needs a value"),
+            UsageError::SandboxStatusFdNotANumber(v) => {
+                write!(f, "--sandbox-status-fd {v:?}: not a descriptor number")
+            }
             UsageError::StatusFdNotANumber(v) => {
                 write!(f, "--status-fd {v:?}: not a descriptor number")
             }
@@ -364,7 +369,7 @@ impl Seen {
                     return Err(UsageError::Repeated("--sandbox-status-fd"));
                 }
                 let v = value("--sandbox-status-fd")?;
-                let n = parse_fd(&v).ok_or(UsageError::StatusFdNotANumber(v))?;
+                let n = parse_fd(&v).ok_or(UsageError::SandboxStatusFdNotANumber(v))?;
                 self.sandbox_status_fd = Some(n);
                 Ok(())
             }

@@ -422,9 +422,10 @@ fn resolve_programs(
 }
 
 /// The bwrap of the settings (or `PATH`) and what it can do. One that reports the sandbox's
-/// start (`--json-status-fd`) is not run beforehand: a broken one shows in that report
-/// ([`sandbox_failed`]). An older one is probed first, as a broken one would only show after
-/// the launch was answered.
+/// start (`--json-status-fd`) is not run beforehand: one that cannot make the sandbox's
+/// namespaces (the probe's case) ends before that report ([`sandbox_failed`]). An older one is
+/// probed first, as it would only show after the launch was answered. A mount bwrap fails to
+/// make after its report ends the session instead (status 1, bwrap's message on its stderr).
 #[cfg(not(target_os = "macos"))]
 fn find_bwrap(
     settings: &Settings,

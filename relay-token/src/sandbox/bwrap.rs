@@ -515,13 +515,15 @@ pub(crate) fn probe(bwrap: &Path) -> Result<(), SandboxError> {
         path: bwrap.to_path_buf(),
         detail,
     };
-    let mut child = Command::new(bwrap)
-        .args(NAMESPACE_FLAGS)
+    let mut cmd = Command::new(bwrap);
+    cmd.args(NAMESPACE_FLAGS)
         .args(["--ro-bind", "/", "/", "--", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    // Only 0, 1 and 2: nothing this process inherited reaches the probe.
+    let mut child = crate::FdMap::new()
+        .spawn(&mut cmd)
         .map_err(|e| broken(format!("cannot run it: {}", super::io_words(&e))))?;
     // Wait for the end of its stderr (it closes when bwrap and `true` are gone) with poll(2),
     // so the answer comes as soon as the test run ends, then reap it.
