@@ -852,18 +852,13 @@ unsafe fn claim_token_fd(pass_token: bool) -> Result<Option<OwnedFd>, i32> {
     if !pass_token {
         return Ok(None);
     }
-    if sys::fd_flags(TOKEN_FD).is_err() {
-        eprintln!("relay-shim: --pass-token: fd 5 is not open (it must hold the token pipe)");
-        return Err(EXIT_USAGE);
+    // SAFETY: forwarded from this function's own contract.
+    unsafe {
+        claim_fd(TOKEN_FD, || {
+            "--pass-token: fd 5 is not open (it must hold the token pipe)".into()
+        })
     }
-    // SAFETY: fd 5 is open (checked above) and, by this function's contract, owned by the
-    // caller and handed to us; nothing else uses it.
-    let fd = unsafe { OwnedFd::from_raw_fd(TOKEN_FD) };
-    if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
-        eprintln!("relay-shim: fd 5: cannot mark close-on-exec: {e}");
-        return Err(EXIT_USAGE);
-    }
-    Ok(Some(fd))
+    .map(Some)
 }
 
 /// With `range`: checks that each descriptor in it is open and takes it (close-on-exec for the
@@ -877,21 +872,30 @@ unsafe fn claim_passed_fds(range: Option<(RawFd, RawFd)>) -> Result<Vec<OwnedFd>
     let Some((lo, hi)) = range else {
         return Ok(Vec::new());
     };
-    let mut fds = Vec::new();
-    for n in lo..=hi {
-        if sys::fd_flags(n).is_err() {
-            eprintln!("relay-shim: --pass-fds {lo}-{hi}: fd {n} is not open");
-            return Err(EXIT_USAGE);
-        }
-        // SAFETY: fd `n` is open (checked above) and, by this function's contract, ours.
-        let fd = unsafe { OwnedFd::from_raw_fd(n) };
-        if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
-            eprintln!("relay-shim: fd {n}: cannot mark close-on-exec: {e}");
-            return Err(EXIT_USAGE);
-        }
-        fds.push(fd);
+    (lo..=hi)
+        // SAFETY: forwarded from this function's own contract.
+        .map(|n| unsafe { claim_fd(n, || format!("--pass-fds {lo}-{hi}: fd {n} is not open")) })
+        .collect()
+}
+
+/// Takes descriptor `n`, close-on-exec for the shim. When it is not open, prints
+/// `relay-shim: ` and `not_open()` on stderr and returns [`EXIT_USAGE`].
+///
+/// # Safety
+///
+/// The process owns `n` when it is open, and nothing else in it holds it.
+unsafe fn claim_fd(n: RawFd, not_open: impl FnOnce() -> String) -> Result<OwnedFd, i32> {
+    if sys::fd_flags(n).is_err() {
+        eprintln!("relay-shim: {}", not_open());
+        return Err(EXIT_USAGE);
     }
-    Ok(fds)
+    // SAFETY: fd `n` is open (checked above) and, by this function's contract, ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(n) };
+    if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
+        eprintln!("relay-shim: fd {n}: cannot mark close-on-exec: {e}");
+        return Err(EXIT_USAGE);
+    }
+    Ok(fd)
 }
 
 /// The launch identity, before anything is started: `no_identity` without `--identity`;

@@ -30,6 +30,8 @@ pub(crate) struct Inputs<'a> {
     pub program: &'a Path,
     pub shim: &'a Path,
     pub bwrap: &'a Path,
+    /// What that bwrap can do (read on Linux only: macOS has no bwrap).
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
     pub features: sandbox::BwrapFeatures,
     pub session_tmp: &'a Path,
     pub claude_config: &'a Path,
@@ -58,9 +60,11 @@ pub(crate) struct Confined {
 pub(crate) const BIND_FD_BASE: RawFd = 10;
 
 /// Where bwrap reports the sandbox's start (`--json-status-fd`), in bwrap.
+#[cfg(not(target_os = "macos"))]
 pub(crate) const SANDBOX_STATUS_FD: RawFd = 6;
 
 /// The most sources bound by descriptor; a profile with more binds by path, checked inside.
+#[cfg(not(target_os = "macos"))]
 const MAX_BIND_FDS: usize = 240;
 
 /// The sandbox's command line around `target`, `setenv` reaching the sandboxed program only:

@@ -54,7 +54,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::{find_bwrap, BwrapFeatures, NAMESPACE_FLAGS};
-#[cfg(feature = "host")]
+#[cfg(all(feature = "host", not(target_os = "macos")))]
 pub(crate) use bwrap::{locate as locate_bwrap, probe as probe_bwrap};
 pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};

@@ -292,6 +292,12 @@ impl Series {
     }
 }
 
+/// `O_PATH` where it exists (bwrap, and so this series, is Linux only).
+#[cfg(target_os = "linux")]
+const O_PATH: i32 = libc::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const O_PATH: i32 = 0;
+
 /// The descriptors a captured bwrap argv names: `--bind-fd N DEST` / `--ro-bind-fd N DEST`
 /// (the source is DEST itself, but the session's temp folder for `/tmp`), opened `O_PATH`, and
 /// `--json-status-fd N` (`/dev/null`, written to and never read).
@@ -309,7 +315,7 @@ fn numbered_fds(argv: &[OsString], session_tmp: &Path) -> Vec<(std::os::fd::Owne
             };
             let f = std::fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_PATH)
+                .custom_flags(O_PATH)
                 .open(src)
                 .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
             out.push((f.into(), n()));
