@@ -353,3 +353,58 @@ fn a_bwrap_that_never_works_is_named_by_its_probe_after_the_launch() {
         "--json-status-fd 6\n--unshare-user --unshare-pid\n"
     );
 }
+
+/// What the start report cannot catch: a mount bwrap fails to make after it reported the
+/// sandbox's namespaces (here the real bwrap, handed one extra bind of a missing source first).
+/// The launch was answered (201, `started`) by then; the session ends with bwrap's status 1,
+/// its message on the session's stderr, and the `exit` event says so. The agent never ran, so
+/// the token reached nothing, and nothing of it is printed or left.
+#[test]
+fn a_mount_bwrap_fails_after_its_start_report_ends_the_answered_session() {
+    let fx = Fx::new();
+    let missing = fx.root.join("no-such-source");
+    let (bwrap, log) = fake_bwrap(
+        &fx,
+        "late-failing-bwrap",
+        &format!(
+            "exec /usr/bin/bwrap --ro-bind '{}' /mnt/relay-missing \"$@\"",
+            missing.display()
+        ),
+    );
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
+                       "templates": [claude_template(&[], json!({}), &[])]}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "late1", "project": fx.proj}));
+    assert_eq!(out.code, 1, "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "bwrap: Can't find source path {}",
+            missing.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    let of_id: Vec<serde_json::Value> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["session_id"] == "late1")
+        .collect();
+    let answer = of_id
+        .iter()
+        .find(|e| e["event"] == "launch")
+        .expect("the launch answer");
+    assert_eq!(answer["status"], 201, "{of_id:?}");
+    let exit = of_id.last().unwrap();
+    assert_eq!(
+        (&exit["event"], &exit["code"], &exit["status"]),
+        (&json!("exit"), &json!(1), &json!(1)),
+        "{of_id:?}"
+    );
+    // Launched once, unprobed.
+    assert_eq!(fs::read_to_string(&log).unwrap(), "--json-status-fd 6\n");
+    assert!(fx.records().is_empty(), "the agent ran: {:?}", fx.records());
+    assert_no_token("stdout", out.stdout.as_bytes(), &fx.token);
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    for f in relay_tests::files_under(&fx.state) {
+        assert_no_token(&f.display().to_string(), &fs::read(&f).unwrap(), &fx.token);
+    }
+}
