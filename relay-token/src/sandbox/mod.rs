@@ -899,7 +899,9 @@ struct Deny {
 /// A checked profile on real paths, ready to render.
 ///
 /// Made by [`Profile::resolve`]; renders as a `bwrap` argv ([`Resolved::bwrap_argv`]) or SBPL
-/// text ([`Resolved::sbpl`], [`Resolved::write_sbpl`]).
+/// text ([`Resolved::sbpl`], [`Resolved::write_sbpl`]). On Linux it holds an `O_PATH`
+/// descriptor (close-on-exec) for each bind source it checked, for as long as it (or a clone)
+/// lives: what [`Resolved::bind_by_fd`] hands to bwrap.
 ///
 /// ```no_run
 /// use std::ffi::OsString;
