@@ -28,6 +28,39 @@ pub(crate) fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     }
 }
 
+/// `openat2(AT_FDCWD, path, {flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS})`, retried on `EINTR`:
+/// the kernel refuses (`ELOOP`) any symbolic link on the way, but a final one opened with
+/// `O_PATH | O_NOFOLLOW`, which yields the link itself. `ENOSYS` (before Linux 5.6) or `EPERM`
+/// (a seccomp filter that refuses the call) tell the caller to do without it.
+#[cfg(all(target_os = "linux", feature = "sandbox"))]
+pub(crate) fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `open_how` is plain old data; all-zero is valid (no mode, no flags).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    loop {
+        // SAFETY: `path` is a valid NUL-terminated string and `how` a valid `open_how` of the
+        // size passed, both alive for the duration of the call.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: `openat2` returned a fresh descriptor that nothing else owns.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
 /// `fstat(fd)`.
 pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     // SAFETY: `stat` is plain old data; an all-zero value is valid and is overwritten by fstat.

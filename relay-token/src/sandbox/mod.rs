@@ -1019,24 +1019,38 @@ fn io_words(e: &io::Error) -> String {
     }
 }
 
-/// The object at `real` (a canonical path): an `O_PATH | O_NOFOLLOW` descriptor whose own path
-/// (`/proc/self/fd/N`) must still be `real`, and its `(device, inode)`. A path component swapped
-/// since `real` was made canonical is refused, never identified wrongly. Linux only (`O_PATH`,
-/// `/proc`); elsewhere it refuses, so a deny is never taken on trust.
+/// The object at `real` (a canonical path): an `O_PATH | O_NOFOLLOW` descriptor reached without
+/// following any symlink, and its `(device, inode)`. A path component swapped for a symlink
+/// since `real` was made canonical is refused, never identified wrongly. Linux only (`O_PATH`);
+/// elsewhere it refuses, so a deny is never taken on trust.
+///
+/// The walk is the kernel's `openat2` with `RESOLVE_NO_SYMLINKS` (Linux 5.6 and later). Where
+/// that call is missing (or a filter refuses it), a plain `open` follows and the descriptor's own
+/// path (`/proc/self/fd/N`) is read back: it must still be `real`.
 #[cfg(target_os = "linux")]
 fn identify(real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), String> {
     use std::os::fd::AsRawFd;
     let changed = || "changed while it was checked (a symlink was swapped in)".to_string();
     let c = crate::path::to_cstring(real).ok_or("holds a NUL byte")?;
-    let fd = crate::sys::open(&c, libc::O_PATH | libc::O_NOFOLLOW).map_err(|e| io_words(&e))?;
+    let flags = libc::O_PATH | libc::O_NOFOLLOW;
+    let (fd, read_back) = match crate::sys::open_no_symlinks(&c, flags) {
+        Ok(fd) => (fd, false),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(changed()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+            (crate::sys::open(&c, flags).map_err(|e| io_words(&e))?, true)
+        }
+        Err(e) => return Err(io_words(&e)),
+    };
     let st = crate::sys::fstat(&fd).map_err(|e| io_words(&e))?;
     if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
         return Err(changed());
     }
-    let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .map_err(|e| io_words(&e))?;
-    if now != real {
-        return Err(changed());
+    if read_back {
+        let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| io_words(&e))?;
+        if now != real {
+            return Err(changed());
+        }
     }
     Ok((fd, (st.st_dev as u64, st.st_ino as u64)))
 }
@@ -1127,6 +1141,27 @@ mod realpaths_tests {
         }
         assert!(r.of(&root.join("missing")).is_err());
         assert!(r.of(Path::new("relative")).is_err());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn identify_takes_no_symlink_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::os::unix::fs::symlink("a", root.join("l")).unwrap();
+        std::os::unix::fs::symlink("a/b", root.join("lb")).unwrap();
+        let (_, id) = super::identify(&root.join("a/b")).unwrap();
+        let meta = std::fs::metadata(root.join("a/b")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(id, (meta.dev(), meta.ino()));
+        let swapped = "changed while it was checked (a symlink was swapped in)";
+        assert_eq!(super::identify(&root.join("l/b")).unwrap_err(), swapped);
+        assert_eq!(super::identify(&root.join("lb")).unwrap_err(), swapped);
+        assert_eq!(
+            super::identify(&root.join("missing")).unwrap_err(),
+            "no such file or directory"
+        );
     }
 }
 
