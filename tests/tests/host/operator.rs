@@ -705,6 +705,44 @@ fn import_on_a_terminal_echoes_nothing() {
     assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
 }
 
+/// `status` says how a launch uses its bwrap: this machine's binds by descriptor and reports its
+/// start; a bwrap without those options (a wrapper whose file does not name them) binds by path
+/// with the check inside and is probed before each launch. The human form says the same.
+#[test]
+fn status_says_which_mode_the_bwrap_allows() {
+    let fx = Fx::new();
+    let mode = |fx: &Fx| {
+        let out = fx.host(&["status", "--json"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        (r["bwrap"]["binds"].clone(), r["bwrap"]["start"].clone())
+    };
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": "/usr/bin/bwrap"}));
+    assert_eq!(
+        mode(&fx),
+        (
+            json!("by descriptor (--bind-fd): what bwrap mounts is what the host checked"),
+            json!("reported by bwrap (--json-status-fd): no probe before a launch")
+        )
+    );
+    let human = fx.host(&["status"]).stdout;
+    assert!(
+        human.contains("\n  binds:           by descriptor (--bind-fd)"),
+        "{human}"
+    );
+    let older = fx.root.join("older-bwrap");
+    fs::write(&older, "#!/bin/sh\nexec /usr/bin/bwrap \"$@\"\n").unwrap();
+    fs::set_permissions(&older, fs::Permissions::from_mode(0o755)).unwrap();
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": older}));
+    assert_eq!(
+        mode(&fx),
+        (
+            json!("by path, each mount checked inside the sandbox before the command runs"),
+            json!("probed before each launch")
+        )
+    );
+}
+
 /// `status` exits 0 only when the settings, the token file, bwrap and the shim are usable.
 #[test]
 fn status_exits_78_when_a_part_is_unusable() {
