@@ -784,26 +784,7 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         eprintln!("relay-shim: cannot install signal handlers: {e}");
         return EXIT_USAGE;
     }
-    // A terminal launch: the target's own group must be the terminal's foreground group, or it
-    // is stopped (SIGTTIN/SIGTTOU) as soon as it reads the terminal or sets its modes. The child
-    // takes the terminal itself, after std's setpgid and before exec, so no read can come first.
-    // With --pty the target leads a session of its own on its terminal instead.
-    let tty = if opts.pty || opts.sandbox_profile.is_some() {
-        None
-    } else {
-        foreground_tty()
-    };
-    if let Some(tty) = tty {
-        // SAFETY: the hook runs between fork and exec and makes raw, async-signal-safe calls only
-        // (getpid, sigprocmask, tcsetpgrp); it allocates nothing and captures one integer. A
-        // failure to take the terminal is not a spawn failure: it is ignored.
-        unsafe {
-            cmd.pre_exec(move || {
-                give_terminal(tty, libc::getpid());
-                Ok(())
-            });
-        }
-    }
+    let tty = hand_terminal_to_target(&mut cmd, opts);
     let fds = TargetFds {
         token: token_fd,
         passed,
@@ -817,13 +798,12 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         }
     };
     // Kept open until the end: bwrap writes its exit there too.
-    let _sandbox_status = match sandbox_status.map(|r| wait_sandbox(r, pid, tty)) {
-        Some(Err(event)) => {
+    let _sandbox_status = match wait_sandbox(sandbox_status, pid, tty) {
+        Ok(pipe) => pipe,
+        Err(event) => {
             status.send(event);
             return event.exit_code();
         }
-        Some(Ok(r)) => Some(r),
-        None => None,
     };
     status.send(StatusEvent::Started { pid: pid as u32 });
 
@@ -840,6 +820,28 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     };
     status.send(event);
     event.exit_code()
+}
+
+/// A terminal launch: the target's own group must be the terminal's foreground group, or it is
+/// stopped (SIGTTIN/SIGTTOU) as soon as it reads the terminal or sets its modes. The child takes
+/// the terminal itself, after std's setpgid and before exec, so no read can come first. With
+/// `--pty` (or `--sandbox-profile`) the target leads a session of its own instead. Returns the
+/// terminal, if any.
+fn hand_terminal_to_target(cmd: &mut Command, opts: &ShimOptions) -> Option<RawFd> {
+    if opts.pty || opts.sandbox_profile.is_some() {
+        return None;
+    }
+    let tty = foreground_tty()?;
+    // SAFETY: the hook runs between fork and exec and makes raw, async-signal-safe calls only
+    // (getpid, sigprocmask, tcsetpgrp); it allocates nothing and captures one integer. A failure
+    // to take the terminal is not a spawn failure: it is ignored.
+    unsafe {
+        cmd.pre_exec(move || {
+            give_terminal(tty, libc::getpid());
+            Ok(())
+        });
+    }
+    Some(tty)
 }
 
 /// With `pass_token`: checks that fd 5 is open and takes it (close-on-exec for the shim).
@@ -1057,14 +1059,18 @@ fn spawn_target(
     }
 }
 
-/// Reads bwrap's status pipe until it reports the sandbox's namespaces (`"child-pid"`), and
-/// returns the pipe (bwrap writes its exit there later). If the pipe ends first, bwrap failed
-/// before any sandbox existed: waits for it and returns `sandbox_failed` with its status.
+/// With a sandbox status pipe: reads it until bwrap reports the sandbox's namespaces
+/// (`"child-pid"`), and returns the pipe (bwrap writes its exit there later). If the pipe ends
+/// first, bwrap failed before any sandbox existed: waits for it and returns `sandbox_failed`
+/// with its status. Without one, nothing to wait for.
 fn wait_sandbox(
-    status: OwnedFd,
+    status: Option<OwnedFd>,
     pid: libc::pid_t,
     tty: Option<RawFd>,
-) -> Result<OwnedFd, StatusEvent> {
+) -> Result<Option<OwnedFd>, StatusEvent> {
+    let Some(status) = status else {
+        return Ok(None);
+    };
     let mut said: Vec<u8> = Vec::new();
     let mut buf = [0u8; 256];
     loop {
@@ -1073,7 +1079,7 @@ fn wait_sandbox(
             Ok(n) => {
                 said.extend_from_slice(&buf[..n]);
                 if said.windows(11).any(|w| w == b"\"child-pid\"") {
-                    return Ok(status);
+                    return Ok(Some(status));
                 }
                 if said.len() > 4096 {
                     break;

@@ -972,6 +972,37 @@ fn two_denies_do_not_uncover_each_other() {
     }
 }
 
+/// The race of the two tests below: `<root>/work/proj` (holding a `marker` file) is granted
+/// read-write and resolved, with `<root>/work` another template's read-write grant; `prepare`
+/// sees the resolved profile; then a concurrent session's move, after the check and before the
+/// mount: the grant is renamed to `proj.real` and replaced by a relative symlink to the token's
+/// folder. Returns the profile and the grant's path.
+fn resolve_then_swap_grant(
+    fx: &Fx,
+    user: User,
+    prepare: impl FnOnce(&mut Resolved),
+) -> (Resolved, PathBuf) {
+    let work = fx.root.join("work");
+    let proj = work.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("marker"), "the checked grant\n").unwrap();
+    chmod(&proj.join("marker"), 0o644);
+    if user == User::Nobody {
+        chown_r(&work, NOBODY);
+    }
+    let mut p = Profile::new();
+    p.read_write(proj.clone())
+        .deny(fx.token.clone())
+        .project(proj.clone())
+        .tmp(fx.tmp.clone())
+        .state_dir(fx.state.clone());
+    let mut r = p.resolve(&[work.clone(), fx.home.clone()]).unwrap();
+    prepare(&mut r);
+    std::fs::rename(&proj, work.join("proj.real")).unwrap();
+    symlink("../home/.config/acme-ltt", &proj).unwrap();
+    (r, proj)
+}
+
 #[test]
 fn a_grant_swapped_for_a_symlink_after_the_check_is_refused_inside() {
     // TOCTOU: the host checks real paths, bwrap binds by path later. A session that can write
@@ -980,22 +1011,7 @@ fn a_grant_swapped_for_a_symlink_after_the_check_is_refused_inside() {
     // follows it and binds the token folder at the grant's place, outside every mask.
     for user in users() {
         let fx = fixture(user);
-        let work = fx.root.join("work");
-        let proj = work.join("proj");
-        std::fs::create_dir_all(&proj).unwrap();
-        if user == User::Nobody {
-            chown_r(&work, NOBODY);
-        }
-        let mut p = Profile::new();
-        p.read_write(proj.clone())
-            .deny(fx.token.clone())
-            .project(proj.clone())
-            .tmp(fx.tmp.clone())
-            .state_dir(fx.state.clone());
-        let r = p.resolve(&[work.clone(), fx.home.clone()]).unwrap();
-        // The concurrent session's move, after the check and before the mount.
-        std::fs::rename(&proj, work.join("proj.real")).unwrap();
-        symlink("../home/.config/acme-ltt", &proj).unwrap();
+        let (r, proj) = resolve_then_swap_grant(&fx, user, |_| {});
         attack_fails(
             &fx,
             user,
@@ -1204,25 +1220,10 @@ fn a_grant_swapped_for_a_symlink_after_the_check_is_bound_as_checked_by_descript
     // (now renamed), never what the symlink points at, and the session runs.
     for user in users() {
         let fx = fixture(user);
+        let (r, proj) = resolve_then_swap_grant(&fx, user, |r| {
+            r.bind_by_fd(10);
+        });
         let work = fx.root.join("work");
-        let proj = work.join("proj");
-        std::fs::create_dir_all(&proj).unwrap();
-        std::fs::write(proj.join("marker"), "the checked grant\n").unwrap();
-        chmod(&proj.join("marker"), 0o644);
-        if user == User::Nobody {
-            chown_r(&work, NOBODY);
-        }
-        let mut p = Profile::new();
-        p.read_write(proj.clone())
-            .deny(fx.token.clone())
-            .project(proj.clone())
-            .tmp(fx.tmp.clone())
-            .state_dir(fx.state.clone());
-        let mut r = p.resolve(&[work.clone(), fx.home.clone()]).unwrap();
-        r.bind_by_fd(10);
-        // The concurrent session's move, after the check and before the mount.
-        std::fs::rename(&proj, work.join("proj.real")).unwrap();
-        symlink("../home/.config/acme-ltt", &proj).unwrap();
         let pd = proj.display();
         let (code, text) = run_by_fd(
             user,

@@ -475,7 +475,7 @@ pub struct BwrapFeatures {
     /// `--bind-fd` and `--ro-bind-fd` (bubblewrap 0.10 and later, and Debian's 0.8.0): sources
     /// can be bound by descriptor ([`Resolved::bind_by_fd`]).
     pub bind_fd: bool,
-    /// `--json-status-fd` (bubblewrap 0.5 and later): bwrap says on a descriptor when the
+    /// `--json-status-fd` (older releases lack it): bwrap says on a descriptor when the
     /// sandbox's namespaces exist (`child-pid`), so a broken bwrap shows without a probe.
     pub json_status: bool,
 }

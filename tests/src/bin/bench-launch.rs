@@ -206,18 +206,7 @@ impl Series {
                 }
                 with_fd5(c.arg(&self.agent))
             }
-            5 => {
-                let mut c = Command::new(&self.profile[0]);
-                c.args(&self.profile[1..])
-                    .env("FAKE_AGENT_RECORD", &rec)
-                    .env(TOKEN_VAR, "5")
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null());
-                let mut fds: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(token.as_fd(), 5)];
-                fds.extend(self.profile_fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
-                spawn_with_fds(&mut c, &fds).unwrap()
-            }
+            5 => self.spawn_profile(&rec, &token),
             6 => {
                 let mut c = Command::new(BWRAP);
                 c.args(FLAGS)
@@ -238,6 +227,21 @@ impl Series {
         let d = t.elapsed();
         assert!(st.success(), "series {}: {st}", NAMES[i]);
         d
+    }
+
+    /// The `bwrap profile` series: relay's argv, the token file at fd 5 and each descriptor the
+    /// argv names at its number.
+    fn spawn_profile(&self, rec: &OsString, token: &std::fs::File) -> Child {
+        let mut c = Command::new(&self.profile[0]);
+        c.args(&self.profile[1..])
+            .env("FAKE_AGENT_RECORD", rec)
+            .env(TOKEN_VAR, "5")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut fds: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(token.as_fd(), 5)];
+        fds.extend(self.profile_fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
+        spawn_with_fds(&mut c, &fds).unwrap()
     }
 
     /// One run of each series with the record on: who got which token.
