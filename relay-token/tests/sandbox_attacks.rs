@@ -215,8 +215,17 @@ fn run_by_fd(
     for &(fd, n) in binds.iter().chain(extra) {
         map.place(fd, n);
     }
-    let child = map.spawn(&mut command_argv(user, &argv)).unwrap();
-    output_text(&child.wait_with_output().unwrap())
+    // The other tests' threads open and close descriptors at these numbers too: `FdMap` then
+    // refuses the spawn (`EAGAIN`, nothing ran) rather than place whatever sits there now. Its
+    // callers try again, with a fresh command.
+    for _ in 0..20 {
+        match map.spawn(&mut command_argv(user, &argv)) {
+            Ok(child) => return output_text(&child.wait_with_output().unwrap()),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
+            Err(e) => panic!("spawn bwrap: {e}"),
+        }
+    }
+    panic!("spawn bwrap: EAGAIN 20 times");
 }
 
 /// Asserts an attack's outcome: a non-zero exit, no token in what it printed, the token file
