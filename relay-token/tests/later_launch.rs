@@ -23,9 +23,9 @@ fn the_filter_refuses_ptrace_and_allows_the_rest() {
     assert!(control.status.success(), "control: {control:?}");
     let mut cmd = Command::new(strace);
     cmd.args(["-o", "/dev/null", "true"]);
-    // SAFETY: install_no_ptrace makes two prctl calls on static data; it allocates nothing.
+    // SAFETY: install_no_tracing makes two prctl calls on static data; it allocates nothing.
     unsafe {
-        cmd.pre_exec(seccomp::install_no_ptrace);
+        cmd.pre_exec(seccomp::install_no_tracing);
     }
     let out = cmd.output().unwrap();
     assert!(
@@ -39,7 +39,7 @@ fn the_filter_refuses_ptrace_and_allows_the_rest() {
     cmd.args(["-c", "echo ok"]);
     // SAFETY: as above.
     unsafe {
-        cmd.pre_exec(seccomp::install_no_ptrace);
+        cmd.pre_exec(seccomp::install_no_tracing);
     }
     let out = cmd.output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");

@@ -1,4 +1,5 @@
-//! A seccomp filter that refuses `ptrace(2)` to everything in the sandbox.
+//! A seccomp filter that refuses `ptrace(2)`, `process_vm_readv(2)` and `process_vm_writev(2)`
+//! to everything in the sandbox.
 //!
 //! bwrap keeps a small init process as pid 1 of the sandbox's pid namespace: it reaps the
 //! program and exits when the program does. Inside the sandbox that init runs as the same user
@@ -7,9 +8,15 @@
 //! that execs bwrap (after `PR_SET_NO_NEW_PRIVS`), so bwrap, its init and everything in the
 //! sandbox inherit it; none of them needs `ptrace`. A debugger inside a session is the price.
 //!
+//! The two `process_vm_*` calls read and write another process's memory under the same check
+//! as `ptrace` (same user, the target dumpable): without them refused, a tool Claude Code runs
+//! could read the token out of its parent's memory. (`/proc/PID/mem` is the other door to the
+//! same memory; a filter cannot see paths, so that one is closed by the pid namespace each
+//! tool gets, see the threat model.)
+//!
 //! ```
-//! let prog = relay_token::sandbox::seccomp::NO_PTRACE;
-//! assert_eq!(prog.len(), 9);
+//! let prog = relay_token::sandbox::seccomp::NO_TRACING;
+//! assert_eq!(prog.len(), 11);
 //! ```
 
 /// `BPF_LD | BPF_W | BPF_ABS`.
@@ -45,17 +52,21 @@ const X32_BIT: u32 = 0x4000_0000;
 
 /// The program, in one static array so installing it allocates nothing: a call under another
 /// architecture's numbering (or x32's) kills the process, as its numbers mean other calls;
-/// `ptrace` fails with `EPERM`; everything else is allowed.
-pub static NO_PTRACE: [libc::sock_filter; 9] = [
+/// `ptrace`, `process_vm_readv` and `process_vm_writev` fail with `EPERM`; everything else is
+/// allowed.
+pub static NO_TRACING: [libc::sock_filter; 11] = [
     op(LD_W_ABS, 0, 0, OFF_ARCH),
     op(JEQ_K, 1, 0, AUDIT_ARCH),
     op(RET_K, 0, 0, RET_KILL),
     op(LD_W_ABS, 0, 0, OFF_NR),
     op(JGE_K, 0, 1, X32_BIT),
     op(RET_K, 0, 0, RET_KILL),
-    op(JEQ_K, 0, 1, libc::SYS_ptrace as u32),
-    op(RET_K, 0, 0, RET_EPERM),
+    // Each refused call jumps to the EPERM return, the last instruction.
+    op(JEQ_K, 3, 0, libc::SYS_ptrace as u32),
+    op(JEQ_K, 2, 0, libc::SYS_process_vm_readv as u32),
+    op(JEQ_K, 1, 0, libc::SYS_process_vm_writev as u32),
     op(RET_K, 0, 0, RET_ALLOW),
+    op(RET_K, 0, 0, RET_EPERM),
 ];
 
 /// Installs the filter in the calling process: `PR_SET_NO_NEW_PRIVS`, then
@@ -64,13 +75,13 @@ pub static NO_PTRACE: [libc::sock_filter; 9] = [
 ///
 /// ```no_run
 /// // In a child about to exec bwrap:
-/// relay_token::sandbox::seccomp::install_no_ptrace()?;
+/// relay_token::sandbox::seccomp::install_no_tracing()?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn install_no_ptrace() -> std::io::Result<()> {
+pub fn install_no_tracing() -> std::io::Result<()> {
     let prog = libc::sock_fprog {
-        len: NO_PTRACE.len() as u16,
-        filter: NO_PTRACE.as_ptr() as *mut libc::sock_filter,
+        len: NO_TRACING.len() as u16,
+        filter: NO_TRACING.as_ptr() as *mut libc::sock_filter,
     };
     // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
