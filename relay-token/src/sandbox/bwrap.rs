@@ -15,8 +15,11 @@ const BASELINE: &[&str] = &[
 ];
 
 /// The namespace and privilege flags every sandbox gets (and the probe of [`find_bwrap`] runs
-/// with): user and pid namespaces, dies with its parent, a new session (no terminal injection),
-/// every capability dropped (bwrap keeps them for a root caller otherwise).
+/// with): user, pid, IPC and UTS namespaces (no SysV message queue, semaphore or shared
+/// memory segment is shared with another session or the host, a channel around any network
+/// allow-list), a cgroup namespace where the kernel has one, dies with its parent, a new
+/// session (no terminal injection), every capability dropped (bwrap keeps them for a root
+/// caller otherwise).
 ///
 /// ```
 /// assert!(relay_token::sandbox::NAMESPACE_FLAGS.ends_with(&["--cap-drop", "ALL"]));
@@ -24,6 +27,9 @@ const BASELINE: &[&str] = &[
 pub const NAMESPACE_FLAGS: &[&str] = &[
     "--unshare-user",
     "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
     "--die-with-parent",
     "--new-session",
     "--cap-drop",
@@ -65,7 +71,8 @@ impl Resolved {
     /// order (the same list is in `docs/DESIGN.md`):
     ///
     /// 1. the namespace flags ([`NAMESPACE_FLAGS`]: `--unshare-user --unshare-pid
-    ///    --die-with-parent --new-session --cap-drop ALL`), and `--unshare-net` unless the
+    ///    --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent --new-session
+    ///    --cap-drop ALL`), and `--unshare-net` unless the
     ///    network is the host's ([`SandboxNet`](super::SandboxNet));
     /// 2. the system baseline read-only (`/usr`, `/etc`, the `/lib*`, `/bin`, `/sbin`; a symlink
     ///    such as Debian's `/bin -> usr/bin` as `--symlink`), then `--dev /dev`, `--proc /proc`;
