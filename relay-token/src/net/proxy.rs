@@ -180,8 +180,11 @@ struct Target {
     connect: bool,
     host: String,
     port: u16,
-    /// For `http://`: the head to send upstream (origin-form, `Connection: close`).
+    /// For `http://`: the head to send upstream (origin-form, `Connection: close`, the one
+    /// `Host` the checked one).
     head: Vec<u8>,
+    /// For `http://`: the length of the request's body (`Content-Length`, else none).
+    body_len: u64,
 }
 
 fn serve(mut client: UnixStream, ctx: &Ctx) -> io::Result<()> {
@@ -225,11 +228,35 @@ fn serve(mut client: UnixStream, ctx: &Ctx) -> io::Result<()> {
     client.set_read_timeout(None)?;
     if target.connect {
         client.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")?;
-    } else {
-        upstream.write_all(&target.head)?;
+        upstream.write_all(&rest)?;
+        return super::splice(client, upstream);
     }
-    upstream.write_all(&rest)?;
-    super::splice(client, upstream)
+    one_request(client, upstream, &target, &rest)
+}
+
+/// A plain `http://` request: its checked head, exactly its body, then the answer back. Bytes
+/// after the body (a second request pipelined behind the first) are never sent: they would
+/// reach the upstream unchecked.
+fn one_request(
+    mut client: UnixStream,
+    mut upstream: TcpStream,
+    target: &Target,
+    rest: &[u8],
+) -> io::Result<()> {
+    if rest.len() as u64 > target.body_len {
+        return reply(&client, 400, "one request per connection");
+    }
+    upstream.write_all(&target.head)?;
+    upstream.write_all(rest)?;
+    let more = target.body_len - rest.len() as u64;
+    let sent = io::copy(&mut (&mut client).take(more), &mut upstream)?;
+    if sent < more {
+        return Ok(());
+    }
+    let _ = upstream.shutdown(Shutdown::Write);
+    let _ = io::copy(&mut upstream, &mut client);
+    let _ = client.shutdown(Shutdown::Write);
+    Ok(())
 }
 
 const UNRESOLVED: &str = "does not resolve";
@@ -325,6 +352,7 @@ fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
             host,
             port,
             head: Vec::new(),
+            body_len: 0,
         });
     }
     let Some(rest) = strip_prefix_ignore_case(target, "http://") else {
@@ -339,20 +367,45 @@ fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
         p => format!("/{p}"),
     };
     let mut out = format!("{method} {path} {version}\r\n");
+    let mut body_len: Option<u64> = None;
+    let mut host_seen = false;
     for h in lines.filter(|l| !l.is_empty()) {
-        let name = h
-            .split(':')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        if !matches!(
-            name.as_str(),
-            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
-        ) {
-            out.push_str(h);
-            out.push_str("\r\n");
+        let (name, value) = h.split_once(':').ok_or("a malformed header")?;
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        match name.as_str() {
+            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive" => continue,
+            "host" => {
+                // The one host the request names is the one checked: a `Host` naming another
+                // site would be served by an upstream that hosts both.
+                let same = authority(value, 80)
+                    .is_ok_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port);
+                if host_seen || !same {
+                    return Err("the Host header differs from the request's host");
+                }
+                host_seen = true;
+            }
+            "content-length" => {
+                let n = value
+                    .parse::<u64>()
+                    .map_err(|_| "a malformed Content-Length")?;
+                if body_len.is_some_and(|m| m != n) {
+                    return Err("two Content-Length headers");
+                }
+                body_len = Some(n);
+            }
+            "transfer-encoding" => return Err("a request body must have a Content-Length"),
+            _ => {}
         }
+        out.push_str(h);
+        out.push_str("\r\n");
+    }
+    if !host_seen {
+        let shown = if port == 80 {
+            host.clone()
+        } else {
+            format!("{host}:{port}")
+        };
+        out.push_str(&format!("Host: {shown}\r\n"));
     }
     out.push_str("Connection: close\r\n\r\n");
     Ok(Target {
@@ -360,6 +413,7 @@ fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
         host,
         port,
         head: out.into_bytes(),
+        body_len: body_len.unwrap_or(0),
     })
 }
 
@@ -439,6 +493,16 @@ mod tests {
         );
         let t = parse_head(b"GET http://[::1] HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("[::1]", 80));
+        // No Host: the checked one is added; a body's length is kept to forward exactly it.
+        assert_eq!(
+            String::from_utf8(t.head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n"
+        );
+        let t = parse_head(
+            b"PUT http://A.example:81/ HTTP/1.1\r\nhost: a.EXAMPLE:81\r\nContent-Length: 5\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!((t.port, t.body_len), (81, 5));
     }
 
     #[test]
@@ -450,6 +514,14 @@ mod tests {
             b"CONNECT a:0 HTTP/1.1\r\n\r\n",
             b"CONNECT a:99999 HTTP/1.1\r\n\r\n",
             b"CONNECT  a:1 HTTP/1.1\r\n\r\n",
+            // A Host naming another site than the one checked, or two of them.
+            b"GET http://a.example/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nHost: a.example:8080\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n",
+            // Bodies whose end the proxy could not tell.
+            b"POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST http://a.example/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            b"POST http://a.example/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
         ] {
             assert!(
                 parse_head(bad).is_err(),
