@@ -48,6 +48,10 @@ pub struct Settings {
     /// `"host"`: a launch with the token may run with `network: "host"` (else it is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_network: Option<TokenNetwork>,
+    /// `true`: a launch with the token may use a network allow-list with wildcard entries
+    /// (`*.example.com`, which covers hosts other people control); else it is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub token_wildcards: bool,
 }
 
 /// A launch template.
@@ -429,6 +433,27 @@ pub const PROJECT_PLACEHOLDER: &str = "{project}";
 /// built-in `claude-code` template in its grants and as `CLAUDE_CONFIG_DIR`).
 pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 
+/// The built-in `claude-code` template's environment, besides `CLAUDE_CONFIG_DIR`:
+///
+/// - `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`: no telemetry, error reports, update checks
+///   or feedback uploads, so the allow-list needs only the API
+///   ([`CLAUDE_CODE_HOSTS`](crate::net::CLAUDE_CODE_HOSTS));
+/// - `DISABLE_ERROR_REPORTING=1`, `DISABLE_TELEMETRY=1`: the same two switches by their own
+///   names, for a version that reads only those;
+/// - `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1`: Claude Code strips credentials from the environment
+///   of the tools it runs.
+///
+/// ```
+/// let env = relay_token::settings::CLAUDE_CODE_ENV;
+/// assert!(env.contains(&("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1")));
+/// ```
+pub const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+];
+
 /// The built-in templates: `claude-code` and `shell`.
 ///
 /// ```
@@ -436,7 +461,10 @@ pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 /// assert_eq!(ids, ["claude-code", "shell"]);
 /// ```
 pub fn builtin_templates() -> Vec<Template> {
-    let mut claude_env = BTreeMap::new();
+    let mut claude_env: BTreeMap<String, String> = CLAUDE_CODE_ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     claude_env.insert(
         "CLAUDE_CONFIG_DIR".to_string(),
         CLAUDE_CONFIG_PLACEHOLDER.to_string(),

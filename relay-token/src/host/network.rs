@@ -17,7 +17,8 @@ use crate::settings::Settings;
 pub const SOCKET_NAME: &str = "net.sock";
 
 /// Refuses (`sandbox_unavailable`) a sandboxed launch that carries the token with `network:
-/// "host"` unless the settings hold `"token_network": "host"`.
+/// "host"` unless the settings hold `"token_network": "host"`, and one whose allow-list has a
+/// wildcard entry unless they hold `"token_wildcards": true`.
 ///
 /// ```
 /// use relay_token::{host::network::check, net::Network, settings::Settings};
@@ -38,7 +39,21 @@ pub fn check(
         )));
     }
     token_network_allowed(network, carries_token, settings.token_network)
-        .map_err(LaunchError::SandboxUnavailable)
+        .map_err(LaunchError::SandboxUnavailable)?;
+    match network {
+        Network::Allow(list) if carries_token && !settings.token_wildcards => {
+            match list.wildcards().as_slice() {
+                [] => Ok(()),
+                w => Err(LaunchError::SandboxUnavailable(format!(
+                    "a launch with the token may reach {} only when the settings say \
+                     \"token_wildcards\": true (a wildcard covers hosts other people control); \
+                     list the exact host names instead",
+                    w.join(", ")
+                ))),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The sandbox's network for `network`, and the running proxy when it is an allow-list: bound

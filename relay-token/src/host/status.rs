@@ -50,6 +50,7 @@ pub fn report(host: &Host) -> Value {
                 .to_string(),
         );
     }
+    warnings.extend(token_wildcard_warnings(&settings));
     let mut report = json!({
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
@@ -250,4 +251,32 @@ pub fn print(host: &Host, json: bool) -> i32 {
         println!("warning:           {}", s(w));
     }
     code
+}
+
+/// A warning when the template that gets the token (`claude-code`) has wildcards on its
+/// allow-list: refused at launch unless `token_wildcards` is set, and named here either way.
+fn token_wildcard_warnings(settings: &Settings) -> Option<String> {
+    let t = settings.template(super::request::CLAUDE_TEMPLATE)?;
+    let crate::net::Network::Allow(list) = t.network() else {
+        return None;
+    };
+    let w = list.wildcards();
+    if w.is_empty() {
+        return None;
+    }
+    Some(if settings.token_wildcards {
+        format!(
+            "template {:?} gets the token and may reach {} (token_wildcards is true): a wildcard \
+             covers hosts other people control",
+            t.id,
+            w.join(", ")
+        )
+    } else {
+        format!(
+            "template {:?} lists {} on its allow-list: its launches with the token are refused \
+             unless the settings say \"token_wildcards\": true",
+            t.id,
+            w.join(", ")
+        )
+    })
 }

@@ -187,6 +187,22 @@ impl AllowList {
         &self.written
     }
 
+    /// The wildcard entries (`*.domain`), as written: each covers hosts the operator may not
+    /// control.
+    ///
+    /// ```
+    /// let list = relay_token::net::AllowList::parse(&["a.example".into(), "*.b.example".into()])?;
+    /// assert_eq!(list.wildcards(), ["*.b.example"]);
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn wildcards(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.host, Pattern::Below(_)))
+            .map(|e| e.to_string())
+            .collect()
+    }
+
     /// True when a request for `host:port` (`default_port`: 443 for `CONNECT`, 80 for
     /// `http://`) is allowed.
     ///

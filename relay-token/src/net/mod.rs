@@ -137,21 +137,18 @@ pub enum TokenNetwork {
     Host,
 }
 
-/// The hosts the built-in `claude-code` template may reach: the API (also its login check),
-/// and its telemetry and error reports. Taken from the firewall script of Claude Code's own
-/// development container (`.devcontainer/init-firewall.sh` in `anthropics/claude-code`), less
-/// the package registry and GitHub, which the API does not need.
+/// The hosts the built-in `claude-code` template may reach: Anthropic's API only, which a
+/// logged-in Claude Code uses for every model call and for its start-up checks of the account.
+/// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
+/// `sentry.io` and its customer subdomains, in the firewall script of Claude Code's own
+/// development container) are switched off by the template's environment
+/// ([`CLAUDE_CODE_ENV`](crate::settings::CLAUDE_CODE_ENV)) instead of allowed: those services
+/// take data from anyone, so a session could post the token there.
 ///
 /// ```
-/// assert!(relay_token::net::CLAUDE_CODE_HOSTS.contains(&"api.anthropic.com"));
+/// assert_eq!(relay_token::net::CLAUDE_CODE_HOSTS, ["api.anthropic.com"]);
 /// ```
-pub const CLAUDE_CODE_HOSTS: &[&str] = &[
-    "api.anthropic.com",
-    "statsig.anthropic.com",
-    "statsig.com",
-    "sentry.io",
-    "*.sentry.io",
-];
+pub const CLAUDE_CODE_HOSTS: &[&str] = &["api.anthropic.com"];
 
 /// The built-in `claude-code` template's network: [`CLAUDE_CODE_HOSTS`].
 ///
