@@ -330,6 +330,25 @@ fn read_token(
     };
     check_token_request(&v.request, &v.template.request_env)
         .map_err(|e| LaunchError::InvalidSpec(e.to_string()))?;
+    if let Some(f) = v
+        .request
+        .project
+        .as_deref()
+        .and_then(sandbox::git_guard::common_dir_redirect)
+    {
+        return Err(LaunchError::InvalidSpec(format!(
+            "project {:?}: {:?} sends git to another folder's repository data (git makes that \
+             file only for a linked worktree, under .git/worktrees; a session may have planted \
+             it): remove it to launch with the token",
+            v.request
+                .project
+                .as_deref()
+                .unwrap_or(p)
+                .display()
+                .to_string(),
+            f.display().to_string()
+        )));
+    }
     let t = read_claude_token(p).map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
     if let Some(problem) = reach::token_file_problem(p) {
         return Err(LaunchError::SandboxUnavailable(problem));
@@ -683,6 +702,12 @@ fn shim_command(
         env_vars.extend(v.request.env.clone());
     }
     let mut env = ChildEnv::from_current(&env_vars, carries_token);
+    if carries_token {
+        // git in the session ignores what a session without the token could have planted.
+        for (k, val) in sandbox::git_guard::env() {
+            env.set(k, val);
+        }
+    }
     env.set(crate::shim::SESSION_ID_VAR, &v.session_id);
     // bwrap binds the session's temp folder at /tmp; elsewhere (unsandboxed, or macOS, where
     // the profile grants the folder itself) TMPDIR names it.
@@ -731,8 +756,8 @@ fn shim_command(
 
 /// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
 /// forwards it to the session: nothing runs on unsupervised. Sandboxed, the shim also installs
-/// the no-`ptrace` filter that bwrap and the session inherit (a session could otherwise stop
-/// bwrap's init and hang the launch).
+/// the no-tracing filter that bwrap and the session inherit (a session could otherwise stop
+/// bwrap's init and hang the launch, or read the token out of Claude Code's memory).
 fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
     let host_pid = std::process::id() as libc::pid_t;
     // SAFETY: the hook runs between fork and exec and makes raw system calls only (prctl,
@@ -752,7 +777,7 @@ fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
             // Linux only: the filter guards bwrap's init; macOS has no bwrap.
             #[cfg(target_os = "linux")]
             if sandboxed {
-                sandbox::seccomp::install_no_ptrace()?;
+                sandbox::seccomp::install_no_tracing()?;
             }
             #[cfg(not(target_os = "linux"))]
             let _ = sandboxed;

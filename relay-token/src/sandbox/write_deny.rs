@@ -42,7 +42,9 @@ impl Entry {
     }
 }
 
-/// Written by no session of any template: shell start-up files, git's configuration and hooks,
+/// Written by no session of any template: shell start-up files, git's configuration, hooks,
+/// `info/` (attributes, excludes), and the folders of its submodules and linked worktrees
+/// (each with a configuration and hooks of its own),
 /// editor folders, Claude Code's project commands and agents, MCP server lists, ssh's folder,
 /// and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`).
 pub const ALWAYS: &[Entry] = &[
@@ -61,6 +63,9 @@ pub const ALWAYS: &[Entry] = &[
     Entry::File(".mcp.json"),
     Entry::Dir(".git/hooks"),
     Entry::File(".git/config"),
+    Entry::Dir(".git/info"),
+    Entry::Dir(".git/modules"),
+    Entry::Dir(".git/worktrees"),
     Entry::Dir(".vscode"),
     Entry::Dir(".idea"),
     Entry::Dir(".claude/commands"),
