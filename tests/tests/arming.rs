@@ -1229,3 +1229,230 @@ fn status_fails_on_a_token_file_wider_than_0600() {
         out.describe()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Planted code beside the token: what a session without the token leaves for git, and what
+// code running beside the token can reach.
+// ---------------------------------------------------------------------------------------------
+
+/// `git -C DIR ARGS` on the host, as the test's user, with a fixed identity; panics on failure.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The script a session without the token plants as git's `core.fsmonitor`: run by git in a
+/// later launch, it writes the variable and the hash of what it reads on fd 5 (the token, in a
+/// launch that holds it) into `<proj>/.stolen`, and fails (so git carries on).
+fn plant_fsmonitor_script(w: &World) -> String {
+    let stolen = w.proj.join(".stolen");
+    format!(
+        "mkdir -p {cache}\ncat > {cache}/fsm.sh <<'EOS'\n#!/bin/sh\n{{ echo \"var=$CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR\"; sha256sum <&5; }} >> {stolen} 2>/dev/null\nexit 1\nEOS\nchmod +x {cache}/fsm.sh\n",
+        cache = q(&w.proj.join(".cache")),
+        stolen = q(&stolen),
+    )
+}
+
+/// A `claude-code` template that stands in for Claude running `git status` in the project
+/// first thing (as Claude Code does), its output in `<proj>/status.txt`. The token is on fd 5,
+/// unread, as git and whatever it starts inherit it.
+fn git_status_template(w: &World) -> Value {
+    let script = format!(
+        "cd {p} && git status --short > status.txt 2>&1; echo $? > status.code",
+        p = q(&w.proj)
+    );
+    json!({
+        "id": "claude-code",
+        "command": ["/bin/sh", "-c", script],
+        "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+        "sandbox": {"read_write": ["{project}", "{claude_config}"]},
+    })
+}
+
+/// A git repository with one commit in the world's project.
+fn project_repo(w: &World) {
+    git(&w.proj, &["init", "-q"]);
+    std::fs::write(w.proj.join("README"), "hello\n").unwrap();
+    git(&w.proj, &["add", "README"]);
+    git(&w.proj, &["commit", "-q", "-m", "init"]);
+}
+
+/// A `shell` session redirects the project's common folder (`.git/commondir`) to a copy of
+/// `.git` it wrote, whose configuration names its script as `core.fsmonitor`. The later token
+/// launch in that project is refused, naming the file, before anything runs; nothing was
+/// stolen. (Before the fix the token session's `git status` ran the script with the token on
+/// fd 5, and `.stolen` held the token's hash.)
+#[test]
+fn a_planted_common_folder_redirect_refuses_the_token_launch() {
+    let w = World::new();
+    project_repo(&w);
+    w.with_token(json!([git_status_template(&w)]));
+    let evil = w.proj.join(".cache/evil-git");
+    w.shell(
+        Some(&w.proj),
+        &format!(
+            "{plant}cp -r {git} {evil} && git config -f {evil}/config core.fsmonitor {cache}/fsm.sh && echo {evil} > {git}/commondir",
+            plant = plant_fsmonitor_script(&w),
+            git = q(&w.proj.join(".git")),
+            evil = q(&evil),
+            cache = q(&w.proj.join(".cache")),
+        ),
+    );
+    assert!(w.proj.join(".git/commondir").is_file(), "the plant failed");
+    let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
+    assert_refused(&out, 64, "invalid_spec", &[".git/commondir", "remove it"]);
+    assert!(!w.proj.join(".stolen").exists(), "the planted fsmonitor ran");
+    assert!(!w.proj.join("status.code").exists(), "the session ran");
+    w.assert_no_token_on_disk();
+}
+
+/// A `shell` session makes a repository in a folder of the project, names its script as that
+/// repository's `core.fsmonitor`, and adds a gitlink for the folder to the project's index. The
+/// later token session's `git status` works and never runs the script: git there ignores
+/// gitlinked folders and every `core.fsmonitor`. (Before the fix `.stolen` held the token's
+/// hash and the variable's `5`.)
+#[test]
+fn a_planted_gitlink_runs_no_code_in_a_token_session() {
+    let w = World::new();
+    project_repo(&w);
+    w.with_token(json!([git_status_template(&w)]));
+    let sub = w.proj.join("vendor/lib");
+    w.shell(
+        Some(&w.proj),
+        &format!(
+            "{plant}mkdir -p {sub} && cd {sub} && git init -q && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x && git config core.fsmonitor {cache}/fsm.sh && h=$(git rev-parse HEAD) && cd {p} && git update-index --add --cacheinfo 160000,$h,vendor/lib",
+            plant = plant_fsmonitor_script(&w),
+            sub = q(&sub),
+            cache = q(&w.proj.join(".cache")),
+            p = q(&w.proj),
+        ),
+    );
+    // The control: plain git on the host, outside any session, does run the planted script.
+    let _ = Command::new("git")
+        .arg("-C")
+        .arg(&w.proj)
+        .args(["status", "--short"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let control = std::fs::read_to_string(w.proj.join(".stolen")).unwrap_or_default();
+    assert!(control.starts_with("var="), "the control did not run the plant");
+    std::fs::remove_file(w.proj.join(".stolen")).unwrap();
+
+    let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    assert_eq!(
+        std::fs::read_to_string(w.proj.join("status.code")).unwrap(),
+        "0\n",
+        "git status failed in the token session: {}",
+        std::fs::read_to_string(w.proj.join("status.txt")).unwrap_or_default()
+    );
+    let stolen = std::fs::read_to_string(w.proj.join(".stolen")).unwrap_or_default();
+    assert!(
+        !stolen.contains(&w.token_hash()) && stolen.is_empty(),
+        "the planted fsmonitor ran in the token session (it read {} the token)",
+        if stolen.contains(&w.token_hash()) { "" } else { "not" }
+    );
+    w.assert_no_token_on_disk();
+}
+
+/// A SysV message queue made by one session is not there for the next, nor on the host after
+/// it: every session has an IPC namespace of its own, so no two sessions (one with the token,
+/// one on the host's network) talk around the allow-list. (Before the fix the second session
+/// and the host both saw the queue.)
+#[test]
+fn sessions_share_no_sysv_message_queue() {
+    let w = World::new();
+    w.settings(json!({}));
+    let made = w.shell(None, "ipcmk -Q");
+    let id: String = made
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Message queue id: "))
+        .unwrap_or_else(|| panic!("ipcmk made no queue: {}", made.describe()))
+        .trim()
+        .to_string();
+    // `ipcs -i` exits 0 either way: its words tell.
+    let host = Command::new("ipcs")
+        .args(["-q", "-i", &id])
+        .output()
+        .unwrap();
+    let host_sees = !String::from_utf8_lossy(&host.stderr).contains("not found");
+    if host_sees {
+        // Before the fix the queue lived on in the host's namespace: remove it.
+        let _ = Command::new("ipcrm").args(["-q", &id]).status();
+    }
+    let other = w.shell(
+        None,
+        &format!("ipcs -q -i {id} 2>&1 | grep -q 'not found' || echo SEEN"),
+    );
+    assert!(
+        !other.stdout.contains("SEEN"),
+        "the second session saw the first one's queue: {}",
+        other.describe()
+    );
+    assert!(!host_sees, "the host saw the session's queue {id}");
+}
+
+/// Reads 16 bytes of the parent's memory with `process_vm_readv` and through `/proc/PPID/mem`,
+/// and prints `vm_readv_errno=N` (0: read) and `proc_mem_errno=N` (0: read).
+const READ_PARENT: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+pp = os.getppid()
+start = None
+for line in open("/proc/%d/maps" % pp):
+    a, perms = line.split()[:2]
+    if perms.startswith("r"):
+        start = int(a.split("-")[0], 16)
+        break
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(16)
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 16)
+remote = iovec(start, 16)
+libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+n = libc.process_vm_readv(pp, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+print("vm_readv_errno=%d" % (0 if n == 16 else ctypes.get_errno()))
+try:
+    f = open("/proc/%d/mem" % pp, "rb")
+    f.seek(start)
+    f.read(16)
+    print("proc_mem_errno=0")
+except OSError as e:
+    print("proc_mem_errno=%d" % e.errno)
+"#;
+
+/// Code in a session cannot read its parent's memory with `process_vm_readv` (the seccomp
+/// filter refuses it, `EPERM`), where the same script outside any sandbox can. (Before the fix
+/// the sandboxed read worked.) `/proc/PPID/mem` stays readable: the threat model says what
+/// closes that door and what does not.
+#[test]
+fn a_session_cannot_read_its_parents_memory_with_process_vm_readv() {
+    let script = |w: &World| {
+        let f = w.home.join("read_parent.py");
+        write(&f, READ_PARENT, 0o644);
+        format!("/usr/bin/python3 {} ; true", q(&f))
+    };
+    let w = World::new();
+    w.settings(json!({}));
+    let control = Command::new("/bin/sh")
+        .args(["-c", &script(&w)])
+        .output()
+        .unwrap();
+    let control = String::from_utf8_lossy(&control.stdout).into_owned();
+    assert!(control.contains("vm_readv_errno=0"), "control: {control}");
+    let out = w.shell(Some(&w.proj), &script(&w));
+    assert!(
+        out.stdout.contains(&format!("vm_readv_errno={}", libc::EPERM)),
+        "process_vm_readv in the sandbox: {}",
+        out.describe()
+    );
+}
