@@ -1308,7 +1308,10 @@ fn a_planted_common_folder_redirect_refuses_the_token_launch() {
     assert!(w.proj.join(".git/commondir").is_file(), "the plant failed");
     let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
     assert_refused(&out, 64, "invalid_spec", &[".git/commondir", "remove it"]);
-    assert!(!w.proj.join(".stolen").exists(), "the planted fsmonitor ran");
+    assert!(
+        !w.proj.join(".stolen").exists(),
+        "the planted fsmonitor ran"
+    );
     assert!(!w.proj.join("status.code").exists(), "the session ran");
     w.assert_no_token_on_disk();
 }
@@ -1343,7 +1346,10 @@ fn a_planted_gitlink_runs_no_code_in_a_token_session() {
         .output()
         .unwrap();
     let control = std::fs::read_to_string(w.proj.join(".stolen")).unwrap_or_default();
-    assert!(control.starts_with("var="), "the control did not run the plant");
+    assert!(
+        control.starts_with("var="),
+        "the control did not run the plant"
+    );
     std::fs::remove_file(w.proj.join(".stolen")).unwrap();
 
     let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
@@ -1358,7 +1364,11 @@ fn a_planted_gitlink_runs_no_code_in_a_token_session() {
     assert!(
         !stolen.contains(&w.token_hash()) && stolen.is_empty(),
         "the planted fsmonitor ran in the token session (it read {} the token)",
-        if stolen.contains(&w.token_hash()) { "" } else { "not" }
+        if stolen.contains(&w.token_hash()) {
+            ""
+        } else {
+            "not"
+        }
     );
     w.assert_no_token_on_disk();
 }
@@ -1451,7 +1461,8 @@ fn a_session_cannot_read_its_parents_memory_with_process_vm_readv() {
     assert!(control.contains("vm_readv_errno=0"), "control: {control}");
     let out = w.shell(Some(&w.proj), &script(&w));
     assert!(
-        out.stdout.contains(&format!("vm_readv_errno={}", libc::EPERM)),
+        out.stdout
+            .contains(&format!("vm_readv_errno={}", libc::EPERM)),
         "process_vm_readv in the sandbox: {}",
         out.describe()
     );
