@@ -1,0 +1,476 @@
+//! Real agent turns, end to end: the pinned Claude Code CLI, launched sandboxed by the real
+//! `relay-host launch` with the token on fd 5, plays a scripted turn against the local Messages
+//! API fixture (`relay_tests::messages_api`) in a project that is a git repository. Its Bash,
+//! Write, Read and Edit tools run inside relay's sandbox; the outcomes are checked on the host,
+//! the credential by hash only.
+//!
+//! The operator's template points Claude Code at the fixture (`ANTHROPIC_BASE_URL` in its `env`)
+//! and lists only the fixture's address on its network allow-list, so every other host Claude
+//! Code tries is refused by the proxy and shows as a `network_denied` event.
+//!
+//! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`) and the
+//! CLI: `$RELAY_TEST_CLAUDE`, else `<workspace>/.tools/claude-code/node_modules/.bin/claude`
+//! (which `scripts/test` installs). A missing CLI fails the tests.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use relay_tests::messages_api::{MessagesApi, Seen, Step};
+use relay_tests::{fake_token, relay_host, sha256_hex};
+use serde_json::{json, Value};
+
+/// The longest one turn (one `relay-host launch`) may take before its group is killed.
+const TURN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The final text every script ends with.
+const FINAL: &str = "Scripted turn finished.";
+
+/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install; panics, saying
+/// how to install it, when it is missing.
+fn claude_cli() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace folder");
+    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
+        None => workspace.join(".tools/claude-code/node_modules/.bin/claude"),
+    };
+    let usable = std::fs::metadata(&path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false);
+    assert!(
+        usable,
+        "the Claude Code CLI is missing: {} is not an executable file. Run `scripts/test`, which \
+         installs the pinned CLI into .tools/claude-code, or set RELAY_TEST_CLAUDE",
+        path.display()
+    );
+    path
+}
+
+/// A fresh Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits).
+fn claude_fake_token() -> String {
+    let t = fake_token();
+    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// What one turn left.
+struct Turn {
+    code: Option<i32>,
+    killed: bool,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Turn {
+    fn describe(&self) -> String {
+        format!(
+            "exit {:?} (killed: {}) after {:?}\nstdout: {}\nstderr: {}",
+            self.code, self.killed, self.took, self.stdout, self.stderr
+        )
+    }
+
+    /// The `--output-format json` result.
+    fn result(&self) -> Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}): {}", self.describe()))
+    }
+}
+
+/// One test's installation: folders under a root-owned 0755 folder in `/var/tmp` (`/tmp` is
+/// private inside the sandbox), a git project with one commit, the fixture, a token.
+struct Setup {
+    _root: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    config: PathBuf,
+    state: PathBuf,
+    project: PathBuf,
+    token_file: PathBuf,
+    token: String,
+    claude: PathBuf,
+    api: MessagesApi,
+}
+
+impl Setup {
+    /// Everything ready for a turn of the script `script` makes of the project's path.
+    fn new(script: impl FnOnce(&Path) -> Vec<Step>) -> Setup {
+        let claude = claude_cli();
+        let root_dir = tempfile::Builder::new()
+            .prefix("relay-agent-turn.")
+            .tempdir_in("/var/tmp")
+            .expect("a folder in /var/tmp");
+        let root = root_dir.path().to_path_buf();
+        let mk = |p: &Path, mode: u32| {
+            std::fs::create_dir_all(p).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        mk(&root, 0o755);
+        let (home, config, state, project) = (
+            root.join("home"),
+            root.join("config"),
+            root.join("state"),
+            root.join("project"),
+        );
+        mk(&home, 0o700);
+        mk(&home.join(".config/claude-ltt"), 0o700);
+        mk(&config, 0o700);
+        mk(&project, 0o755);
+        let token_file = home.join(".config/claude-ltt/token");
+        let token = claude_fake_token();
+        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let s = Setup {
+            _root: root_dir,
+            root,
+            home,
+            config,
+            state,
+            token_file,
+            token,
+            claude,
+            api: MessagesApi::start(script(&project)),
+            project,
+        };
+        s.init_project();
+        s.write_settings();
+        s.seed_claude_config();
+        s
+    }
+
+    /// `git init`, a `notes.txt`, one commit.
+    fn init_project(&self) {
+        std::fs::write(self.project.join("notes.txt"), "colour: red\nsize: small\n").unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "notes.txt"],
+            &["commit", "-q", "-m", "first"],
+        ] {
+            let out = self.git(args);
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        }
+    }
+
+    /// `git ARGS` in the project on the host.
+    fn git(&self, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .args([
+                "-c",
+                "user.name=Relay Test",
+                "-c",
+                "user.email=relay@test.invalid",
+            ])
+            .args(args)
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("run git")
+    }
+
+    /// The operator's settings: the `claude-code` template runs the CLI with the relay-owned
+    /// Claude config, `ANTHROPIC_BASE_URL` at the fixture, the fixture's address alone on the
+    /// network allow-list.
+    fn write_settings(&self) {
+        let real = self.claude.canonicalize().expect("the CLI's real path");
+        let package = real
+            .parent()
+            .and_then(Path::parent)
+            .expect("the CLI's package folder");
+        let settings = json!({
+            "claude_token_file": "~/.config/claude-ltt/token",
+            "templates": [{
+                "id": "claude-code",
+                "command": [self.claude],
+                "env": {
+                    "CLAUDE_CONFIG_DIR": "{claude_config}",
+                    "ANTHROPIC_BASE_URL": self.api.base_url(),
+                },
+                "sandbox": {"read": [package], "read_write": ["{project}", "{claude_config}"]},
+                "network": {"allow": [format!("127.0.0.1:{}", self.api.port())]},
+            }],
+        });
+        std::fs::write(
+            self.config.join("settings.json"),
+            serde_json::to_vec_pretty(&settings).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// The relay-owned Claude config folder (in the state folder).
+    fn claude_config(&self) -> PathBuf {
+        self.state.join("claude")
+    }
+
+    /// Seeds the relay-owned Claude config's `.claude.json` so the first run skips onboarding
+    /// (whose check goes to api.anthropic.com whatever the base URL).
+    fn seed_claude_config(&self) {
+        for d in [&self.state, &self.claude_config()] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let seed = json!({
+            "hasCompletedOnboarding": true,
+            "numStartups": 1,
+            "projects": {self.project.to_str().unwrap(): {
+                "hasTrustDialogAccepted": true,
+                "hasCompletedProjectOnboarding": true,
+            }},
+        });
+        let path = self.claude_config().join(".claude.json");
+        std::fs::write(&path, seed.to_string()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// Runs one `-p` turn with `prompt` through `relay-host launch` (kind `terminal`, template
+    /// `claude-code`, sandboxed), its tools allowed without a prompt; kills its process group
+    /// after [`TURN_TIMEOUT`]. Checks that neither stream holds the token.
+    fn turn(&self, prompt: &str) -> Turn {
+        let req = self.root.join("request.json");
+        let extra = [
+            "-p",
+            prompt,
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash,Write,Edit,Read",
+            "--output-format",
+            "json",
+        ];
+        let body = json!({
+            "kind": "terminal",
+            "template": "claude-code",
+            "project": self.project,
+            "extra_args": extra,
+        });
+        std::fs::write(&req, body.to_string()).unwrap();
+        let mut cmd = Command::new(relay_host());
+        cmd.arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("launch")
+            .arg(&req)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .current_dir(&self.project)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let start = Instant::now();
+        let child = cmd.spawn().expect("spawn relay-host");
+        let f = relay_tests::run::finish_with(child, TURN_TIMEOUT, &|| false);
+        let turn = Turn {
+            code: f.code(),
+            killed: f.killed,
+            stdout: f.stdout,
+            stderr: f.stderr,
+            took: start.elapsed(),
+        };
+        assert!(
+            !turn.stdout.contains(&self.token) && !turn.stderr.contains(&self.token),
+            "the turn's output holds the token"
+        );
+        eprintln!("turn took {:?}, exit {:?}", turn.took, turn.code);
+        turn
+    }
+
+    /// The turn ran to its end: exit 0, not killed, the JSON result is the script's final
+    /// text, and the fixture saw every step of the script asked for (main requests numbered
+    /// 0..=steps).
+    fn assert_completed(&self, turn: &Turn, steps: usize) {
+        assert!(!turn.killed, "the turn hung: {}", turn.describe());
+        assert_eq!(turn.code, Some(0), "{}", turn.describe());
+        let result = turn.result();
+        assert_eq!(result["is_error"], false, "{result}");
+        assert_eq!(result["result"], FINAL, "{result}");
+        let main = self.api.main_requests();
+        let mut numbers: Vec<usize> = main.iter().filter_map(|s| s.step).collect();
+        numbers.dedup();
+        assert_eq!(
+            numbers,
+            (0..=steps).collect::<Vec<_>>(),
+            "the main conversation did not walk the script: {main:?}"
+        );
+    }
+
+    /// Every request the fixture saw carried `Authorization: Bearer <the token>` (by hash) and
+    /// no API key; there was at least one.
+    fn assert_bearer_everywhere(&self) {
+        let want = sha256_hex(self.token.as_bytes());
+        let seen = self.api.seen();
+        assert!(!seen.is_empty(), "the fixture saw no request");
+        for s in &seen {
+            assert!(s.bearer, "{} {} without a Bearer", s.method, s.path);
+            assert_eq!(
+                s.authorization_sha256.as_deref(),
+                Some(want.as_str()),
+                "{} {}: the Bearer is not the token",
+                s.method,
+                s.path
+            );
+            assert!(
+                s.api_key_sha256.is_none(),
+                "{} {}: an API key",
+                s.method,
+                s.path
+            );
+        }
+    }
+
+    /// No regular file under the test's root (state folder and its logs, the Claude config,
+    /// the project, HOME, the config folder) holds the token, the token file aside; the scan
+    /// sees the token there, and Claude Code did write into its config folder.
+    fn assert_no_token_on_disk(&self) {
+        let files = relay_tests::files_under(&self.root);
+        let mut found = Vec::new();
+        let mut saw_token_file = false;
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+            let holds = contains(&bytes, self.token.as_bytes());
+            if *f == self.token_file {
+                assert!(holds, "the scan does not see the token in the token file");
+                saw_token_file = true;
+            } else if holds {
+                found.push(f.display().to_string());
+            }
+        }
+        assert!(saw_token_file, "the scan did not reach the token file");
+        assert!(found.is_empty(), "files hold the token: {found:?}");
+        assert!(
+            files
+                .iter()
+                .any(|f| f.starts_with(self.claude_config().join("projects"))
+                    || f.starts_with(self.claude_config()) && !f.ends_with(".claude.json")),
+            "Claude Code wrote nothing into its config folder: the scan proves nothing there"
+        );
+        assert!(files.iter().any(|f| f.ends_with("audit.jsonl")));
+    }
+
+    /// The proxy's `network_denied` events so far, as `host:port`.
+    fn denied(&self) -> Vec<String> {
+        relay_tests::read_records(&self.state.join("events.jsonl"))
+            .into_iter()
+            .filter(|e| e["event"] == "network_denied")
+            .map(|e| format!("{}:{}", e["host"].as_str().unwrap_or("?"), e["port"]))
+            .collect()
+    }
+
+    /// Prints what the turn tried: the fixture's paths and the refused hosts.
+    fn report(&self, what: &str) {
+        let seen: Vec<String> = self
+            .api
+            .seen()
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}{} main={} step={:?} stream={} model={:?}",
+                    s.method,
+                    s.path,
+                    s.query
+                        .as_ref()
+                        .map(|q| format!("?{q}"))
+                        .unwrap_or_default(),
+                    s.main,
+                    s.step,
+                    s.stream,
+                    s.model
+                )
+            })
+            .collect();
+        eprintln!("{what}: the fixture saw {seen:#?}");
+        eprintln!("{what}: the proxy refused {:?}", self.denied());
+    }
+}
+
+/// The tool results of the main request answered with step `n` (the results of step `n - 1`).
+fn results_at(main: &[Seen], n: usize) -> Vec<String> {
+    main.iter()
+        .find(|s| s.step == Some(n))
+        .map(|s| s.tool_results.clone())
+        .unwrap_or_default()
+}
+
+/// A scripted Bash turn: `git status`, a file written by the shell, `git add` and `git commit`,
+/// all inside the sandbox. On the host afterwards: the file with its content, the status file,
+/// the commit in the project's history; every request carried the Bearer token (by hash); no
+/// file holds the token.
+#[test]
+fn bash_and_git_turn() {
+    let command = "git status --short > git-status.txt && printf 'made by bash\\n' > \
+                   bash-made.txt && git add bash-made.txt && git -c user.name=Relay -c \
+                   user.email=relay@test.invalid commit -q -m 'commit from the Bash tool' && \
+                   git log --oneline | wc -l";
+    let s = Setup::new(|_| vec![Step::bash(command), Step::text(FINAL)]);
+    let turn = s.turn("Run the scripted command.");
+    s.report("bash_and_git_turn");
+    s.assert_completed(&turn, 1);
+    assert_eq!(
+        std::fs::read_to_string(s.project.join("bash-made.txt")).unwrap(),
+        "made by bash\n"
+    );
+    assert!(s.project.join("git-status.txt").is_file());
+    let log = s.git(&["log", "--format=%s"]);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "commit from the Bash tool\nfirst\n",
+        "{log:?}"
+    );
+    let results = results_at(&s.api.main_requests(), 1);
+    assert!(
+        results.iter().any(|r| r.trim() == "2"),
+        "the Bash tool's output did not come back: {results:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// A scripted Write, Read and Edit turn: Write makes a new file, Read and Edit change the
+/// committed `notes.txt`; both are on the host as scripted, and git sees the edit.
+#[test]
+fn write_and_edit_turn() {
+    let s = Setup::new(|project| {
+        vec![
+            Step::tool(
+                "Write",
+                json!({"file_path": project.join("written.txt"),
+                       "content": "written by the Write tool\n"}),
+            ),
+            Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
+            Step::tool(
+                "Edit",
+                json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
+                       "new_string": "colour: blue"}),
+            ),
+            Step::text(FINAL),
+        ]
+    });
+    let (written, notes) = (s.project.join("written.txt"), s.project.join("notes.txt"));
+    let turn = s.turn("Make the scripted edits.");
+    s.report("write_and_edit_turn");
+    s.assert_completed(&turn, 3);
+    assert_eq!(
+        std::fs::read_to_string(&written).unwrap(),
+        "written by the Write tool\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "colour: blue\nsize: small\n"
+    );
+    let diff = s.git(&["diff", "--stat"]);
+    assert!(
+        String::from_utf8_lossy(&diff.stdout).contains("notes.txt"),
+        "{diff:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
