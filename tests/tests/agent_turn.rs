@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use relay_tests::listener::{Listener, HELLO};
 use relay_tests::messages_api::{MessagesApi, Seen, Step};
 use relay_tests::{fake_token, relay_host, sha256_hex};
 use serde_json::{json, Value};
@@ -100,8 +101,9 @@ struct Setup {
 }
 
 impl Setup {
-    /// Everything ready for a turn of the script `script` makes of the project's path.
-    fn new(script: impl FnOnce(&Path) -> Vec<Step>) -> Setup {
+    /// Everything ready for a turn of the script `script` makes of the project's path and the
+    /// token's SHA-256.
+    fn new(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
         let claude = claude_cli();
         let root_dir = tempfile::Builder::new()
             .prefix("relay-agent-turn.")
@@ -127,6 +129,7 @@ impl Setup {
         let token = claude_fake_token();
         std::fs::write(&token_file, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let api = MessagesApi::start(script(&project, &sha256_hex(token.as_bytes())));
         let s = Setup {
             _root: root_dir,
             root,
@@ -136,7 +139,7 @@ impl Setup {
             token_file,
             token,
             claude,
-            api: MessagesApi::start(script(&project)),
+            api,
             project,
         };
         s.init_project();
@@ -410,7 +413,7 @@ fn bash_and_git_turn() {
                    bash-made.txt && git add bash-made.txt && git -c user.name=Relay -c \
                    user.email=relay@test.invalid commit -q -m 'commit from the Bash tool' && \
                    git log --oneline | wc -l";
-    let s = Setup::new(|_| vec![Step::bash(command), Step::text(FINAL)]);
+    let s = Setup::new(|_, _| vec![Step::bash(command), Step::text(FINAL)]);
     let turn = s.turn("Run the scripted command.");
     s.report("bash_and_git_turn");
     s.assert_completed(&turn, 1);
@@ -438,7 +441,7 @@ fn bash_and_git_turn() {
 /// committed `notes.txt`; both are on the host as scripted, and git sees the edit.
 #[test]
 fn write_and_edit_turn() {
-    let s = Setup::new(|project| {
+    let s = Setup::new(|project, _| {
         vec![
             Step::tool(
                 "Write",
@@ -470,6 +473,201 @@ fn write_and_edit_turn() {
     assert!(
         String::from_utf8_lossy(&diff.stdout).contains("notes.txt"),
         "{diff:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// The tools'-view probe, run by the Bash tool as `sh tools-view.sh HASH CONTROL_HASH`. It
+/// never prints a token: it finds every `sk-ant-oat01-` + 32 hex digits string in what it looks
+/// at, hashes each, and says `present` when one hashes to `HASH`. It looks at its own
+/// environment, the environment and memory (its `rw-p` mappings, at most 256 of them and
+/// 64 MiB of each, 5 s each) of the nearest ancestor whose executable is Claude Code, the contents of each of its own descriptors that can be opened again by path (read at
+/// most 1 MiB, 1 s each; regular files and pipes above 2 only), and Claude Code's own
+/// descriptors alike; and says whether fd 5 is open in
+/// the tool and in Claude Code. `control` runs the same search on a made-up token whose hash
+/// is `CONTROL_HASH`: it must say `present`, or the search is blind.
+const TOOLS_VIEW: &str = r#"want="$1"; control_hash="$2"
+found() {
+  grep -a -o 'sk-ant-oat01-[0-9a-f]\{32\}' 2>/dev/null | while read -r c; do
+    [ "$(printf %s "$c" | sha256sum | cut -d' ' -f1)" = "$want" ] && echo hit
+  done | head -n 1
+}
+verdict() { if [ -n "$1" ]; then echo present; else echo absent; fi; }
+real_want="$want"; want="$control_hash"
+echo "control=$(verdict "$(printf 'x %s y' "sk-ant-oat01-00000000000000000000000000000000" | found)")"
+want="$real_want"
+echo "tool_env=$(verdict "$(tr '\0' '\n' < /proc/$$/environ | found)")"
+hits=""
+for f in /proc/$$/fd/*; do
+  n=${f##*/}
+  [ "$n" -le 2 ] 2>/dev/null && continue
+  [ -f "$f" ] || [ -p "$f" ] || continue
+  h=$(timeout 1 head -c 1048576 "$f" 2>/dev/null | found)
+  [ -n "$h" ] && hits="$hits $n"
+done
+echo "tool_fds=$(verdict "$hits")"
+if [ -e /proc/$$/fd/5 ]; then echo "tool_fd5=open"; else echo "tool_fd5=closed"; fi
+pid=$$; claude=""; i=0
+while [ "$i" -lt 30 ]; do
+  pid=$(awk '/^PPid:/ {print $2}' /proc/$pid/status 2>/dev/null)
+  [ -z "$pid" ] || [ "$pid" -le 0 ] && break
+  case "$(readlink /proc/$pid/exe 2>/dev/null)" in *claude*) claude=$pid; break;; esac
+  i=$((i + 1))
+done
+if [ -z "$claude" ]; then echo "claude=none"; exit 0; fi
+echo "claude=found"
+if cat /proc/$claude/environ > /dev/null 2>&1; then
+  echo "claude_environ=$(verdict "$(tr '\0' '\n' < /proc/$claude/environ | found)")"
+  if tr '\0' '\n' < /proc/$claude/environ | grep -q '^CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR='; then
+    echo "claude_environ_names_fd=yes"; else echo "claude_environ_names_fd=no"; fi
+else echo "claude_environ=unreadable"; fi
+start=$(grep -m1 ' r' /proc/$claude/maps 2>/dev/null | cut -d- -f1)
+if [ -n "$start" ] && dd if=/proc/$claude/mem of=/dev/null bs=1 count=1 skip=$((0x$start)) status=none 2>/dev/null; then
+  echo "claude_mem=readable"
+  hit=$(grep ' rw-p ' /proc/$claude/maps | head -n 256 | while read -r range rest; do
+    s=$((0x${range%-*})); e=$((0x${range#*-})); n=$((e - s))
+    [ "$n" -gt 67108864 ] && n=67108864
+    timeout 5 dd if=/proc/$claude/mem bs=1M iflag=skip_bytes,count_bytes skip=$s count=$n status=none 2>/dev/null
+  done | found)
+  echo "claude_mem_token=$(verdict "$hit")"
+else echo "claude_mem=unreadable"; fi
+if ls /proc/$claude/fd > /dev/null 2>&1; then
+  if [ -e /proc/$claude/fd/5 ]; then echo "claude_fd5=open"; else echo "claude_fd5=closed"; fi
+  hits=""
+  for f in /proc/$claude/fd/*; do
+    n=${f##*/}
+    [ "$n" -le 2 ] 2>/dev/null && continue
+    [ -f "$f" ] || [ -p "$f" ] || continue
+    h=$(timeout 1 head -c 1048576 "$f" 2>/dev/null | found)
+    [ -n "$h" ] && hits="$hits ${f##*/}"
+  done
+  echo "claude_fds=$(verdict "$hits")"
+else echo "claude_fd5=unreadable"; echo "claude_fds=unreadable"; fi
+"#;
+
+/// The made-up token of the probe's control.
+const CONTROL_TOKEN: &str = "sk-ant-oat01-00000000000000000000000000000000";
+
+/// The probe's `key=value` lines.
+fn parse_view(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// What the tools see: the turn's Bash tool runs the probe (`TOOLS_VIEW`). The token (by
+/// hash) is not in the tool's environment, not on any descriptor it holds, not in Claude Code's
+/// environment (or that cannot be read), not on Claude Code's descriptors (or those cannot be
+/// read); fd 5 is closed in the tool. Whether the tool can read Claude Code's memory, and
+/// finds the token there, is printed, not asserted: with Claude Code 2.1.332 it can (the tool
+/// runs as the same user, in the same sandbox, as its parent). Controls: the probe finds its made-up token, and run on
+/// the host with the token in its environment it says `present`.
+#[test]
+fn tools_view_turn() {
+    let s = Setup::new(|project, hash| {
+        let probe = project.join("tools-view.sh");
+        let view = project.join("tools-view.txt");
+        let command = format!(
+            "sh {} {hash} {} > {} 2>&1; cat {}",
+            probe.display(),
+            sha256_hex(CONTROL_TOKEN.as_bytes()),
+            view.display(),
+            view.display()
+        );
+        vec![Step::bash(&command), Step::text(FINAL)]
+    });
+    std::fs::write(s.project.join("tools-view.sh"), TOOLS_VIEW).unwrap();
+    let hash = sha256_hex(s.token.as_bytes());
+
+    // Control on the host: the probe sees the token in an environment that holds it.
+    let control = Command::new("sh")
+        .arg(s.project.join("tools-view.sh"))
+        .arg(&hash)
+        .arg(sha256_hex(CONTROL_TOKEN.as_bytes()))
+        .env("SOME_VARIABLE", &s.token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the probe on the host");
+    let on_host = parse_view(&String::from_utf8_lossy(&control.stdout));
+    assert_eq!(
+        on_host.get("control").map(String::as_str),
+        Some("present"),
+        "{on_host:?}"
+    );
+    assert_eq!(
+        on_host.get("tool_env").map(String::as_str),
+        Some("present"),
+        "{on_host:?}"
+    );
+
+    let turn = s.turn("Run the scripted probe.");
+    s.report("tools_view_turn");
+    s.assert_completed(&turn, 1);
+    let text = std::fs::read_to_string(s.project.join("tools-view.txt"))
+        .expect("the probe wrote its report");
+    assert!(!text.contains(&s.token));
+    let view = parse_view(&text);
+    eprintln!("tools' view: {view:#?}");
+    let results = results_at(&s.api.main_requests(), 1);
+    assert!(
+        results.iter().any(|r| r.contains("tool_env=")),
+        "the probe's report did not come back to the API: {results:?}"
+    );
+    let get = |k: &str| view.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("control"), "present", "the probe is blind: {view:?}");
+    assert_eq!(get("tool_env"), "absent", "{view:?}");
+    assert_eq!(get("tool_fds"), "absent", "{view:?}");
+    assert_eq!(get("tool_fd5"), "closed", "{view:?}");
+    assert_eq!(
+        get("claude"),
+        "found",
+        "the probe did not find Claude Code: {view:?}"
+    );
+    assert!(
+        ["absent", "unreadable"].contains(&get("claude_environ")),
+        "{view:?}"
+    );
+    assert!(
+        ["absent", "unreadable"].contains(&get("claude_fds")),
+        "{view:?}"
+    );
+    assert!(
+        ["readable", "unreadable"].contains(&get("claude_mem")),
+        "the probe did not reach its memory check: {view:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// A turn whose script asks the Bash tool to `curl` an unlisted host (a second listener on
+/// `127.0.0.1`): the proxy refuses it (`403`, a `network_denied` event naming its port), the
+/// listener receives nothing, and the turn still ends.
+#[test]
+fn unlisted_host_turn() {
+    let other = Listener::start(HELLO);
+    let port = other.port;
+    let s = Setup::new(move |_, _| {
+        let command = format!(
+            "curl -s -m 10 -o /dev/null -w 'http=%{{http_code}}\\n' http://127.0.0.1:{port}/; \
+             echo curl_exit=$?"
+        );
+        vec![Step::bash(&command), Step::text(FINAL)]
+    });
+    let turn = s.turn("Fetch the scripted page.");
+    s.report("unlisted_host_turn");
+    s.assert_completed(&turn, 1);
+    assert_eq!(other.connections(), 0, "the unlisted listener was reached");
+    let denied = s.denied();
+    assert!(
+        denied.contains(&format!("127.0.0.1:{port}")),
+        "no refusal of 127.0.0.1:{port}: {denied:?}"
+    );
+    let results = results_at(&s.api.main_requests(), 1);
+    assert!(
+        results.iter().any(|r| r.contains("http=403")),
+        "curl did not get the proxy's 403: {results:?}"
     );
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
