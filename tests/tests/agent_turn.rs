@@ -233,34 +233,38 @@ impl Setup {
     }
 
     /// Runs one `-p` turn with `prompt` through `relay-host launch` (kind `terminal`, template
-    /// `claude-code`, sandboxed), its tools allowed without a prompt; kills its process group
-    /// after [`TURN_TIMEOUT`]. Checks that neither stream holds the token.
+    /// `claude-code`, sandboxed), its tools allowed without a prompt.
     fn turn(&self, prompt: &str) -> Turn {
         let req = self.root.join("request.json");
-        let extra = [
-            "-p",
-            prompt,
-            "--permission-mode",
-            "acceptEdits",
-            "--allowedTools",
-            "Bash,Write,Edit,Read",
-            "--output-format",
-            "json",
-        ];
         let body = json!({
             "kind": "terminal",
             "template": "claude-code",
             "project": self.project,
-            "extra_args": extra,
+            "extra_args": print_args(prompt),
         });
         std::fs::write(&req, body.to_string()).unwrap();
+        let launch = ["launch", req.to_str().unwrap()];
+        self.finish(self.host(&launch))
+    }
+
+    /// The same `-p` turn through `relay-host run --template claude-code -- ARGS` in the
+    /// project folder.
+    fn turn_by_run(&self, prompt: &str) -> Turn {
+        let mut args = vec!["run", "--template", "claude-code", "--"];
+        let extra = print_args(prompt);
+        args.extend(extra.iter().map(String::as_str));
+        self.finish(self.host(&args))
+    }
+
+    /// `relay-host --config-dir C --state-dir S ARGS` in the project folder, with PATH and the
+    /// test's HOME only, stdin `/dev/null`, in a process group of its own.
+    fn host(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(relay_host());
         cmd.arg("--config-dir")
             .arg(&self.config)
             .arg("--state-dir")
             .arg(&self.state)
-            .arg("launch")
-            .arg(&req)
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)
@@ -269,6 +273,12 @@ impl Setup {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        cmd
+    }
+
+    /// Runs `cmd` under [`TURN_TIMEOUT`] (its group killed then); checks that neither stream
+    /// holds the token.
+    fn finish(&self, mut cmd: Command) -> Turn {
         let start = Instant::now();
         let child = cmd.spawn().expect("spawn relay-host");
         let f = relay_tests::run::finish_with(child, TURN_TIMEOUT, &|| false);
@@ -393,6 +403,23 @@ impl Setup {
         eprintln!("{what}: the fixture saw {seen:#?}");
         eprintln!("{what}: the proxy refused {:?}", self.denied());
     }
+}
+
+/// Claude Code's arguments for one print-mode turn of `prompt`: its tools allowed without a
+/// prompt, the result as JSON.
+fn print_args(prompt: &str) -> Vec<String> {
+    [
+        "-p",
+        prompt,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Bash,Write,Edit,Read",
+        "--output-format",
+        "json",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// The tool results of the main request answered with step `n` (the results of step `n - 1`).
@@ -669,6 +696,33 @@ fn unlisted_host_turn() {
         results.iter().any(|r| r.contains("http=403")),
         "curl did not get the proxy's 403: {results:?}"
     );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// The Bash turn through `relay-host run --template claude-code` (the project is the current
+/// folder): the file the tool wrote is on the host, the Bearer token reached the stand-in (by
+/// hash), the audit row is a sandboxed launch with the token on a descriptor.
+#[test]
+fn bash_turn_by_run() {
+    let s = Setup::new(|_, _| {
+        vec![
+            Step::bash("printf 'run turn\\n' > by-run.txt && git status --short"),
+            Step::text(FINAL),
+        ]
+    });
+    let turn = s.turn_by_run("Run the scripted command.");
+    s.report("bash_turn_by_run");
+    s.assert_completed(&turn, 1);
+    assert_eq!(
+        std::fs::read_to_string(s.project.join("by-run.txt")).unwrap(),
+        "run turn\n"
+    );
+    let rows = relay_tests::read_records(&s.state.join("audit.jsonl"));
+    let row = rows.last().expect("an audit row");
+    assert_eq!(row["outcome"], "ok", "{row}");
+    assert_eq!(row["sandbox"], true, "{row}");
+    assert_eq!(row["token"], "fd", "{row}");
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }
