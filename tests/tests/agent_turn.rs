@@ -726,3 +726,139 @@ fn bash_turn_by_run() {
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }
+
+/// A tmux server of the test's own (its socket in the test's folder), killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    /// `tmux -S SOCKET ARGS`, its output.
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux")
+    }
+
+    /// The pane's text now.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "turn"]).stdout)
+            .into_owned()
+    }
+
+    /// Polls the pane every 200 ms until `done(screen)` or `timeout`; returns the last screen
+    /// and whether `done` held.
+    fn wait(&self, timeout: Duration, done: &dyn Fn(&str) -> bool) -> (String, bool) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return (screen, true);
+            }
+            if start.elapsed() > timeout {
+                return (screen, false);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Tmux {
+    /// Waits up to `timeout` for the session to end (its command exited); true when it did.
+    fn gone(&self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if !self.run(&["has-session", "-t", "turn"]).status.success() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// A terminal-UI turn: `relay-host run --template claude-code` in a tmux pane (the relay-owned
+/// Claude config seeded past onboarding), the prompt typed in; the Bash tool's file is on the
+/// host, the stand-in walked the script with the Bearer token (by hash), the final text is on
+/// the screen, no file holds the token.
+#[test]
+fn tui_turn() {
+    let s = Setup::new(|_, _| {
+        vec![
+            Step::bash("printf 'tui turn\\n' > by-tui.txt"),
+            Step::text(FINAL),
+        ]
+    });
+    let tmux = Tmux {
+        socket: s.root.join("tmux.sock"),
+    };
+    let path = std::env::var("PATH").unwrap_or_default();
+    let host = relay_host();
+    let shell_line = format!(
+        "exec env -i PATH='{path}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \
+         --state-dir '{}' run --template claude-code -- --permission-mode acceptEdits \
+         --allowedTools Bash,Write,Edit,Read",
+        s.home.display(),
+        host.display(),
+        s.config.display(),
+        s.state.display()
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "turn",
+        "-x",
+        "160",
+        "-y",
+        "50",
+        "-c",
+        s.project.to_str().unwrap(),
+        &shell_line,
+    ]);
+    assert!(out.status.success(), "tmux new-session: {out:?}");
+    let (screen, ready) = tmux.wait(Duration::from_secs(30), &|t| {
+        t.contains('\u{276f}') && (t.contains("shift+tab") || t.contains("for shortcuts"))
+    });
+    assert!(ready, "the terminal UI did not reach its prompt:\n{screen}");
+    assert!(!screen.contains(&s.token));
+    let out = tmux.run(&["send-keys", "-t", "turn", "-l", "Run the scripted command."]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+    let file = s.project.join("by-tui.txt");
+    let (screen, done) = tmux.wait(Duration::from_secs(60), &|t| {
+        t.contains(FINAL) && file.is_file()
+    });
+    s.report("tui_turn");
+    assert!(done, "the turn did not finish on screen:\n{screen}");
+    assert!(!screen.contains(&s.token));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "tui turn\n");
+    let steps: Vec<Option<usize>> = s.api.main_requests().iter().map(|r| r.step).collect();
+    assert!(
+        steps.contains(&Some(0)) && steps.contains(&Some(1)),
+        "the main conversation did not walk the script: {steps:?}"
+    );
+    // Leave the UI and wait for relay-host to end (and clean up) before the scan.
+    tmux.run(&["send-keys", "-t", "turn", "-l", "/exit"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+    assert!(
+        tmux.gone(Duration::from_secs(20)),
+        "relay-host did not end after /exit:\n{}",
+        tmux.screen()
+    );
+    drop(tmux);
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
