@@ -11,7 +11,7 @@
 //!   messages request (titles, summaries, checks) gets a short text.
 //! - `POST /v1/messages/count_tokens` answers a token count; every other path a `200` with `{}`.
 //!
-//! Every request is recorded ([`Seen`]): method, path, a few non-secret headers, and of the
+//! Every request is recorded (`Seen`): method, path, a few non-secret headers, and of the
 //! credential headers (`Authorization`, less any `Bearer ` prefix, and `x-api-key`) only the
 //! SHA-256. The request head is zeroed once read.
 
@@ -100,7 +100,8 @@ pub struct Seen {
     pub path: String,
     /// The query string (after `?`), if any.
     pub query: Option<String>,
-    /// The headers of [`KEPT_HEADERS`] it carried, names in lower case, in arrival order.
+    /// The non-secret headers it carried (`user-agent`, `anthropic-version`, `anthropic-beta`,
+    /// `x-app`, `content-type`, `host`), names in lower case, in arrival order.
     pub headers: Vec<(String, String)>,
     /// SHA-256 (hex) of the `Authorization` value, less any `Bearer ` prefix.
     pub authorization_sha256: Option<String>,
@@ -123,7 +124,7 @@ pub struct Seen {
 impl Seen {
     /// The recorded value of header `name` (lower case), if any.
     ///
-    /// ```
+    /// ```no_run
     /// # let s: relay_tests::messages_api::Seen = unimplemented!();
     /// let ua = s.header("user-agent");
     /// # drop(ua);

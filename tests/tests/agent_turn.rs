@@ -342,7 +342,7 @@ impl Setup {
 
     /// No regular file under the test's root (state folder and its logs, the Claude config,
     /// the project, HOME, the config folder) holds the token, the token file aside; the scan
-    /// sees the token there, and Claude Code did write into its config folder.
+    /// sees the token there, and the turn's transcript is among the files.
     fn assert_no_token_on_disk(&self) {
         let files = relay_tests::files_under(&self.root);
         let mut found = Vec::new();
@@ -359,12 +359,14 @@ impl Setup {
         }
         assert!(saw_token_file, "the scan did not reach the token file");
         assert!(found.is_empty(), "files hold the token: {found:?}");
+        // The turn's transcript (its prompts and tool results) is among the files scanned.
+        let transcripts = self.claude_config().join("projects");
         assert!(
             files
                 .iter()
-                .any(|f| f.starts_with(self.claude_config().join("projects"))
-                    || f.starts_with(self.claude_config()) && !f.ends_with(".claude.json")),
-            "Claude Code wrote nothing into its config folder: the scan proves nothing there"
+                .any(|f| f.starts_with(&transcripts) && f.extension().is_some_and(|e| e == "jsonl")),
+            "Claude Code wrote no transcript into {}: the scan proves nothing there",
+            transcripts.display()
         );
         assert!(files.iter().any(|f| f.ends_with("audit.jsonl")));
     }
