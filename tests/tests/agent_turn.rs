@@ -735,10 +735,10 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// `tmux -S SOCKET ARGS`, its output.
+    /// `tmux -f /dev/null -S SOCKET ARGS` (no user configuration), its output.
     fn run(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
-            .arg("-S")
+            .args(["-f", "/dev/null", "-S"])
             .arg(&self.socket)
             .args(args)
             .stdin(Stdio::null())
@@ -829,7 +829,7 @@ fn tui_turn() {
         &shell_line,
     ]);
     assert!(out.status.success(), "tmux new-session: {out:?}");
-    let (screen, ready) = tmux.wait(Duration::from_secs(30), &|t| {
+    let (screen, ready) = tmux.wait(Duration::from_secs(60), &|t| {
         t.contains('\u{276f}') && (t.contains("shift+tab") || t.contains("for shortcuts"))
     });
     assert!(ready, "the terminal UI did not reach its prompt:\n{screen}");
