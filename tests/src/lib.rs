@@ -220,6 +220,9 @@ pub mod run;
 /// credentials it receives (see the module).
 pub mod listener;
 
+/// A local stand-in for the Messages API that plays a script of turns (see the module).
+pub mod messages_api;
+
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.
 ///

@@ -1,0 +1,866 @@
+//! Real agent turns, end to end: the pinned Claude Code CLI, launched sandboxed by the real
+//! `relay-host launch` with the token on fd 5, plays a scripted turn against the local Messages
+//! API fixture (`relay_tests::messages_api`) in a project that is a git repository. Its Bash,
+//! Write, Read and Edit tools run inside relay's sandbox; the outcomes are checked on the host,
+//! the credential by hash only.
+//!
+//! The operator's template points Claude Code at the fixture (`ANTHROPIC_BASE_URL` in its `env`)
+//! and lists only the fixture's address on its network allow-list, so every other host Claude
+//! Code tries is refused by the proxy and shows as a `network_denied` event.
+//!
+//! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`) and the
+//! CLI: `$RELAY_TEST_CLAUDE`, else `<workspace>/.tools/claude-code/node_modules/.bin/claude`
+//! (which `scripts/test` installs). A missing CLI fails the tests.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use relay_tests::listener::{Listener, HELLO};
+use relay_tests::messages_api::{MessagesApi, Seen, Step};
+use relay_tests::{fake_token, relay_host, sha256_hex};
+use serde_json::{json, Value};
+
+/// The longest one turn (one `relay-host launch`) may take before its group is killed.
+const TURN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The final text every script ends with.
+const FINAL: &str = "Scripted turn finished.";
+
+/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install; panics, saying
+/// how to install it, when it is missing.
+fn claude_cli() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace folder");
+    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
+        None => workspace.join(".tools/claude-code/node_modules/.bin/claude"),
+    };
+    let usable = std::fs::metadata(&path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false);
+    assert!(
+        usable,
+        "the Claude Code CLI is missing: {} is not an executable file. Run `scripts/test`, which \
+         installs the pinned CLI into .tools/claude-code, or set RELAY_TEST_CLAUDE",
+        path.display()
+    );
+    path
+}
+
+/// A fresh Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits).
+fn claude_fake_token() -> String {
+    let t = fake_token();
+    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// What one turn left.
+struct Turn {
+    code: Option<i32>,
+    killed: bool,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Turn {
+    fn describe(&self) -> String {
+        format!(
+            "exit {:?} (killed: {}) after {:?}\nstdout: {}\nstderr: {}",
+            self.code, self.killed, self.took, self.stdout, self.stderr
+        )
+    }
+
+    /// The `--output-format json` result.
+    fn result(&self) -> Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}): {}", self.describe()))
+    }
+}
+
+/// One test's installation: folders under a root-owned 0755 folder in `/var/tmp` (`/tmp` is
+/// private inside the sandbox), a git project with one commit, the fixture, a token.
+struct Setup {
+    _root: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    config: PathBuf,
+    state: PathBuf,
+    project: PathBuf,
+    token_file: PathBuf,
+    token: String,
+    claude: PathBuf,
+    api: MessagesApi,
+}
+
+impl Setup {
+    /// Everything ready for a turn of the script `script` makes of the project's path and the
+    /// token's SHA-256.
+    fn new(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
+        let claude = claude_cli();
+        let root_dir = tempfile::Builder::new()
+            .prefix("relay-agent-turn.")
+            .tempdir_in("/var/tmp")
+            .expect("a folder in /var/tmp");
+        let root = root_dir.path().to_path_buf();
+        let mk = |p: &Path, mode: u32| {
+            std::fs::create_dir_all(p).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        mk(&root, 0o755);
+        let (home, config, state, project) = (
+            root.join("home"),
+            root.join("config"),
+            root.join("state"),
+            root.join("project"),
+        );
+        mk(&home, 0o700);
+        mk(&home.join(".config/claude-ltt"), 0o700);
+        mk(&config, 0o700);
+        mk(&project, 0o755);
+        let token_file = home.join(".config/claude-ltt/token");
+        let token = claude_fake_token();
+        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let api = MessagesApi::start(script(&project, &sha256_hex(token.as_bytes())));
+        let s = Setup {
+            _root: root_dir,
+            root,
+            home,
+            config,
+            state,
+            token_file,
+            token,
+            claude,
+            api,
+            project,
+        };
+        s.init_project();
+        s.write_settings();
+        s.seed_claude_config();
+        s
+    }
+
+    /// `git init`, a `notes.txt`, one commit.
+    fn init_project(&self) {
+        std::fs::write(self.project.join("notes.txt"), "colour: red\nsize: small\n").unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "notes.txt"],
+            &["commit", "-q", "-m", "first"],
+        ] {
+            let out = self.git(args);
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        }
+    }
+
+    /// `git ARGS` in the project on the host.
+    fn git(&self, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .args([
+                "-c",
+                "user.name=Relay Test",
+                "-c",
+                "user.email=relay@test.invalid",
+            ])
+            .args(args)
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("run git")
+    }
+
+    /// The operator's settings: the `claude-code` template runs the CLI with the relay-owned
+    /// Claude config, `ANTHROPIC_BASE_URL` at the fixture, the fixture's address alone on the
+    /// network allow-list.
+    fn write_settings(&self) {
+        let real = self.claude.canonicalize().expect("the CLI's real path");
+        let package = real
+            .parent()
+            .and_then(Path::parent)
+            .expect("the CLI's package folder");
+        let settings = json!({
+            "claude_token_file": "~/.config/claude-ltt/token",
+            "templates": [{
+                "id": "claude-code",
+                "command": [self.claude],
+                "env": {
+                    "CLAUDE_CONFIG_DIR": "{claude_config}",
+                    "ANTHROPIC_BASE_URL": self.api.base_url(),
+                },
+                "sandbox": {"read": [package], "read_write": ["{project}", "{claude_config}"]},
+                "network": {"allow": [format!("127.0.0.1:{}", self.api.port())]},
+            }],
+        });
+        std::fs::write(
+            self.config.join("settings.json"),
+            serde_json::to_vec_pretty(&settings).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// The relay-owned Claude config folder (in the state folder).
+    fn claude_config(&self) -> PathBuf {
+        self.state.join("claude")
+    }
+
+    /// Seeds the relay-owned Claude config's `.claude.json` so the first run skips onboarding
+    /// (whose check goes to api.anthropic.com whatever the base URL).
+    fn seed_claude_config(&self) {
+        for d in [&self.state, &self.claude_config()] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let seed = json!({
+            "hasCompletedOnboarding": true,
+            "numStartups": 1,
+            "projects": {self.project.to_str().unwrap(): {
+                "hasTrustDialogAccepted": true,
+                "hasCompletedProjectOnboarding": true,
+            }},
+        });
+        let path = self.claude_config().join(".claude.json");
+        std::fs::write(&path, seed.to_string()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// Runs one `-p` turn with `prompt` through `relay-host launch` (kind `terminal`, template
+    /// `claude-code`, sandboxed), its tools allowed without a prompt.
+    fn turn(&self, prompt: &str) -> Turn {
+        let req = self.root.join("request.json");
+        let body = json!({
+            "kind": "terminal",
+            "template": "claude-code",
+            "project": self.project,
+            "extra_args": print_args(prompt),
+        });
+        std::fs::write(&req, body.to_string()).unwrap();
+        let launch = ["launch", req.to_str().unwrap()];
+        self.finish(self.host(&launch))
+    }
+
+    /// The same `-p` turn through `relay-host run --template claude-code -- ARGS` in the
+    /// project folder.
+    fn turn_by_run(&self, prompt: &str) -> Turn {
+        let mut args = vec!["run", "--template", "claude-code", "--"];
+        let extra = print_args(prompt);
+        args.extend(extra.iter().map(String::as_str));
+        self.finish(self.host(&args))
+    }
+
+    /// `relay-host --config-dir C --state-dir S ARGS` in the project folder, with PATH and the
+    /// test's HOME only, stdin `/dev/null`, in a process group of its own.
+    fn host(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(relay_host());
+        cmd.arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .current_dir(&self.project)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        cmd
+    }
+
+    /// Runs `cmd` under [`TURN_TIMEOUT`] (its group killed then); checks that neither stream
+    /// holds the token.
+    fn finish(&self, mut cmd: Command) -> Turn {
+        let start = Instant::now();
+        let child = cmd.spawn().expect("spawn relay-host");
+        let f = relay_tests::run::finish_with(child, TURN_TIMEOUT, &|| false);
+        let turn = Turn {
+            code: f.code(),
+            killed: f.killed,
+            stdout: f.stdout,
+            stderr: f.stderr,
+            took: start.elapsed(),
+        };
+        assert!(
+            !turn.stdout.contains(&self.token) && !turn.stderr.contains(&self.token),
+            "the turn's output holds the token"
+        );
+        eprintln!("turn took {:?}, exit {:?}", turn.took, turn.code);
+        turn
+    }
+
+    /// The turn ran to its end: exit 0, not killed, the JSON result is the script's final
+    /// text, and the fixture saw every step of the script asked for (main requests numbered
+    /// 0..=steps).
+    fn assert_completed(&self, turn: &Turn, steps: usize) {
+        assert!(!turn.killed, "the turn hung: {}", turn.describe());
+        assert_eq!(turn.code, Some(0), "{}", turn.describe());
+        let result = turn.result();
+        assert_eq!(result["is_error"], false, "{result}");
+        assert_eq!(result["result"], FINAL, "{result}");
+        let main = self.api.main_requests();
+        let mut numbers: Vec<usize> = main.iter().filter_map(|s| s.step).collect();
+        numbers.dedup();
+        assert_eq!(
+            numbers,
+            (0..=steps).collect::<Vec<_>>(),
+            "the main conversation did not walk the script: {main:?}"
+        );
+    }
+
+    /// Every request the fixture saw carried `Authorization: Bearer <the token>` (by hash) and
+    /// no API key; there was at least one.
+    fn assert_bearer_everywhere(&self) {
+        let want = sha256_hex(self.token.as_bytes());
+        let seen = self.api.seen();
+        assert!(!seen.is_empty(), "the fixture saw no request");
+        for s in &seen {
+            assert!(s.bearer, "{} {} without a Bearer", s.method, s.path);
+            assert_eq!(
+                s.authorization_sha256.as_deref(),
+                Some(want.as_str()),
+                "{} {}: the Bearer is not the token",
+                s.method,
+                s.path
+            );
+            assert!(
+                s.api_key_sha256.is_none(),
+                "{} {}: an API key",
+                s.method,
+                s.path
+            );
+        }
+    }
+
+    /// No regular file under the test's root (state folder and its logs, the Claude config,
+    /// the project, HOME, the config folder) holds the token, the token file aside; the scan
+    /// sees the token there, and the turn's transcript is among the files.
+    fn assert_no_token_on_disk(&self) {
+        let files = relay_tests::files_under(&self.root);
+        let mut found = Vec::new();
+        let mut saw_token_file = false;
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+            let holds = contains(&bytes, self.token.as_bytes());
+            if *f == self.token_file {
+                assert!(holds, "the scan does not see the token in the token file");
+                saw_token_file = true;
+            } else if holds {
+                found.push(f.display().to_string());
+            }
+        }
+        assert!(saw_token_file, "the scan did not reach the token file");
+        assert!(found.is_empty(), "files hold the token: {found:?}");
+        // The turn's transcript (its prompts and tool results) is among the files scanned.
+        let transcripts = self.claude_config().join("projects");
+        assert!(
+            files
+                .iter()
+                .any(|f| f.starts_with(&transcripts) && f.extension().is_some_and(|e| e == "jsonl")),
+            "Claude Code wrote no transcript into {}: the scan proves nothing there",
+            transcripts.display()
+        );
+        assert!(files.iter().any(|f| f.ends_with("audit.jsonl")));
+    }
+
+    /// The proxy's `network_denied` events so far, as `host:port`.
+    fn denied(&self) -> Vec<String> {
+        relay_tests::read_records(&self.state.join("events.jsonl"))
+            .into_iter()
+            .filter(|e| e["event"] == "network_denied")
+            .map(|e| format!("{}:{}", e["host"].as_str().unwrap_or("?"), e["port"]))
+            .collect()
+    }
+
+    /// Prints what the turn tried: the fixture's paths and the refused hosts.
+    fn report(&self, what: &str) {
+        let seen: Vec<String> = self
+            .api
+            .seen()
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}{} main={} step={:?} stream={} model={:?}",
+                    s.method,
+                    s.path,
+                    s.query
+                        .as_ref()
+                        .map(|q| format!("?{q}"))
+                        .unwrap_or_default(),
+                    s.main,
+                    s.step,
+                    s.stream,
+                    s.model
+                )
+            })
+            .collect();
+        eprintln!("{what}: the fixture saw {seen:#?}");
+        eprintln!("{what}: the proxy refused {:?}", self.denied());
+    }
+}
+
+/// Claude Code's arguments for one print-mode turn of `prompt`: its tools allowed without a
+/// prompt, the result as JSON.
+fn print_args(prompt: &str) -> Vec<String> {
+    [
+        "-p",
+        prompt,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Bash,Write,Edit,Read",
+        "--output-format",
+        "json",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The tool results of the main request answered with step `n` (the results of step `n - 1`).
+fn results_at(main: &[Seen], n: usize) -> Vec<String> {
+    main.iter()
+        .find(|s| s.step == Some(n))
+        .map(|s| s.tool_results.clone())
+        .unwrap_or_default()
+}
+
+/// A scripted Bash turn: `git status`, a file written by the shell, `git add` and `git commit`,
+/// all inside the sandbox. On the host afterwards: the file with its content, the status file,
+/// the commit in the project's history; every request carried the Bearer token (by hash); no
+/// file holds the token.
+#[test]
+fn bash_and_git_turn() {
+    let command = "git status --short > git-status.txt && printf 'made by bash\\n' > \
+                   bash-made.txt && git add bash-made.txt && git -c user.name=Relay -c \
+                   user.email=relay@test.invalid commit -q -m 'commit from the Bash tool' && \
+                   git log --oneline | wc -l";
+    let s = Setup::new(|_, _| vec![Step::bash(command), Step::text(FINAL)]);
+    let turn = s.turn("Run the scripted command.");
+    s.report("bash_and_git_turn");
+    s.assert_completed(&turn, 1);
+    assert_eq!(
+        std::fs::read_to_string(s.project.join("bash-made.txt")).unwrap(),
+        "made by bash\n"
+    );
+    assert!(s.project.join("git-status.txt").is_file());
+    let log = s.git(&["log", "--format=%s"]);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "commit from the Bash tool\nfirst\n",
+        "{log:?}"
+    );
+    let results = results_at(&s.api.main_requests(), 1);
+    assert!(
+        results.iter().any(|r| r.trim() == "2"),
+        "the Bash tool's output did not come back: {results:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// A scripted Write, Read and Edit turn: Write makes a new file, Read and Edit change the
+/// committed `notes.txt`; both are on the host as scripted, and git sees the edit.
+#[test]
+fn write_and_edit_turn() {
+    let s = Setup::new(|project, _| {
+        vec![
+            Step::tool(
+                "Write",
+                json!({"file_path": project.join("written.txt"),
+                       "content": "written by the Write tool\n"}),
+            ),
+            Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
+            Step::tool(
+                "Edit",
+                json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
+                       "new_string": "colour: blue"}),
+            ),
+            Step::text(FINAL),
+        ]
+    });
+    let (written, notes) = (s.project.join("written.txt"), s.project.join("notes.txt"));
+    let turn = s.turn("Make the scripted edits.");
+    s.report("write_and_edit_turn");
+    s.assert_completed(&turn, 3);
+    assert_eq!(
+        std::fs::read_to_string(&written).unwrap(),
+        "written by the Write tool\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "colour: blue\nsize: small\n"
+    );
+    let diff = s.git(&["diff", "--stat"]);
+    assert!(
+        String::from_utf8_lossy(&diff.stdout).contains("notes.txt"),
+        "{diff:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// The tools'-view probe, run by the Bash tool as `sh tools-view.sh HASH CONTROL_HASH`. It
+/// never prints a token: it finds every `sk-ant-oat01-` + 32 hex digits string in what it looks
+/// at, hashes each, and says `present` when one hashes to `HASH`. It looks at its own
+/// environment, the environment and memory (its `rw-p` mappings, at most 256 of them and
+/// 64 MiB of each, 5 s each) of the nearest ancestor whose executable is Claude Code, the contents of each of its own descriptors that can be opened again by path (read at
+/// most 1 MiB, 1 s each; regular files and pipes above 2 only), and Claude Code's own
+/// descriptors alike; and says whether fd 5 is open in
+/// the tool and in Claude Code. `control` runs the same search on a made-up token whose hash
+/// is `CONTROL_HASH`: it must say `present`, or the search is blind.
+const TOOLS_VIEW: &str = r#"want="$1"; control_hash="$2"
+found() {
+  grep -a -o 'sk-ant-oat01-[0-9a-f]\{32\}' 2>/dev/null | while read -r c; do
+    [ "$(printf %s "$c" | sha256sum | cut -d' ' -f1)" = "$want" ] && echo hit
+  done | head -n 1
+}
+verdict() { if [ -n "$1" ]; then echo present; else echo absent; fi; }
+real_want="$want"; want="$control_hash"
+echo "control=$(verdict "$(printf 'x %s y' "sk-ant-oat01-00000000000000000000000000000000" | found)")"
+want="$real_want"
+echo "tool_env=$(verdict "$(tr '\0' '\n' < /proc/$$/environ | found)")"
+hits=""
+for f in /proc/$$/fd/*; do
+  n=${f##*/}
+  [ "$n" -le 2 ] 2>/dev/null && continue
+  [ -f "$f" ] || [ -p "$f" ] || continue
+  h=$(timeout 1 head -c 1048576 "$f" 2>/dev/null | found)
+  [ -n "$h" ] && hits="$hits $n"
+done
+echo "tool_fds=$(verdict "$hits")"
+if [ -e /proc/$$/fd/5 ]; then echo "tool_fd5=open"; else echo "tool_fd5=closed"; fi
+pid=$$; claude=""; i=0
+while [ "$i" -lt 30 ]; do
+  pid=$(awk '/^PPid:/ {print $2}' /proc/$pid/status 2>/dev/null)
+  [ -z "$pid" ] || [ "$pid" -le 0 ] && break
+  case "$(readlink /proc/$pid/exe 2>/dev/null)" in *claude*) claude=$pid; break;; esac
+  i=$((i + 1))
+done
+if [ -z "$claude" ]; then echo "claude=none"; exit 0; fi
+echo "claude=found"
+if cat /proc/$claude/environ > /dev/null 2>&1; then
+  echo "claude_environ=$(verdict "$(tr '\0' '\n' < /proc/$claude/environ | found)")"
+  if tr '\0' '\n' < /proc/$claude/environ | grep -q '^CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR='; then
+    echo "claude_environ_names_fd=yes"; else echo "claude_environ_names_fd=no"; fi
+else echo "claude_environ=unreadable"; fi
+start=$(grep -m1 ' r' /proc/$claude/maps 2>/dev/null | cut -d- -f1)
+if [ -n "$start" ] && dd if=/proc/$claude/mem of=/dev/null bs=1 count=1 skip=$((0x$start)) status=none 2>/dev/null; then
+  echo "claude_mem=readable"
+  hit=$(grep ' rw-p ' /proc/$claude/maps | head -n 256 | while read -r range rest; do
+    s=$((0x${range%-*})); e=$((0x${range#*-})); n=$((e - s))
+    [ "$n" -gt 67108864 ] && n=67108864
+    timeout 5 dd if=/proc/$claude/mem bs=1M iflag=skip_bytes,count_bytes skip=$s count=$n status=none 2>/dev/null
+  done | found)
+  echo "claude_mem_token=$(verdict "$hit")"
+else echo "claude_mem=unreadable"; fi
+if ls /proc/$claude/fd > /dev/null 2>&1; then
+  if [ -e /proc/$claude/fd/5 ]; then echo "claude_fd5=open"; else echo "claude_fd5=closed"; fi
+  hits=""
+  for f in /proc/$claude/fd/*; do
+    n=${f##*/}
+    [ "$n" -le 2 ] 2>/dev/null && continue
+    [ -f "$f" ] || [ -p "$f" ] || continue
+    h=$(timeout 1 head -c 1048576 "$f" 2>/dev/null | found)
+    [ -n "$h" ] && hits="$hits ${f##*/}"
+  done
+  echo "claude_fds=$(verdict "$hits")"
+else echo "claude_fd5=unreadable"; echo "claude_fds=unreadable"; fi
+"#;
+
+/// The made-up token of the probe's control.
+const CONTROL_TOKEN: &str = "sk-ant-oat01-00000000000000000000000000000000";
+
+/// The probe's `key=value` lines.
+fn parse_view(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// What the tools see: the turn's Bash tool runs the probe (`TOOLS_VIEW`). The token (by
+/// hash) is not in the tool's environment, not on any descriptor it holds, not in Claude Code's
+/// environment (or that cannot be read), not on Claude Code's descriptors (or those cannot be
+/// read); fd 5 is closed in the tool. Whether the tool can read Claude Code's memory, and
+/// finds the token there, is printed, not asserted: with Claude Code 2.1.332 it can (the tool
+/// runs as the same user, in the same sandbox, as its parent). Controls: the probe finds its made-up token, and run on
+/// the host with the token in its environment it says `present`.
+#[test]
+fn tools_view_turn() {
+    let s = Setup::new(|project, hash| {
+        let probe = project.join("tools-view.sh");
+        let view = project.join("tools-view.txt");
+        let command = format!(
+            "sh {} {hash} {} > {} 2>&1; cat {}",
+            probe.display(),
+            sha256_hex(CONTROL_TOKEN.as_bytes()),
+            view.display(),
+            view.display()
+        );
+        vec![Step::bash(&command), Step::text(FINAL)]
+    });
+    std::fs::write(s.project.join("tools-view.sh"), TOOLS_VIEW).unwrap();
+    let hash = sha256_hex(s.token.as_bytes());
+
+    // Control on the host: the probe sees the token in an environment that holds it.
+    let control = Command::new("sh")
+        .arg(s.project.join("tools-view.sh"))
+        .arg(&hash)
+        .arg(sha256_hex(CONTROL_TOKEN.as_bytes()))
+        .env("SOME_VARIABLE", &s.token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the probe on the host");
+    let on_host = parse_view(&String::from_utf8_lossy(&control.stdout));
+    assert_eq!(
+        on_host.get("control").map(String::as_str),
+        Some("present"),
+        "{on_host:?}"
+    );
+    assert_eq!(
+        on_host.get("tool_env").map(String::as_str),
+        Some("present"),
+        "{on_host:?}"
+    );
+
+    let turn = s.turn("Run the scripted probe.");
+    s.report("tools_view_turn");
+    s.assert_completed(&turn, 1);
+    let text = std::fs::read_to_string(s.project.join("tools-view.txt"))
+        .expect("the probe wrote its report");
+    assert!(!text.contains(&s.token));
+    let view = parse_view(&text);
+    eprintln!("tools' view: {view:#?}");
+    let results = results_at(&s.api.main_requests(), 1);
+    assert!(
+        results.iter().any(|r| r.contains("tool_env=")),
+        "the probe's report did not come back to the API: {results:?}"
+    );
+    let get = |k: &str| view.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("control"), "present", "the probe is blind: {view:?}");
+    assert_eq!(get("tool_env"), "absent", "{view:?}");
+    assert_eq!(get("tool_fds"), "absent", "{view:?}");
+    assert_eq!(get("tool_fd5"), "closed", "{view:?}");
+    assert_eq!(
+        get("claude"),
+        "found",
+        "the probe did not find Claude Code: {view:?}"
+    );
+    assert!(
+        ["absent", "unreadable"].contains(&get("claude_environ")),
+        "{view:?}"
+    );
+    assert!(
+        ["absent", "unreadable"].contains(&get("claude_fds")),
+        "{view:?}"
+    );
+    assert!(
+        ["readable", "unreadable"].contains(&get("claude_mem")),
+        "the probe did not reach its memory check: {view:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// A turn whose script asks the Bash tool to `curl` an unlisted host (a second listener on
+/// `127.0.0.1`): the proxy refuses it (`403`, a `network_denied` event naming its port), the
+/// listener receives nothing, and the turn still ends.
+#[test]
+fn unlisted_host_turn() {
+    let other = Listener::start(HELLO);
+    let port = other.port;
+    let s = Setup::new(move |_, _| {
+        let command = format!(
+            "curl -s -m 10 -o /dev/null -w 'http=%{{http_code}}\\n' http://127.0.0.1:{port}/; \
+             echo curl_exit=$?"
+        );
+        vec![Step::bash(&command), Step::text(FINAL)]
+    });
+    let turn = s.turn("Fetch the scripted page.");
+    s.report("unlisted_host_turn");
+    s.assert_completed(&turn, 1);
+    assert_eq!(other.connections(), 0, "the unlisted listener was reached");
+    let denied = s.denied();
+    assert!(
+        denied.contains(&format!("127.0.0.1:{port}")),
+        "no refusal of 127.0.0.1:{port}: {denied:?}"
+    );
+    let results = results_at(&s.api.main_requests(), 1);
+    assert!(
+        results.iter().any(|r| r.contains("http=403")),
+        "curl did not get the proxy's 403: {results:?}"
+    );
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// The Bash turn through `relay-host run --template claude-code` (the project is the current
+/// folder): the file the tool wrote is on the host, the Bearer token reached the stand-in (by
+/// hash), the audit row is a sandboxed launch with the token on a descriptor.
+#[test]
+fn bash_turn_by_run() {
+    let s = Setup::new(|_, _| {
+        vec![
+            Step::bash("printf 'run turn\\n' > by-run.txt && git status --short"),
+            Step::text(FINAL),
+        ]
+    });
+    let turn = s.turn_by_run("Run the scripted command.");
+    s.report("bash_turn_by_run");
+    s.assert_completed(&turn, 1);
+    assert_eq!(
+        std::fs::read_to_string(s.project.join("by-run.txt")).unwrap(),
+        "run turn\n"
+    );
+    let rows = relay_tests::read_records(&s.state.join("audit.jsonl"));
+    let row = rows.last().expect("an audit row");
+    assert_eq!(row["outcome"], "ok", "{row}");
+    assert_eq!(row["sandbox"], true, "{row}");
+    assert_eq!(row["token"], "fd", "{row}");
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// A tmux server of the test's own (its socket in the test's folder), killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    /// `tmux -f /dev/null -S SOCKET ARGS` (no user configuration), its output.
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(["-f", "/dev/null", "-S"])
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux")
+    }
+
+    /// The pane's text now.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "turn"]).stdout)
+            .into_owned()
+    }
+
+    /// Polls the pane every 200 ms until `done(screen)` or `timeout`; returns the last screen
+    /// and whether `done` held.
+    fn wait(&self, timeout: Duration, done: &dyn Fn(&str) -> bool) -> (String, bool) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return (screen, true);
+            }
+            if start.elapsed() > timeout {
+                return (screen, false);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Tmux {
+    /// Waits up to `timeout` for the session to end (its command exited); true when it did.
+    fn gone(&self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if !self.run(&["has-session", "-t", "turn"]).status.success() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// A terminal-UI turn: `relay-host run --template claude-code` in a tmux pane (the relay-owned
+/// Claude config seeded past onboarding), the prompt typed in; the Bash tool's file is on the
+/// host, the stand-in walked the script with the Bearer token (by hash), the final text is on
+/// the screen, no file holds the token.
+#[test]
+fn tui_turn() {
+    let s = Setup::new(|_, _| {
+        vec![
+            Step::bash("printf 'tui turn\\n' > by-tui.txt"),
+            Step::text(FINAL),
+        ]
+    });
+    let tmux = Tmux {
+        socket: s.root.join("tmux.sock"),
+    };
+    let path = std::env::var("PATH").unwrap_or_default();
+    let host = relay_host();
+    let shell_line = format!(
+        "exec env -i PATH='{path}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \
+         --state-dir '{}' run --template claude-code -- --permission-mode acceptEdits \
+         --allowedTools Bash,Write,Edit,Read",
+        s.home.display(),
+        host.display(),
+        s.config.display(),
+        s.state.display()
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "turn",
+        "-x",
+        "160",
+        "-y",
+        "50",
+        "-c",
+        s.project.to_str().unwrap(),
+        &shell_line,
+    ]);
+    assert!(out.status.success(), "tmux new-session: {out:?}");
+    let (screen, ready) = tmux.wait(Duration::from_secs(60), &|t| {
+        t.contains('\u{276f}') && (t.contains("shift+tab") || t.contains("for shortcuts"))
+    });
+    assert!(ready, "the terminal UI did not reach its prompt:\n{screen}");
+    assert!(!screen.contains(&s.token));
+    let out = tmux.run(&["send-keys", "-t", "turn", "-l", "Run the scripted command."]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+    let file = s.project.join("by-tui.txt");
+    let (screen, done) = tmux.wait(Duration::from_secs(60), &|t| {
+        t.contains(FINAL) && file.is_file()
+    });
+    s.report("tui_turn");
+    assert!(done, "the turn did not finish on screen:\n{screen}");
+    assert!(!screen.contains(&s.token));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "tui turn\n");
+    let steps: Vec<Option<usize>> = s.api.main_requests().iter().map(|r| r.step).collect();
+    assert!(
+        steps.contains(&Some(0)) && steps.contains(&Some(1)),
+        "the main conversation did not walk the script: {steps:?}"
+    );
+    // Leave the UI and wait for relay-host to end (and clean up) before the scan.
+    tmux.run(&["send-keys", "-t", "turn", "-l", "/exit"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+    assert!(
+        tmux.gone(Duration::from_secs(20)),
+        "relay-host did not end after /exit:\n{}",
+        tmux.screen()
+    );
+    drop(tmux);
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
