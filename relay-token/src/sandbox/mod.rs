@@ -38,12 +38,12 @@
 //! [`Profile::resolve`] keeps in the host-only folder given by [`Profile::state_dir`].
 
 mod bwrap;
-#[cfg(target_os = "linux")]
 pub mod git_guard;
 mod links;
 mod net;
 mod sbpl;
 mod seatbelt;
+#[cfg(target_os = "linux")]
 pub mod seccomp;
 pub mod write_deny;
 
