@@ -197,7 +197,7 @@ pub fn print(host: &Host, json: bool) -> i32 {
     let r = report(host);
     let code = if usable(&r) { 0 } else { 78 };
     if json {
-        println!("{r}");
+        outln!("{r}");
         return code;
     }
     let s = |v: &Value| match v {
@@ -205,37 +205,37 @@ pub fn print(host: &Host, json: bool) -> i32 {
         Value::Null => "-".into(),
         other => other.to_string(),
     };
-    println!("config folder:     {}", s(&r["config_dir"]));
-    println!("state folder:      {}", s(&r["state_dir"]));
-    println!("settings file:     {}", s(&r["settings_file"]));
+    outln!("config folder:     {}", s(&r["config_dir"]));
+    outln!("state folder:      {}", s(&r["state_dir"]));
+    outln!("settings file:     {}", s(&r["settings_file"]));
     if !r["settings_error"].is_null() {
-        println!("settings error:    {}", s(&r["settings_error"]));
+        outln!("settings error:    {}", s(&r["settings_error"]));
     }
     let stored = s(&r["claude_token_file"]);
     if stored.is_empty() {
-        println!("claude_token_file: (not set: Claude sessions get no token)");
-        println!("  hint: {}", super::human::MAKE_TOKEN);
+        outln!("claude_token_file: (not set: Claude sessions get no token)");
+        outln!("  hint: {}", super::human::MAKE_TOKEN);
     } else {
-        println!("claude_token_file: {stored}");
+        outln!("claude_token_file: {stored}");
     }
     let t = &r["token"];
     if t["configured"] == json!(true) {
         if t["path"].is_null() {
-            println!("token:             {}", s(&t["error"]));
+            outln!("token:             {}", s(&t["error"]));
         } else {
-            print!("{}", token_text(t));
+            let _ = crate::host::human::write_out(format_args!("{}", token_text(t)));
         }
     }
     let b = &r["bwrap"];
     if b["works"] == json!(true) {
-        println!("bwrap:             {} (works)", s(&b["path"]));
-        println!("  binds:           {}", s(&b["binds"]));
-        println!("  start:           {}", s(&b["start"]));
+        outln!("bwrap:             {} (works)", s(&b["path"]));
+        outln!("  binds:           {}", s(&b["binds"]));
+        outln!("  start:           {}", s(&b["start"]));
     } else {
-        println!("bwrap:             {}", s(&b["error"]));
+        outln!("bwrap:             {}", s(&b["error"]));
     }
     let sh = &r["shim"];
-    println!(
+    outln!(
         "relay-shim:        {}",
         if sh["path"].is_null() {
             s(&sh["error"])
@@ -244,10 +244,10 @@ pub fn print(host: &Host, json: bool) -> i32 {
         }
     );
     for p in r["problems"].as_array().into_iter().flatten() {
-        println!("problem:           {}", s(p));
+        outln!("problem:           {}", s(p));
     }
     for w in r["warnings"].as_array().into_iter().flatten() {
-        println!("warning:           {}", s(w));
+        outln!("warning:           {}", s(w));
     }
     code
 }
