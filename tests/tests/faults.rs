@@ -116,3 +116,36 @@ fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
     assert_eq!(f.signal(), None, "launch refusal: killed by a signal");
     assert_eq!(f.code(), Some(64), "launch refusal with stderr closed");
 }
+
+#[test]
+fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let req = fx.root.join("nul.json");
+    // `\u0000` in JSON: a NUL inside the project path.
+    let project = format!("{}/a\\u0000b", fx.project.display());
+    std::fs::write(
+        &req,
+        format!(r#"{{"kind": "claude", "project": "{project}", "sandbox": true}}"#),
+    )
+    .unwrap();
+    let mut cmd = host_cmd(&fx);
+    cmd.args(["--json", "launch"])
+        .arg(&req)
+        .stderr(Stdio::piped());
+    let f = finish(&mut cmd);
+    assert_eq!(f.code(), Some(64), "{}", f.stderr);
+    let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
+    assert_eq!(line["error"], "invalid_spec", "{line}");
+    assert_eq!(
+        line["message"],
+        format!(
+            "project {:?}: holds a NUL byte, which no path can",
+            format!("{}/a\0b", fx.project.display())
+        ),
+        "{line}"
+    );
+    assert!(
+        relay_tests::read_records(&fx.record).is_empty(),
+        "nothing started"
+    );
+}
