@@ -149,3 +149,189 @@ fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
         "nothing started"
     );
 }
+
+/// Every path under `dir` (folders and files, symlinks not followed), relative, sorted.
+fn tree(dir: &std::path::Path) -> Vec<String> {
+    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(base).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// `pid` and all its descendants now.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() && all.len() < 1000 {
+        all.extend(relay_tests::fixture::children_of(all[i]));
+        i += 1;
+    }
+    all
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Waits (bounded by `timeout`, polling every 20 ms) until `cond` holds; false on timeout.
+fn wait_until(timeout: Duration, cond: &dyn Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// Settings with a `shell` template: `/bin/sh`, sandboxed, home and project read-write (so the
+/// launch makes write-deny placeholders in both).
+fn shell_settings(fx: &Fixture) {
+    let settings = serde_json::json!({
+        "templates": [{
+            "id": "shell",
+            "command": ["/bin/sh"],
+            "sandbox": {"read_write": ["~/", "{project}"]},
+        }],
+    });
+    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
+}
+
+/// Starts a sandboxed `shell` session running `sleep 30` and waits for the `sleep`; returns the
+/// host and every process of the session (the host first).
+fn start_sleeping_shell(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
+    shell_settings(fx);
+    let req = fx.root.join("shell.json");
+    let request = serde_json::json!({
+        "kind": "terminal",
+        "template": "shell",
+        "project": fx.project,
+        "sandbox": true,
+        "extra_args": ["-c", "sleep 30"],
+    });
+    std::fs::write(&req, request.to_string()).unwrap();
+    let host = host_cmd(fx).arg("launch").arg(&req).spawn().unwrap();
+    let pid = host.id() as i32;
+    let sleeping = || {
+        descendants(pid).iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    };
+    assert!(
+        wait_until(TIMEOUT, &sleeping),
+        "the session's sleep never ran"
+    );
+    (host, descendants(pid))
+}
+
+#[test]
+fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    let (mut host, session) = start_sleeping_shell(&fx);
+    assert!(
+        session.len() >= 3,
+        "host, shim, bwrap, sh/sleep: {session:?}"
+    );
+    let placeholders = fx.state.join("placeholders");
+    assert!(placeholders.is_file(), "the launch made placeholders");
+    assert_ne!(
+        tree(&fx.project),
+        project_before,
+        "placeholders in the project"
+    );
+
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGKILL) }, 0);
+    let _ = host.wait();
+    let ended = wait_until(Duration::from_secs(10), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    let left: Vec<i32> = session.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        // SAFETY: as above; a leftover of this test only.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    assert!(
+        ended,
+        "processes of the session outlived the host: {left:?}"
+    );
+
+    // What kill -9 leaves: the placeholders (listed), the session folder.
+    assert!(placeholders.is_file());
+    let sessions = fx.state.join("sessions");
+    assert_eq!(std::fs::read_dir(&sessions).unwrap().count(), 1);
+
+    // status says so, and removes nothing.
+    let mut status = host_cmd(&fx);
+    status.args(["--json", "status"]).stdout(Stdio::piped());
+    let f = finish(&mut status);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    let listed = r["leftovers"]["placeholders"]
+        .as_array()
+        .expect("leftovers listed");
+    assert!(
+        listed.iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .starts_with(fx.project.to_str().unwrap())),
+        "{r}"
+    );
+    assert_eq!(
+        r["leftovers"]["session_folders"].as_array().unwrap().len(),
+        1,
+        "{r}"
+    );
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("relay-host gc")),
+        "{r}"
+    );
+    assert!(placeholders.is_file(), "status removed nothing");
+
+    let mut gc = host_cmd(&fx);
+    gc.args(["--json", "gc"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let f = finish(&mut gc);
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(r["removed"], 1, "{r}");
+    assert_eq!(r["placeholders_removed"], listed.len(), "{r}");
+    assert!(!placeholders.exists(), "the placeholders list is gone");
+    assert_eq!(
+        std::fs::read_dir(&sessions).unwrap().count(),
+        0,
+        "the session folder is gone"
+    );
+    assert_eq!(
+        tree(&fx.home),
+        home_before,
+        "a placeholder stayed in the home"
+    );
+    assert_eq!(
+        tree(&fx.project),
+        project_before,
+        "a placeholder stayed in the project"
+    );
+}

@@ -210,7 +210,8 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 }
 
 /// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than
-/// the retention). A missing state folder is left missing.
+/// the retention) and, when no session of the state folder runs, the write-deny placeholders a
+/// killed host left (as the end of a session would have). A missing state folder is left missing.
 ///
 /// ```no_run
 /// let host = relay_token::host::Host::locate(None, None)?;
@@ -222,15 +223,21 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
     match super::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
+            // The placeholders a killed host left, once no session runs (under their lock).
+            let placeholders = super::confine::release_placeholders(&host.state_dir);
             if json {
                 outln!(
                     "{}",
-                    json!({"removed": r.removed, "kept": r.kept, "running": r.running})
+                    json!({"removed": r.removed, "kept": r.kept, "running": r.running,
+                           "placeholders_removed": placeholders})
                 );
             } else {
                 outln!(
-                    "removed {} session folder(s); kept {} (younger than {keep_days} days), {} running",
-                    r.removed, r.kept, r.running
+                    "removed {} session folder(s) and {placeholders} leftover placeholder(s); \
+                     kept {} (younger than {keep_days} days), {} running",
+                    r.removed,
+                    r.kept,
+                    r.running
                 );
             }
             0

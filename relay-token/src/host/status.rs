@@ -50,7 +50,9 @@ pub fn report(host: &Host) -> Value {
                 .to_string(),
         );
     }
+    let leftovers = leftovers(host, &mut warnings);
     let mut report = json!({
+        "leftovers": leftovers,
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
         "settings_file": file,
@@ -66,6 +68,44 @@ pub fn report(host: &Host) -> Value {
     // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
     redact_strings(&mut report, &Redactor::default());
     report
+}
+
+/// What a host that ended without cleaning up (`kill -9`) left in this state folder: the
+/// write-deny placeholders (in the user's home and project) and the session folders no session
+/// holds and none kept. Reported, with a warning naming `relay-host gc`, never removed here:
+/// `status` changes nothing.
+fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
+    let placeholders = super::confine::leftover_placeholders(&host.state_dir);
+    let sessions_dir = host.state_dir.join(super::state::SESSIONS_DIR);
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&sessions_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d.is_dir() && !super::state::session_locked(d))
+        .filter(|d| !d.join(super::state::KEEP_MARK).exists())
+        .collect();
+    folders.sort();
+    if !placeholders.is_empty() {
+        let list: Vec<String> = placeholders
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        warnings.push(format!(
+            "{} write-deny placeholder(s) left by a host that ended without removing them: {}; \
+             run `relay-host gc` to remove them",
+            placeholders.len(),
+            list.join(", ")
+        ));
+    }
+    if !folders.is_empty() {
+        warnings.push(format!(
+            "{} session folder(s) of ended sessions left in {}; run `relay-host gc` to remove them",
+            folders.len(),
+            sessions_dir.display()
+        ));
+    }
+    json!({"placeholders": placeholders, "session_folders": folders})
 }
 
 /// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken
