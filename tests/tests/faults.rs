@@ -335,3 +335,62 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
         "a placeholder stayed in the project"
     );
 }
+
+/// `cmd` run as `nobody` (uid and gid 65534, no groups) through `setpriv`: everything here runs
+/// as root, and root ignores modes.
+fn as_nobody(cmd: &Command) -> Command {
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    wrapped
+}
+
+#[test]
+fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    // Readable, not searchable: settings.json inside cannot even be looked up.
+    std::fs::set_permissions(&fx.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A state folder `nobody` owns, so a launch gets as far as the settings.
+    std::fs::create_dir(&fx.state).unwrap();
+    // SAFETY: chown takes a NUL-terminated path that lives across the call, and integers.
+    let c = std::ffi::CString::new(fx.state.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+    std::fs::set_permissions(&fx.state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let want = format!(
+        "read {}: Permission denied (os error 13)",
+        fx.config.display()
+    );
+
+    let mut status = host_cmd(&fx);
+    status.args(["--json", "status"]);
+    let f = finish_with(as_nobody(&status).spawn().unwrap(), TIMEOUT, &|| false);
+    assert!(!f.killed);
+    assert_eq!(f.code(), Some(78), "stderr {}", f.stderr);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(r["settings_error"], want.as_str(), "{r}");
+
+    let req = fx.root.join("sh.json");
+    std::fs::write(
+        &req,
+        r#"{"kind": "terminal", "template": "shell", "sandbox": false}"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&req, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut launch = host_cmd(&fx);
+    launch.args(["--json", "launch"]).arg(&req);
+    let f = finish_with(as_nobody(&launch).spawn().unwrap(), TIMEOUT, &|| false);
+    assert!(!f.killed);
+    assert_eq!(f.code(), Some(78), "stderr {}", f.stderr);
+    let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
+    assert_eq!(line["error"], "sandbox_unavailable", "{line}");
+    assert_eq!(line["message"], want.as_str(), "{line}");
+}
