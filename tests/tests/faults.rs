@@ -394,3 +394,48 @@ fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
     assert_eq!(line["error"], "sandbox_unavailable", "{line}");
     assert_eq!(line["message"], want.as_str(), "{line}");
 }
+
+/// SIGINT, SIGTERM or SIGHUP sent to the host alone (not its group, as a supervisor's
+/// `kill PID` does, off a terminal) while a sandboxed session runs: each ends the session the
+/// normal way. The host forwards it to the shim, the shim to the session, and the host exits with
+/// the session's status (128 + the signal), its processes gone, its `exit` event written, no
+/// placeholder and no session folder left.
+#[test]
+fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let fx = Fixture::new(&relay_tests::fake_agent());
+        let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+        let (host, session) = start_sleeping_shell(&fx);
+        // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(host.id() as i32, sig) }, 0);
+        let f = finish_with(host, Duration::from_secs(10), &|| false);
+        assert!(
+            !f.killed,
+            "signal {sig}: the session did not end within 10 s"
+        );
+        assert_eq!(
+            f.code(),
+            Some(128 + sig),
+            "signal {sig}: stderr {}",
+            f.stderr
+        );
+        let ended = wait_until(Duration::from_secs(5), &|| {
+            !session.iter().any(|&p| alive(p))
+        });
+        assert!(ended, "signal {sig}: processes of the session left");
+        let events = std::fs::read_to_string(fx.state.join("events.jsonl")).unwrap();
+        let exit: Vec<serde_json::Value> = events
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["event"] == "exit")
+            .collect();
+        assert_eq!(exit.len(), 1, "signal {sig}: one exit event: {events}");
+        assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
+        let sessions = std::fs::read_dir(fx.state.join("sessions"))
+            .unwrap()
+            .count();
+        assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
+        assert_eq!(tree(&fx.home), home_before, "signal {sig}");
+        assert_eq!(tree(&fx.project), project_before, "signal {sig}");
+    }
+}
