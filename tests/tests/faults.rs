@@ -260,10 +260,15 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
 
     // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGKILL) }, 0);
+    let killed_at = std::time::Instant::now();
     let _ = host.wait();
     let ended = wait_until(Duration::from_secs(10), &|| {
         !session.iter().any(|&p| alive(p))
     });
+    eprintln!(
+        "kill -9: the session's processes ended within {:?}",
+        killed_at.elapsed()
+    );
     let left: Vec<i32> = session.iter().copied().filter(|&p| alive(p)).collect();
     for &p in &left {
         // SAFETY: as above; a leftover of this test only.
