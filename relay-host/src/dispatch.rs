@@ -26,9 +26,9 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         return EXIT_INTERNAL;
     }
     match cli.command {
-        Command::Completions { shell } => return crate::docs::completions(shell),
-        Command::Man { out_dir } => return crate::docs::man(out_dir.as_deref()),
-        Command::Demo => return demo::run(cli.json),
+        Command::Completions { shell } => return stdout_checked(crate::docs::completions(shell)),
+        Command::Man { out_dir } => return stdout_checked(crate::docs::man(out_dir.as_deref())),
+        Command::Demo => return stdout_checked(demo::run(cli.json)),
         _ => {}
     }
     let host = match Host::locate(cli.config_dir, cli.state_dir) {
@@ -42,7 +42,24 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             };
         }
     };
-    run(&host, cli.command, cli.json)
+    let code = run(&host, cli.command, cli.json);
+    stdout_checked(code)
+}
+
+/// `code`, or 70 when the command's report could not be written to stdout (a closed pipe) and
+/// the command would have exited 0; the failure is said on stderr (when that is open).
+fn stdout_checked(code: i32) -> i32 {
+    match human::stdout_error() {
+        Some(e) => {
+            human::print_error(&format!("cannot write to stdout: {e}"));
+            if code == 0 {
+                EXIT_INTERNAL
+            } else {
+                code
+            }
+        }
+        None => code,
+    }
 }
 
 fn run(host: &Host, command: Command, json: bool) -> i32 {

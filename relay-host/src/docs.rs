@@ -10,7 +10,11 @@ use crate::args::Cli;
 /// Prints the completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> i32 {
     let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "relay-host", &mut std::io::stdout());
+    // Into memory first: `generate` panics on a failed write (a closed stdout).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "relay-host", &mut script);
+    let _ =
+        relay_token::host::human::write_out(format_args!("{}", String::from_utf8_lossy(&script)));
     0
 }
 
@@ -18,13 +22,30 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
 pub fn man(out_dir: Option<&Path>) -> i32 {
     let cmd = Cli::command();
     let result = match out_dir {
-        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout()),
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd).render(&mut page).and_then(|()| {
+                relay_token::host::human::write_out(format_args!(
+                    "{}",
+                    String::from_utf8_lossy(&page)
+                ))
+            })
+        }
         Some(dir) => std::fs::create_dir_all(dir)
             .and_then(|()| clap_mangen::generate_to(cmd, dir))
-            .map(|()| println!("man pages written to {}", dir.display())),
+            .and_then(|()| {
+                relay_token::host::human::write_out(format_args!(
+                    "man pages written to {}\n",
+                    dir.display()
+                ))
+            }),
     };
     match result {
         Ok(()) => 0,
+        // A closed stdout: said by the caller (`human::stdout_error`).
+        Err(_) if relay_token::host::human::stdout_error().is_some() => {
+            relay_token::host::cli::EXIT_INTERNAL
+        }
         Err(e) => {
             relay_token::host::human::print_error(&format!("man: {e}"));
             relay_token::host::cli::EXIT_INTERNAL

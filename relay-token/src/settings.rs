@@ -199,9 +199,9 @@ pub enum SettingsError {
         /// The TOML file.
         toml: PathBuf,
     },
-    /// The file could not be read.
+    /// The file could not be read (or the config folder could not be searched).
     Io {
-        /// The file.
+        /// The file, or the config folder.
         path: PathBuf,
         /// The error.
         error: std::io::Error,
@@ -306,6 +306,13 @@ impl Settings {
         // A dangling symlink counts as present (and fails to read): a session that deleted the
         // target must not turn the settings into the defaults, which deny nothing.
         let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        // A folder that cannot be searched is not "no settings": the error names it.
+        if let Err(error) = std::fs::symlink_metadata(&json) {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                let path = config_dir.to_path_buf();
+                return Err(SettingsError::Io { path, error });
+            }
+        }
         let (has_json, has_toml) = (present(&json), present(&toml_path));
         if has_json && has_toml {
             return Err(SettingsError::BothPresent {

@@ -1,7 +1,7 @@
-//! The docs name real things: every test that `docs/FEATURES.md` and `docs/THREAT-MODEL.md` name
-//! as `path::test_function` exists in that file, every FEATURES row names one and one of the
-//! [`AREAS`], every area has a row; and the README's CLI text, settings and request examples
-//! match the code.
+//! The docs name real things: every test that `docs/FEATURES.md`, `docs/THREAT-MODEL.md` and
+//! `docs/RELIABILITY.md` name as `path::test_function` exists in that file, every FEATURES row
+//! names one and one of the [`AREAS`], every area has a row; and the README's CLI text, settings
+//! and request examples match the code.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -107,6 +107,10 @@ fn every_named_test_exists() {
     let refs = test_refs(&threat);
     assert!(refs.len() > 10, "THREAT-MODEL.md names too few tests");
     bad.extend(problems("THREAT-MODEL.md", &refs));
+    let reliability = read("docs/RELIABILITY.md");
+    let refs = test_refs(&reliability);
+    assert!(refs.len() >= 5, "RELIABILITY.md names too few tests");
+    bad.extend(problems("RELIABILITY.md", &refs));
     assert!(bad.is_empty(), "\n{}", bad.join("\n"));
 }
 

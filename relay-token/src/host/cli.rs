@@ -107,6 +107,8 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
 pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
     match super::logs::print(&host.state_dir, name, json, query) {
         Ok(()) => 0,
+        // The report could not be written: the binary says so (`human::stdout_error`).
+        Err(_) if super::human::stdout_error().is_some() => EXIT_INTERNAL,
         Err(e) => {
             print_error(&format!(
                 "read {}: {e}",
@@ -132,15 +134,15 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
     match done {
         Ok(d) => {
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"path": d.path, "replaced": d.replaced, "settings_updated": d.settings_updated})
                 );
             } else {
                 let verb = if d.replaced { "replaced" } else { "stored" };
-                println!("token {verb}: {} (mode 0600)", d.path.display());
+                outln!("token {verb}: {} (mode 0600)", d.path.display());
                 if let Some(s) = d.settings_updated {
-                    println!("claude_token_file set in {}", s.display());
+                    outln!("claude_token_file set in {}", s.display());
                 }
             }
             0
@@ -180,7 +182,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
         Ok(None) => {
             let msg = format!("claude_token_file is not set; {}", super::human::MAKE_TOKEN);
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"configured": false, "ok": false, "error": msg})
                 );
@@ -196,9 +198,9 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
     };
     let r = token_file::check(&path);
     if json {
-        println!("{r}");
+        outln!("{r}");
     } else {
-        print!("{}", super::status::token_text(&r));
+        let _ = crate::host::human::write_out(format_args!("{}", super::status::token_text(&r)));
     }
     if r["ok"] == json!(true) {
         0
@@ -208,7 +210,8 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 }
 
 /// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than
-/// the retention). A missing state folder is left missing.
+/// the retention) and, when no session of the state folder runs, the write-deny placeholders a
+/// killed host left (as the end of a session would have). A missing state folder is left missing.
 ///
 /// ```no_run
 /// let host = relay_token::host::Host::locate(None, None)?;
@@ -220,15 +223,21 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
     match super::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
+            // The placeholders a killed host left, once no session runs (under their lock).
+            let placeholders = super::confine::release_placeholders(&host.state_dir);
             if json {
-                println!(
+                outln!(
                     "{}",
-                    json!({"removed": r.removed, "kept": r.kept, "running": r.running})
+                    json!({"removed": r.removed, "kept": r.kept, "running": r.running,
+                           "placeholders_removed": placeholders})
                 );
             } else {
-                println!(
-                    "removed {} session folder(s); kept {} (younger than {keep_days} days), {} running",
-                    r.removed, r.kept, r.running
+                outln!(
+                    "removed {} session folder(s) and {placeholders} leftover placeholder(s); \
+                     kept {} (younger than {keep_days} days), {} running",
+                    r.removed,
+                    r.kept,
+                    r.running
                 );
             }
             0

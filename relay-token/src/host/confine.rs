@@ -480,26 +480,57 @@ fn lock_placeholders(state_dir: &Path) -> io::Result<File> {
 }
 
 /// Removes the placeholders once no session of this state folder runs any more (the last
-/// session to end removes them). Called after a launch is refused and after a session ends,
-/// with this launch's own session lock already released.
-pub(crate) fn release_placeholders(state_dir: &Path) {
+/// session to end removes them; `gc` removes those a killed host left). Called after a launch is
+/// refused, after a session ends (with this launch's own session lock already released) and by
+/// `gc`. Returns how many listed placeholders it removed.
+pub(crate) fn release_placeholders(state_dir: &Path) -> usize {
     if !state_dir.join(write_deny::PLACEHOLDERS_FILE).exists() {
-        return;
+        return 0;
     }
     let Ok(_lock) = lock_placeholders(state_dir) else {
-        return;
+        return 0;
     };
+    if any_session_running(state_dir) {
+        return 0;
+    }
+    let before = listed_placeholders(state_dir);
+    if let Ok(mut ph) = Placeholders::open(state_dir) {
+        let _ = ph.remove_all();
+    }
+    before
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .count()
+}
+
+/// True while a session of this state folder holds its folder's lock.
+fn any_session_running(state_dir: &Path) -> bool {
     let sessions = state_dir.join(super::state::SESSIONS_DIR);
-    let running = std::fs::read_dir(&sessions)
+    std::fs::read_dir(&sessions)
         .map(|rd| {
             rd.flatten()
                 .any(|e| super::launch::session_running(&e.path()))
         })
-        .unwrap_or(false);
-    if running {
-        return;
+        .unwrap_or(false)
+}
+
+/// The placeholders `<state>/placeholders` lists that still exist (not followed when links).
+fn listed_placeholders(state_dir: &Path) -> Vec<std::path::PathBuf> {
+    let text =
+        std::fs::read_to_string(state_dir.join(write_deny::PLACEHOLDERS_FILE)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.splitn(3, ' ').nth(2))
+        .map(std::path::PathBuf::from)
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
+}
+
+/// The placeholders a host that ended without removing them left (listed, still there, and no
+/// session of this state folder running): what `status` reports and `gc` removes. Empty while a
+/// session runs, since its placeholders are then in use.
+pub(crate) fn leftover_placeholders(state_dir: &Path) -> Vec<std::path::PathBuf> {
+    if any_session_running(state_dir) {
+        return Vec::new();
     }
-    if let Ok(mut ph) = Placeholders::open(state_dir) {
-        let _ = ph.remove_all();
-    }
+    listed_placeholders(state_dir)
 }

@@ -85,7 +85,7 @@ pub fn run(json_out: bool) -> i32 {
         Ok(report) => {
             let ok = report["ok"] == json!(true);
             if json_out {
-                println!("{report}");
+                outln!("{report}");
             } else {
                 print_report(&report);
             }
@@ -96,7 +96,7 @@ pub fn run(json_out: bool) -> i32 {
             }
         }
         Err(e) => {
-            eprintln!("relay-host demo: {e}");
+            errln!("relay-host demo: {e}");
             70
         }
     }
@@ -286,42 +286,42 @@ fn print_report(r: &Value) {
         other => other.to_string(),
     };
     let mark = |b: &Value| if b == &json!(true) { "yes" } else { "NO" };
-    println!("relay-token demo: a generated token handed to a child on fd 5");
-    println!("  token file       {}", s(&r["token_file"]));
+    outln!("relay-token demo: a generated token handed to a child on fd 5");
+    outln!("  token file       {}", s(&r["token_file"]));
     match r["sandbox"].get("bwrap") {
-        Some(b) => println!("  sandbox          bwrap at {}", s(b)),
+        Some(b) => outln!("  sandbox          bwrap at {}", s(b)),
         None => {
-            println!(
+            outln!(
                 "  sandbox          unavailable: {}",
                 s(&r["sandbox"]["unavailable"])
             );
-            println!(
+            outln!(
                 "                   install it: {}",
                 s(&r["sandbox"]["install"])
             );
-            println!("                   (showing the unsandboxed half: pipe and variable)");
+            outln!("                   (showing the unsandboxed half: pipe and variable)");
         }
     }
     let p = &r["probe"];
-    println!(
+    outln!(
         "  child read fd 5  {} bytes, sha256 {}",
         s(&p["token_bytes"]),
         s(&p["token_sha256"])
     );
-    println!(
+    outln!(
         "  expected         {} bytes, sha256 {}",
         s(&r["expected"]["bytes"]),
         s(&r["expected"]["sha256"])
     );
     let c = &r["checks"];
-    println!("  hash matches     {}", mark(&c["hash_matches"]));
-    println!("  {TOKEN_FD_VAR} = {}", s(&p["token_fd_var"]));
+    outln!("  hash matches     {}", mark(&c["hash_matches"]));
+    outln!("  {TOKEN_FD_VAR} = {}", s(&p["token_fd_var"]));
     let absent = |b: &Value| if b == &json!(false) { "no" } else { "YES" };
-    println!("  token in environ {}", absent(&p["token_in_environ"]));
-    println!("  token in argv    {}", absent(&p["token_in_argv"]));
+    outln!("  token in environ {}", absent(&p["token_in_environ"]));
+    outln!("  token in argv    {}", absent(&p["token_in_argv"]));
     let open = &p["open_token_file"];
     if r["sandbox"].get("bwrap").is_some() {
-        println!(
+        outln!(
             "  open token file  {}",
             if open["ok"] == json!(false) {
                 format!("denied ({})", s(&open["error"]))
@@ -330,8 +330,8 @@ fn print_report(r: &Value) {
             }
         );
     }
-    println!("  child's fds      {}", s(&p["fds"]));
-    println!(
+    outln!("  child's fds      {}", s(&p["fds"]));
+    outln!(
         "  result           {}",
         if r["ok"] == json!(true) {
             "ok"
@@ -339,7 +339,7 @@ fn print_report(r: &Value) {
             "FAILED"
         }
     );
-    println!(
+    outln!(
         "  left behind      {}",
         if r["left_behind"] == json!(false) {
             "nothing"
@@ -357,7 +357,7 @@ fn print_report(r: &Value) {
 /// arguments.
 pub fn probe(args: Vec<OsString>) -> i32 {
     let [token_path, report_path, ..] = args.as_slice() else {
-        eprintln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");
+        errln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");
         return 64;
     };
     let var = std::env::var(TOKEN_FD_VAR).ok();
@@ -420,7 +420,7 @@ pub fn probe(args: Vec<OsString>) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("probe: write {}: {e}", Path::new(report_path).display());
+            errln!("probe: write {}: {e}", Path::new(report_path).display());
             1
         }
     }

@@ -3,13 +3,59 @@
 //! whenever `--json` was given, it prints the answer as one JSON line, exactly as the event log
 //! stores it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use serde_json::Value;
 
 use crate::redact::Redactor;
 
 static FORCE_JSON: AtomicBool = AtomicBool::new(false);
+
+/// The `errno` of the first failed write to stdout (0: none failed).
+static STDOUT_ERRNO: AtomicI32 = AtomicI32::new(0);
+
+/// Writes `args` to stdout as they are (no newline added) and returns the write's result. A
+/// failed write (stdout a closed pipe: `EPIPE`) never panics: it is remembered for
+/// [`stdout_error`], and the command's later writes fail the same way.
+///
+/// ```
+/// use relay_token::host::human::write_out;
+/// write_out(format_args!("{} folder(s)\n", 2))?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn write_out(args: fmt::Arguments<'_>) -> io::Result<()> {
+    let result = io::stdout().lock().write_fmt(args);
+    if let Err(e) = &result {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        let _ = STDOUT_ERRNO.compare_exchange(0, errno, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    result
+}
+
+/// Writes `args` to stderr as they are; a failed write (a closed pipe) is dropped, since there
+/// is nowhere left to say it.
+///
+/// ```
+/// relay_token::host::human::write_err(format_args!("relay-host: {}\n", "a message"));
+/// ```
+pub fn write_err(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
+}
+
+/// The error of the first write to stdout that failed in this process, if one did: the command's
+/// report did not reach its reader.
+///
+/// ```
+/// assert!(relay_token::host::human::stdout_error().is_none());
+/// ```
+pub fn stdout_error() -> Option<io::Error> {
+    match STDOUT_ERRNO.load(Ordering::Relaxed) {
+        0 => None,
+        errno => Some(io::Error::from_raw_os_error(errno)),
+    }
+}
 
 /// Makes every refusal print JSON, also on a terminal (`--json`).
 ///
@@ -150,7 +196,7 @@ pub fn print_refusal(answer: &Value, redactor: &Redactor) {
     } else {
         answer.to_string()
     };
-    eprintln!("{}", redactor.redact(&text));
+    errln!("{}", redactor.redact(&text));
 }
 
 /// Prints an error that is not a launch's answer (a command that failed): `relay-host: MESSAGE`
@@ -174,15 +220,15 @@ pub fn print_error_as_is(message: &str) {
     let h = hint(message);
     if for_person() {
         match h {
-            Some(h) => eprintln!("relay-host: {message}\nhint: {h}"),
-            None => eprintln!("relay-host: {message}"),
+            Some(h) => errln!("relay-host: {message}\nhint: {h}"),
+            None => errln!("relay-host: {message}"),
         }
     } else {
         let mut line = serde_json::json!({ "error": message });
         if let Some(h) = h {
             line["hint"] = h.into();
         }
-        eprintln!("{line}");
+        errln!("{line}");
     }
 }
 
@@ -202,7 +248,7 @@ pub fn note_token(claude: bool, sandboxed: bool, carries_token: bool) {
     } else {
         "an unsandboxed launch never gets it"
     };
-    eprintln!(
+    errln!(
         "relay-host: this Claude session gets no token ({why}); it uses its own login, or asks \
          for /login"
     );

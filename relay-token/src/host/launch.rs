@@ -147,7 +147,7 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
     let mut state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("relay-host: state folder {}: {e}", host.state_dir.display());
+            errln!("relay-host: state folder {}: {e}", host.state_dir.display());
             return 70;
         }
     };
@@ -1014,7 +1014,7 @@ pub fn refuse_early(host: &Host, e: &LaunchError) -> i32 {
     };
     match State::open(&host.state_dir) {
         Ok(state) => refuse(&state, &facts, e),
-        Err(err) => eprintln!(
+        Err(err) => errln!(
             "relay-host: {e} (and the state folder {}: {err})",
             host.state_dir.display()
         ),

@@ -211,10 +211,11 @@ fn print_from(path: &Path, offset: u64, json: bool, query: &Query) -> io::Result
         if !query.matches(&row) {
             continue;
         }
+        // A closed stdout ends the printing (and `--follow`) with the write's error.
         if json {
-            println!("{text}");
+            try_outln!("{text}")?;
         } else {
-            println!("{}", text_line(&row));
+            try_outln!("{}", text_line(&row))?;
         }
     }
 }

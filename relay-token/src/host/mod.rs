@@ -9,6 +9,28 @@ use std::process::ExitStatus;
 
 use crate::settings::{Settings, SettingsError};
 
+/// `println!` for a command's report: through [`human::write_out`], so a closed stdout never
+/// panics; evaluates to the write's `io::Result`.
+macro_rules! try_outln {
+    ($($arg:tt)*) => {
+        $crate::host::human::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// [`try_outln!`] whose failure is left to [`human::stdout_error`] (the command's exit code).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        let _ = try_outln!($($arg)*);
+    }};
+}
+
+/// `eprintln!` through [`human::write_err`]: a closed stderr never panics.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::host::human::write_err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub mod bridge;
 pub mod cli;
 mod confine;

@@ -5,6 +5,7 @@
 //! write: `/etc` would hand the host's configuration to it, and the state folder the relay-owned
 //! Claude settings that every later launch reads.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -36,9 +37,16 @@ pub const SYSTEM_FOLDERS: &[&str] = &[
 pub fn check_project(given: &Path, own: &[&Path], euid: u32) -> Result<PathBuf, InvalidSpec> {
     let refuse =
         |rule: &str| InvalidSpec(format!("project {:?}: {rule}", given.display().to_string()));
-    let real = given
-        .canonicalize()
-        .map_err(|e| refuse(&crate::sys::errno_words(e.raw_os_error().unwrap_or(0))))?;
+    if given.as_os_str().as_bytes().contains(&0) {
+        return Err(refuse("holds a NUL byte, which no path can"));
+    }
+    // An error without an errno (none is left once NUL is refused) says its own words.
+    let real = given.canonicalize().map_err(|e| {
+        refuse(
+            &e.raw_os_error()
+                .map_or_else(|| e.to_string(), crate::sys::errno_words),
+        )
+    })?;
     let meta = std::fs::metadata(&real).map_err(|e| refuse(&e.to_string()))?;
     if !meta.is_dir() {
         return Err(refuse("not a folder"));

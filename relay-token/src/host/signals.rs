@@ -1,6 +1,8 @@
-//! Signal forwarding for the supervising host: SIGTERM and SIGHUP go to the shim; SIGINT and
-//! SIGQUIT are ignored while a session runs (a terminal delivers them to the whole foreground
-//! group, the shim included, which forwards them once).
+//! Signal forwarding for the supervising host: SIGTERM and SIGHUP go to the shim. SIGINT sent
+//! by a process (a supervisor's `kill -INT PID`, off a terminal) goes to the shim as well, so it
+//! ends the session like SIGTERM; SIGINT from a terminal (Ctrl-C, `si_code` `SI_KERNEL`) is
+//! ignored, since the terminal delivers it to the whole foreground group, the shim included,
+//! which forwards it once. SIGQUIT is ignored while a session runs.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -14,24 +16,53 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
+/// SIGINT's handler: forwards it unless a terminal sent it (the kernel's `SI_KERNEL`; a process's
+/// `kill` gives `SI_USER`, `sigqueue` `SI_QUEUE`, `tgkill` `SI_TKILL`).
+extern "C" fn forward_unless_terminal(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    // SAFETY: installed with SA_SIGINFO, so the kernel passes a valid siginfo (or, defensively,
+    // a null one, read as "sent by a process"); only its `si_code` is read.
+    let code = if info.is_null() {
+        0
+    } else {
+        unsafe { (*info).si_code }
+    };
+    if code != libc::SI_KERNEL {
+        forward(sig);
+    }
+}
+
 fn set(sig: libc::c_int, handler: libc::sighandler_t) {
+    set_flags(sig, handler, 0);
+}
+
+fn set_flags(sig: libc::c_int, handler: libc::sighandler_t, flags: libc::c_int) {
     // SAFETY: `sigaction` is plain old data; zeroed is a valid empty mask and no flags.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler;
-    sa.sa_flags = libc::SA_RESTART;
-    // SAFETY: `sa` is a valid sigaction; the handler only loads an atomic and calls kill.
+    sa.sa_flags = libc::SA_RESTART | flags;
+    // SAFETY: `sa` is a valid sigaction; the handlers only read the siginfo, load an atomic and
+    // call kill.
     unsafe {
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(sig, &sa, std::ptr::null_mut());
     }
 }
 
-/// Starts forwarding SIGTERM and SIGHUP to `pid`, and ignoring SIGINT and SIGQUIT.
+/// Starts forwarding SIGTERM, SIGHUP and a process's SIGINT to `pid`, and ignoring a terminal's
+/// SIGINT and SIGQUIT.
 pub fn forward_to(pid: i32) {
     TARGET.store(pid, Ordering::SeqCst);
     set(libc::SIGTERM, forward as *const () as libc::sighandler_t);
     set(libc::SIGHUP, forward as *const () as libc::sighandler_t);
-    set(libc::SIGINT, libc::SIG_IGN);
+    set_flags(
+        libc::SIGINT,
+        forward_unless_terminal as *const () as libc::sighandler_t,
+        libc::SA_SIGINFO,
+    );
     set(libc::SIGQUIT, libc::SIG_IGN);
 }
 

@@ -51,7 +51,9 @@ pub fn report(host: &Host) -> Value {
         );
     }
     warnings.extend(token_wildcard_warnings(&settings));
+    let leftovers = leftovers(host, &mut warnings);
     let mut report = json!({
+        "leftovers": leftovers,
         "config_dir": host.config_dir,
         "state_dir": host.state_dir,
         "settings_file": file,
@@ -67,6 +69,44 @@ pub fn report(host: &Host) -> Value {
     // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
     redact_strings(&mut report, &Redactor::default());
     report
+}
+
+/// What a host that ended without cleaning up (`kill -9`) left in this state folder: the
+/// write-deny placeholders (in the user's home and project) and the session folders no session
+/// holds and none kept. Reported, with a warning naming `relay-host gc`, never removed here:
+/// `status` changes nothing.
+fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
+    let placeholders = super::confine::leftover_placeholders(&host.state_dir);
+    let sessions_dir = host.state_dir.join(super::state::SESSIONS_DIR);
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&sessions_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d.is_dir() && !super::state::session_locked(d))
+        .filter(|d| !d.join(super::state::KEEP_MARK).exists())
+        .collect();
+    folders.sort();
+    if !placeholders.is_empty() {
+        let list: Vec<String> = placeholders
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        warnings.push(format!(
+            "{} write-deny placeholder(s) left by a host that ended without removing them: {}; \
+             run `relay-host gc` to remove them",
+            placeholders.len(),
+            list.join(", ")
+        ));
+    }
+    if !folders.is_empty() {
+        warnings.push(format!(
+            "{} session folder(s) of ended sessions left in {}; run `relay-host gc` to remove them",
+            folders.len(),
+            sessions_dir.display()
+        ));
+    }
+    json!({"placeholders": placeholders, "session_folders": folders})
 }
 
 /// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken
@@ -198,7 +238,7 @@ pub fn print(host: &Host, json: bool) -> i32 {
     let r = report(host);
     let code = if usable(&r) { 0 } else { 78 };
     if json {
-        println!("{r}");
+        outln!("{r}");
         return code;
     }
     let s = |v: &Value| match v {
@@ -206,37 +246,37 @@ pub fn print(host: &Host, json: bool) -> i32 {
         Value::Null => "-".into(),
         other => other.to_string(),
     };
-    println!("config folder:     {}", s(&r["config_dir"]));
-    println!("state folder:      {}", s(&r["state_dir"]));
-    println!("settings file:     {}", s(&r["settings_file"]));
+    outln!("config folder:     {}", s(&r["config_dir"]));
+    outln!("state folder:      {}", s(&r["state_dir"]));
+    outln!("settings file:     {}", s(&r["settings_file"]));
     if !r["settings_error"].is_null() {
-        println!("settings error:    {}", s(&r["settings_error"]));
+        outln!("settings error:    {}", s(&r["settings_error"]));
     }
     let stored = s(&r["claude_token_file"]);
     if stored.is_empty() {
-        println!("claude_token_file: (not set: Claude sessions get no token)");
-        println!("  hint: {}", super::human::MAKE_TOKEN);
+        outln!("claude_token_file: (not set: Claude sessions get no token)");
+        outln!("  hint: {}", super::human::MAKE_TOKEN);
     } else {
-        println!("claude_token_file: {stored}");
+        outln!("claude_token_file: {stored}");
     }
     let t = &r["token"];
     if t["configured"] == json!(true) {
         if t["path"].is_null() {
-            println!("token:             {}", s(&t["error"]));
+            outln!("token:             {}", s(&t["error"]));
         } else {
-            print!("{}", token_text(t));
+            let _ = crate::host::human::write_out(format_args!("{}", token_text(t)));
         }
     }
     let b = &r["bwrap"];
     if b["works"] == json!(true) {
-        println!("bwrap:             {} (works)", s(&b["path"]));
-        println!("  binds:           {}", s(&b["binds"]));
-        println!("  start:           {}", s(&b["start"]));
+        outln!("bwrap:             {} (works)", s(&b["path"]));
+        outln!("  binds:           {}", s(&b["binds"]));
+        outln!("  start:           {}", s(&b["start"]));
     } else {
-        println!("bwrap:             {}", s(&b["error"]));
+        outln!("bwrap:             {}", s(&b["error"]));
     }
     let sh = &r["shim"];
-    println!(
+    outln!(
         "relay-shim:        {}",
         if sh["path"].is_null() {
             s(&sh["error"])
@@ -245,10 +285,10 @@ pub fn print(host: &Host, json: bool) -> i32 {
         }
     );
     for p in r["problems"].as_array().into_iter().flatten() {
-        println!("problem:           {}", s(p));
+        outln!("problem:           {}", s(p));
     }
     for w in r["warnings"].as_array().into_iter().flatten() {
-        println!("warning:           {}", s(w));
+        outln!("warning:           {}", s(w));
     }
     code
 }

@@ -211,7 +211,7 @@ pub fn read_stdin_secret() -> Result<Zeroizing<Vec<u8>>, ImportError> {
     let fd = stdin.as_raw_fd();
     let _echo = match super::tty::EchoOff::new(fd) {
         Some(guard) => {
-            eprintln!(
+            errln!(
                 "Paste the output of `claude setup-token` (or the token alone), then press \
                  Enter and Ctrl-D. Nothing is shown while you paste."
             );

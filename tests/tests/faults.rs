@@ -1,0 +1,446 @@
+//! The fault battery (issue 24): the host's own failures and its operators' mistakes, with the
+//! real binaries in throwaway folders under `/var/tmp`. Every loop is bounded in count and time.
+//! Build the binaries first: `cargo build -p relay-host -p relay-shim -p relay-tests --bins`.
+//! Linux only (bwrap). `docs/RELIABILITY.md` lists each fault and its test.
+#![cfg(target_os = "linux")]
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use relay_tests::fixture::Fixture;
+use relay_tests::run::{finish_with, Finished};
+
+/// The deadline of one `relay-host` command.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `relay-host` command on the fixture's folders with a small fixed environment, in its own
+/// process group (so a deadline kills it with its children), stdio on `/dev/null`.
+fn host_cmd(fx: &Fixture) -> Command {
+    let mut cmd = Command::new(&fx.host);
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("HOME", &fx.home)
+        .env("LANG", "C.UTF-8")
+        .env("FAKE_AGENT_RECORD", &fx.record)
+        .arg("--config-dir")
+        .arg(&fx.config)
+        .arg("--state-dir")
+        .arg(&fx.state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    cmd
+}
+
+/// Runs `cmd` to its end under [`TIMEOUT`]; panics when the deadline killed it.
+fn finish(cmd: &mut Command) -> Finished {
+    let f = finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false);
+    assert!(!f.killed, "relay-host did not finish within {TIMEOUT:?}");
+    f
+}
+
+/// A pipe whose read end is already closed: the write end, as a `Stdio`.
+fn closed_pipe() -> Stdio {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 just made both; each is owned once, here.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Stdio::from(write)
+}
+
+/// Some rows in both logs, so `audit` and `events` have lines to print (a refused launch writes
+/// one of each; a few make the output longer than one write).
+fn fill_logs(fx: &Fixture) {
+    let bad = fx.root.join("bad.json");
+    std::fs::write(&bad, r#"{"kind": "claude", "no_such_field": 1}"#).unwrap();
+    for _ in 0..3 {
+        let f = finish(host_cmd(fx).arg("launch").arg(&bad));
+        assert_eq!(f.code(), Some(64), "a refused launch: {}", f.stderr);
+    }
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    fill_logs(&fx);
+    let commands: [&[&str]; 6] = [
+        &["--json", "audit"],
+        &["audit"],
+        &["--json", "events"],
+        &["events"],
+        &["--json", "status"],
+        &["status"],
+    ];
+    for args in commands {
+        let plain = finish(host_cmd(&fx).args(args));
+        assert_eq!(
+            plain.code(),
+            Some(0),
+            "{args:?} on /dev/null: {}",
+            plain.stderr
+        );
+        // stdout a closed pipe: the report cannot be written; the command says so on stderr
+        // and exits 70 (an internal error), without a panic or a signal.
+        let mut cmd = host_cmd(&fx);
+        cmd.args(args).stdout(closed_pipe()).stderr(Stdio::piped());
+        let f = finish(&mut cmd);
+        assert_eq!(f.signal(), None, "{args:?}: killed by a signal");
+        assert!(!f.stderr.contains("panicked"), "{args:?}: {}", f.stderr);
+        assert_eq!(f.code(), Some(70), "{args:?}: stderr {}", f.stderr);
+        assert!(
+            f.stderr.contains("cannot write to stdout") && f.stderr.contains("Broken pipe"),
+            "{args:?}: {}",
+            f.stderr
+        );
+        // stderr a closed pipe as well: nothing can be said, and still no abort.
+        let mut cmd = host_cmd(&fx);
+        cmd.args(args).stdout(closed_pipe()).stderr(closed_pipe());
+        let f = finish(&mut cmd);
+        assert_eq!(
+            f.signal(),
+            None,
+            "{args:?}: killed by a signal (both closed)"
+        );
+        assert_eq!(f.code(), Some(70), "{args:?}: both closed");
+    }
+    // A refusal whose stderr is a closed pipe keeps its own exit code.
+    let bad = fx.root.join("bad.json");
+    let mut cmd = host_cmd(&fx);
+    cmd.arg("launch").arg(&bad).stderr(closed_pipe());
+    let f = finish(&mut cmd);
+    assert_eq!(f.signal(), None, "launch refusal: killed by a signal");
+    assert_eq!(f.code(), Some(64), "launch refusal with stderr closed");
+}
+
+#[test]
+fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let req = fx.root.join("nul.json");
+    // `\u0000` in JSON: a NUL inside the project path.
+    let project = format!("{}/a\\u0000b", fx.project.display());
+    std::fs::write(
+        &req,
+        format!(r#"{{"kind": "claude", "project": "{project}", "sandbox": true}}"#),
+    )
+    .unwrap();
+    let mut cmd = host_cmd(&fx);
+    cmd.args(["--json", "launch"])
+        .arg(&req)
+        .stderr(Stdio::piped());
+    let f = finish(&mut cmd);
+    assert_eq!(f.code(), Some(64), "{}", f.stderr);
+    let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
+    assert_eq!(line["error"], "invalid_spec", "{line}");
+    assert_eq!(
+        line["message"],
+        format!(
+            "project {:?}: holds a NUL byte, which no path can",
+            format!("{}/a\0b", fx.project.display())
+        ),
+        "{line}"
+    );
+    assert!(
+        relay_tests::read_records(&fx.record).is_empty(),
+        "nothing started"
+    );
+}
+
+/// Every path under `dir` (folders and files, symlinks not followed), relative, sorted.
+fn tree(dir: &std::path::Path) -> Vec<String> {
+    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(base).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// `pid` and all its descendants now.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() && all.len() < 1000 {
+        all.extend(relay_tests::fixture::children_of(all[i]));
+        i += 1;
+    }
+    all
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Waits (bounded by `timeout`, polling every 20 ms) until `cond` holds; false on timeout.
+fn wait_until(timeout: Duration, cond: &dyn Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// Settings with a `shell` template: `/bin/sh`, sandboxed, home and project read-write (so the
+/// launch makes write-deny placeholders in both).
+fn shell_settings(fx: &Fixture) {
+    let settings = serde_json::json!({
+        "templates": [{
+            "id": "shell",
+            "command": ["/bin/sh"],
+            "sandbox": {"read_write": ["~/", "{project}"]},
+        }],
+    });
+    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
+}
+
+/// Starts a sandboxed `shell` session running `sleep 30` and waits for the `sleep`; returns the
+/// host and every process of the session (the host first).
+fn start_sleeping_shell(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
+    shell_settings(fx);
+    let req = fx.root.join("shell.json");
+    let request = serde_json::json!({
+        "kind": "terminal",
+        "template": "shell",
+        "project": fx.project,
+        "sandbox": true,
+        "extra_args": ["-c", "sleep 30"],
+    });
+    std::fs::write(&req, request.to_string()).unwrap();
+    let host = host_cmd(fx).arg("launch").arg(&req).spawn().unwrap();
+    let pid = host.id() as i32;
+    let sleeping = || {
+        descendants(pid).iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    };
+    assert!(
+        wait_until(TIMEOUT, &sleeping),
+        "the session's sleep never ran"
+    );
+    (host, descendants(pid))
+}
+
+#[test]
+fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    let (mut host, session) = start_sleeping_shell(&fx);
+    assert!(
+        session.len() >= 3,
+        "host, shim, bwrap, sh/sleep: {session:?}"
+    );
+    let placeholders = fx.state.join("placeholders");
+    assert!(placeholders.is_file(), "the launch made placeholders");
+    assert_ne!(
+        tree(&fx.project),
+        project_before,
+        "placeholders in the project"
+    );
+
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGKILL) }, 0);
+    let killed_at = std::time::Instant::now();
+    let _ = host.wait();
+    let ended = wait_until(Duration::from_secs(10), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    eprintln!(
+        "kill -9: the session's processes ended within {:?}",
+        killed_at.elapsed()
+    );
+    let left: Vec<i32> = session.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        // SAFETY: as above; a leftover of this test only.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    assert!(
+        ended,
+        "processes of the session outlived the host: {left:?}"
+    );
+
+    // What kill -9 leaves: the placeholders (listed), the session folder.
+    assert!(placeholders.is_file());
+    let sessions = fx.state.join("sessions");
+    assert_eq!(std::fs::read_dir(&sessions).unwrap().count(), 1);
+
+    // status says so, and removes nothing.
+    let mut status = host_cmd(&fx);
+    status.args(["--json", "status"]).stdout(Stdio::piped());
+    let f = finish(&mut status);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    let listed = r["leftovers"]["placeholders"]
+        .as_array()
+        .expect("leftovers listed");
+    assert!(
+        listed.iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .starts_with(fx.project.to_str().unwrap())),
+        "{r}"
+    );
+    assert_eq!(
+        r["leftovers"]["session_folders"].as_array().unwrap().len(),
+        1,
+        "{r}"
+    );
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("relay-host gc")),
+        "{r}"
+    );
+    assert!(placeholders.is_file(), "status removed nothing");
+
+    let mut gc = host_cmd(&fx);
+    gc.args(["--json", "gc"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let f = finish(&mut gc);
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(r["removed"], 1, "{r}");
+    assert_eq!(r["placeholders_removed"], listed.len(), "{r}");
+    assert!(!placeholders.exists(), "the placeholders list is gone");
+    assert_eq!(
+        std::fs::read_dir(&sessions).unwrap().count(),
+        0,
+        "the session folder is gone"
+    );
+    assert_eq!(
+        tree(&fx.home),
+        home_before,
+        "a placeholder stayed in the home"
+    );
+    assert_eq!(
+        tree(&fx.project),
+        project_before,
+        "a placeholder stayed in the project"
+    );
+}
+
+/// `cmd` run as `nobody` (uid and gid 65534, no groups) through `setpriv`: everything here runs
+/// as root, and root ignores modes.
+fn as_nobody(cmd: &Command) -> Command {
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    wrapped
+}
+
+#[test]
+fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    // Readable, not searchable: settings.json inside cannot even be looked up.
+    std::fs::set_permissions(&fx.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A state folder `nobody` owns, so a launch gets as far as the settings.
+    std::fs::create_dir(&fx.state).unwrap();
+    // SAFETY: chown takes a NUL-terminated path that lives across the call, and integers.
+    let c = std::ffi::CString::new(fx.state.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+    std::fs::set_permissions(&fx.state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let want = format!(
+        "read {}: Permission denied (os error 13)",
+        fx.config.display()
+    );
+
+    let mut status = host_cmd(&fx);
+    status.args(["--json", "status"]);
+    let f = finish_with(as_nobody(&status).spawn().unwrap(), TIMEOUT, &|| false);
+    assert!(!f.killed);
+    assert_eq!(f.code(), Some(78), "stderr {}", f.stderr);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(r["settings_error"], want.as_str(), "{r}");
+
+    let req = fx.root.join("sh.json");
+    std::fs::write(
+        &req,
+        r#"{"kind": "terminal", "template": "shell", "sandbox": false}"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&req, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut launch = host_cmd(&fx);
+    launch.args(["--json", "launch"]).arg(&req);
+    let f = finish_with(as_nobody(&launch).spawn().unwrap(), TIMEOUT, &|| false);
+    assert!(!f.killed);
+    assert_eq!(f.code(), Some(78), "stderr {}", f.stderr);
+    let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
+    assert_eq!(line["error"], "sandbox_unavailable", "{line}");
+    assert_eq!(line["message"], want.as_str(), "{line}");
+}
+
+/// SIGINT, SIGTERM or SIGHUP sent to the host alone (not its group, as a supervisor's
+/// `kill PID` does, off a terminal) while a sandboxed session runs: each ends the session the
+/// normal way. The host forwards it to the shim, the shim to the session, and the host exits with
+/// the session's status (128 + the signal), its processes gone, its `exit` event written, no
+/// placeholder and no session folder left.
+#[test]
+fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let fx = Fixture::new(&relay_tests::fake_agent());
+        let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+        let (host, session) = start_sleeping_shell(&fx);
+        // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(host.id() as i32, sig) }, 0);
+        let f = finish_with(host, Duration::from_secs(10), &|| false);
+        assert!(
+            !f.killed,
+            "signal {sig}: the session did not end within 10 s"
+        );
+        assert_eq!(
+            f.code(),
+            Some(128 + sig),
+            "signal {sig}: stderr {}",
+            f.stderr
+        );
+        let ended = wait_until(Duration::from_secs(5), &|| {
+            !session.iter().any(|&p| alive(p))
+        });
+        assert!(ended, "signal {sig}: processes of the session left");
+        let events = std::fs::read_to_string(fx.state.join("events.jsonl")).unwrap();
+        let exit: Vec<serde_json::Value> = events
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["event"] == "exit")
+            .collect();
+        assert_eq!(exit.len(), 1, "signal {sig}: one exit event: {events}");
+        assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
+        let sessions = std::fs::read_dir(fx.state.join("sessions"))
+            .unwrap()
+            .count();
+        assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
+        assert_eq!(tree(&fx.home), home_before, "signal {sig}");
+        assert_eq!(tree(&fx.project), project_before, "signal {sig}");
+    }
+}
