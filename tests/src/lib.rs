@@ -110,6 +110,74 @@ pub fn fake_token() -> String {
     format!("acme-fake-token-{hex}")
 }
 
+/// `relay-host --config-dir CONFIG --state-dir STATE ARGS` in `dir`, with an environment of
+/// `PATH` and `HOME` only: nothing of the developer's own login leaks in.
+///
+/// ```no_run
+/// use std::path::Path;
+/// let p = Path::new("/var/tmp/x");
+/// let out = relay_tests::host_command(p, p, p, p, &["status"]).output()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn host_command(
+    config: &Path,
+    state: &Path,
+    home: &Path,
+    dir: &Path,
+    args: &[&str],
+) -> Command {
+    let mut cmd = Command::new(relay_host());
+    cmd.arg("--config-dir")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .current_dir(dir);
+    cmd
+}
+
+/// A fresh Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits): Claude Code
+/// takes it as an OAuth token offline and sends it as `Authorization: Bearer`.
+///
+/// ```
+/// assert!(relay_tests::claude_fake_token().starts_with("sk-ant-oat01-"));
+/// ```
+pub fn claude_fake_token() -> String {
+    let t = fake_token();
+    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
+}
+
+/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install
+/// (`.tools/claude-code`); panics, saying how to install it, when it is not an executable file
+/// (never skips).
+///
+/// ```no_run
+/// let claude = relay_tests::claude_cli();
+/// ```
+pub fn claude_cli() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace folder");
+    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
+        None => workspace.join(".tools/claude-code/node_modules/.bin/claude"),
+    };
+    let usable = std::fs::metadata(&path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false);
+    assert!(
+        usable,
+        "the Claude Code CLI is missing: {} is not an executable file. Run `scripts/test`, which \
+         installs the pinned CLI into .tools/claude-code, or set RELAY_TEST_CLAUDE",
+        path.display()
+    );
+    path
+}
+
 /// The records the fake agent appended to `path`, one JSON value per line; empty when the file
 /// does not exist (no agent started). Panics on a line that is not JSON.
 ///

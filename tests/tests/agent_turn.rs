@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use relay_tests::listener::{Listener, HELLO};
 use relay_tests::messages_api::{MessagesApi, Seen, Step};
-use relay_tests::{fake_token, relay_host, sha256_hex};
+use relay_tests::{relay_host, sha256_hex};
 use serde_json::{json, Value};
 
 /// The longest one turn (one `relay-host launch`) may take before its group is killed.
@@ -28,34 +28,6 @@ const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The final text every script ends with.
 const FINAL: &str = "Scripted turn finished.";
-
-/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install; panics, saying
-/// how to install it, when it is missing.
-fn claude_cli() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace folder");
-    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
-        Some(p) => std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
-        None => workspace.join(".tools/claude-code/node_modules/.bin/claude"),
-    };
-    let usable = std::fs::metadata(&path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false);
-    assert!(
-        usable,
-        "the Claude Code CLI is missing: {} is not an executable file. Run `scripts/test`, which \
-         installs the pinned CLI into .tools/claude-code, or set RELAY_TEST_CLAUDE",
-        path.display()
-    );
-    path
-}
-
-/// A fresh Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits).
-fn claude_fake_token() -> String {
-    let t = fake_token();
-    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
-}
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
@@ -104,7 +76,7 @@ impl Setup {
     /// Everything ready for a turn of the script `script` makes of the project's path and the
     /// token's SHA-256.
     fn new(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
-        let claude = claude_cli();
+        let claude = relay_tests::claude_cli();
         let root_dir = tempfile::Builder::new()
             .prefix("relay-agent-turn.")
             .tempdir_in("/var/tmp")
@@ -126,7 +98,7 @@ impl Setup {
         mk(&config, 0o700);
         mk(&project, 0o755);
         let token_file = home.join(".config/claude-ltt/token");
-        let token = claude_fake_token();
+        let token = relay_tests::claude_fake_token();
         std::fs::write(&token_file, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let api = MessagesApi::start(script(&project, &sha256_hex(token.as_bytes())));
@@ -259,17 +231,9 @@ impl Setup {
     /// `relay-host --config-dir C --state-dir S ARGS` in the project folder, with PATH and the
     /// test's HOME only, stdin `/dev/null`, in a process group of its own.
     fn host(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(relay_host());
-        cmd.arg("--config-dir")
-            .arg(&self.config)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .current_dir(&self.project)
-            .stdin(Stdio::null())
+        let mut cmd =
+            relay_tests::host_command(&self.config, &self.state, &self.home, &self.project, args);
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);

@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use relay_tests::listener::AuthListener;
-use relay_tests::{fake_agent, fake_token, relay_host, relay_shim, sha256_hex};
+use relay_tests::{fake_agent, relay_host, relay_shim, sha256_hex};
 use serde_json::{json, Value};
 
 /// The deadline of one `relay-host` command that does not run Claude Code.
@@ -74,29 +74,6 @@ fn finish(child: Child, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
         stdout: f.stdout,
         stderr: f.stderr,
     }
-}
-
-/// A Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits): Claude Code takes it
-/// as an OAuth token offline and sends it as `Authorization: Bearer`.
-fn claude_fake_token() -> String {
-    let t = fake_token();
-    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
-}
-
-/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install; panics when
-/// missing (never skips).
-fn claude_cli() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
-        Some(p) => std::path::absolute(PathBuf::from(p)).unwrap(),
-        None => workspace.join(".tools/claude-code/node_modules/.bin/claude"),
-    };
-    assert!(
-        path.is_file(),
-        "the Claude Code CLI is missing at {}: run scripts/test or set RELAY_TEST_CLAUDE",
-        path.display()
-    );
-    path
 }
 
 fn mkdir(p: &Path, mode: u32) {
@@ -158,7 +135,7 @@ impl World {
         let proj = home.join("proj");
         mkdir(&proj, 0o755);
         let token_file = home.join(".config/acme-ltt/token");
-        let token = claude_fake_token();
+        let token = relay_tests::claude_fake_token();
         write(&token_file, &format!("{token}\n"), 0o600);
         World {
             _dir: dir,
@@ -427,7 +404,7 @@ fn claude_template(claude: &Path) -> Value {
 /// Claude Code (`-p hi`). Returns the listener after the launch ended (or was stopped once the
 /// token arrived), and the launch's output.
 fn claude_after_planted_project_settings(trusted: bool) -> (World, AuthListener, Out) {
-    let claude = claude_cli();
+    let claude = relay_tests::claude_cli();
     let w = World::new();
     let listener = AuthListener::start();
     let mut settings = json!({

@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use relay_tests::{fake_token, relay_host, spawn_with_fds};
+use relay_tests::spawn_with_fds;
 use relay_token::{ClaudeToken, TokenPipe};
 use serde_json::{json, Value};
 
@@ -186,13 +186,6 @@ fn finish(mut child: Child, what: &str) -> Out {
     }
 }
 
-/// A fresh Claude-shaped fake token (`sk-ant-oat01-` and 32 random hex digits). Claude Code
-/// takes it as an OAuth token offline.
-fn claude_fake_token() -> String {
-    let t = fake_token();
-    format!("sk-ant-oat01-{}", &t["acme-fake-token-".len()..])
-}
-
 /// One test's folders: a fresh HOME holding the token file, the config and state folders, a
 /// project folder, all under a root-owned 0755 folder in `/var/tmp`.
 struct Fixture {
@@ -246,7 +239,7 @@ impl Fixture {
     /// Writes a new token into the token file, replacing any earlier one by rename (a new
     /// file, as an atomic writer makes it), and returns it.
     fn write_token(&mut self) -> String {
-        let token = claude_fake_token();
+        let token = relay_tests::claude_fake_token();
         let tmp = self.root.join("token.new");
         std::fs::write(&tmp, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -302,17 +295,7 @@ impl Fixture {
     /// environment of PATH and the fresh HOME only (plus whatever the caller adds): nothing of
     /// the developer's own login leaks in.
     fn host(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(relay_host());
-        cmd.arg("--config-dir")
-            .arg(&self.config)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .current_dir(&self.project);
-        cmd
+        relay_tests::host_command(&self.config, &self.state, &self.home, &self.project, args)
     }
 
     /// Writes a `terminal` request for the `claude-code` template with `extra_args`; returns

@@ -16,6 +16,13 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
+/// The `si_code` of a signal the kernel raised itself, as for a terminal's Ctrl-C: Linux's
+/// `SI_KERNEL`; macOS gives such a signal no sender code, 0 (unverified: no Mac here).
+#[cfg(target_os = "linux")]
+const FROM_TERMINAL: libc::c_int = libc::SI_KERNEL;
+#[cfg(not(target_os = "linux"))]
+const FROM_TERMINAL: libc::c_int = 0;
+
 /// SIGINT's handler: forwards it unless a terminal sent it (the kernel's `SI_KERNEL`; a process's
 /// `kill` gives `SI_USER`, `sigqueue` `SI_QUEUE`, `tgkill` `SI_TKILL`).
 extern "C" fn forward_unless_terminal(
@@ -25,12 +32,8 @@ extern "C" fn forward_unless_terminal(
 ) {
     // SAFETY: installed with SA_SIGINFO, so the kernel passes a valid siginfo (or, defensively,
     // a null one, read as "sent by a process"); only its `si_code` is read.
-    let code = if info.is_null() {
-        0
-    } else {
-        unsafe { (*info).si_code }
-    };
-    if code != libc::SI_KERNEL {
+    let from_terminal = !info.is_null() && unsafe { (*info).si_code } == FROM_TERMINAL;
+    if !from_terminal {
         forward(sig);
     }
 }
