@@ -516,11 +516,10 @@ fn any_session_running(state_dir: &Path) -> bool {
 
 /// The placeholders `<state>/placeholders` lists that still exist (not followed when links).
 fn listed_placeholders(state_dir: &Path) -> Vec<std::path::PathBuf> {
-    let text =
-        std::fs::read_to_string(state_dir.join(write_deny::PLACEHOLDERS_FILE)).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.splitn(3, ' ').nth(2))
-        .map(std::path::PathBuf::from)
+    Placeholders::open(state_dir)
+        .map(|ph| ph.paths())
+        .unwrap_or_default()
+        .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect()
 }

@@ -236,6 +236,18 @@ impl Placeholders {
         Ok(true)
     }
 
+    /// The recorded placeholders' paths, in the order they were made.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let ph = relay_token::sandbox::write_deny::Placeholders::open(dir.path())?;
+    /// assert!(ph.paths().is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.made.iter().map(|(p, _, _)| p.clone()).collect()
+    }
+
     fn record(&mut self, p: &Path) -> io::Result<()> {
         let m = fs::symlink_metadata(p)?;
         self.made.push((p.to_path_buf(), m.dev(), m.ino()));
