@@ -505,7 +505,7 @@ pid=$$; claude=""; i=0
 while [ "$i" -lt 30 ]; do
   pid=$(awk '/^PPid:/ {print $2}' /proc/$pid/status 2>/dev/null)
   [ -z "$pid" ] || [ "$pid" -le 0 ] && break
-  case "$(readlink /proc/$pid/exe 2>/dev/null)" in *claude*) claude=$pid; break;; esac
+  case "$(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null)" in *claude*) claude=$pid; break;; esac
   i=$((i + 1))
 done
 if [ -z "$claude" ]; then echo "claude=none"; exit 0; fi
@@ -553,10 +553,10 @@ fn parse_view(text: &str) -> std::collections::BTreeMap<String, String> {
 /// What the tools see: the turn's Bash tool runs the probe (`TOOLS_VIEW`). The token (by
 /// hash) is not in the tool's environment, not on any descriptor it holds, not in Claude Code's
 /// environment (or that cannot be read), not on Claude Code's descriptors (or those cannot be
-/// read); fd 5 is closed in the tool. Whether the tool can read Claude Code's memory, and
-/// finds the token there, is printed, not asserted: with Claude Code 2.1.332 it can (the tool
-/// runs as the same user, in the same sandbox, as its parent). Controls: the probe finds its made-up token, and run on
-/// the host with the token in its environment it says `present`.
+/// read); fd 5 is closed in the tool; Claude Code's `/proc/PID/mem` cannot be read (relay's
+/// preload makes it non-dumpable; before it, the tool read it and found the token there). The
+/// probe finds Claude Code by its command line, which stays readable. Controls: the probe finds
+/// its made-up token, and run on the host with the token in its environment it says `present`.
 #[test]
 fn tools_view_turn() {
     let s = Setup::new(|project, hash| {
@@ -626,10 +626,7 @@ fn tools_view_turn() {
         ["absent", "unreadable"].contains(&get("claude_fds")),
         "{view:?}"
     );
-    assert!(
-        ["readable", "unreadable"].contains(&get("claude_mem")),
-        "the probe did not reach its memory check: {view:?}"
-    );
+    assert_eq!(get("claude_mem"), "unreadable", "{view:?}");
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }

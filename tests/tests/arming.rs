@@ -1444,3 +1444,92 @@ fn a_session_cannot_read_its_parents_memory_with_process_vm_readv() {
         out.describe()
     );
 }
+
+/// Stands in for Claude Code: reads the token from fd 5 and keeps it in memory, then runs
+/// `SCAN_PARENT` as its tool would and waits for it.
+const HOLD_TOKEN: &str = r#"
+import os, subprocess, sys
+token = os.read(5, 4096)
+subprocess.run(["/usr/bin/python3", sys.argv[1], sys.argv[2]])
+"#;
+
+/// Looks for a Claude token in its parent's memory through `/proc/PPID/mem`, and writes to the
+/// file in argv[1] `proc_mem_errno=N` (0: opened) and `found=<sha256 of the token>` or
+/// `found=none`.
+const SCAN_PARENT: &str = r#"
+import hashlib, os, re, sys
+pp = os.getppid()
+found, errno = "none", 0
+try:
+    mem = open("/proc/%d/mem" % pp, "rb")
+    for line in open("/proc/%d/maps" % pp):
+        fields = line.split()
+        if fields[1] != "rw-p":
+            continue
+        a, b = (int(x, 16) for x in fields[0].split("-"))
+        try:
+            mem.seek(a)
+            m = re.search(rb"sk-ant-oat01-[A-Za-z0-9_-]+", mem.read(min(b - a, 1 << 26)))
+        except OSError:
+            continue
+        if m:
+            found = hashlib.sha256(m.group(0)).hexdigest()
+            break
+except OSError as e:
+    errno = e.errno
+open(sys.argv[1], "w").write("proc_mem_errno=%d\nfound=%s\n" % (errno, found))
+"#;
+
+/// Code a token session's program runs cannot read the token out of that program's memory
+/// through `/proc/PPID/mem`: the program is made non-dumpable by relay's preload, and nothing in
+/// the sandbox holds `CAP_SYS_PTRACE` (also as root). The control runs the same two scripts on
+/// the host with the token on fd 5, and finds the token's hash. (Before the fix the sandboxed
+/// scan found it too.)
+#[test]
+fn a_tool_cannot_read_the_token_from_its_parents_memory() {
+    let w = World::new();
+    let hold = w.proj.join("hold.py");
+    let scan = w.proj.join("scan.py");
+    write(&hold, HOLD_TOKEN, 0o644);
+    write(&scan, SCAN_PARENT, 0o644);
+    let control_out = w.root.join("control.txt");
+    let control = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "exec /usr/bin/python3 {} {} {} 5< {}",
+            q(&hold),
+            q(&scan),
+            q(&control_out),
+            q(&w.token_file)
+        ))
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(control.success());
+    let seen = std::fs::read_to_string(&control_out).unwrap();
+    assert_eq!(
+        seen,
+        format!("proc_mem_errno=0\nfound={}\n", w.token_hash()),
+        "the control is blind"
+    );
+
+    let result = w.proj.join("mem.txt");
+    w.with_token(json!([{
+        "id": "claude-code",
+        "command": ["/usr/bin/python3", hold, scan, result],
+        "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+        "sandbox": {"read_write": ["{project}", "{claude_config}"]},
+    }]));
+    let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    let seen = std::fs::read_to_string(&result).unwrap_or_default();
+    assert!(
+        !seen.contains(&w.token_hash()),
+        "the tool found the token in its parent's memory"
+    );
+    assert_eq!(
+        seen,
+        format!("proc_mem_errno={}\nfound=none\n", libc::EACCES)
+    );
+    w.assert_no_token_on_disk();
+}

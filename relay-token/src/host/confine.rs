@@ -98,6 +98,7 @@ fn bwrap_argv(
     target: &[OsString],
 ) -> Result<Confined, LaunchError> {
     let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
+    let setenv = &preload_no_dump(i, &mut profile, setenv)?;
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
     let project = i.v.request.project.as_deref();
@@ -122,6 +123,32 @@ fn bwrap_argv(
         by_fd,
         status_fd,
     })
+}
+
+/// A launch that gets the token preloads [`sandbox::nodump`] into its program, so the tools
+/// the program runs cannot read the token out of its memory: the preload is written into the
+/// session folder (which no sandbox reaches), shown read-only at
+/// [`sandbox::nodump::SANDBOX_PRELOAD`], and named by `LD_PRELOAD`, set last so a request's
+/// variables cannot replace it. Other launches are left as they are.
+#[cfg(not(target_os = "macos"))]
+fn preload_no_dump(
+    i: &Inputs<'_>,
+    profile: &mut Profile,
+    setenv: &[(OsString, OsString)],
+) -> Result<Vec<(OsString, OsString)>, LaunchError> {
+    let mut env = setenv.to_vec();
+    #[cfg(relay_nodump)]
+    if i.carries_token {
+        let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
+        let so = sandbox::nodump::write_into(session_dir).map_err(|e| {
+            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
+        })?;
+        profile.place_file(so, sandbox::nodump::SANDBOX_PRELOAD);
+        env.push(("LD_PRELOAD".into(), sandbox::nodump::SANDBOX_PRELOAD.into()));
+    }
+    #[cfg(not(relay_nodump))]
+    let _ = (i, profile);
+    Ok(env)
 }
 
 /// The target's argv for a macOS launch: the same profile (grants, protected programs, the

@@ -148,6 +148,9 @@ impl Resolved {
         }
         self.push_masks(&mut a);
         a.0.extend(self.net.binds());
+        for (src, dest) in &self.placed {
+            a.three("--ro-bind", src, dest);
+        }
         if let Some(p) = &self.project {
             a.two("--chdir", p);
         }

@@ -41,6 +41,8 @@ mod bwrap;
 pub mod git_guard;
 mod links;
 mod net;
+#[cfg(target_os = "linux")]
+pub mod nodump;
 mod sbpl;
 mod seatbelt;
 #[cfg(target_os = "linux")]
@@ -314,6 +316,7 @@ pub struct Profile {
     state_dir: Option<PathBuf>,
     protect: Vec<PathBuf>,
     net: SandboxNet,
+    placed: Vec<(PathBuf, &'static str)>,
 }
 
 impl Profile {
@@ -436,6 +439,22 @@ impl Profile {
         self
     }
 
+    /// Shows the host file `src`, one the host made where no sandbox reaches (such as
+    /// [`nodump`]'s preload in the session folder), read-only at `dest` inside the sandbox.
+    /// bwrap only: the macOS rendering has no use for it.
+    ///
+    /// ```
+    /// let mut p = relay_token::sandbox::Profile::new();
+    /// p.place_file("/state/session/lib.so".into(), "/run/relay/lib.so");
+    /// let argv = p.resolve(&[])?.bwrap_argv(std::path::Path::new("bwrap"), &["true".into()]);
+    /// assert!(argv.windows(3).any(|w| w == ["--ro-bind", "/state/session/lib.so", "/run/relay/lib.so"]));
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn place_file(&mut self, src: PathBuf, dest: &'static str) -> &mut Self {
+        self.placed.push((src, dest));
+        self
+    }
+
     /// The read-only grants, as given.
     ///
     /// ```
@@ -522,6 +541,7 @@ impl Profile {
             idents,
             fd_base: None,
             net: self.net.clone(),
+            placed: self.placed.clone(),
         })
     }
 
@@ -928,6 +948,8 @@ pub struct Resolved {
     /// Set by [`Resolved::bind_by_fd`]: the number of the first bind descriptor in bwrap.
     fd_base: Option<std::os::fd::RawFd>,
     net: SandboxNet,
+    /// Host-made files shown read-only inside ([`Profile::place_file`]).
+    placed: Vec<(PathBuf, &'static str)>,
 }
 
 impl Resolved {

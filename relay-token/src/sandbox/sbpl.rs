@@ -329,6 +329,7 @@ impl Resolved {
             idents: Vec::new(),
             fd_base: None,
             net: Default::default(),
+            placed: Vec::new(),
         }
     }
 }

@@ -11,8 +11,8 @@
 //! The two `process_vm_*` calls read and write another process's memory under the same check
 //! as `ptrace` (same user, the target dumpable): without them refused, a tool Claude Code runs
 //! could read the token out of its parent's memory. (`/proc/PID/mem` is the other door to the
-//! same memory; a filter cannot see paths, so that one is closed by the pid namespace each
-//! tool gets, see the threat model.)
+//! same memory; a filter cannot see paths, so that one is closed by making the token holder
+//! non-dumpable, see [`super::nodump`].)
 //!
 //! ```
 //! let prog = relay_token::sandbox::seccomp::NO_TRACING;

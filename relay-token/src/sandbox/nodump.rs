@@ -1,0 +1,82 @@
+//! The preload that keeps a token session's program out of its own tools' reach.
+//!
+//! Claude Code holds the token in its memory, and the tools it runs are its children: same
+//! user, same sandbox. The seccomp filter ([`super::seccomp`]) refuses `ptrace` and
+//! `process_vm_readv`, but a filter cannot see paths, and `/proc/PID/mem` is the third door to
+//! the same memory. The kernel opens it (like `environ` and `fd/`) only to a process that passes
+//! the ptrace access check, and that check fails for a process without `CAP_SYS_PTRACE` when
+//! the target is *not dumpable*. Exec makes every program dumpable again, so the program must
+//! clear the flag itself: [`PRELOAD`] is a shared object whose only code is a constructor that
+//! calls `prctl(PR_SET_DUMPABLE, 0)`, and the sandbox preloads it (`LD_PRELOAD`,
+//! [`SANDBOX_PRELOAD`]) into the program of a launch that gets the token. Every sandbox drops
+//! all capabilities, as root too, so nothing inside can pass the check.
+//!
+//! What it does not cover: a statically linked program (the dynamic loader never runs; the
+//! pinned Claude Code is dynamically linked against glibc, and the tools'-view turn of the test
+//! suite measures the result), and a program that sets the flag back itself.
+//!
+//! ```
+//! # #[cfg(relay_nodump)] {
+//! let so = relay_token::sandbox::nodump::PRELOAD;
+//! assert_eq!(&so[..4], b"\x7fELF");
+//! assert!(so.len() < 16 * 1024);
+//! # }
+//! ```
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The shared object (an ELF `.so` of about 2 KiB, built from `preload/nodump.rs` for this
+/// target by the crate's build script).
+#[cfg(relay_nodump)]
+pub static PRELOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/librelay_nodump.so"));
+
+/// Where a sandbox sees the preload (bound read-only).
+pub const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
+
+/// The preload's file name in a session folder on the host.
+pub const FILE_NAME: &str = "librelay_nodump.so";
+
+/// Writes [`PRELOAD`] as a new read-only file [`FILE_NAME`] in `dir` (a session folder no
+/// sandbox can reach) and returns its path. A file already there is replaced, never followed.
+///
+/// ```
+/// # #[cfg(relay_nodump)] {
+/// let dir = tempfile::tempdir()?;
+/// let p = relay_token::sandbox::nodump::write_into(dir.path())?;
+/// assert_eq!(std::fs::read(&p)?, relay_token::sandbox::nodump::PRELOAD);
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(relay_nodump)]
+pub fn write_into(dir: &Path) -> io::Result<PathBuf> {
+    let path = dir.join(FILE_NAME);
+    match fs::remove_file(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&path)?;
+    f.write_all(PRELOAD)?;
+    Ok(path)
+}
+
+#[cfg(all(test, relay_nodump))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_preload_is_written_read_only_and_replaces_what_was_there() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(super::FILE_NAME), b"planted").unwrap();
+        let p = super::write_into(dir.path()).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), super::PRELOAD);
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o444);
+    }
+}
