@@ -82,6 +82,11 @@ pub struct Template {
     /// else `"host"` (see [`Template::network`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
+    /// The API gateway Claude Code talks to instead of Anthropic's API: set as
+    /// `ANTHROPIC_BASE_URL` in the child, and its `host:port` added to the template's
+    /// allow-list. Only settings can name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_base_url: Option<crate::net::Gateway>,
 }
 
 impl Template {
@@ -95,13 +100,17 @@ impl Template {
     /// assert_eq!(s.template("claude-code").unwrap().network().word(), "allow-list");
     /// ```
     pub fn network(&self) -> Network {
-        self.network.clone().unwrap_or_else(|| {
+        let net = self.network.clone().unwrap_or_else(|| {
             builtin_templates()
                 .into_iter()
                 .find(|b| b.id == self.id)
                 .and_then(|b| b.network)
                 .unwrap_or(Network::Host)
-        })
+        });
+        match (net, &self.api_base_url) {
+            (Network::Allow(list), Some(g)) => Network::Allow(list.including(g.entry())),
+            (net, _) => net,
+        }
     }
 }
 
@@ -402,6 +411,20 @@ impl Settings {
             if self.templates[..i].iter().any(|o| o.id == t.id) {
                 return Err(invalid(format!("template {:?} defined twice", t.id)));
             }
+            if t.api_base_url.is_some() {
+                if t.env.contains_key(BASE_URL_VARIABLE) {
+                    return Err(invalid(format!(
+                        "template {:?}: api_base_url and env.{BASE_URL_VARIABLE} both set; keep api_base_url",
+                        t.id
+                    )));
+                }
+                if t.network() == Network::None {
+                    return Err(invalid(format!(
+                        "template {:?}: api_base_url with network \"none\": no gateway is reachable",
+                        t.id
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -432,6 +455,9 @@ fn read_settings_file(path: &Path) -> std::io::Result<String> {
     }
     String::from_utf8(bytes).map_err(|_| invalid("not UTF-8"))
 }
+
+/// The variable [`Template::api_base_url`] sets in the child.
+pub const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 
 /// The project-folder placeholder in grants.
 pub const PROJECT_PLACEHOLDER: &str = "{project}";
@@ -487,6 +513,7 @@ pub fn builtin_templates() -> Vec<Template> {
             }),
             request_env: vec![],
             network: Some(crate::net::claude_code_network()),
+            api_base_url: None,
         },
         Template {
             id: "shell".into(),
@@ -498,6 +525,7 @@ pub fn builtin_templates() -> Vec<Template> {
             }),
             request_env: vec![],
             network: Some(Network::Host),
+            api_base_url: None,
         },
     ]
 }

@@ -58,6 +58,7 @@ fn expected() -> Settings {
                 }),
                 request_env: vec![],
                 network: None,
+                api_base_url: None,
             },
             Template {
                 id: "plain".into(),
@@ -66,6 +67,7 @@ fn expected() -> Settings {
                 sandbox: Sandbox::Off,
                 request_env: vec![],
                 network: None,
+                api_base_url: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),

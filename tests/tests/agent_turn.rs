@@ -76,6 +76,22 @@ impl Setup {
     /// Everything ready for a turn of the script `script` makes of the project's path and the
     /// token's SHA-256.
     fn new(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
+        let s = Setup::bare(script);
+        s.write_settings();
+        s.seed_claude_config();
+        s
+    }
+
+    /// As [`Setup::new`], but the template names the fixture by `api_base_url` alone (no
+    /// `ANTHROPIC_BASE_URL`, no network entry) and the Claude config is left fresh.
+    fn behind_gateway(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
+        let s = Setup::bare(script);
+        s.write_settings_with(json!({"api_base_url": s.api.base_url()}));
+        s
+    }
+
+    /// The folders, the token, the fixture and the project; no settings yet.
+    fn bare(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
         let claude = relay_tests::claude_cli();
         let root_dir = tempfile::Builder::new()
             .prefix("relay-agent-turn.")
@@ -115,8 +131,6 @@ impl Setup {
             project,
         };
         s.init_project();
-        s.write_settings();
-        s.seed_claude_config();
         s
     }
 
@@ -154,23 +168,39 @@ impl Setup {
     /// Claude config, `ANTHROPIC_BASE_URL` at the fixture, the fixture's address alone on the
     /// network allow-list.
     fn write_settings(&self) {
+        self.write_settings_with(json!({
+            "env": {"ANTHROPIC_BASE_URL": self.api.base_url()},
+            "network": {"allow": [format!("127.0.0.1:{}", self.api.port())]},
+        }));
+    }
+
+    /// The template of [`Setup::write_settings`] without the fixture's address, `how` merged in
+    /// (its `env` added to the template's).
+    fn write_settings_with(&self, how: Value) {
         let real = self.claude.canonicalize().expect("the CLI's real path");
         let package = real
             .parent()
             .and_then(Path::parent)
             .expect("the CLI's package folder");
+        let mut template = json!({
+            "id": "claude-code",
+            "command": [self.claude],
+            "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+            "sandbox": {"read": [package], "read_write": ["{project}", "{claude_config}"]},
+        });
+        for (k, v) in how.as_object().expect("an object") {
+            match (k.as_str(), v.as_object()) {
+                ("env", Some(env)) => {
+                    for (name, value) in env {
+                        template["env"][name] = value.clone();
+                    }
+                }
+                _ => template[k] = v.clone(),
+            }
+        }
         let settings = json!({
             "claude_token_file": "~/.config/claude-ltt/token",
-            "templates": [{
-                "id": "claude-code",
-                "command": [self.claude],
-                "env": {
-                    "CLAUDE_CONFIG_DIR": "{claude_config}",
-                    "ANTHROPIC_BASE_URL": self.api.base_url(),
-                },
-                "sandbox": {"read": [package], "read_write": ["{project}", "{claude_config}"]},
-                "network": {"allow": [format!("127.0.0.1:{}", self.api.port())]},
-            }],
+            "templates": [template],
         });
         std::fs::write(
             self.config.join("settings.json"),
@@ -686,6 +716,35 @@ fn bash_turn_by_run() {
     assert_eq!(row["outcome"], "ok", "{row}");
     assert_eq!(row["sandbox"], true, "{row}");
     assert_eq!(row["token"], "fd", "{row}");
+    s.assert_bearer_everywhere();
+    s.assert_no_token_on_disk();
+}
+
+/// A gateway named by `api_base_url` alone, and a fresh Claude config (never seeded by the
+/// test): the turn runs, the fixture got the Bearer token (by hash), relay marked onboarding
+/// done (its check would go to api.anthropic.com, which the allow-list does not reach), and
+/// the audit row shows the allow-list with the gateway's address.
+#[test]
+fn gateway_turn_on_a_fresh_claude_config() {
+    let s = Setup::behind_gateway(|_, _| {
+        vec![
+            Step::bash("printf 'gateway turn\\n' > gateway.txt"),
+            Step::text(FINAL),
+        ]
+    });
+    assert!(!s.claude_config().join(".claude.json").exists());
+    let turn = s.turn_by_run("Run the scripted command.");
+    s.report("gateway_turn_on_a_fresh_claude_config");
+    s.assert_completed(&turn, 1);
+    assert_eq!(
+        std::fs::read_to_string(s.project.join("gateway.txt")).unwrap(),
+        "gateway turn\n"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.claude_config().join(".claude.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["hasCompletedOnboarding"], true, "{state}");
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }

@@ -1533,3 +1533,39 @@ fn a_tool_cannot_read_the_token_from_its_parents_memory() {
     );
     w.assert_no_token_on_disk();
 }
+
+/// Unmounts a throwaway mount when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A state folder on a `noexec` mount refuses a token launch (`sandbox_unavailable`, naming
+/// the session folder and `noexec`): the dynamic loader could not map the preload that keeps
+/// the token out of the tools' reach, and would start the program without it. A launch
+/// without the token still runs there.
+#[test]
+fn a_state_folder_on_a_noexec_mount_refuses_the_token_launch() {
+    let w = World::new();
+    mkdir(&w.state, 0o700);
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "noexec,size=16m,mode=0700", "tmpfs"])
+        .arg(&w.state)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mount a tmpfs (the tests run as root)");
+    let _mounted = Mounted(w.state.clone());
+    w.with_token(json!([{
+        "id": "claude-code",
+        "command": ["/bin/sh", "-c", "cat <&5 >/dev/null; echo ran"],
+        "sandbox": {"read_write": ["{project}"]},
+    }]));
+    let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
+    let message = assert_refused(&out, 78, "sandbox_unavailable", &["session folder"]);
+    assert!(message.contains("noexec"), "{message}");
+    let shell = w.shell(Some(&w.proj), "echo ran");
+    assert!(shell.stdout.contains("ran"), "{}", shell.describe());
+}

@@ -141,7 +141,12 @@ fn preload_no_dump(
     if i.carries_token {
         let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
         let so = sandbox::nodump::write_into(session_dir).map_err(|e| {
-            LaunchError::SpawnFailed(format!("session folder {}: {e}", session_dir.display()))
+            let m = format!("session folder {}: {e}", session_dir.display());
+            if e.kind() == io::ErrorKind::PermissionDenied {
+                LaunchError::SandboxUnavailable(m)
+            } else {
+                LaunchError::SpawnFailed(m)
+            }
         })?;
         profile.place_file(so, sandbox::nodump::SANDBOX_PRELOAD);
         env.push(("LD_PRELOAD".into(), sandbox::nodump::SANDBOX_PRELOAD.into()));

@@ -246,6 +246,9 @@ fn prepare_and_spawn(
         let _ = state.mark_kept(&v.session_id);
     }
     super::state::seed_claude_config(&host.config_dir, &claude_config);
+    if v.template.api_base_url.is_some() {
+        super::state::seed_onboarding(&claude_config);
+    }
     let confined = session_argv(
         host,
         state,
@@ -700,6 +703,9 @@ fn shim_command(
         // Unsandboxed, the request's variables go to the shim's environment too: no token is
         // handed over, and the requester runs its program outside any sandbox anyway.
         env_vars.extend(v.request.env.clone());
+    }
+    if let Some(g) = &v.template.api_base_url {
+        env_vars.insert(crate::settings::BASE_URL_VARIABLE.into(), g.url().into());
     }
     let mut env = ChildEnv::from_current(&env_vars, carries_token);
     if carries_token {

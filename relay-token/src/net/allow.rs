@@ -176,6 +176,25 @@ impl AllowList {
         })
     }
 
+    /// This list with `entry` added at its end (unless the list already names it).
+    ///
+    /// ```
+    /// use relay_token::net::{AllowEntry, AllowList};
+    /// let list = AllowList::parse(&["a.example".to_string()])?;
+    /// let more = list.including(&AllowEntry::parse("b.example:8443")?);
+    /// assert_eq!(more.entries(), ["a.example", "b.example:8443"]);
+    /// assert!(more.allows("b.example", 8443, 443));
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn including(&self, entry: &AllowEntry) -> AllowList {
+        let mut list = self.clone();
+        if !list.entries.contains(entry) {
+            list.written.push(entry.to_string());
+            list.entries.push(entry.clone());
+        }
+        list
+    }
+
     /// The entries as written.
     ///
     /// ```

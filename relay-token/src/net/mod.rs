@@ -22,11 +22,13 @@
 
 pub mod allow;
 pub mod forward;
+pub mod gateway;
 pub mod proxy;
 
 use std::fmt;
 
 pub use allow::{AllowEntry, AllowList};
+pub use gateway::{Gateway, GatewayError};
 
 pub use crate::sandbox::{PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 

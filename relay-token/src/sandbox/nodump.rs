@@ -39,8 +39,11 @@ pub const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
 /// The preload's file name in a session folder on the host.
 pub const FILE_NAME: &str = "librelay_nodump.so";
 
-/// Writes [`PRELOAD`] as a new read-only file [`FILE_NAME`] in `dir` (a session folder no
-/// sandbox can reach) and returns its path. A file already there is replaced, never followed.
+/// Writes [`PRELOAD`] as a new file [`FILE_NAME`] (0600, like every file of the state folder;
+/// the sandbox sees it read-only) in `dir`, a session folder no sandbox can reach, and returns
+/// its path. A file already there is replaced, never followed. A folder on a `noexec` mount is
+/// refused (`PermissionDenied`): the dynamic loader could not map the preload from there and
+/// would start the program without it.
 ///
 /// ```
 /// # #[cfg(relay_nodump)] {
@@ -60,9 +63,15 @@ pub fn write_into(dir: &Path) -> io::Result<PathBuf> {
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o444)
+        .mode(0o600)
         .open(&path)?;
     f.write_all(PRELOAD)?;
+    if crate::sys::on_noexec_mount(&f)? {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "on a noexec mount: the preload that keeps the token out of its tools' reach cannot be mapped from there",
+        ));
+    }
     Ok(path)
 }
 
@@ -71,12 +80,12 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn the_preload_is_written_read_only_and_replaces_what_was_there() {
+    fn the_preload_is_written_private_and_replaces_what_was_there() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(super::FILE_NAME), b"planted").unwrap();
         let p = super::write_into(dir.path()).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), super::PRELOAD);
         let mode = std::fs::metadata(&p).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o444);
+        assert_eq!(mode & 0o777, 0o600);
     }
 }
