@@ -1569,3 +1569,47 @@ fn a_state_folder_on_a_noexec_mount_refuses_the_token_launch() {
     let shell = w.shell(Some(&w.proj), "echo ran");
     assert!(shell.stdout.contains("ran"), "{}", shell.describe());
 }
+
+/// A wildcard on the allow-list of the template that gets the token refuses its launches
+/// (`sandbox_unavailable`, naming the entry and `token_wildcards`), and `status` names it;
+/// with `"token_wildcards": true` the launch runs and `status` still names it.
+#[test]
+fn a_wildcard_on_the_token_templates_allow_list_needs_the_operators_word() {
+    let w = World::new();
+    let template = json!({
+        "id": "claude-code",
+        "command": ["/bin/sh", "-c", "cat <&5 >/dev/null; echo ran"],
+        "sandbox": {"read_write": ["{project}"]},
+        "network": {"allow": ["api.anthropic.com", "*.ingest.example"]},
+    });
+    w.with_token(json!([template]));
+    let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
+    assert_refused(
+        &out,
+        78,
+        "sandbox_unavailable",
+        &["*.ingest.example", "token_wildcards"],
+    );
+    let status = w.host(&["status"]);
+    assert!(
+        status.stdout.contains("*.ingest.example") && status.stdout.contains("token_wildcards"),
+        "{}",
+        status.describe()
+    );
+    w.settings(json!({
+        "claude_token_file": "~/.config/acme-ltt/token",
+        "token_wildcards": true,
+        "templates": [template],
+    }));
+    let out = w.launch(&json!({"kind": "claude", "project": w.proj}));
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    assert!(out.stdout.contains("ran"), "{}", out.describe());
+    let status = w.host(&["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("*.ingest.example (token_wildcards is true)"),
+        "{}",
+        status.describe()
+    );
+}
