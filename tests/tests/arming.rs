@@ -109,6 +109,8 @@ struct World {
     env: Vec<(String, String)>,
     /// `RLIMIT_AS` for `relay-host`, if any.
     limit_as: Option<u64>,
+    /// Run `relay-host` as this user and group (through `setpriv`), if any.
+    user: Option<u32>,
     n: std::cell::Cell<u32>,
 }
 
@@ -149,6 +151,7 @@ impl World {
             path: "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
             env: Vec::new(),
             limit_as: None,
+            user: None,
             n: std::cell::Cell::new(0),
         }
     }
@@ -173,7 +176,17 @@ impl World {
     /// `relay-host --config-dir C --state-dir S ARGS` with a cleared environment, in its own
     /// process group, stdio piped (stdin `/dev/null`).
     fn host_cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(relay_host());
+        let mut cmd = match self.user {
+            None => Command::new(relay_host()),
+            Some(id) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={id}"))
+                    .arg(format!("--regid={id}"))
+                    .arg("--clear-groups")
+                    .arg(relay_host());
+                c
+            }
+        };
         cmd.env_clear()
             .env("PATH", &self.path)
             .env("HOME", &self.home)
@@ -1487,7 +1500,19 @@ open(sys.argv[1], "w").write("proc_mem_errno=%d\nfound=%s\n" % (errno, found))
 /// scan found it too.)
 #[test]
 fn a_tool_cannot_read_the_token_from_its_parents_memory() {
-    let w = World::new();
+    tool_reads_no_token_from_its_parents_memory(None);
+}
+
+/// As above, with `relay-host` run as an unprivileged user (uid 65534, the world chowned to
+/// it): bwrap makes a user namespace, and the program is still not dumpable to its tools.
+#[test]
+fn a_tool_cannot_read_the_token_from_its_parents_memory_as_a_user() {
+    tool_reads_no_token_from_its_parents_memory(Some(65534));
+}
+
+fn tool_reads_no_token_from_its_parents_memory(user: Option<u32>) {
+    let mut w = World::new();
+    w.user = user;
     let hold = w.proj.join("hold.py");
     let scan = w.proj.join("scan.py");
     write(&hold, HOLD_TOKEN, 0o644);
@@ -1514,6 +1539,15 @@ fn a_tool_cannot_read_the_token_from_its_parents_memory() {
     );
 
     let result = w.proj.join("mem.txt");
+    if let Some(id) = user {
+        let ok = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{id}:{id}"))
+            .arg(&w.root)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
     w.with_token(json!([{
         "id": "claude-code",
         "command": ["/usr/bin/python3", hold, scan, result],
