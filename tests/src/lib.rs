@@ -291,6 +291,9 @@ pub mod listener;
 /// A local stand-in for the Messages API that plays a script of turns (see the module).
 pub mod messages_api;
 
+/// One real agent turn's installation (the pinned Claude Code against the fixture).
+pub mod agent;
+
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.
 ///
