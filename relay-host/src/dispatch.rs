@@ -97,7 +97,7 @@ fn log(host: &Host, name: &str, json: bool, a: LogArgs) -> i32 {
     let since = match a.since.as_deref().map(|s| parse_since(s, now)).transpose() {
         Ok(s) => s,
         Err(e) => {
-            human::print_error(&e);
+            human::print_error(&e.to_string());
             return EXIT_USAGE;
         }
     };

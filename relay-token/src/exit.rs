@@ -9,6 +9,7 @@
 /// Why a relay program ended without a session's own status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
+#[non_exhaustive]
 pub enum ExitCode {
     /// 64: a request or command line that cannot be used as written (`invalid_spec`).
     Usage = 64,

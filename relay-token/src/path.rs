@@ -36,6 +36,7 @@ pub struct TokenPathError {
 /// assert_eq!(err.reason, TokenPathReason::NotAbsolute);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TokenPathReason {
     /// Relative, `~` alone, or anything that is neither `/...` nor `~/...`.
     NotAbsolute,

@@ -43,6 +43,7 @@ pub struct TokenFileError {
 /// assert_eq!(TokenFileReason::Os(libc::EACCES).to_string(), "permission denied");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TokenFileReason {
     /// A system call failed with this errno (`open`, `fstat` or `read`).
     Os(i32),

@@ -123,6 +123,7 @@ impl Template {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum Sandbox {
     /// `false`: the template runs unsandboxed.
     #[serde(serialize_with = "off::serialize")]
@@ -200,6 +201,7 @@ impl<'de> Deserialize<'de> for Sandbox {
 /// assert!(err.to_string().contains("line 1"));
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SettingsError {
     /// Both `settings.json` and `settings.toml` exist.
     BothPresent {

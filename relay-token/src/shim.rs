@@ -202,6 +202,7 @@ pub struct ShimOptions {
 /// assert_eq!(err.to_string(), "--status-fd 1: must not be 0, 1 or 2 (stdio)");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UsageError {
     /// An option the shim does not know, before `--`.
     UnknownOption(String),
@@ -546,6 +547,7 @@ fn parse_fd_range(v: &str) -> Option<(RawFd, RawFd)> {
 /// );
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StatusEvent {
     /// `{"event":"no_identity"}`: the first line without `--identity`.
     NoIdentity,

@@ -83,6 +83,7 @@ fn setup_err(what: impl fmt::Display) -> impl FnOnce(io::Error) -> BridgeError {
 /// assert_eq!(HelloError::WrongSecret.to_string(), "the Hello carries the wrong secret");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HelloError {
     /// Nobody connected, or no whole line came, before the deadline.
     Timeout,
@@ -516,14 +517,15 @@ impl Gate {
     /// let w = relay_token::host::bridge::ShimWiring::new(true, state.path(), "s1")?;
     /// let mut gate = w.start(std::time::Duration::from_secs(1));
     /// let err = gate.check(&serde_json::json!({"event": "started", "pid": 9})).unwrap_err();
-    /// assert!(err.contains("started"), "{err}");
+    /// assert!(err.to_string().contains("started"), "{err}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn check(&mut self, line: &Value) -> Result<(), String> {
+    pub fn check(&mut self, line: &Value) -> Result<(), IdentityRefused> {
         if !self.identity {
             return Ok(());
         }
         let event = line.get("event").and_then(Value::as_str).unwrap_or("");
+        let line_shown = shown(line);
         match event {
             "hello_ok" => match self.verdict.as_ref().map(Receiver::try_recv) {
                 Some(Ok(Ok(()))) => {
@@ -531,25 +533,20 @@ impl Gate {
                     self.seen.push(line.clone());
                     Ok(())
                 }
-                Some(Ok(Err(e))) => Err(format!(
-                    "relay-shim reported {}, but the bridge refused its Hello: {e}",
-                    shown(line)
-                )),
-                _ => Err(format!(
-                    "relay-shim reported {}, but the bridge got no Hello",
-                    shown(line)
-                )),
+                Some(Ok(Err(e))) => Err(IdentityRefused::HelloRefused {
+                    line: line_shown,
+                    bridge: e.to_string(),
+                }),
+                _ => Err(IdentityRefused::NoHello { line: line_shown }),
             },
-            "bad_secret" | "hello_refused" | "no_identity" => Err(format!(
-                "relay-shim could not prove the launch: it reported {}{}",
-                shown(line),
-                self.bridge_note()
-            )),
-            "started" if !self.confirmed => Err(format!(
-                "relay-shim reported {} without a confirmed Hello{}",
-                shown(line),
-                self.bridge_note()
-            )),
+            "bad_secret" | "hello_refused" | "no_identity" => Err(IdentityRefused::NotProved {
+                line: line_shown,
+                bridge: self.bridge_note(),
+            }),
+            "started" if !self.confirmed => Err(IdentityRefused::Unconfirmed {
+                line: line_shown,
+                bridge: self.bridge_note(),
+            }),
             "started" => {
                 self.seen.push(line.clone());
                 Ok(())
@@ -586,6 +583,69 @@ impl Gate {
         }
     }
 }
+
+/// Why a launch with the identity Hello is refused: the shim's status line (as [`shown`]: its
+/// `event` and `reason` words only) and what the bridge said.
+///
+/// ```
+/// use relay_token::host::bridge::IdentityRefused;
+/// let e = IdentityRefused::NoHello { line: r#"{"event":"hello_ok"}"#.into() };
+/// assert_eq!(e.to_string(), r#"relay-shim reported {"event":"hello_ok"}, but the bridge got no Hello"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IdentityRefused {
+    /// The shim said its Hello was accepted, but the bridge refused it.
+    HelloRefused {
+        /// The status line, as shown.
+        line: String,
+        /// The bridge's reason.
+        bridge: String,
+    },
+    /// The shim said its Hello was accepted, but the bridge got none.
+    NoHello {
+        /// The status line, as shown.
+        line: String,
+    },
+    /// The shim could not prove the launch.
+    NotProved {
+        /// The status line, as shown.
+        line: String,
+        /// `; the bridge: REASON`, or empty.
+        bridge: String,
+    },
+    /// The shim started its program without a confirmed Hello.
+    Unconfirmed {
+        /// The status line, as shown.
+        line: String,
+        /// `; the bridge: REASON`, or empty.
+        bridge: String,
+    },
+}
+
+impl std::fmt::Display for IdentityRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IdentityRefused::HelloRefused { line, bridge } => write!(
+                f,
+                "relay-shim reported {line}, but the bridge refused its Hello: {bridge}"
+            ),
+            IdentityRefused::NoHello { line } => {
+                write!(f, "relay-shim reported {line}, but the bridge got no Hello")
+            }
+            IdentityRefused::NotProved { line, bridge } => write!(
+                f,
+                "relay-shim could not prove the launch: it reported {line}{bridge}"
+            ),
+            IdentityRefused::Unconfirmed { line, bridge } => write!(
+                f,
+                "relay-shim reported {line} without a confirmed Hello{bridge}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IdentityRefused {}
 
 /// A status line as a refusal message shows it: its `event` and `reason` only, and only when
 /// they are short words, so a shim cannot write arbitrary text into the host's logs.
@@ -741,19 +801,21 @@ mod tests {
         };
         let err = start()
             .check(&json!({"event": "hello_ok", "pid": 7}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("the bridge got no Hello"), "{err}");
         for line in [
             json!({"event": "bad_secret", "reason": "length"}),
             json!({"event": "hello_refused", "reason": "timeout"}),
             json!({"event": "no_identity"}),
         ] {
-            let err = start().check(&line).unwrap_err();
+            let err = start().check(&line).unwrap_err().to_string();
             assert!(err.contains(&shown(&line)), "{err}");
         }
         let err = start()
             .check(&json!({"event": "hello_refused", "reason": "Bearer abc\n"}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.ends_with("{\"event\":\"hello_refused\"}"), "{err}");
         // A dropped gate stops its bridge at once and leaves nothing behind.
         assert_eq!(fs::read_dir(state.path()).unwrap().count(), 0);

@@ -40,6 +40,7 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// assert_eq!((e.code(), e.exit_code(), e.status()), ("invalid_spec", 64, 400));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LaunchError {
     /// The request cannot be launched as written (400, exit 64).
     InvalidSpec(String),
@@ -116,6 +117,7 @@ impl std::error::Error for LaunchError {}
 
 /// How the session's stdin is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stdin {
     /// The host's own stdin (a terminal launch, or a request read from a file).
     Inherit,
@@ -379,7 +381,9 @@ fn resolve_programs(
     v: &Validated,
     state: &State,
 ) -> Result<Programs, LaunchError> {
-    let shim = host.find_shim(settings).map_err(LaunchError::SpawnFailed)?;
+    let shim = host
+        .find_shim(settings)
+        .map_err(|e| LaunchError::SpawnFailed(e.to_string()))?;
     // A remote (ssh) launch names a program on the other machine: it is not looked up here.
     let name = &v.template.command[0];
     let command = match &v.request.host {
@@ -901,7 +905,8 @@ fn wait_started(
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        gate.check(&v).map_err(LaunchError::SpawnFailed)?;
+        gate.check(&v)
+            .map_err(|e| LaunchError::SpawnFailed(e.to_string()))?;
         match v.get("event").and_then(Value::as_str) {
             Some("started") => return Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1)),
             Some("sandbox_failed") => {

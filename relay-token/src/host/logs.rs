@@ -87,6 +87,28 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A `--since` value that is neither a time, a date nor an age (the value as given).
+///
+/// ```
+/// let e = relay_token::host::logs::parse_since("soon", 0).unwrap_err();
+/// assert!(e.to_string().starts_with("--since \"soon\": give a time"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadSince(pub String);
+
+impl std::fmt::Display for BadSince {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--since {:?}: give a time (2026-12-02T19:00:00Z), a date (2026-12-02) or an age \
+             (30m, 2h, 7d)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadSince {}
+
 /// Parses a `--since` value: RFC 3339 in UTC (`2026-12-02T19:00:00Z`), a date (`2026-12-02`),
 /// or an age (`30s`, `15m`, `2h`, `7d`) counted back from `now`.
 ///
@@ -97,13 +119,8 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// assert_eq!(parse_since("2h", 10_000), Ok(10_000 - 7200));
 /// assert!(parse_since("yesterday", 0).is_err());
 /// ```
-pub fn parse_since(value: &str, now: u64) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "--since {value:?}: give a time (2026-12-02T19:00:00Z), a date (2026-12-02) or an \
-             age (30m, 2h, 7d)"
-        )
-    };
+pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
+    let bad = || BadSince(value.to_string());
     if let Some(unit) = value.chars().last().filter(|c| "smhd".contains(*c)) {
         let n: u64 = value[..value.len() - 1].parse().map_err(|_| bad())?;
         let per = match unit {

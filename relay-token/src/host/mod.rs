@@ -176,7 +176,7 @@ impl Host {
     /// let shim = host.find_shim(&Default::default()).expect("relay-shim found");
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn find_shim(&self, settings: &Settings) -> Result<PathBuf, String> {
+    pub fn find_shim(&self, settings: &Settings) -> Result<PathBuf, ShimNotFound> {
         let mut looked = Vec::new();
         if let Some(dir) = std::env::current_exe()
             .ok()
@@ -203,12 +203,33 @@ impl Host {
         {
             return Ok(me);
         }
-        Err(format!(
-            "relay-shim not found: looked at {}",
-            looked.join(", ")
-        ))
+        Err(ShimNotFound { looked })
     }
 }
+
+/// `relay-shim` was found nowhere [`Host::find_shim`] looks; the places it looked, in order.
+///
+/// ```
+/// let e = relay_token::host::ShimNotFound { looked: vec!["/opt/relay/relay-shim".into()] };
+/// assert_eq!(e.to_string(), "relay-shim not found: looked at /opt/relay/relay-shim");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShimNotFound {
+    /// Each place looked at, as said in the message.
+    pub looked: Vec<String>,
+}
+
+impl std::fmt::Display for ShimNotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "relay-shim not found: looked at {}",
+            self.looked.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for ShimNotFound {}
 
 /// A child's exit status as an exit code: its own code, or 128 + the signal that killed it.
 ///

@@ -39,7 +39,7 @@ pub fn check(
         )));
     }
     token_network_allowed(network, carries_token, settings.token_network)
-        .map_err(LaunchError::SandboxUnavailable)?;
+        .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
     match network {
         Network::Allow(list) if carries_token && !settings.token_wildcards => {
             match list.wildcards().as_slice() {

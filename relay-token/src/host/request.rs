@@ -17,6 +17,7 @@ use crate::settings::{Sandbox, Settings, Template};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Kind {
     /// Claude Code, from the `claude-code` template.
     Claude,

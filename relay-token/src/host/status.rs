@@ -39,7 +39,7 @@ pub fn report(host: &Host) -> Value {
     };
     let shim = match host.find_shim(&settings) {
         Ok(p) => json!({"path": p}),
-        Err(e) => json!({"error": e}),
+        Err(e) => json!({"error": e.to_string()}),
     };
     let (problems, mut warnings) = reach_checks(host, &settings);
     let settings_error = settings_error.or_else(|| host.settings().err().map(|e| e.to_string()));

@@ -42,6 +42,7 @@ pub const OLD_AFTER_DAYS: u64 = 330;
 /// assert_eq!(ImportError::Several(2).to_string(), "the input holds 2 different sk-ant-oat01- tokens; paste one");
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ImportError {
     /// No `sk-ant-oat01-` token in the input; the count of other `sk-ant-` keys seen.
     NoToken {

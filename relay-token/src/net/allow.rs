@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv6Addr};
 /// let e = AllowEntry::parse("*.Example.com.:8443")?;
 /// assert_eq!(e.to_string(), "*.example.com:8443");
 /// assert!(AllowEntry::parse("*").is_err());
-/// # Ok::<(), String>(())
+/// # Ok::<(), relay_token::net::AllowError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowEntry {
@@ -56,33 +56,38 @@ impl AllowEntry {
     /// assert!(AllowEntry::parse("api.anthropic.com:0").is_err());
     /// assert!(AllowEntry::parse("http://x").is_err());
     /// ```
-    pub fn parse(entry: &str) -> Result<AllowEntry, String> {
-        let bad = |why: &str| Err(format!("network allow entry {entry:?}: {why}"));
+    pub fn parse(entry: &str) -> Result<AllowEntry, AllowError> {
+        let bad = |kind| {
+            Err(AllowError {
+                entry: entry.to_string(),
+                kind,
+            })
+        };
         if entry.is_empty() || entry.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return bad("empty, or holds spaces or control characters");
+            return bad(AllowErrorKind::Blank);
         }
         let (host, port) = match split_host_port(entry) {
             Some(hp) => hp,
-            None => return bad("not host, host:port, [v6]:port or *.domain[:port]"),
+            None => return bad(AllowErrorKind::Form),
         };
         let port = match port {
             None => None,
             Some(p) => match p.parse::<u16>() {
                 Ok(n) if n > 0 => Some(n),
-                _ => return bad("the port must be a number from 1 to 65535"),
+                _ => return bad(AllowErrorKind::Port),
             },
         };
         let host = if let Some(domain) = host.strip_prefix("*.") {
             match normal_name(domain) {
                 Some(d) => Pattern::Below(format!(".{d}")),
-                None => return bad("a wildcard must be *.domain"),
+                None => return bad(AllowErrorKind::Wildcard),
             }
         } else if let Some(ip) = parse_ip(host) {
             Pattern::Ip(ip)
         } else {
             match normal_name(host) {
                 Some(n) => Pattern::Name(n),
-                None => return bad("not a host name (letters, digits, '-', '_' and dots)"),
+                None => return bad(AllowErrorKind::Name),
             }
         };
         Ok(AllowEntry { host, port })
@@ -109,8 +114,69 @@ impl AllowEntry {
     }
 }
 
+/// Why an allow-list entry is refused: the entry as written and what is wrong with it.
+///
+/// ```
+/// use relay_token::net::{AllowEntry, AllowErrorKind};
+/// let e = AllowEntry::parse("api.anthropic.com:0").unwrap_err();
+/// assert_eq!(e.kind(), AllowErrorKind::Port);
+/// assert_eq!(
+///     e.to_string(),
+///     r#"network allow entry "api.anthropic.com:0": the port must be a number from 1 to 65535"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowError {
+    entry: String,
+    kind: AllowErrorKind,
+}
+
+/// What is wrong with an allow-list entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AllowErrorKind {
+    /// Empty, or holds spaces or control characters.
+    Blank,
+    /// Not `host`, `host:port`, `[v6]:port` or `*.domain[:port]`.
+    Form,
+    /// A port that is not a number from 1 to 65535.
+    Port,
+    /// A wildcard that is not `*.domain`.
+    Wildcard,
+    /// A host that is not a name (letters, digits, `-`, `_` and dots).
+    Name,
+}
+
+impl AllowError {
+    /// What is wrong.
+    ///
+    /// ```
+    /// let e = relay_token::net::AllowEntry::parse("a b").unwrap_err();
+    /// assert_eq!(e.kind(), relay_token::net::AllowErrorKind::Blank);
+    /// ```
+    pub fn kind(&self) -> AllowErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for AllowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self.kind {
+            AllowErrorKind::Blank => "empty, or holds spaces or control characters",
+            AllowErrorKind::Form => "not host, host:port, [v6]:port or *.domain[:port]",
+            AllowErrorKind::Port => "the port must be a number from 1 to 65535",
+            AllowErrorKind::Wildcard => "a wildcard must be *.domain",
+            AllowErrorKind::Name => "not a host name (letters, digits, '-', '_' and dots)",
+        };
+        write!(f, "network allow entry {:?}: {why}", self.entry)
+    }
+}
+
+impl std::error::Error for AllowError {}
+
 /// A destination as a request names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Host {
     /// A host name, lower case, no trailing dot.
     Name(String),
@@ -150,7 +216,7 @@ pub fn normal_host(host: &str) -> Option<Host> {
 /// let list = AllowList::parse(&["127.0.0.1:8080".to_string()])?;
 /// assert!(list.allows("127.0.0.1", 8080, 80));
 /// assert!(!list.allows("localhost", 8080, 80));
-/// # Ok::<(), String>(())
+/// # Ok::<(), relay_token::net::AllowError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowList {
@@ -165,7 +231,7 @@ impl AllowList {
     /// ```
     /// assert!(relay_token::net::AllowList::parse(&["".to_string()]).is_err());
     /// ```
-    pub fn parse(entries: &[String]) -> Result<AllowList, String> {
+    pub fn parse(entries: &[String]) -> Result<AllowList, AllowError> {
         let parsed = entries
             .iter()
             .map(|e| AllowEntry::parse(e))
@@ -184,7 +250,7 @@ impl AllowList {
     /// let more = list.including(&AllowEntry::parse("b.example:8443")?);
     /// assert_eq!(more.entries(), ["a.example", "b.example:8443"]);
     /// assert!(more.allows("b.example", 8443, 443));
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), relay_token::net::AllowError>(())
     /// ```
     pub fn including(&self, entry: &AllowEntry) -> AllowList {
         let mut list = self.clone();
@@ -200,7 +266,7 @@ impl AllowList {
     /// ```
     /// let list = relay_token::net::AllowList::parse(&["a.example".to_string()])?;
     /// assert_eq!(list.entries(), ["a.example"]);
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), relay_token::net::AllowError>(())
     /// ```
     pub fn entries(&self) -> &[String] {
         &self.written
@@ -212,7 +278,7 @@ impl AllowList {
     /// ```
     /// let list = relay_token::net::AllowList::parse(&["a.example".into(), "*.b.example".into()])?;
     /// assert_eq!(list.wildcards(), ["*.b.example"]);
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), relay_token::net::AllowError>(())
     /// ```
     pub fn wildcards(&self) -> Vec<String> {
         self.entries
@@ -230,7 +296,7 @@ impl AllowList {
     /// assert!(list.allows("a.b.example.com", 443, 443));
     /// assert!(!list.allows("example.com", 443, 443));
     /// assert!(!list.allows("badexample.com", 443, 443));
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), relay_token::net::AllowError>(())
     /// ```
     pub fn allows(&self, host: &str, port: u16, default_port: u16) -> bool {
         normal_host(host).is_some_and(|h| self.allows_host(&h, port, default_port))
@@ -242,7 +308,7 @@ impl AllowList {
     /// use relay_token::net::{allow::Host, AllowList};
     /// let list = AllowList::parse(&["10.0.0.1:80".to_string()])?;
     /// assert!(list.allows_host(&Host::Ip("10.0.0.1".parse().unwrap()), 80, 80));
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), relay_token::net::AllowError>(())
     /// ```
     pub fn allows_host(&self, host: &Host, port: u16, default_port: u16) -> bool {
         self.entries
@@ -256,7 +322,7 @@ impl AllowList {
     /// ```
     /// let list = relay_token::net::AllowList::parse(&["127.0.0.1:9".to_string()])?;
     /// assert!(list.lists_ip("127.0.0.1".parse().unwrap()));
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), relay_token::net::AllowError>(())
     /// ```
     pub fn lists_ip(&self, ip: IpAddr) -> bool {
         self.entries
@@ -368,7 +434,7 @@ mod tests {
             "a:b:c",
             "https://a",
         ] {
-            let err = AllowEntry::parse(bad).unwrap_err();
+            let err = AllowEntry::parse(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
         }
         assert_eq!(AllowEntry::parse("[::1]:9").unwrap().to_string(), "[::1]:9");

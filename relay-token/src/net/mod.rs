@@ -27,7 +27,7 @@ pub mod proxy;
 
 use std::fmt;
 
-pub use allow::{AllowEntry, AllowList};
+pub use allow::{AllowEntry, AllowError, AllowErrorKind, AllowList};
 pub use gateway::{Gateway, GatewayError};
 
 pub use crate::sandbox::{PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
@@ -44,6 +44,7 @@ pub const FORWARDER_NAME: &str = "relay-net-forward";
 /// assert!(serde_json::from_str::<Network>(r#""open""#).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Network {
     /// The host's network, shared (no namespace of its own).
     Host,
@@ -134,6 +135,7 @@ impl<'de> serde::Deserialize<'de> for Network {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum TokenNetwork {
     /// A token launch may run with `network: "host"`.
     Host,
@@ -163,28 +165,46 @@ pub fn claude_code_network() -> Network {
     Network::Allow(AllowList::parse(&entries).expect("the built-in list parses"))
 }
 
-/// Why a launch's network is refused.
+/// Whether a launch's network may carry the token: `"host"` needs the operator's
+/// `"token_network": "host"`.
 ///
 /// ```
 /// use relay_token::net::{token_network_allowed, Network};
 /// let err = token_network_allowed(&Network::Host, true, None).unwrap_err();
-/// assert!(err.contains("token_network"));
+/// assert!(err.to_string().contains("token_network"));
 /// assert!(token_network_allowed(&Network::None, true, None).is_ok());
 /// ```
 pub fn token_network_allowed(
     network: &Network,
     carries_token: bool,
     setting: Option<TokenNetwork>,
-) -> Result<(), String> {
+) -> Result<(), HostNetworkRefused> {
     match (network, carries_token, setting) {
-        (Network::Host, true, None) => Err(
-            "a launch with the token runs with network \"host\" only when the settings say \
-             \"token_network\": \"host\"; give the template a network allow-list (or \"none\")"
-                .into(),
-        ),
+        (Network::Host, true, None) => Err(HostNetworkRefused),
         _ => Ok(()),
     }
 }
+
+/// A launch with the token on the host's network without the operator's
+/// `"token_network": "host"`.
+///
+/// ```
+/// let m = relay_token::net::HostNetworkRefused.to_string();
+/// assert!(m.starts_with("a launch with the token runs with network \"host\" only"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostNetworkRefused;
+
+impl fmt::Display for HostNetworkRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a launch with the token runs with network \"host\" only when the settings say \
+             \"token_network\": \"host\"; give the template a network allow-list (or \"none\")",
+        )
+    }
+}
+
+impl std::error::Error for HostNetworkRefused {}
 
 /// Copies both ways between a Unix-socket connection and a TCP one until each side has ended,
 /// closing each write side as its reader ends: the proxy (session to upstream) and the

@@ -84,6 +84,7 @@ pub const MASK_FILE_NAME: &str = "deny-mask";
 /// assert_eq!(err.code(), "sandbox_unavailable");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SandboxError {
     /// A grant's value cannot be used (`grant "<value>": <reason>`).
     Grant {
@@ -139,6 +140,7 @@ pub enum SandboxError {
 /// assert!(matches!(err, SandboxError::Grant { reason: GrantReason::NotAbsolute, .. }));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GrantReason {
     /// The grant names `/`, the whole file system.
     Root,

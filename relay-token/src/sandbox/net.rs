@@ -22,6 +22,7 @@ pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
 /// assert_eq!(SandboxNet::Loopback.unshare_flags(), ["--unshare-net"]);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SandboxNet {
     /// The host's network (no namespace of its own).
     #[default]

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 /// One entry of the list, relative to an anchor (the home folder, the project folder, or the
 /// root of a read-write grant): a file or a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Entry {
     /// A file (a missing one is kept from being created by an empty placeholder file).
     File(&'static str),

@@ -84,6 +84,7 @@ impl fmt::Debug for LaunchSecret {
 /// assert_eq!(SecretError::NotLowercaseHex.reason(), "not_lowercase_hex");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SecretError {
     /// fd 3 could not be read (the errno).
     Unreadable(i32),
@@ -294,6 +295,7 @@ pub fn ok_line(session_id: &str, relay_pid: u32) -> String {
 /// assert_eq!(Refusal::Timeout.reason(), "timeout");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// [`BRIDGE_SOCKET_VAR`] is unset or empty.
     NoSocket,
@@ -349,6 +351,7 @@ impl std::error::Error for Refusal {}
 
 /// Why [`read_line`] got no line.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum LineError {
     /// Nothing whole before the deadline.
     Timeout,
