@@ -825,10 +825,10 @@ fn identify_sources(
         if idents.iter().any(|i| i.path == path) {
             continue;
         }
-        let (fd, id) = identify(path).map_err(|reason| SandboxError::Unusable {
+        let (fd, id) = identify(path).map_err(|e| SandboxError::Unusable {
             role,
             path: path.to_path_buf(),
-            reason,
+            reason: e.to_string(),
         })?;
         idents.push(Ident {
             path: path.to_path_buf(),
@@ -1053,28 +1053,27 @@ fn io_words(e: &io::Error) -> String {
 /// that call is missing (or a filter refuses it), a plain `open` follows and the descriptor's own
 /// path (`/proc/self/fd/N`) is read back: it must still be `real`.
 #[cfg(target_os = "linux")]
-fn identify(real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), String> {
+fn identify(real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), Unidentified> {
     use std::os::fd::AsRawFd;
-    let changed = || "changed while it was checked (a symlink was swapped in)".to_string();
-    let c = crate::path::to_cstring(real).ok_or("holds a NUL byte")?;
+    let c = crate::path::to_cstring(real).ok_or(Unidentified::Nul)?;
     let flags = libc::O_PATH | libc::O_NOFOLLOW;
     let (fd, read_back) = match crate::sys::open_no_symlinks(&c, flags) {
         Ok(fd) => (fd, false),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(changed()),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(Unidentified::Swapped),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
-            (crate::sys::open(&c, flags).map_err(|e| io_words(&e))?, true)
+            (crate::sys::open(&c, flags).map_err(Unidentified::Io)?, true)
         }
-        Err(e) => return Err(io_words(&e)),
+        Err(e) => return Err(Unidentified::Io(e)),
     };
-    let st = crate::sys::fstat(&fd).map_err(|e| io_words(&e))?;
+    let st = crate::sys::fstat(&fd).map_err(Unidentified::Io)?;
     if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-        return Err(changed());
+        return Err(Unidentified::Swapped);
     }
     if read_back {
         let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| io_words(&e))?;
+            .map_err(Unidentified::Io)?;
         if now != real {
-            return Err(changed());
+            return Err(Unidentified::Swapped);
         }
     }
     Ok((fd, (st.st_dev as u64, st.st_ino as u64)))
@@ -1082,8 +1081,40 @@ fn identify(real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), String> {
 
 /// See the Linux version: without `O_PATH` and `/proc` the check cannot be made, so it refuses.
 #[cfg(not(target_os = "linux"))]
-fn identify(_real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), String> {
-    Err("unsupported on this system: identifying a path needs O_PATH and /proc (Linux)".into())
+fn identify(_real: &Path) -> Result<(std::os::fd::OwnedFd, (u64, u64)), Unidentified> {
+    Err(Unidentified::Unsupported)
+}
+
+/// Why [`identify`] refused a path.
+#[derive(Debug)]
+enum Unidentified {
+    /// The path holds a NUL byte.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Nul,
+    /// A component became a symlink after the path was made canonical.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Swapped,
+    /// The open, `fstat` or read-back failed.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Io(io::Error),
+    /// Not Linux: no `O_PATH`, no `/proc`.
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    Unsupported,
+}
+
+impl fmt::Display for Unidentified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unidentified::Nul => f.write_str("holds a NUL byte"),
+            Unidentified::Swapped => {
+                f.write_str("changed while it was checked (a symlink was swapped in)")
+            }
+            Unidentified::Io(e) => f.write_str(&io_words(e)),
+            Unidentified::Unsupported => f.write_str(
+                "unsupported on this system: identifying a path needs O_PATH and /proc (Linux)",
+            ),
+        }
+    }
 }
 
 /// Makes sure `<state>/deny-mask` is an empty regular file of mode 0000 owned by this user with
@@ -1181,12 +1212,10 @@ mod realpaths_tests {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(id, (meta.dev(), meta.ino()));
         let swapped = "changed while it was checked (a symlink was swapped in)";
-        assert_eq!(super::identify(&root.join("l/b")).unwrap_err(), swapped);
-        assert_eq!(super::identify(&root.join("lb")).unwrap_err(), swapped);
-        assert_eq!(
-            super::identify(&root.join("missing")).unwrap_err(),
-            "no such file or directory"
-        );
+        let why = |p: &str| super::identify(&root.join(p)).unwrap_err().to_string();
+        assert_eq!(why("l/b"), swapped);
+        assert_eq!(why("lb"), swapped);
+        assert_eq!(why("missing"), "no such file or directory");
     }
 }
 
