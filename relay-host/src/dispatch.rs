@@ -3,7 +3,8 @@
 use std::ffi::OsString;
 
 use clap::Parser;
-use relay_token::host::cli::{self as cmd, EXIT_INTERNAL, EXIT_USAGE};
+use relay_token::exit::ExitCode;
+use relay_token::host::cli as cmd;
 use relay_token::host::logs::{parse_since, Query};
 use relay_token::host::state::{AUDIT_FILE, EVENTS_FILE};
 use relay_token::host::{demo, human, status, Host};
@@ -15,7 +16,11 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let code = if e.use_stderr() {
+                ExitCode::Usage.code()
+            } else {
+                0
+            };
             let _ = e.print();
             return code;
         }
@@ -23,7 +28,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     human::set_json(cli.json);
     if let Err(e) = relay_token::host::harden_process() {
         human::print_error(&format!("cannot harden the process (prctl/setrlimit): {e}"));
-        return EXIT_INTERNAL;
+        return ExitCode::Internal.code();
     }
     match cli.command {
         Command::Completions { shell } => return stdout_checked(crate::docs::completions(shell)),
@@ -36,9 +41,9 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         Err(e) => {
             human::print_error(&e.to_string());
             return if e.kind() == std::io::ErrorKind::InvalidInput {
-                EXIT_USAGE
+                ExitCode::Usage.code()
             } else {
-                EXIT_INTERNAL
+                ExitCode::Internal.code()
             };
         }
     };
@@ -53,7 +58,7 @@ fn stdout_checked(code: i32) -> i32 {
         Some(e) => {
             human::print_error(&format!("cannot write to stdout: {e}"));
             if code == 0 {
-                EXIT_INTERNAL
+                ExitCode::Internal.code()
             } else {
                 code
             }
@@ -98,7 +103,7 @@ fn log(host: &Host, name: &str, json: bool, a: LogArgs) -> i32 {
         Ok(s) => s,
         Err(e) => {
             human::print_error(&e.to_string());
-            return EXIT_USAGE;
+            return ExitCode::Usage.code();
         }
     };
     let query = Query {

@@ -44,11 +44,11 @@ pub fn man(out_dir: Option<&Path>) -> i32 {
         Ok(()) => 0,
         // A closed stdout: said by the caller (`human::stdout_error`).
         Err(_) if relay_token::host::human::stdout_error().is_some() => {
-            relay_token::host::cli::EXIT_INTERNAL
+            relay_token::exit::ExitCode::Internal.code()
         }
         Err(e) => {
             relay_token::host::human::print_error(&format!("man: {e}"));
-            relay_token::host::cli::EXIT_INTERNAL
+            relay_token::exit::ExitCode::Internal.code()
         }
     }
 }

@@ -11,6 +11,8 @@
 #[repr(i32)]
 #[non_exhaustive]
 pub enum ExitCode {
+    /// 1: a check ran and found a fault (`relay-host demo`, its probe).
+    Failed = 1,
     /// 64: a request or command line that cannot be used as written (`invalid_spec`).
     Usage = 64,
     /// 70: an internal error; for `relay-shim` also a usage error (nothing was started).

@@ -74,6 +74,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
+use crate::exit::ExitCode;
 use crate::fds::{FdMap, TOKEN_FD};
 use crate::sys;
 
@@ -89,15 +90,6 @@ pub const IDENTITY_STATUS_FD: RawFd = 4;
 
 /// The program `--sandbox-profile` runs the target under (macOS).
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
-
-/// Exit code for a usage error or an internal error; nothing was started.
-pub const EXIT_USAGE: i32 = crate::exit::ExitCode::Internal.code();
-
-/// Exit code when the program was not found (`ENOENT`).
-pub const EXIT_NOT_FOUND: i32 = crate::exit::ExitCode::NotFound.code();
-
-/// Exit code for any other spawn failure (not executable, ...).
-pub const EXIT_CANNOT_EXEC: i32 = crate::exit::ExitCode::CannotExec.code();
 
 /// The variable that carries `--session-id` to the target.
 pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
@@ -647,8 +639,12 @@ impl StatusEvent {
             StatusEvent::BadSecret { .. } | StatusEvent::HelloRefused { .. } => {
                 identity::EXIT_IDENTITY
             }
-            StatusEvent::SpawnFailed { errno } if errno == libc::ENOENT => EXIT_NOT_FOUND,
-            StatusEvent::SpawnFailed { .. } | StatusEvent::SandboxFailed { .. } => EXIT_CANNOT_EXEC,
+            StatusEvent::SpawnFailed { errno } if errno == libc::ENOENT => {
+                ExitCode::NotFound.code()
+            }
+            StatusEvent::SpawnFailed { .. } | StatusEvent::SandboxFailed { .. } => {
+                ExitCode::CannotExec.code()
+            }
             StatusEvent::Exited { status } => status,
             StatusEvent::Signaled { signal } => 128 + signal,
         }
@@ -662,7 +658,7 @@ struct StatusOut {
 
 impl StatusOut {
     /// Takes the status descriptor `fd` (close-on-exec for the shim); not open means no status
-    /// lines. On failure, prints one stderr line and returns [`EXIT_USAGE`].
+    /// lines. On failure, prints one stderr line and returns [`ExitCode::Internal`] (70).
     ///
     /// # Safety
     ///
@@ -676,7 +672,7 @@ impl StatusOut {
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
         if let Err(e) = sys::set_cloexec(owned.as_fd(), true) {
             eprintln!("relay-shim: status fd {fd}: cannot mark close-on-exec: {e}");
-            return Err(EXIT_USAGE);
+            return Err(ExitCode::Internal.code());
         }
         Ok(StatusOut { fd: Some(owned) })
     }
@@ -693,7 +689,7 @@ impl StatusOut {
 
 /// Parses `args` (the arguments after the program name) and runs the shim: the whole of
 /// `relay-shim`. Usage errors go to stderr (the error and the synopsis) and return
-/// [`EXIT_USAGE`]; `--help` prints the synopsis to stdout and returns 0. Returns the exit code.
+/// [`ExitCode::Internal`] (70); `--help` prints the synopsis to stdout and returns 0. Returns the exit code.
 ///
 /// # Safety
 ///
@@ -720,7 +716,7 @@ where
         Ok(opts) => unsafe { run(&opts) },
         Err(e) => {
             eprintln!("relay-shim: {e}\n{USAGE}");
-            EXIT_USAGE
+            ExitCode::Internal.code()
         }
     }
 }
@@ -784,7 +780,7 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     let mut cmd = target_command(opts);
     if let Err(e) = install_forwarders() {
         eprintln!("relay-shim: cannot install signal handlers: {e}");
-        return EXIT_USAGE;
+        return ExitCode::Internal.code();
     }
     let tty = hand_terminal_to_target(&mut cmd, opts);
     let fds = TargetFds {
@@ -817,7 +813,7 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         Ok(ev) => ev,
         Err(e) => {
             eprintln!("relay-shim: waiting for pid {pid}: {e}");
-            return EXIT_USAGE;
+            return ExitCode::Internal.code();
         }
     };
     status.send(event);
@@ -847,7 +843,7 @@ fn hand_terminal_to_target(cmd: &mut Command, opts: &ShimOptions) -> Option<RawF
 }
 
 /// With `pass_token`: checks that fd 5 is open and takes it (close-on-exec for the shim).
-/// Without: `None`. On failure, prints one stderr line and returns [`EXIT_USAGE`].
+/// Without: `None`. On failure, prints one stderr line and returns [`ExitCode::Internal`] (70).
 ///
 /// # Safety
 ///
@@ -867,7 +863,7 @@ unsafe fn claim_token_fd(pass_token: bool) -> Result<Option<OwnedFd>, i32> {
 
 /// With `range`: checks that each descriptor in it is open and takes it (close-on-exec for the
 /// shim; the target gets it at the same number). On failure, prints one stderr line and returns
-/// [`EXIT_USAGE`].
+/// [`ExitCode::Internal`] (70).
 ///
 /// # Safety
 ///
@@ -883,7 +879,7 @@ unsafe fn claim_passed_fds(range: Option<(RawFd, RawFd)>) -> Result<Vec<OwnedFd>
 }
 
 /// Takes descriptor `n`, close-on-exec for the shim. When it is not open, prints
-/// `relay-shim: ` and `not_open()` on stderr and returns [`EXIT_USAGE`].
+/// `relay-shim: ` and `not_open()` on stderr and returns [`ExitCode::Internal`] (70).
 ///
 /// # Safety
 ///
@@ -891,13 +887,13 @@ unsafe fn claim_passed_fds(range: Option<(RawFd, RawFd)>) -> Result<Vec<OwnedFd>
 unsafe fn claim_fd(n: RawFd, not_open: impl FnOnce() -> String) -> Result<OwnedFd, i32> {
     if sys::fd_flags(n).is_err() {
         eprintln!("relay-shim: {}", not_open());
-        return Err(EXIT_USAGE);
+        return Err(ExitCode::Internal.code());
     }
     // SAFETY: fd `n` is open (checked above) and, by this function's contract, ours.
     let fd = unsafe { OwnedFd::from_raw_fd(n) };
     if let Err(e) = sys::set_cloexec(fd.as_fd(), true) {
         eprintln!("relay-shim: fd {n}: cannot mark close-on-exec: {e}");
-        return Err(EXIT_USAGE);
+        return Err(ExitCode::Internal.code());
     }
     Ok(fd)
 }
@@ -1094,7 +1090,7 @@ fn wait_sandbox(
     let status = match wait_exit(pid, tty) {
         Ok(StatusEvent::Exited { status }) => status,
         Ok(StatusEvent::Signaled { signal }) => 128 + signal,
-        _ => EXIT_USAGE,
+        _ => ExitCode::Internal.code(),
     };
     Err(StatusEvent::SandboxFailed { status })
 }

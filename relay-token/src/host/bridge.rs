@@ -584,7 +584,7 @@ impl Gate {
     }
 }
 
-/// Why a launch with the identity Hello is refused: the shim's status line (as [`shown`]: its
+/// Why a launch with the identity Hello is refused: the shim's status line (as shown in a refusal: its
 /// `event` and `reason` words only) and what the bridge said.
 ///
 /// ```

@@ -13,13 +13,6 @@ use super::token_file;
 use super::Host;
 use crate::exit::ExitCode;
 
-/// Exit code of a usage error or an `invalid_spec` refusal.
-pub const EXIT_USAGE: i32 = ExitCode::Usage.code();
-/// Exit code of an internal error (no home folder, an unusable state folder).
-pub const EXIT_INTERNAL: i32 = ExitCode::Internal.code();
-/// Exit code of an unusable configuration (settings, token file, sandbox, shim).
-pub const EXIT_CONFIG: i32 = ExitCode::Unavailable.code();
-
 /// `relay-host launch REQUEST|-`: one session from a JSON request file (`-`: stdin, and the
 /// session's stdin is then `/dev/null`).
 ///
@@ -36,7 +29,7 @@ pub fn launch_file(host: &Host, request: &Path) -> i32 {
             Ok(f) => (super::request::read_request(f), Stdin::Inherit),
             Err(e) => {
                 print_error(&format!("read the request {}: {e}", request.display()));
-                return EXIT_USAGE;
+                return ExitCode::Usage.code();
             }
         }
     };
@@ -108,13 +101,13 @@ pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
     match super::logs::print(&host.state_dir, name, json, query) {
         Ok(()) => 0,
         // The report could not be written: the binary says so (`human::stdout_error`).
-        Err(_) if super::human::stdout_error().is_some() => EXIT_INTERNAL,
+        Err(_) if super::human::stdout_error().is_some() => ExitCode::Internal.code(),
         Err(e) => {
             print_error(&format!(
                 "read {}: {e}",
                 host.state_dir.join(name).display()
             ));
-            EXIT_INTERNAL
+            ExitCode::Internal.code()
         }
     }
 }
@@ -153,15 +146,15 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
                 // Fixed words and counts: nothing of the input.
                 E::NoToken { .. } | E::Several(_) | E::TooLarge => {
                     super::human::print_error_as_is(&e.to_string());
-                    EXIT_USAGE
+                    ExitCode::Usage.code()
                 }
                 E::Io { .. } => {
                     print_error(&e.to_string());
-                    EXIT_INTERNAL
+                    ExitCode::Internal.code()
                 }
                 E::Settings(_) | E::Reachable(_) => {
                     print_error(&e.to_string());
-                    EXIT_CONFIG
+                    ExitCode::Unavailable.code()
                 }
             }
         }
@@ -189,11 +182,11 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
             } else {
                 print_error(&msg);
             }
-            return EXIT_CONFIG;
+            return ExitCode::Unavailable.code();
         }
         Err(e) => {
             print_error(&e);
-            return EXIT_CONFIG;
+            return ExitCode::Unavailable.code();
         }
     };
     let r = token_file::check(&path);
@@ -205,7 +198,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
     if r["ok"] == json!(true) {
         0
     } else {
-        EXIT_CONFIG
+        ExitCode::Unavailable.code()
     }
 }
 
@@ -244,7 +237,7 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
         }
         Err(e) => {
             print_error(&format!("gc {}: {e}", sessions.display()));
-            EXIT_INTERNAL
+            ExitCode::Internal.code()
         }
     }
 }

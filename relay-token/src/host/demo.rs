@@ -8,6 +8,7 @@
 //! file by path. Where bwrap is missing the demo says how to install it and shows the
 //! unsandboxed half (the pipe and the variable). It removes everything it made.
 
+use crate::exit::ExitCode;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
@@ -92,12 +93,12 @@ pub fn run(json_out: bool) -> i32 {
             if ok {
                 0
             } else {
-                1
+                ExitCode::Failed.code()
             }
         }
         Err(e) => {
             errln!("relay-host demo: {e}");
-            70
+            ExitCode::Internal.code()
         }
     }
 }
@@ -359,7 +360,7 @@ fn print_report(r: &Value) {
 pub fn probe(args: Vec<OsString>) -> i32 {
     let [token_path, report_path, ..] = args.as_slice() else {
         errln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");
-        return 64;
+        return ExitCode::Usage.code();
     };
     let var = std::env::var(TOKEN_FD_VAR).ok();
     // Room for the whole cap up front: a growing Vec would free copies it never wiped.
@@ -422,7 +423,7 @@ pub fn probe(args: Vec<OsString>) -> i32 {
         }
         Err(e) => {
             errln!("probe: write {}: {e}", Path::new(report_path).display());
-            1
+            ExitCode::Failed.code()
         }
     }
 }

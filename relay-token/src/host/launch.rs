@@ -150,7 +150,7 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
         Ok(s) => s,
         Err(e) => {
             errln!("relay-host: state folder {}: {e}", host.state_dir.display());
-            return 70;
+            return ExitCode::Internal.code();
         }
     };
     let mut facts = Facts {
@@ -966,7 +966,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     super::signals::stop_forwarding();
     let code = match session.shim.wait() {
         Ok(s) => super::exit_code_of(s),
-        Err(_) => 70,
+        Err(_) => ExitCode::Internal.code(),
     };
     let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
     if let Some(Value::Object(m)) = last {

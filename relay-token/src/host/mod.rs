@@ -242,7 +242,7 @@ pub fn exit_code_of(status: ExitStatus) -> i32 {
     match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(s)) => 128 + s,
-        _ => 70,
+        _ => crate::exit::ExitCode::Internal.code(),
     }
 }
 

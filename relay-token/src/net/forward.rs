@@ -29,7 +29,7 @@ use std::thread;
 pub fn run(args: Vec<OsString>) -> i32 {
     let fail = |msg: String| {
         eprintln!("relay-net-forward: {msg}");
-        126
+        crate::exit::ExitCode::CannotExec.code()
     };
     let (port, socket, program) = match parse(args) {
         Ok(x) => x,
@@ -47,7 +47,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         .args(&program[1..])
         .exec();
     eprintln!("relay-net-forward: run {:?}: {err}", program[0]);
-    127
+    crate::exit::ExitCode::NotFound.code()
 }
 
 fn parse(args: Vec<OsString>) -> Result<(u16, PathBuf, Vec<OsString>), String> {
