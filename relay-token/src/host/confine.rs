@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use super::launch::LaunchError;
+use super::error::LaunchError;
 use super::reach;
 use super::request::Validated;
 use super::Host;
@@ -541,7 +541,7 @@ fn any_session_running(state_dir: &Path) -> bool {
     std::fs::read_dir(&sessions)
         .map(|rd| {
             rd.flatten()
-                .any(|e| super::launch::session_running(&e.path()))
+                .any(|e| super::state::session_running(&e.path()))
         })
         .unwrap_or(false)
 }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::fmt;
+
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::os::fd::{AsFd, AsRawFd};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+pub use super::error::LaunchError;
 use super::request::{check_token_request, Request, Validated};
 use super::state::{private_dir, State};
 use super::{confine, reach, Host};
@@ -31,89 +32,6 @@ use crate::{read_claude_token, sys, ClaudeToken, TokenPipe};
 
 /// How long the host waits for the shim's `started` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why a launch was refused, with the answer's `error` and the host's exit code.
-///
-/// ```
-/// use relay_token::host::launch::LaunchError;
-/// let e = LaunchError::InvalidSpec("request: unknown field `claude_token`".into());
-/// assert_eq!((e.code(), e.exit_code(), e.status()), ("invalid_spec", 64, 400));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LaunchError {
-    /// The request cannot be launched as written (400, exit 64).
-    InvalidSpec(String),
-    /// The launch cannot be made safe: the token file, the settings, the sandbox (400, exit 78).
-    SandboxUnavailable(String),
-    /// The session could not be started (500, exit 71).
-    SpawnFailed(String),
-}
-
-impl LaunchError {
-    /// The answer's `error` field.
-    ///
-    /// ```
-    /// # use relay_token::host::launch::LaunchError;
-    /// assert_eq!(LaunchError::SpawnFailed(String::new()).code(), "spawn_failed");
-    /// ```
-    pub fn code(&self) -> &'static str {
-        match self {
-            LaunchError::InvalidSpec(_) => "invalid_spec",
-            LaunchError::SandboxUnavailable(_) => "sandbox_unavailable",
-            LaunchError::SpawnFailed(_) => "spawn_failed",
-        }
-    }
-
-    /// The answer's `status` field.
-    ///
-    /// ```
-    /// # use relay_token::host::launch::LaunchError;
-    /// assert_eq!(LaunchError::SandboxUnavailable(String::new()).status(), 400);
-    /// ```
-    pub fn status(&self) -> u16 {
-        match self {
-            LaunchError::SpawnFailed(_) => 500,
-            _ => 400,
-        }
-    }
-
-    /// The host's exit code for this refusal.
-    ///
-    /// ```
-    /// # use relay_token::host::launch::LaunchError;
-    /// assert_eq!(LaunchError::SandboxUnavailable(String::new()).exit_code(), 78);
-    /// ```
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            LaunchError::InvalidSpec(_) => ExitCode::Usage.code(),
-            LaunchError::SandboxUnavailable(_) => ExitCode::Unavailable.code(),
-            LaunchError::SpawnFailed(_) => ExitCode::SpawnFailed.code(),
-        }
-    }
-
-    /// The message (paths only, never a token byte).
-    ///
-    /// ```
-    /// # use relay_token::host::launch::LaunchError;
-    /// assert_eq!(LaunchError::SpawnFailed("x".into()).message(), "x");
-    /// ```
-    pub fn message(&self) -> &str {
-        match self {
-            LaunchError::InvalidSpec(m)
-            | LaunchError::SandboxUnavailable(m)
-            | LaunchError::SpawnFailed(m) => m,
-        }
-    }
-}
-
-impl fmt::Display for LaunchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code(), self.message())
-    }
-}
-
-impl std::error::Error for LaunchError {}
 
 /// How the session's stdin is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +140,7 @@ fn prepare_and_spawn(
     facts.sandbox = v.sandboxed;
     facts.session_id = Some(v.session_id.clone());
     let session_dir = state.session_dir(&v.session_id);
-    if session_running(&session_dir) {
+    if super::state::session_running(&session_dir) {
         return Err(LaunchError::InvalidSpec(format!(
             "session {:?} is already running",
             v.session_id
@@ -579,7 +497,7 @@ impl SessionFolder {
         };
         let mut made = Made::default();
         made.create_own(session_dir).map_err(failed)?;
-        let lock = lock_session(session_dir).map_err(|e| {
+        let lock = super::state::lock_session(session_dir).map_err(|e| {
             LaunchError::InvalidSpec(format!("session {}: {e}", session_dir.display()))
         })?;
         match std::fs::symlink_metadata(&tmp) {
@@ -980,29 +898,6 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     state.log(&format!("session {} ended: exit code {code}", session.id));
     state.end_session(&session.id);
     code
-}
-
-pub(crate) fn session_running(dir: &Path) -> bool {
-    match File::open(dir.join("lock")) {
-        Ok(f) => {
-            // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-            rc != 0
-        }
-        Err(_) => false,
-    }
-}
-
-fn lock_session(dir: &Path) -> io::Result<File> {
-    let f = super::state::append_private(&dir.join("lock"))?;
-    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            "is already running",
-        ));
-    }
-    Ok(f)
 }
 
 /// Refuses a launch that failed before it could be validated (a request that is not JSON):

@@ -35,6 +35,7 @@ pub mod bridge;
 pub mod cli;
 mod confine;
 pub mod demo;
+pub mod error;
 pub mod human;
 pub mod launch;
 pub mod logs;

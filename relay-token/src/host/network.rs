@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::launch::LaunchError;
+use super::error::LaunchError;
 use super::state::State;
 use crate::net::proxy::{Denied, Proxy};
 use crate::net::{token_network_allowed, Network};

@@ -354,6 +354,43 @@ fn copy_seed(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the session folder `dir` is locked by a running session (its `lock` file held).
+pub(crate) fn session_running(dir: &Path) -> bool {
+    match File::open(dir.join("lock")) {
+        Ok(f) => {
+            // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+            let rc = unsafe {
+                libc::flock(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    libc::LOCK_SH | libc::LOCK_NB,
+                )
+            };
+            rc != 0
+        }
+        Err(_) => false,
+    }
+}
+
+/// Takes the session folder's lock (`dir/lock`, exclusive, not waiting): `WouldBlock` when a
+/// session holds it.
+pub(crate) fn lock_session(dir: &Path) -> io::Result<File> {
+    let f = append_private(&dir.join("lock"))?;
+    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+    if unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    } != 0
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "is already running",
+        ));
+    }
+    Ok(f)
+}
+
 /// Seconds since the Unix epoch.
 pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
