@@ -3,7 +3,8 @@
 //!
 //! In order: the template's grants, the command's folder, the private `/tmp`, the project; the
 //! programs that later run with the token kept read-only ([`programs_to_protect`]); the
-//! write-deny list ([`crate::sandbox::write_deny`]) kept read-only inside every read-write grant,
+//! write-deny list ([`crate::sandbox::write_deny`]) kept read-only where a later launch reads it
+//! (the home folder, the project, the repositories of these and of each read-write grant),
 //! missing entries held by placeholders; the token and the relay's own folders masked; then the
 //! profile is resolved and rendered, with the mount points it needs under `/tmp` made 0700.
 
@@ -139,12 +140,10 @@ fn sbpl_argv(
     target: &[OsString],
 ) -> Result<Vec<OsString>, LaunchError> {
     let project = i.v.request.project.as_deref();
-    let anchors = [i.host.home.clone()]
-        .into_iter()
-        .chain(project.map(Path::to_path_buf));
-    let anchors: Vec<PathBuf> = anchors.collect();
-    for (path, _) in write_deny::paths(&anchors, i.carries_token, &[]) {
-        profile.protect(path);
+    let mut folders = vec![(i.host.home.clone(), write_deny::Role::Home)];
+    folders.extend(project.map(|p| (p.to_path_buf(), write_deny::Role::Project)));
+    for listed in write_deny::plan(&folders, i.carries_token, &[]) {
+        profile.protect(listed.path);
     }
     mask_own_folders(i.real, i.host, &mut profile)?;
     let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
@@ -293,9 +292,10 @@ fn programs_to_protect(i: &Inputs<'_>, real_of: &sandbox::Realpaths) -> Vec<Path
     folders
 }
 
-/// Keeps every write-deny path inside a read-write grant read-only: the built-in list under the
-/// home folder, the project and each read-write grant; the operator's additions; every `PATH`
-/// folder that can be kept so. A missing one gets a placeholder (made under the state folder's
+/// Keeps every write-deny path inside a read-write grant read-only: the built-in list by the
+/// rule of [`write_deny`] (where a later launch reads each entry: the home folder, the
+/// project, a repository's git folder); the operator's additions; every `PATH` folder that can
+/// be kept so. A missing one the rule holds gets a placeholder (made under the state folder's
 /// lock) so the session cannot create it.
 #[cfg(not(target_os = "macos"))]
 fn deny_writes(
@@ -311,11 +311,7 @@ fn deny_writes(
         .iter()
         .map(|p| i.real.of(p).unwrap_or_else(|_| p.to_path_buf()))
         .collect();
-    let mut anchors: Vec<PathBuf> = Vec::new();
-    anchors.extend(i.real.of(&i.host.home).ok());
-    anchors.extend(project.map(Path::to_path_buf));
-    anchors.extend(rw.iter().cloned());
-    anchors.retain(|a| !own.iter().any(|o| a.starts_with(o)));
+    let folders = deny_folders(i, rw, &own);
     let mut extra: Vec<(PathBuf, bool)> = Vec::new();
     for value in &i.settings.write_deny {
         let dir = value.ends_with('/');
@@ -328,30 +324,54 @@ fn deny_writes(
             extra.push((d, true));
         }
     }
-    let list = write_deny::paths(&anchors, i.carries_token, &extra);
+    let list = write_deny::plan(&folders, i.carries_token, &extra);
     let _lock = lock_placeholders(state_dir).map_err(|e| {
         LaunchError::SpawnFailed(format!("state folder {}: {e}", state_dir.display()))
     })?;
     let mut ph = Placeholders::open(state_dir).map_err(unavailable)?;
-    for (path, dir) in list {
-        if let Some(g) = rw.iter().find(|g| path.starts_with(g)) {
-            deny_write(profile, &mut ph, g, &path, dir)?;
+    for listed in list {
+        if let Some(g) = rw.iter().find(|g| listed.path.starts_with(g)) {
+            deny_write(profile, &mut ph, g, &listed)?;
         }
     }
     Ok(())
 }
 
-/// Keeps `path` (inside the read-write grant `grant`) read-only: a regular file on the way (a
-/// git worktree's `.git` file) is kept so instead; a symlink on the way refuses the launch (a
-/// session could replace the link itself); a missing path gets a placeholder.
+/// The folders the write-deny list applies in, each with its role: the home folder, the
+/// project, then every read-write grant not inside one of those (a nested one adds nothing but
+/// its own repository, which the walk from it finds); none inside the relay's own folders.
+#[cfg(not(target_os = "macos"))]
+fn deny_folders(
+    i: &Inputs<'_>,
+    rw: &[PathBuf],
+    own: &[PathBuf],
+) -> Vec<(PathBuf, write_deny::Role)> {
+    use write_deny::Role;
+    let project = i.v.request.project.as_deref();
+    let mut folders: Vec<(PathBuf, Role)> = Vec::new();
+    folders.extend(i.real.of(&i.host.home).ok().map(|h| (h, Role::Home)));
+    folders.extend(project.map(|p| (p.to_path_buf(), Role::Project)));
+    for g in rw {
+        if !folders.iter().any(|(f, _)| f == g) {
+            folders.push((g.clone(), Role::Grant));
+        }
+    }
+    folders.retain(|(a, _)| !own.iter().any(|o| a.starts_with(o)));
+    folders
+}
+
+/// Keeps a listed path (inside the read-write grant `grant`) read-only: a regular file on the
+/// way (a git worktree's `.git` file) is kept so instead; a symlink on the way refuses the
+/// launch (a session could replace the link itself); a missing path gets a placeholder when the
+/// list holds it ([`write_deny::Listed::hold`]), else is left alone.
 #[cfg(not(target_os = "macos"))]
 fn deny_write(
     profile: &mut Profile,
     ph: &mut Placeholders,
     grant: &Path,
-    path: &Path,
-    dir: bool,
+    listed: &write_deny::Listed,
 ) -> Result<(), LaunchError> {
+    let path = listed.path.as_path();
     let mut p = grant.to_path_buf();
     let rel = path.strip_prefix(grant).unwrap_or(Path::new(""));
     for c in rel.components() {
@@ -373,7 +393,11 @@ fn deny_write(
         }
     }
     if std::fs::symlink_metadata(path).is_err() {
-        let made = ph.ensure(path, dir).map_err(|e| {
+        if !listed.hold {
+            return Ok(());
+        }
+        let folder = listed.dir || listed.folder_placeholder;
+        let made = ph.ensure(path, folder).map_err(|e| {
             unavailable(format!(
                 "write-deny {:?}: cannot make its placeholder: {e}",
                 path.display().to_string()

@@ -82,7 +82,7 @@ fn holder<'a>(grants: &'a [PathBuf], path: &Path) -> Option<&'a PathBuf> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = write_deny::ALWAYS
+    let mut out: Vec<PathBuf> = write_deny::HOME
         .iter()
         .filter(|e| matches!(e, write_deny::Entry::Dir(_)))
         .map(|e| host.home.join(e.rel()))

@@ -105,7 +105,12 @@ impl Series {
         // bind source to outlive that session: its folder (kept) and the write-deny entries
         // (made here first, so the host makes no placeholder that goes with the session).
         let project = fx.project.canonicalize().expect("the project folder");
-        for (path, dir) in relay_token::sandbox::write_deny::paths(&[project], true, &[]) {
+        use relay_token::sandbox::write_deny::{plan, Role};
+        for l in plan(&[(project, Role::Project)], true, &[]) {
+            let (path, dir) = (l.path, l.dir || l.folder_placeholder);
+            if !l.hold {
+                continue;
+            }
             if dir {
                 std::fs::create_dir_all(&path).expect("a write-deny folder");
             } else {
