@@ -155,3 +155,33 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
     std::fs::remove_file(fx.project.join("status.txt")).unwrap();
     assert_eq!(entries(&fx.project), before, "left in the project");
 }
+
+/// A launch whose sandbox would need more arguments than bubblewrap parses (3,001 read-write
+/// grants: three per bind, over its 9,000) is refused before anything starts, as
+/// `sandbox_unavailable` naming the limit, and leaves no placeholder. (Before: binding by path
+/// past 240 sources, then `spawn_failed` "Argument list too long".)
+#[test]
+fn a_launch_over_bubblewraps_argument_limit_is_refused_naming_it() {
+    let fx = Fixture::new(&fake_agent());
+    let grants = grant_folders(&fx, 3001);
+    set_grants(&fx, &grants);
+    let req = fx.request("over", true, "over", &[]);
+    let (code, text) = launch(&fx, &req);
+    let answer: Value = text
+        .lines()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v["error"].is_string())
+        })
+        .unwrap_or_else(|| panic!("no error answer: {text}"));
+    assert_eq!(answer["error"], "sandbox_unavailable", "{text}");
+    let msg = answer["message"].as_str().unwrap();
+    assert!(
+        msg.contains("bwrap arguments, over the limit of 9000 (bubblewrap's MAX_ARGS)"),
+        "{msg}"
+    );
+    assert_ne!(code, Some(0));
+    assert!(read_records(&fx.record).is_empty(), "the agent ran");
+    assert!(!fx.state.join("placeholders").exists(), "placeholders left");
+}

@@ -55,18 +55,21 @@ pub(crate) struct Confined {
     pub by_fd: Option<sandbox::Resolved>,
     /// `Some(`[`SANDBOX_STATUS_FD`]`)` when bwrap reports the sandbox's start there.
     pub status_fd: Option<RawFd>,
+    /// bwrap's options (`bwrap --args` [`ARGS_FD`]), placed at [`ARGS_FD`] in the shim and
+    /// handed on to bwrap, which reads and closes it.
+    pub args_file: Option<std::os::fd::OwnedFd>,
 }
 
+/// Where bwrap reads its options from (`--args`), in the shim and in bwrap: just below the bind
+/// descriptors, so `--pass-fds` hands both on as one range.
+pub(crate) const ARGS_FD: RawFd = 9;
+
 /// The first of the bind descriptors in the shim and in bwrap (above the shim's 3, 4 and 5).
-pub(crate) const BIND_FD_BASE: RawFd = 10;
+pub(crate) const BIND_FD_BASE: RawFd = ARGS_FD + 1;
 
 /// Where bwrap reports the sandbox's start (`--json-status-fd`), in bwrap.
 #[cfg(not(target_os = "macos"))]
 pub(crate) const SANDBOX_STATUS_FD: RawFd = 6;
-
-/// The most sources bound by descriptor; a profile with more binds by path, checked inside.
-#[cfg(not(target_os = "macos"))]
-const MAX_BIND_FDS: usize = 240;
 
 /// The sandbox's command line around `target`, `setenv` reaching the sandboxed program only:
 /// `bwrap` on Linux, what `relay-shim --sandbox-profile` runs under `sandbox-exec` on macOS.
@@ -82,6 +85,7 @@ pub(crate) fn sandbox_argv(
         argv: sbpl_argv(i, profile, setenv, target)?,
         by_fd: None,
         status_fd: None,
+        args_file: None,
     });
     #[cfg(not(target_os = "macos"))]
     return bwrap_argv(i, profile, state_dir, setenv, target);
@@ -108,21 +112,49 @@ fn bwrap_argv(
         .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
     if i.features.bind_fd {
         resolved.bind_by_fd(BIND_FD_BASE);
-        if resolved.bind_fds().len() > MAX_BIND_FDS {
-            resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
-        }
     }
-    let mut argv = resolved.bwrap_argv_with_env(i.bwrap, setenv, target);
+    let mut options = resolved.bwrap_options(setenv);
     let status_fd = i.features.json_status.then_some(SANDBOX_STATUS_FD);
     if let Some(n) = status_fd {
-        argv.splice(1..1, ["--json-status-fd".into(), n.to_string().into()]);
+        options.splice(0..0, ["--json-status-fd".into(), n.to_string().into()]);
     }
-    let by_fd = (!resolved.bind_fds().is_empty()).then_some(resolved);
+    let command = resolved.bwrap_command(target);
+    let bind_fds = resolved.bind_fds().len();
+    sandbox::limits::check(&options, &command, bind_fds, ARGS_FD).map_err(unavailable)?;
+    let (argv, args_file) = hand_over(i.bwrap, options, command)?;
+    let by_fd = (bind_fds > 0).then_some(resolved);
     Ok(Confined {
         argv,
         by_fd,
         status_fd,
+        args_file,
     })
+}
+
+/// bwrap's command line: on Linux `bwrap --args ARGS_FD -- COMMAND`, the options in an
+/// in-memory file; elsewhere all on the command line.
+#[cfg(not(target_os = "macos"))]
+fn hand_over(
+    bwrap: &Path,
+    options: Vec<OsString>,
+    command: Vec<OsString>,
+) -> Result<(Vec<OsString>, Option<std::os::fd::OwnedFd>), LaunchError> {
+    let mut argv: Vec<OsString> = vec![bwrap.as_os_str().to_os_string()];
+    #[cfg(target_os = "linux")]
+    let file = {
+        let file = sandbox::limits::args_file(&options)
+            .map_err(|e| LaunchError::SpawnFailed(format!("bwrap's arguments file: {e}")))?;
+        argv.extend(["--args".into(), ARGS_FD.to_string().into()]);
+        Some(file)
+    };
+    #[cfg(not(target_os = "linux"))]
+    let file = {
+        argv.extend(options);
+        None
+    };
+    argv.push("--".into());
+    argv.extend(command);
+    Ok((argv, file))
 }
 
 /// The target's argv for a macOS launch: the same profile (grants, protected programs, the

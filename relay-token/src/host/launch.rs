@@ -611,6 +611,7 @@ fn session_argv(
         argv,
         by_fd: None,
         status_fd: None,
+        args_file: None,
     };
     if let Some(bwrap) = &programs.bwrap {
         // The network: the proxy of an allow-list starts here and ends with the session.
@@ -729,11 +730,8 @@ fn shim_command(
         cmd.arg("--sandbox-profile")
             .arg(session_tmp.with_file_name(confine::SBPL_FILE));
     }
-    if let Some(r) = &confined.by_fd {
-        let n = r.bind_fds().len() as std::os::fd::RawFd;
-        let last = confine::BIND_FD_BASE + n - 1;
-        cmd.arg("--pass-fds")
-            .arg(format!("{}-{last}", confine::BIND_FD_BASE));
+    if let Some(range) = passed_fds(confined) {
+        cmd.arg("--pass-fds").arg(range);
     }
     if let Some(n) = confined.status_fd {
         cmd.arg("--sandbox-status-fd").arg(n.to_string());
@@ -752,6 +750,20 @@ fn shim_command(
         cmd.stdin(Stdio::null());
     }
     cmd
+}
+
+/// `FIRST-LAST` of the descriptors the shim hands on to bwrap unread: its arguments file at
+/// [`confine::ARGS_FD`] and the bind descriptors after it, or `None` when there are none.
+fn passed_fds(confined: &confine::Confined) -> Option<String> {
+    let binds = confined.by_fd.as_ref().map_or(0, |r| r.bind_fds().len());
+    let binds = binds as std::os::fd::RawFd;
+    let first = match (&confined.args_file, binds) {
+        (Some(_), _) => confine::ARGS_FD,
+        (None, 0) => return None,
+        (None, _) => confine::BIND_FD_BASE,
+    };
+    // The bind descriptors follow the arguments file: the last is ARGS_FD + binds.
+    Some(format!("{first}-{}", confine::ARGS_FD + binds))
 }
 
 /// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
@@ -813,6 +825,9 @@ fn spawn_session(
         .unwrap_or_default();
     for &(fd, n) in &bind_fds {
         extra.place(fd, n);
+    }
+    if let Some(f) = &confined.args_file {
+        extra.place(f.as_fd(), confine::ARGS_FD);
     }
     let spawned = match token {
         Some(t) => {

@@ -131,7 +131,23 @@ impl Resolved {
         setenv: &[(OsString, OsString)],
         command: &[OsString],
     ) -> Vec<OsString> {
-        let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
+        let mut a = vec![bwrap.as_os_str().to_os_string()];
+        a.extend(self.bwrap_options(setenv));
+        a.push("--".into());
+        a.extend(self.bwrap_command(command));
+        a
+    }
+
+    /// bwrap's options alone, steps 1 to 6 of [`bwrap_argv`](Self::bwrap_argv) (no `bwrap`, no
+    /// `--`): what a host hands bwrap in a file (`--args FD`) instead of on its command line.
+    ///
+    /// ```no_run
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// assert_eq!(r.bwrap_options(&[])[0], "--unshare-user");
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn bwrap_options(&self, setenv: &[(OsString, OsString)]) -> Vec<OsString> {
+        let mut a = Argv(Vec::new());
         let layered = self.layered();
         let checks = self.mount_checks(&layered);
         let by_fd = self.fd_numbers(&checks);
@@ -155,8 +171,23 @@ impl Resolved {
         for (k, v) in setenv.iter().chain(&self.net.env()) {
             a.three("--setenv", k, v);
         }
-        a.push("--");
+        a.0
+    }
+
+    /// What follows bwrap's `--`, step 7 of [`bwrap_argv`](Self::bwrap_argv): the in-sandbox
+    /// check when bound by path, the network's forwarder, then `command`.
+    ///
+    /// ```no_run
+    /// use std::ffi::OsString;
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// assert_eq!(r.bwrap_command(&[OsString::from("/bin/true")]), ["/bin/true"]);
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn bwrap_command(&self, command: &[OsString]) -> Vec<OsString> {
+        let mut a = Argv(Vec::new());
         if self.fd_base.is_none() {
+            let layered = self.layered();
+            let checks = self.mount_checks(&layered);
             self.push_mount_check(&mut a, &checks);
         }
         a.0.extend(self.net.command_prefix());

@@ -39,6 +39,7 @@
 
 mod bwrap;
 pub mod git_guard;
+pub mod limits;
 mod links;
 mod net;
 mod sbpl;
@@ -119,6 +120,18 @@ pub enum SandboxError {
         /// Where it was looked for, in words.
         looked: String,
     },
+    /// The sandbox's command line would exceed a limit of bubblewrap or the kernel
+    /// ([`limits::check`]): refused before anything starts.
+    TooLarge {
+        /// What is counted (`bwrap arguments`, ...).
+        what: &'static str,
+        /// How many the launch needs.
+        needed: u64,
+        /// The limit.
+        limit: u64,
+        /// The limit's name (`bubblewrap's MAX_ARGS`, ...).
+        name: &'static str,
+    },
     /// A `bwrap` was found but does not work.
     BwrapBroken {
         /// The `bwrap` that was tried.
@@ -185,6 +198,16 @@ impl fmt::Display for SandboxError {
                 f,
                 "bwrap not found ({looked}): sandboxed launches are refused; install it with \
                  `apt-get install bubblewrap` (Debian/Ubuntu) or set `bwrap` to its path"
+            ),
+            SandboxError::TooLarge {
+                what,
+                needed,
+                limit,
+                name,
+            } => write!(
+                f,
+                "the sandbox needs {needed} {what}, over the limit of {limit} ({name}): grant \
+                 fewer folders"
             ),
             SandboxError::BwrapBroken { path, detail } => write!(
                 f,
