@@ -40,6 +40,8 @@ pub(crate) struct Inputs<'a> {
     pub carries_token: bool,
     /// The launch's real paths, each folder made canonical once.
     pub real: &'a sandbox::Realpaths,
+    /// Every template's read-write grants ([`reach::rw_grants`]), worked out once per launch.
+    pub all_rw: &'a [PathBuf],
 }
 
 fn unavailable(e: impl ToString) -> LaunchError {
@@ -105,9 +107,9 @@ fn bwrap_argv(
     let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
-    let project = i.v.request.project.as_deref();
-    let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let mut resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
+    let mut resolved = profile
+        .resolve_with(i.all_rw, i.real)
+        .map_err(unavailable)?;
     make_tmp_mount_points(&resolved, i.session_tmp)
         .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
     if i.features.bind_fd {
@@ -178,8 +180,9 @@ fn sbpl_argv(
         profile.protect(listed.path);
     }
     mask_own_folders(i.real, i.host, &mut profile)?;
-    let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
+    let resolved = profile
+        .resolve_with(i.all_rw, i.real)
+        .map_err(unavailable)?;
     let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
     let file = session_dir.join(SBPL_FILE);
     resolved

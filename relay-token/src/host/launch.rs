@@ -365,6 +365,9 @@ struct Programs {
     /// What that bwrap can do (nothing on macOS, where `bwrap` is `sandbox-exec`).
     features: sandbox::BwrapFeatures,
     ssh: Option<PathBuf>,
+    /// Every template's read-write grants, expanded for this launch's project (worked out once:
+    /// the programs' checks and the sandbox's link checks share them).
+    rw_grants: Vec<PathBuf>,
 }
 
 /// Finds relay-shim, the template's command, bwrap (sandboxed) and ssh (remote); refuses one
@@ -407,11 +410,12 @@ fn resolve_programs(
         ),
         None => None,
     };
-    let grants = reach::rw_grants(
+    let grants = reach::rw_grants_in(
         host,
         settings,
         v.request.project.as_deref(),
         &state.claude_config_dir(),
+        &sandbox::Realpaths::default(),
     );
     let guarded = reach::guarded_folders(host, &grants);
     let local = v.request.host.is_none().then_some(("command", &command));
@@ -437,6 +441,7 @@ fn resolve_programs(
         bwrap,
         features,
         ssh,
+        rw_grants: grants,
     })
 }
 
@@ -634,6 +639,7 @@ fn session_argv(
             token_path,
             carries_token,
             real: &real,
+            all_rw: &programs.rw_grants,
         };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
         // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.

@@ -179,7 +179,17 @@ mod tests {
         let opt = |n: usize| vec![OsString::from("--bind-fd"); n];
         assert!(check(&opt(BWRAP_MAX_ARGS - AROUND), &[], 0, 10).is_ok());
         let e = check(&opt(BWRAP_MAX_ARGS - AROUND + 1), &[], 0, 10).unwrap_err();
-        assert!(matches!(e, SandboxError::TooLarge { needed: 9001, limit: 9000, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                SandboxError::TooLarge {
+                    needed: 9001,
+                    limit: 9000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let arg = |n: usize| vec![OsString::from("x".repeat(n - 1))];
         assert!(check(&[], &arg(MAX_ARG_STRLEN), 0, 10).is_ok());
         let e = check(&[], &arg(MAX_ARG_STRLEN + 1), 0, 10).unwrap_err();
