@@ -635,6 +635,7 @@ mod tests {
             std::fs::create_dir_all(d).unwrap();
         }
         std::fs::write(project.join(".git/config"), "").unwrap();
+        std::fs::write(project.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         let mut profile = Profile::new();
         profile.read_write(project.clone()).project(project.clone());
         profile.tmp(tmp);

@@ -30,7 +30,7 @@
 //!   is different: git reads it for every folder inside the repository, so a later launch whose
 //!   project is anywhere beneath the grant would read what a session wrote there.
 //! - **A repository** (the first `.git` found walking up from a home, project or grant folder,
-//!   as git finds it): its `config`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
+//!   as git finds it: a `.git` folder without `HEAD` is skipped): its `config`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
 //!   *file* (a linked worktree, a submodule) is kept read-only itself. When the home folder or
 //!   the project belongs to no repository, one empty `.git` folder there is kept read-only
 //!   instead (also when the repository lies further up): git skips an empty `.git` and looks
@@ -167,6 +167,7 @@ pub struct Listed {
 /// let dir = tempfile::tempdir()?;
 /// let (home, grant) = (dir.path().join("home"), dir.path().join("cache"));
 /// std::fs::create_dir_all(grant.join(".git"))?;
+/// std::fs::write(grant.join(".git/HEAD"), "ref: refs/heads/main\n")?;
 /// std::fs::create_dir_all(&home)?;
 /// let all = plan(&[(home.clone(), Role::Home), (grant.clone(), Role::Grant)], false, &[]);
 /// let has = |p: PathBuf| all.iter().any(|l| l.path == p);
@@ -248,10 +249,14 @@ fn lay(out: &mut Out, at: &Path, role: Role, token: bool) {
 }
 
 /// The folder holding the `.git` git would use for `at` (the first found walking up), and
-/// whether that `.git` is a folder (else a file: a linked worktree or a submodule).
+/// whether that `.git` is a folder (else a file: a linked worktree or a submodule). A `.git`
+/// folder without `HEAD` is no repository to git, which looks further up: so does this (an
+/// empty one is what a placeholder of another session's looks like).
 fn repository_of(at: &Path) -> Option<(PathBuf, bool)> {
     for dir in at.ancestors() {
-        match fs::symlink_metadata(dir.join(".git")) {
+        let git = dir.join(".git");
+        match fs::symlink_metadata(&git) {
+            Ok(m) if m.is_dir() && fs::symlink_metadata(git.join("HEAD")).is_err() => continue,
             Ok(m) => return Some((dir.to_path_buf(), m.is_dir())),
             Err(_) => continue,
         }
@@ -545,6 +550,9 @@ mod tests {
         }
         fs::create_dir_all(&wt).unwrap();
         fs::write(wt.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        for r in [&p, &repo] {
+            fs::write(r.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        }
         let folders = [
             (p.clone(), Role::Project),
             (plain.clone(), Role::Grant),
@@ -587,5 +595,10 @@ mod tests {
         let token = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
         assert!(token.contains(&".claude/commands".to_string()));
         assert!(!token.contains(&".claude".to_string()));
+        // An empty `.git` (another session's placeholder) is no repository: still one entry.
+        fs::create_dir(p.join(".git")).unwrap();
+        let again = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
+        assert!(again.contains(&".git".to_string()), "{again:?}");
+        assert!(!again.iter().any(|e| e.starts_with(".git/")), "{again:?}");
     }
 }
