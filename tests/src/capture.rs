@@ -150,7 +150,11 @@ impl Captured {
             .args(&self.command)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(if std::env::var_os("CAPTURE_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
         for (k, v) in env {
             c.env(k, v);
         }
