@@ -185,3 +185,46 @@ fn a_launch_over_bubblewraps_argument_limit_is_refused_naming_it() {
     assert!(read_records(&fx.record).is_empty(), "the agent ran");
     assert!(!fx.state.join("placeholders").exists(), "placeholders left");
 }
+
+/// A `shell` session (read-write `~`) in a project that is no repository cannot make one where
+/// a later launch's git in that project would find it: neither in the project (`.git`) nor in
+/// the folder above it (`~/src/.git`), by `mkdir` or by `git init`; afterwards neither exists.
+/// (Before the write-deny round: `~/src/.git` was nobody's anchor, so `git init ~/src` worked,
+/// and a later token launch's `git status` in `~/src/app` would have read its configuration.)
+#[test]
+fn a_session_cannot_make_a_repository_that_its_projects_git_would_find() {
+    let fx = Fixture::new(&fake_agent());
+    let src = fx.home.join("src");
+    let app = src.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let result = app.join("result.txt");
+    let script = format!(
+        "cd '{app}'; for d in '{src}' '{app}'; do mkdir \"$d/.git/x\" 2>/dev/null && echo \
+         \"made $d/.git/x\"; git init -q \"$d\" 2>/dev/null && echo \"git init $d\"; done; \
+         git rev-parse --show-toplevel 2>/dev/null || echo 'no repository'; echo end",
+        app = app.display(),
+        src = src.display()
+    );
+    let req = fx.root.join("shell.json");
+    std::fs::write(
+        &req,
+        json!({"kind": "terminal", "template": "shell", "project": app, "sandbox": true,
+               "extra_args": ["-c", format!("({script}) > '{}'", result.display())]})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, text) = launch(&fx, &req);
+    assert_eq!(code, Some(0), "{text}");
+    let said = std::fs::read_to_string(&result).unwrap();
+    assert_eq!(
+        said, "no repository\nend\n",
+        "the session made a repository"
+    );
+    for d in [&src, &app] {
+        assert!(
+            !d.join(".git").exists(),
+            "{} left",
+            d.join(".git").display()
+        );
+    }
+}

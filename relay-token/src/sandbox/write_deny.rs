@@ -31,10 +31,11 @@
 //!   project is anywhere beneath the grant would read what a session wrote there.
 //! - **A repository** (the first `.git` found walking up from a home, project or grant folder,
 //!   as git finds it: a `.git` folder without `HEAD` is skipped): its `config`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
-//!   *file* (a linked worktree, a submodule) is kept read-only itself. When the home folder or
-//!   the project belongs to no repository, one empty `.git` folder there is kept read-only
-//!   instead (also when the repository lies further up): git skips an empty `.git` and looks
-//!   further up, and no session can make a repository there for a later launch's git to read.
+//!   *file* (a linked worktree, a submodule) is kept read-only itself. In the home folder, the
+//!   project and every folder above them up to their repository (all the way up when there is
+//!   none) that a grant makes writable, a missing `.git` is held by an empty read-only folder:
+//!   git skips an empty `.git` and looks further up, and no session can make a repository there
+//!   that a later launch's git would find first.
 //! - A grant nested inside another folder of the list adds nothing that folder does not already
 //!   cover: every path is laid once.
 //!
@@ -237,9 +238,14 @@ fn lay(out: &mut Out, at: &Path, role: Role, token: bool) {
         Role::Grant => {}
     }
     let repo = repository_of(at);
-    // No repository of its own: an empty read-only `.git`, so none can be made here.
-    if role != Role::Grant && !repo.as_ref().is_some_and(|(top, _)| top == at) {
-        out.add(at.join(".git"), true, true, false);
+    if role != Role::Grant {
+        // Every folder git would look in before the repository it uses (or all the way up):
+        // a `.git` a session made in one would be found first. Held there (an empty read-only
+        // folder); the caller keeps only those inside a read-write grant.
+        let top = repo.as_ref().map(|(t, _)| t.as_path());
+        for a in at.ancestors().take_while(|a| Some(*a) != top) {
+            out.add(a.join(".git"), true, true, false);
+        }
     }
     match repo {
         Some((top, true)) => out.entries(&top, REPOSITORY, true, false),
@@ -595,6 +601,14 @@ mod tests {
         let token = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
         assert!(token.contains(&".claude/commands".to_string()));
         assert!(!token.contains(&".claude".to_string()));
+        // Every folder above, up to the root, gets its `.git` held too (the caller keeps those
+        // a grant makes writable).
+        let up = p.parent().unwrap().join(".git");
+        assert!(
+            no_token.iter().any(|l| l.path == up && l.hold),
+            "{no_token:?}"
+        );
+        assert!(no_token.iter().any(|l| l.path == Path::new("/.git")));
         // An empty `.git` (another session's placeholder) is no repository: still one entry.
         fs::create_dir(p.join(".git")).unwrap();
         let again = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
