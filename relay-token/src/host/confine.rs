@@ -386,8 +386,10 @@ fn deny_folders(
     let mut folders: Vec<(PathBuf, Role)> = Vec::new();
     folders.extend(i.real.of(&i.host.home).ok().map(|h| (h, Role::Home)));
     folders.extend(project.map(|p| (p.to_path_buf(), Role::Project)));
+    let mut seen: std::collections::HashSet<PathBuf> =
+        folders.iter().map(|(f, _)| f.clone()).collect();
     for g in rw {
-        if !folders.iter().any(|(f, _)| f == g) {
+        if seen.insert(g.clone()) {
             folders.push((g.clone(), Role::Grant));
         }
     }

@@ -152,9 +152,11 @@ impl Resolved {
         let checks = self.mount_checks(&layered);
         let by_fd = self.fd_numbers(&checks);
         self.push_system(&mut a, &by_fd);
+        let number: std::collections::HashMap<&Path, RawFd> =
+            by_fd.iter().map(|(p, n)| (p.as_path(), *n)).collect();
         for b in &layered {
-            match by_fd.iter().find(|(p, _)| *p == b.path) {
-                Some((_, n)) => a.three(
+            match number.get(b.path.as_path()) {
+                Some(n) => a.three(
                     if b.rw { "--bind-fd" } else { "--ro-bind-fd" },
                     n.to_string(),
                     &b.path,
@@ -336,7 +338,9 @@ impl Resolved {
                 Mask::File { path, .. } => p == path,
             })
         };
-        let ident_of = |p: &Path| self.idents.iter().find(|i| i.path == p);
+        let idents: std::collections::HashMap<&Path, &Ident> =
+            self.idents.iter().map(|i| (i.path.as_path(), i)).collect();
+        let ident_of = |p: &Path| idents.get(p).copied();
         let mut checks: Vec<(PathBuf, &Ident)> = Vec::new();
         for b in layered {
             if let (false, Some(id)) = (masked(&b.path), ident_of(&b.path)) {
@@ -393,8 +397,10 @@ impl Resolved {
             .iter()
             .flat_map(|d| &d.guards)
             .chain(self.protects.iter().flat_map(|p| &p.guards));
+        let mut have: std::collections::HashSet<PathBuf> =
+            layered.iter().map(|b| b.path.clone()).collect();
         for g in guards {
-            if !inside_folder_mask(&g.path) && !layered.iter().any(|b| b.path == g.path) {
+            if !inside_folder_mask(&g.path) && have.insert(g.path.clone()) {
                 layered.push(g.clone());
             }
         }

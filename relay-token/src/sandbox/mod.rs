@@ -556,9 +556,13 @@ impl Profile {
         real_of: &Realpaths,
     ) -> Result<Vec<Bind>, SandboxError> {
         let mut binds: Vec<Bind> = Vec::new();
-        let mut add = |path: PathBuf, rw: bool| match binds.iter_mut().find(|b| b.path == path) {
-            Some(b) => b.rw |= rw,
-            None => binds.push(Bind { path, rw }),
+        let mut at: std::collections::HashMap<PathBuf, usize> = std::collections::HashMap::new();
+        let mut add = |path: PathBuf, rw: bool| match at.get(&path) {
+            Some(&i) => binds[i].rw |= rw,
+            None => {
+                at.insert(path.clone(), binds.len());
+                binds.push(Bind { path, rw });
+            }
         };
         for (list, rw) in [(&self.read, false), (&self.read_write, true)] {
             for g in list {
@@ -822,8 +826,9 @@ fn identify_sources(
         .chain(&protected)
         .map(|b| (b.path.as_path(), "grant"))
         .chain(tmp.map(|t| (t, "temp folder")));
+    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     for (path, role) in sources {
-        if idents.iter().any(|i| i.path == path) {
+        if !seen.insert(path) {
             continue;
         }
         let (fd, id) = identify(path).map_err(|reason| SandboxError::Unusable {
