@@ -11,8 +11,9 @@
 //!   token on fd 5);
 //! - `bwrap bare`: `bwrap --ro-bind / / AGENT`, token file at fd 5;
 //! - `bwrap profile`: the very bwrap command line `relay-host` built for the sandboxed launch
-//!   (taken from `/proc/<pid>/cmdline` of a running session), token file at fd 5 and each bind
-//!   descriptor it names reopened at its number: the profile's cost without the host;
+//!   (captured by a wrapper run as the capture launch's `bwrap`: `relay_tests::capture`),
+//!   token file at fd 5 and each bind descriptor it names reopened at its number: the
+//!   profile's cost without the host;
 //! - `bwrap probe`: `bwrap <relay's flags> --ro-bind / / -- true`, the check `relay-host` ran
 //!   before each sandboxed launch (now only to word a refusal, or with an older bwrap);
 //! - `shim + agent`: `relay-shim --pass-token -- AGENT`, token file at fd 5 (no status pipe): the
