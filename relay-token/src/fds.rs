@@ -42,9 +42,18 @@ use crate::sys;
 /// The descriptor number a Claude Code child reads its token from.
 pub const TOKEN_FD: RawFd = 5;
 
-/// The most descriptors one [`FdMap`] places: the token, a status pipe or two, and the bind
-/// descriptors a sandbox launch hands to bwrap (one per bind).
-pub(crate) const MAX_PLACED: usize = 256;
+/// The most descriptors `relay-shim --pass-fds` hands on to its program: bwrap's arguments file
+/// and one bind descriptor per source of a sandbox (three bwrap arguments per bind make
+/// bubblewrap's own limit of 9,000 arguments come first).
+///
+/// ```
+/// assert_eq!(relay_token::MAX_PASS_FDS, 3000);
+/// ```
+pub const MAX_PASS_FDS: usize = 3000;
+
+/// The most descriptors one [`FdMap`] places: the token, a status pipe or two, and the
+/// descriptors a sandbox launch hands to bwrap ([`MAX_PASS_FDS`]).
+pub(crate) const MAX_PLACED: usize = MAX_PASS_FDS + 16;
 
 /// Descriptors to place in a child at fixed numbers; everything else above 2 is closed at exec.
 ///
@@ -87,7 +96,8 @@ impl<'fd> FdMap<'fd> {
     /// Places `src` in the child at number `dst` (above 2). The parent's `src` is left as it is;
     /// closing it after the spawn is the caller's business.
     ///
-    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past 256 placed descriptors.
+    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past 3,016 placed
+    /// descriptors.
     ///
     /// ```
     /// use std::os::fd::AsFd;

@@ -65,7 +65,7 @@ pub mod shim;
 mod which;
 
 pub use env::ChildEnv;
-pub use fds::{FdMap, TOKEN_FD};
+pub use fds::{FdMap, MAX_PASS_FDS, TOKEN_FD};
 pub use path::{claude_token_path, claude_token_path_in, TokenPathError, TokenPathReason};
 pub use pipe::{AttachedToken, TokenPipe, TOKEN_FD_VAR};
 pub use read::{read_claude_token, TokenFileError, TokenFileReason, MAX_TOKEN_BYTES};

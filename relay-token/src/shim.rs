@@ -75,7 +75,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crate::exit::ExitCode;
-use crate::fds::{FdMap, TOKEN_FD};
+use crate::fds::{FdMap, MAX_PASS_FDS, TOKEN_FD};
 use crate::sys;
 
 pub mod identity;
@@ -220,7 +220,8 @@ pub enum UsageError {
     SandboxProfileNotAbsolute(String),
     /// `--sandbox-profile` on a system without `sandbox-exec` (anything but macOS).
     SandboxProfileUnsupported,
-    /// `--pass-fds` not `FIRST-LAST` (two descriptor numbers, FIRST at most LAST, at most 240).
+    /// `--pass-fds` not `FIRST-LAST` (two descriptor numbers, FIRST at most LAST, at most
+    /// [`MAX_PASS_FDS`]).
     BadFdRange(String),
     /// A descriptor of `--pass-fds` or `--sandbox-status-fd` that stdio, the status, the token,
     /// the launch secret or the other option already uses.
@@ -284,7 +285,8 @@ impl fmt::Display for UsageError {
             ),
             UsageError::BadFdRange(v) => write!(
                 f,
-                "--pass-fds {v:?}: must be FIRST-LAST, two descriptor numbers above 2, at most 240"
+                "--pass-fds {v:?}: must be FIRST-LAST, two descriptor numbers above 2, at most {}",
+                MAX_PASS_FDS
             ),
             UsageError::FdInUse { opt, fd } => write!(
                 f,
@@ -520,11 +522,12 @@ fn parse_fd(v: &str) -> Option<RawFd> {
     v.parse().ok()
 }
 
-/// `FIRST-LAST`: two descriptor numbers above 2, FIRST at most LAST, 240 at most in all.
+/// `FIRST-LAST`: two descriptor numbers above 2, FIRST at most LAST, [`MAX_PASS_FDS`] at most
+/// in all.
 fn parse_fd_range(v: &str) -> Option<(RawFd, RawFd)> {
     let (lo, hi) = v.split_once('-')?;
     let (lo, hi) = (parse_fd(lo)?, parse_fd(hi)?);
-    (lo > 2 && lo <= hi && hi - lo < 240).then_some((lo, hi))
+    (lo > 2 && lo <= hi && ((hi - lo) as usize) < MAX_PASS_FDS).then_some((lo, hi))
 }
 
 /// One status line, as written to the status descriptor.

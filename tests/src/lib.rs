@@ -280,6 +280,8 @@ pub fn spawn_with_fds(
     child
 }
 
+/// relay's bwrap command line captured from a launch and replayed (see the module).
+pub mod capture;
 /// A throwaway relay-host installation and process checks (see the module).
 pub mod fixture;
 pub mod run;

@@ -470,7 +470,7 @@ fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
             UsageError::BadFdRange(v.to_owned()),
             format!(
                 "--pass-fds {v:?}: must be FIRST-LAST, two descriptor numbers above 2, at most \
-                 240"
+                 3000"
             ),
         )
     };
@@ -484,7 +484,7 @@ fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
         (vec!["--pass-fds", "7"], range("7")),
         (vec!["--pass-fds", "2-4"], range("2-4")),
         (vec!["--pass-fds", "9-8"], range("9-8")),
-        (vec!["--pass-fds=10-250"], range("10-250")),
+        (vec!["--pass-fds=10-3010"], range("10-3010")),
         (vec!["--pass-fds", "a-b"], range("a-b")),
         (vec!["--pass-fds", "-5-6"], range("-5-6")),
         (vec!["--pass-fds", "10-12", "--pass-fds", "10-12"], {
@@ -554,9 +554,9 @@ fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
         &["--sandbox-status-fd", "six", "--", &a],
         &format!("relay-shim: {err}\n{USAGE}\n"),
     );
-    // The widest range, 240 descriptors, parses.
-    let o = ShimOptions::parse(["--pass-fds", "10-249", "--", "true"]).unwrap();
-    assert_eq!(o.pass_fds, Some((10, 249)));
+    // The widest range, 3000 descriptors, parses.
+    let o = ShimOptions::parse(["--pass-fds", "10-3009", "--", "true"]).unwrap();
+    assert_eq!(o.pass_fds, Some((10, 3009)));
     let o =
         ShimOptions::parse(["--sandbox-status-fd", "6", "--pass-fds=10-12", "--", "true"]).unwrap();
     assert_eq!((o.pass_fds, o.sandbox_status_fd), (Some((10, 12)), Some(6)));

@@ -3,7 +3,8 @@
 //!
 //! In order: the template's grants, the command's folder, the private `/tmp`, the project; the
 //! programs that later run with the token kept read-only ([`programs_to_protect`]); the
-//! write-deny list ([`crate::sandbox::write_deny`]) kept read-only inside every read-write grant,
+//! write-deny list ([`crate::sandbox::write_deny`]) kept read-only where a later launch reads it
+//! (the home folder, the project, the repositories of these and of each read-write grant),
 //! missing entries held by placeholders; the token and the relay's own folders masked; then the
 //! profile is resolved and rendered, with the mount points it needs under `/tmp` made 0700.
 
@@ -39,6 +40,8 @@ pub(crate) struct Inputs<'a> {
     pub carries_token: bool,
     /// The launch's real paths, each folder made canonical once.
     pub real: &'a sandbox::Realpaths,
+    /// Every template's read-write grants ([`reach::rw_grants`]), worked out once per launch.
+    pub all_rw: &'a [PathBuf],
 }
 
 fn unavailable(e: impl ToString) -> LaunchError {
@@ -54,18 +57,21 @@ pub(crate) struct Confined {
     pub by_fd: Option<sandbox::Resolved>,
     /// `Some(`[`SANDBOX_STATUS_FD`]`)` when bwrap reports the sandbox's start there.
     pub status_fd: Option<RawFd>,
+    /// bwrap's options (`bwrap --args` [`ARGS_FD`]), placed at [`ARGS_FD`] in the shim and
+    /// handed on to bwrap, which reads and closes it.
+    pub args_file: Option<std::os::fd::OwnedFd>,
 }
 
+/// Where bwrap reads its options from (`--args`), in the shim and in bwrap: just below the bind
+/// descriptors, so `--pass-fds` hands both on as one range.
+pub(crate) const ARGS_FD: RawFd = 9;
+
 /// The first of the bind descriptors in the shim and in bwrap (above the shim's 3, 4 and 5).
-pub(crate) const BIND_FD_BASE: RawFd = 10;
+pub(crate) const BIND_FD_BASE: RawFd = ARGS_FD + 1;
 
 /// Where bwrap reports the sandbox's start (`--json-status-fd`), in bwrap.
 #[cfg(not(target_os = "macos"))]
 pub(crate) const SANDBOX_STATUS_FD: RawFd = 6;
-
-/// The most sources bound by descriptor; a profile with more binds by path, checked inside.
-#[cfg(not(target_os = "macos"))]
-const MAX_BIND_FDS: usize = 240;
 
 /// The sandbox's command line around `target`, `setenv` reaching the sandboxed program only:
 /// `bwrap` on Linux, what `relay-shim --sandbox-profile` runs under `sandbox-exec` on macOS.
@@ -81,6 +87,7 @@ pub(crate) fn sandbox_argv(
         argv: sbpl_argv(i, profile, setenv, target)?,
         by_fd: None,
         status_fd: None,
+        args_file: None,
     });
     #[cfg(not(target_os = "macos"))]
     return bwrap_argv(i, profile, state_dir, setenv, target);
@@ -101,27 +108,29 @@ fn bwrap_argv(
     let setenv = &preload_no_dump(i, &mut profile, setenv)?;
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
-    let project = i.v.request.project.as_deref();
-    let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let mut resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
+    let mut resolved = profile
+        .resolve_with(i.all_rw, i.real)
+        .map_err(unavailable)?;
     make_tmp_mount_points(&resolved, i.session_tmp)
         .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
     if i.features.bind_fd {
         resolved.bind_by_fd(BIND_FD_BASE);
-        if resolved.bind_fds().len() > MAX_BIND_FDS {
-            resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
-        }
     }
-    let mut argv = resolved.bwrap_argv_with_env(i.bwrap, setenv, target);
+    let mut options = resolved.bwrap_options(setenv);
     let status_fd = i.features.json_status.then_some(SANDBOX_STATUS_FD);
     if let Some(n) = status_fd {
-        argv.splice(1..1, ["--json-status-fd".into(), n.to_string().into()]);
+        options.splice(0..0, ["--json-status-fd".into(), n.to_string().into()]);
     }
-    let by_fd = (!resolved.bind_fds().is_empty()).then_some(resolved);
+    let command = resolved.bwrap_command(target);
+    let bind_fds = resolved.bind_fds().len();
+    sandbox::limits::check(&options, &command, bind_fds, ARGS_FD).map_err(unavailable)?;
+    let (argv, args_file) = hand_over(i.bwrap, options, command)?;
+    let by_fd = (bind_fds > 0).then_some(resolved);
     Ok(Confined {
         argv,
         by_fd,
         status_fd,
+        args_file,
     })
 }
 
@@ -156,6 +165,32 @@ fn preload_no_dump(
     Ok(env)
 }
 
+/// bwrap's command line: on Linux `bwrap --args ARGS_FD -- COMMAND`, the options in an
+/// in-memory file; elsewhere all on the command line.
+#[cfg(not(target_os = "macos"))]
+fn hand_over(
+    bwrap: &Path,
+    options: Vec<OsString>,
+    command: Vec<OsString>,
+) -> Result<(Vec<OsString>, Option<std::os::fd::OwnedFd>), LaunchError> {
+    let mut argv: Vec<OsString> = vec![bwrap.as_os_str().to_os_string()];
+    #[cfg(target_os = "linux")]
+    let file = {
+        let file = sandbox::limits::args_file(&options)
+            .map_err(|e| LaunchError::SpawnFailed(format!("bwrap's arguments file: {e}")))?;
+        argv.extend(["--args".into(), ARGS_FD.to_string().into()]);
+        Some(file)
+    };
+    #[cfg(not(target_os = "linux"))]
+    let file = {
+        argv.extend(options);
+        None
+    };
+    argv.push("--".into());
+    argv.extend(command);
+    Ok((argv, file))
+}
+
 /// The target's argv for a macOS launch: the same profile (grants, protected programs, the
 /// write-deny entries that exist, the masks) is rendered as SBPL and written 0600 to
 /// [`SBPL_FILE`] in the session folder, which `relay-shim --sandbox-profile` runs the target
@@ -171,16 +206,15 @@ fn sbpl_argv(
     target: &[OsString],
 ) -> Result<Vec<OsString>, LaunchError> {
     let project = i.v.request.project.as_deref();
-    let anchors = [i.host.home.clone()]
-        .into_iter()
-        .chain(project.map(Path::to_path_buf));
-    let anchors: Vec<PathBuf> = anchors.collect();
-    for (path, _) in write_deny::paths(&anchors, i.carries_token, &[]) {
-        profile.protect(path);
+    let mut folders = vec![(i.host.home.clone(), write_deny::Role::Home)];
+    folders.extend(project.map(|p| (p.to_path_buf(), write_deny::Role::Project)));
+    for listed in write_deny::plan(&folders, i.carries_token, &[]) {
+        profile.protect(listed.path);
     }
     mask_own_folders(i.real, i.host, &mut profile)?;
-    let all_rw = reach::rw_grants(i.host, i.settings, project, i.claude_config);
-    let resolved = profile.resolve_with(&all_rw, i.real).map_err(unavailable)?;
+    let resolved = profile
+        .resolve_with(i.all_rw, i.real)
+        .map_err(unavailable)?;
     let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
     let file = session_dir.join(SBPL_FILE);
     resolved
@@ -325,9 +359,10 @@ fn programs_to_protect(i: &Inputs<'_>, real_of: &sandbox::Realpaths) -> Vec<Path
     folders
 }
 
-/// Keeps every write-deny path inside a read-write grant read-only: the built-in list under the
-/// home folder, the project and each read-write grant; the operator's additions; every `PATH`
-/// folder that can be kept so. A missing one gets a placeholder (made under the state folder's
+/// Keeps every write-deny path inside a read-write grant read-only: the built-in list by the
+/// rule of [`write_deny`] (where a later launch reads each entry: the home folder, the
+/// project, a repository's git folder); the operator's additions; every `PATH` folder that can
+/// be kept so. A missing one the rule holds gets a placeholder (made under the state folder's
 /// lock) so the session cannot create it.
 #[cfg(not(target_os = "macos"))]
 fn deny_writes(
@@ -343,11 +378,7 @@ fn deny_writes(
         .iter()
         .map(|p| i.real.of(p).unwrap_or_else(|_| p.to_path_buf()))
         .collect();
-    let mut anchors: Vec<PathBuf> = Vec::new();
-    anchors.extend(i.real.of(&i.host.home).ok());
-    anchors.extend(project.map(Path::to_path_buf));
-    anchors.extend(rw.iter().cloned());
-    anchors.retain(|a| !own.iter().any(|o| a.starts_with(o)));
+    let folders = deny_folders(i, rw, &own);
     let mut extra: Vec<(PathBuf, bool)> = Vec::new();
     for value in &i.settings.write_deny {
         let dir = value.ends_with('/');
@@ -360,30 +391,56 @@ fn deny_writes(
             extra.push((d, true));
         }
     }
-    let list = write_deny::paths(&anchors, i.carries_token, &extra);
+    let list = write_deny::plan(&folders, i.carries_token, &extra);
     let _lock = lock_placeholders(state_dir).map_err(|e| {
         LaunchError::SpawnFailed(format!("state folder {}: {e}", state_dir.display()))
     })?;
     let mut ph = Placeholders::open(state_dir).map_err(unavailable)?;
-    for (path, dir) in list {
-        if let Some(g) = rw.iter().find(|g| path.starts_with(g)) {
-            deny_write(profile, &mut ph, g, &path, dir)?;
+    for listed in list {
+        if let Some(g) = rw.iter().find(|g| listed.path.starts_with(g)) {
+            deny_write(profile, &mut ph, g, &listed)?;
         }
     }
     Ok(())
 }
 
-/// Keeps `path` (inside the read-write grant `grant`) read-only: a regular file on the way (a
-/// git worktree's `.git` file) is kept so instead; a symlink on the way refuses the launch (a
-/// session could replace the link itself); a missing path gets a placeholder.
+/// The folders the write-deny list applies in, each with its role: the home folder, the
+/// project, then every read-write grant not inside one of those (a nested one adds nothing but
+/// its own repository, which the walk from it finds); none inside the relay's own folders.
+#[cfg(not(target_os = "macos"))]
+fn deny_folders(
+    i: &Inputs<'_>,
+    rw: &[PathBuf],
+    own: &[PathBuf],
+) -> Vec<(PathBuf, write_deny::Role)> {
+    use write_deny::Role;
+    let project = i.v.request.project.as_deref();
+    let mut folders: Vec<(PathBuf, Role)> = Vec::new();
+    folders.extend(i.real.of(&i.host.home).ok().map(|h| (h, Role::Home)));
+    folders.extend(project.map(|p| (p.to_path_buf(), Role::Project)));
+    let mut seen: std::collections::HashSet<PathBuf> =
+        folders.iter().map(|(f, _)| f.clone()).collect();
+    for g in rw {
+        if seen.insert(g.clone()) {
+            folders.push((g.clone(), Role::Grant));
+        }
+    }
+    folders.retain(|(a, _)| !own.iter().any(|o| a.starts_with(o)));
+    folders
+}
+
+/// Keeps a listed path (inside the read-write grant `grant`) read-only: a regular file on the
+/// way (a git worktree's `.git` file) is kept so instead; a symlink on the way refuses the
+/// launch (a session could replace the link itself); a missing path gets a placeholder when the
+/// list holds it ([`write_deny::Listed::hold`]), else is left alone.
 #[cfg(not(target_os = "macos"))]
 fn deny_write(
     profile: &mut Profile,
     ph: &mut Placeholders,
     grant: &Path,
-    path: &Path,
-    dir: bool,
+    listed: &write_deny::Listed,
 ) -> Result<(), LaunchError> {
+    let path = listed.path.as_path();
     let mut p = grant.to_path_buf();
     let rel = path.strip_prefix(grant).unwrap_or(Path::new(""));
     for c in rel.components() {
@@ -405,7 +462,11 @@ fn deny_write(
         }
     }
     if std::fs::symlink_metadata(path).is_err() {
-        let made = ph.ensure(path, dir).map_err(|e| {
+        if !listed.hold {
+            return Ok(());
+        }
+        let folder = listed.dir || listed.folder_placeholder;
+        let made = ph.ensure(path, folder).map_err(|e| {
             unavailable(format!(
                 "write-deny {:?}: cannot make its placeholder: {e}",
                 path.display().to_string()

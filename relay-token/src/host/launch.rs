@@ -288,6 +288,9 @@ struct Programs {
     /// What that bwrap can do (nothing on macOS, where `bwrap` is `sandbox-exec`).
     features: sandbox::BwrapFeatures,
     ssh: Option<PathBuf>,
+    /// Every template's read-write grants, expanded for this launch's project (worked out once:
+    /// the programs' checks and the sandbox's link checks share them).
+    rw_grants: Vec<PathBuf>,
 }
 
 /// Finds relay-shim, the template's command, bwrap (sandboxed) and ssh (remote); refuses one
@@ -332,11 +335,12 @@ fn resolve_programs(
         ),
         None => None,
     };
-    let grants = reach::rw_grants(
+    let grants = reach::rw_grants_in(
         host,
         settings,
         v.request.project.as_deref(),
         &state.claude_config_dir(),
+        &sandbox::Realpaths::default(),
     );
     let guarded = reach::guarded_folders(host, &grants);
     let local = v.request.host.is_none().then_some(("command", &command));
@@ -362,6 +366,7 @@ fn resolve_programs(
         bwrap,
         features,
         ssh,
+        rw_grants: grants,
     })
 }
 
@@ -536,6 +541,7 @@ fn session_argv(
         argv,
         by_fd: None,
         status_fd: None,
+        args_file: None,
     };
     if let Some(bwrap) = &programs.bwrap {
         // The network: the proxy of an allow-list starts here and ends with the session.
@@ -558,6 +564,7 @@ fn session_argv(
             token_path,
             carries_token,
             real: &real,
+            all_rw: &programs.rw_grants,
         };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
         // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
@@ -657,11 +664,8 @@ fn shim_command(
         cmd.arg("--sandbox-profile")
             .arg(session_tmp.with_file_name(confine::SBPL_FILE));
     }
-    if let Some(r) = &confined.by_fd {
-        let n = r.bind_fds().len() as std::os::fd::RawFd;
-        let last = confine::BIND_FD_BASE + n - 1;
-        cmd.arg("--pass-fds")
-            .arg(format!("{}-{last}", confine::BIND_FD_BASE));
+    if let Some(range) = passed_fds(confined) {
+        cmd.arg("--pass-fds").arg(range);
     }
     if let Some(n) = confined.status_fd {
         cmd.arg("--sandbox-status-fd").arg(n.to_string());
@@ -680,6 +684,20 @@ fn shim_command(
         cmd.stdin(Stdio::null());
     }
     cmd
+}
+
+/// `FIRST-LAST` of the descriptors the shim hands on to bwrap unread: its arguments file at
+/// [`confine::ARGS_FD`] and the bind descriptors after it, or `None` when there are none.
+fn passed_fds(confined: &confine::Confined) -> Option<String> {
+    let binds = confined.by_fd.as_ref().map_or(0, |r| r.bind_fds().len());
+    let binds = binds as std::os::fd::RawFd;
+    let first = match (&confined.args_file, binds) {
+        (Some(_), _) => confine::ARGS_FD,
+        (None, 0) => return None,
+        (None, _) => confine::BIND_FD_BASE,
+    };
+    // The bind descriptors follow the arguments file: the last is ARGS_FD + binds.
+    Some(format!("{first}-{}", confine::ARGS_FD + binds))
 }
 
 /// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
@@ -741,6 +759,9 @@ fn spawn_session(
         .unwrap_or_default();
     for &(fd, n) in &bind_fds {
         extra.place(fd, n);
+    }
+    if let Some(f) = &confined.args_file {
+        extra.place(f.as_fd(), confine::ARGS_FD);
     }
     let spawned = match token {
         Some(t) => {

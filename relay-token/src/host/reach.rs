@@ -29,7 +29,27 @@ pub fn rw_grants(
     project: Option<&Path>,
     claude_config: &Path,
 ) -> Vec<PathBuf> {
+    rw_grants_in(
+        host,
+        settings,
+        project,
+        claude_config,
+        &crate::sandbox::Realpaths::default(),
+    )
+}
+
+/// [`rw_grants`] with the launch's real-path cache: each folder holding grants is made
+/// canonical once, a grant in it costs one `lstat` (a template the launch does not use costs a
+/// look at each of its read-write grants, no walk of each one's path).
+pub(crate) fn rw_grants_in(
+    host: &Host,
+    settings: &Settings,
+    project: Option<&Path>,
+    claude_config: &Path,
+    real_of: &crate::sandbox::Realpaths,
+) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     for t in templates(settings) {
         let Sandbox::Grants(g) = &t.sandbox else {
             continue;
@@ -42,9 +62,9 @@ pub fn rw_grants(
             let Ok(p) = expand_grant(&v, &host.home, project) else {
                 continue;
             };
-            let real = p.canonicalize().ok();
+            let real = real_of.of(&p).ok();
             for q in [Some(p), real].into_iter().flatten() {
-                if !out.contains(&q) {
+                if seen.insert(q.clone()) {
                     out.push(q);
                 }
             }
@@ -82,7 +102,7 @@ fn holder<'a>(grants: &'a [PathBuf], path: &Path) -> Option<&'a PathBuf> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = write_deny::ALWAYS
+    let mut out: Vec<PathBuf> = write_deny::HOME
         .iter()
         .filter(|e| matches!(e, write_deny::Entry::Dir(_)))
         .map(|e| host.home.join(e.rel()))

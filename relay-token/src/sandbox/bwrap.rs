@@ -131,14 +131,32 @@ impl Resolved {
         setenv: &[(OsString, OsString)],
         command: &[OsString],
     ) -> Vec<OsString> {
-        let mut a = Argv(vec![bwrap.as_os_str().to_os_string()]);
+        let mut a = vec![bwrap.as_os_str().to_os_string()];
+        a.extend(self.bwrap_options(setenv));
+        a.push("--".into());
+        a.extend(self.bwrap_command(command));
+        a
+    }
+
+    /// bwrap's options alone, steps 1 to 6 of [`bwrap_argv`](Self::bwrap_argv) (no `bwrap`, no
+    /// `--`): what a host hands bwrap in a file (`--args FD`) instead of on its command line.
+    ///
+    /// ```no_run
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// assert_eq!(r.bwrap_options(&[])[0], "--unshare-user");
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn bwrap_options(&self, setenv: &[(OsString, OsString)]) -> Vec<OsString> {
+        let mut a = Argv(Vec::new());
         let layered = self.layered();
         let checks = self.mount_checks(&layered);
         let by_fd = self.fd_numbers(&checks);
         self.push_system(&mut a, &by_fd);
+        let number: std::collections::HashMap<&Path, RawFd> =
+            by_fd.iter().map(|(p, n)| (p.as_path(), *n)).collect();
         for b in &layered {
-            match by_fd.iter().find(|(p, _)| *p == b.path) {
-                Some((_, n)) => a.three(
+            match number.get(b.path.as_path()) {
+                Some(n) => a.three(
                     if b.rw { "--bind-fd" } else { "--ro-bind-fd" },
                     n.to_string(),
                     &b.path,
@@ -158,8 +176,23 @@ impl Resolved {
         for (k, v) in setenv.iter().chain(&self.net.env()) {
             a.three("--setenv", k, v);
         }
-        a.push("--");
+        a.0
+    }
+
+    /// What follows bwrap's `--`, step 7 of [`bwrap_argv`](Self::bwrap_argv): the in-sandbox
+    /// check when bound by path, the network's forwarder, then `command`.
+    ///
+    /// ```no_run
+    /// use std::ffi::OsString;
+    /// let r = relay_token::sandbox::Profile::new().resolve(&[])?;
+    /// assert_eq!(r.bwrap_command(&[OsString::from("/bin/true")]), ["/bin/true"]);
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn bwrap_command(&self, command: &[OsString]) -> Vec<OsString> {
+        let mut a = Argv(Vec::new());
         if self.fd_base.is_none() {
+            let layered = self.layered();
+            let checks = self.mount_checks(&layered);
             self.push_mount_check(&mut a, &checks);
         }
         a.0.extend(self.net.command_prefix());
@@ -308,7 +341,9 @@ impl Resolved {
                 Mask::File { path, .. } => p == path,
             })
         };
-        let ident_of = |p: &Path| self.idents.iter().find(|i| i.path == p);
+        let idents: std::collections::HashMap<&Path, &Ident> =
+            self.idents.iter().map(|i| (i.path.as_path(), i)).collect();
+        let ident_of = |p: &Path| idents.get(p).copied();
         let mut checks: Vec<(PathBuf, &Ident)> = Vec::new();
         for b in layered {
             if let (false, Some(id)) = (masked(&b.path), ident_of(&b.path)) {
@@ -365,8 +400,10 @@ impl Resolved {
             .iter()
             .flat_map(|d| &d.guards)
             .chain(self.protects.iter().flat_map(|p| &p.guards));
+        let mut have: std::collections::HashSet<PathBuf> =
+            layered.iter().map(|b| b.path.clone()).collect();
         for g in guards {
-            if !inside_folder_mask(&g.path) && !layered.iter().any(|b| b.path == g.path) {
+            if !inside_folder_mask(&g.path) && have.insert(g.path.clone()) {
                 layered.push(g.clone());
             }
         }
@@ -583,4 +620,119 @@ pub(crate) fn probe(bwrap: &Path) -> Result<(), SandboxError> {
     } else {
         format!("a test run failed: {status}: {said}")
     }))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::sandbox::write_deny::{plan, Placeholders, Role};
+    use crate::sandbox::Profile;
+
+    /// A project that is a repository (`.git` with `config`, `hooks/`, `info/`) and `n` other
+    /// read-write grants that are none, with the write-deny list laid as a launch lays it (what
+    /// exists kept read-only, a missing entry the list holds made as a placeholder first), bound
+    /// by descriptor from 10: the rendered argv.
+    fn argv_for(n: usize) -> (Vec<OsString>, PathBuf) {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (project, tmp) = (root.join("p"), root.join("tmp"));
+        for d in [
+            project.join(".git/hooks"),
+            project.join(".git/info"),
+            tmp.clone(),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(project.join(".git/config"), "").unwrap();
+        std::fs::write(project.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let mut profile = Profile::new();
+        profile.read_write(project.clone()).project(project.clone());
+        profile.tmp(tmp);
+        let mut folders = vec![(project.clone(), Role::Project)];
+        for i in 0..n {
+            let g = root.join(format!("g/{i:03}"));
+            std::fs::create_dir_all(&g).unwrap();
+            profile.read_write(g.clone());
+            folders.push((g, Role::Grant));
+        }
+        let state = root.join("state");
+        std::fs::create_dir(&state).unwrap();
+        let mut ph = Placeholders::open(&state).unwrap();
+        for l in plan(&folders, true, &[]) {
+            let there = std::fs::symlink_metadata(&l.path).is_ok();
+            if there || (l.hold && ph.ensure(&l.path, l.dir || l.folder_placeholder).unwrap()) {
+                profile.protect(l.path);
+            }
+        }
+        let mut r = profile.resolve(&[]).unwrap();
+        r.bind_by_fd(10);
+        let argv = r.bwrap_argv(Path::new("/usr/bin/bwrap"), &[OsString::from("/bin/true")]);
+        // Keep the folder alive only as long as the paths are compared, not the mounts.
+        let root_kept = root.clone();
+        drop(dir);
+        (argv, root_kept)
+    }
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    /// The exact argv for 0, 1, 10 and 100 grants: the grants add three arguments each (one
+    /// `--bind-fd`), and nothing of the write-deny list (the grants are no repositories); the
+    /// project's repository entries appear once.
+    #[test]
+    fn exact_argv_for_n_grants() {
+        for n in [0usize, 1, 10, 100] {
+            let (argv, root) = argv_for(n);
+            let p = |rel: &str| root.join(rel).into_os_string();
+            let mut want: Vec<OsString> = os(&["/usr/bin/bwrap"]);
+            want.extend(os(NAMESPACE_FLAGS));
+            for b in baseline() {
+                match b {
+                    Base::Dir(d) => want.extend([
+                        "--ro-bind".into(),
+                        d.clone().into_os_string(),
+                        d.into_os_string(),
+                    ]),
+                    Base::Link { path, target } => want.extend([
+                        "--symlink".into(),
+                        target.into_os_string(),
+                        path.into_os_string(),
+                    ]),
+                }
+            }
+            want.extend(os(&["--dev", "/dev", "--proc", "/proc"]));
+            // Mounted shallow first: the project; the grants, its entries and the guards
+            // `.claude` and `.git` above deeper ones; those; /tmp's descriptor is the last one.
+            let mut mounts: Vec<(&str, OsString)> = vec![("--bind-fd", p("p"))];
+            for i in 0..n {
+                mounts.push(("--bind-fd", p(&format!("g/{i:03}"))));
+            }
+            for e in ["p/.gitmodules", "p/.mcp.json", "p/.vscode", "p/.idea"] {
+                mounts.push(("--ro-bind-fd", p(e)));
+            }
+            mounts.push(("--bind-fd", p("p/.claude")));
+            mounts.push(("--bind-fd", p("p/.git")));
+            for e in [
+                ".claude/commands",
+                ".claude/agents",
+                ".git/config",
+                ".git/hooks",
+            ] {
+                mounts.push(("--ro-bind-fd", p(&format!("p/{e}"))));
+            }
+            for e in ["p/.git/info", "p/.git/modules", "p/.git/worktrees"] {
+                mounts.push(("--ro-bind-fd", p(e)));
+            }
+            let tmp_fd = 10 + mounts.len();
+            want.extend(os(&["--bind-fd", &tmp_fd.to_string(), "/tmp"]));
+            for (i, (flag, path)) in mounts.into_iter().enumerate() {
+                want.extend([flag.into(), (10 + i).to_string().into(), path]);
+            }
+            want.extend(["--chdir".into(), p("p")]);
+            want.extend(os(&["--", "/bin/true"]));
+            assert_eq!(argv, want, "{n} grants");
+            assert_eq!(argv.len(), want.len());
+        }
+    }
 }

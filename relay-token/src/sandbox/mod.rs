@@ -39,6 +39,7 @@
 
 mod bwrap;
 pub mod git_guard;
+pub mod limits;
 mod links;
 mod net;
 #[cfg(target_os = "linux")]
@@ -122,6 +123,18 @@ pub enum SandboxError {
         /// Where it was looked for, in words.
         looked: String,
     },
+    /// The sandbox's command line would exceed a limit of bubblewrap or the kernel
+    /// ([`limits::check`]): refused before anything starts.
+    TooLarge {
+        /// What is counted (`bwrap arguments`, ...).
+        what: &'static str,
+        /// How many the launch needs.
+        needed: u64,
+        /// The limit.
+        limit: u64,
+        /// The limit's name (`bubblewrap's MAX_ARGS`, ...).
+        name: &'static str,
+    },
     /// A `bwrap` was found but does not work.
     BwrapBroken {
         /// The `bwrap` that was tried.
@@ -189,6 +202,16 @@ impl fmt::Display for SandboxError {
                 f,
                 "bwrap not found ({looked}): sandboxed launches are refused; install it with \
                  `apt-get install bubblewrap` (Debian/Ubuntu) or set `bwrap` to its path"
+            ),
+            SandboxError::TooLarge {
+                what,
+                needed,
+                limit,
+                name,
+            } => write!(
+                f,
+                "the sandbox needs {needed} {what}, over the limit of {limit} ({name}): grant \
+                 fewer folders"
             ),
             SandboxError::BwrapBroken { path, detail } => write!(
                 f,
@@ -555,9 +578,13 @@ impl Profile {
         real_of: &Realpaths,
     ) -> Result<Vec<Bind>, SandboxError> {
         let mut binds: Vec<Bind> = Vec::new();
-        let mut add = |path: PathBuf, rw: bool| match binds.iter_mut().find(|b| b.path == path) {
-            Some(b) => b.rw |= rw,
-            None => binds.push(Bind { path, rw }),
+        let mut at: std::collections::HashMap<PathBuf, usize> = std::collections::HashMap::new();
+        let mut add = |path: PathBuf, rw: bool| match at.get(&path) {
+            Some(&i) => binds[i].rw |= rw,
+            None => {
+                at.insert(path.clone(), binds.len());
+                binds.push(Bind { path, rw });
+            }
         };
         for (list, rw) in [(&self.read, false), (&self.read_write, true)] {
             for g in list {
@@ -821,8 +848,9 @@ fn identify_sources(
         .chain(&protected)
         .map(|b| (b.path.as_path(), "grant"))
         .chain(tmp.map(|t| (t, "temp folder")));
+    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     for (path, role) in sources {
-        if idents.iter().any(|i| i.path == path) {
+        if !seen.insert(path) {
             continue;
         }
         let (fd, id) = identify(path).map_err(|e| SandboxError::Unusable {

@@ -1,31 +1,69 @@
 //! The one list of paths no sandboxed session may write, even inside a read-write grant.
 //!
 //! A session must not change what a later launch runs or reads as configuration. Whatever a
-//! shell, git, ssh or Claude Code reads at start-up from the home folder or a project folder is
-//! therefore kept read-only in every sandbox, and one that does not exist yet is kept from being
-//! created (see [`Placeholders`]). The list follows Anthropic's sandbox-runtime, which denies
-//! writes to the same dotfiles even inside allowed paths, plus what this launcher itself runs.
+//! shell, git, ssh or Claude Code reads at start-up from the home folder, a project folder or a
+//! repository's git folder is therefore kept read-only in every sandbox, and one that does not
+//! exist yet is kept from being created (see [`Placeholders`]). The list follows Anthropic's
+//! sandbox-runtime, which denies writes to the same dotfiles even inside allowed paths, plus what
+//! this launcher itself runs.
+//!
+//! # Where each entry applies
+//!
+//! An entry means something only where a later launch reads it, so each belongs to one kind of
+//! folder, and [`plan`] lays it only there:
+//!
+//! - **The home folder**: the whole list ([`HOME`], [`PROJECT`], [`CLAUDE`], the repository
+//!   entries and,
+//!   for a session without the token, [`NO_TOKEN`]); a missing entry is held by a placeholder.
+//!   Shells, git, ssh and the user's own editors and Claude Code read them there.
+//! - **The project folder**: the whole list too, but a missing [`HOME`] entry is not held (no
+//!   program reads `<project>/.bashrc` unless the project is the home folder; one that exists is
+//!   still kept read-only, since a dotfiles link in the home folder may lead to it). For a
+//!   session without the token the project's `.claude` folder is kept read-only whole (its
+//!   commands, agents and settings, and whatever else Claude Code reads from it).
+//! - **Any other read-write grant**: only its repository's entries, when it belongs to one.
+//!   Any folder inside any grant can be named as a later launch's project, so [`PROJECT`]
+//!   entries at a grant's root would guard one folder of many and none of the others: a later
+//!   launch's project is guarded by what that launch does itself (Claude Code runs with
+//!   `--setting-sources user` unless the project is trusted; git runs with
+//!   [`git_guard`](super::git_guard)'s overrides), not by this list. A repository's git folder
+//!   is different: git reads it for every folder inside the repository, so a later launch whose
+//!   project is anywhere beneath the grant would read what a session wrote there.
+//! - **A repository** (the first `.git` found walking up from a home, project or grant folder,
+//!   as git finds it: a `.git` folder without `HEAD` is skipped): its `config`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
+//!   *file* (a linked worktree, a submodule) is kept read-only itself. In the home folder, the
+//!   project and every folder above them up to their repository (all the way up when there is
+//!   none) that a grant makes writable, a missing `.git` is held by an empty read-only folder:
+//!   git skips an empty `.git` and looks further up, and no session can make a repository there
+//!   that a later launch's git would find first.
+//! - A grant nested inside another folder of the list adds nothing that folder does not already
+//!   cover: every path is laid once.
+//!
+//! A placeholder for a missing *file* in the project is an empty folder of that name, never an
+//! empty file: it holds the name just as well, and `git status` lists no empty folder, so a
+//! session's `git add -A` cannot commit it (see `docs/DESIGN.md`).
 //!
 //! ```
-//! use relay_token::sandbox::write_deny::{Entry, ALWAYS, NO_TOKEN};
-//! assert!(ALWAYS.contains(&Entry::Dir(".ssh")));
+//! use relay_token::sandbox::write_deny::{Entry, HOME, NO_TOKEN, PROJECT};
+//! assert!(HOME.contains(&Entry::Dir(".ssh")));
+//! assert!(PROJECT.contains(&Entry::File(".mcp.json")));
 //! assert!(NO_TOKEN.contains(&Entry::File(".claude/settings.json")));
 //! ```
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// One entry of the list, relative to an anchor (the home folder, the project folder, or the
-/// root of a read-write grant): a file or a folder.
+/// One entry of the list, relative to the folder it applies in: a file or a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Entry {
-    /// A file (a missing one is kept from being created by an empty placeholder file).
+    /// A file.
     File(&'static str),
-    /// A folder (a missing one by an empty placeholder folder).
+    /// A folder.
     Dir(&'static str),
 }
 
@@ -41,14 +79,15 @@ impl Entry {
             Entry::File(p) | Entry::Dir(p) => p,
         }
     }
+
+    fn is_dir(self) -> bool {
+        matches!(self, Entry::Dir(_))
+    }
 }
 
-/// Written by no session of any template: shell start-up files, git's configuration, hooks,
-/// `info/` (attributes, excludes), and the folders of its submodules and linked worktrees
-/// (each with a configuration and hooks of its own),
-/// editor folders, Claude Code's project commands and agents, MCP server lists, ssh's folder,
-/// and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`).
-pub const ALWAYS: &[Entry] = &[
+/// Read from the home folder: shell start-up files, git's user configuration, ripgrep's, ssh's
+/// folder, and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`).
+pub const HOME: &[Entry] = &[
     Entry::File(".bashrc"),
     Entry::File(".bash_profile"),
     Entry::File(".bash_login"),
@@ -59,21 +98,32 @@ pub const ALWAYS: &[Entry] = &[
     Entry::File(".zlogin"),
     Entry::File(".config/fish/config.fish"),
     Entry::File(".gitconfig"),
-    Entry::File(".gitmodules"),
     Entry::File(".ripgreprc"),
-    Entry::File(".mcp.json"),
-    Entry::Dir(".git/hooks"),
-    Entry::File(".git/config"),
-    Entry::Dir(".git/info"),
-    Entry::Dir(".git/modules"),
-    Entry::Dir(".git/worktrees"),
-    Entry::Dir(".vscode"),
-    Entry::Dir(".idea"),
-    Entry::Dir(".claude/commands"),
-    Entry::Dir(".claude/agents"),
     Entry::Dir(".ssh"),
     Entry::Dir(".local/bin"),
     Entry::Dir("bin"),
+];
+
+/// Read from a project folder: its submodule list, MCP server list and editor folders.
+pub const PROJECT: &[Entry] = &[
+    Entry::File(".gitmodules"),
+    Entry::File(".mcp.json"),
+    Entry::Dir(".vscode"),
+    Entry::Dir(".idea"),
+];
+
+/// Read from a project folder (and the home folder) by Claude Code: its commands and agents.
+pub const CLAUDE: &[Entry] = &[Entry::Dir(".claude/commands"), Entry::Dir(".claude/agents")];
+
+/// Read from a repository's git folder (relative to the folder holding `.git`): its
+/// configuration, hooks, `info/` (attributes, excludes), and the folders of its submodules and
+/// linked worktrees (each with a configuration and hooks of its own).
+pub const REPOSITORY: &[Entry] = &[
+    Entry::File(".git/config"),
+    Entry::Dir(".git/hooks"),
+    Entry::Dir(".git/info"),
+    Entry::Dir(".git/modules"),
+    Entry::Dir(".git/worktrees"),
 ];
 
 /// Also written by no session that gets no token: Claude Code's project settings. A session
@@ -83,40 +133,142 @@ pub const NO_TOKEN: &[Entry] = &[
     Entry::File(".claude/settings.local.json"),
 ];
 
-/// The absolute paths the list names for one session: every entry under every anchor (the home
-/// folder, the project folder, each read-write grant), then `extra` (the operator's additions,
-/// and the `PATH` folders) as given. Deduplicated, in order.
+/// What a folder of the list is to the launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The home folder.
+    Home,
+    /// The launch's project folder.
+    Project,
+    /// Any other read-write grant.
+    Grant,
+}
+
+/// One path the list names for a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The absolute path.
+    pub path: PathBuf,
+    /// A folder (else a file).
+    pub dir: bool,
+    /// When missing, held by a placeholder; when false, kept read-only only if it exists.
+    pub hold: bool,
+    /// The placeholder is an empty folder even for a file (an empty folder is invisible to
+    /// `git status`).
+    pub folder_placeholder: bool,
+}
+
+/// The paths the list names for one session, by the rule of this module: the entries of each
+/// `(folder, role)` and of the repository each belongs to, then `extra` (the operator's
+/// additions and the `PATH` folders, each `(path, is_folder)`), held when missing. Every path
+/// once, in order. `token`: the session gets the token ([`NO_TOKEN`] does not apply).
 ///
 /// ```
 /// use std::path::{Path, PathBuf};
-/// use relay_token::sandbox::write_deny::paths;
-/// let anchors = [PathBuf::from("/home/me")];
-/// let all = paths(&anchors, false, &[(PathBuf::from("/opt/tools/bin"), true)]);
-/// assert!(all.contains(&(PathBuf::from("/home/me/.ssh"), true)));
-/// assert!(all.contains(&(PathBuf::from("/home/me/.claude/settings.json"), false)));
-/// assert!(all.contains(&(PathBuf::from("/opt/tools/bin"), true)));
+/// use relay_token::sandbox::write_deny::{plan, Role};
+/// let dir = tempfile::tempdir()?;
+/// let (home, grant) = (dir.path().join("home"), dir.path().join("cache"));
+/// std::fs::create_dir_all(grant.join(".git"))?;
+/// std::fs::write(grant.join(".git/HEAD"), "ref: refs/heads/main\n")?;
+/// std::fs::create_dir_all(&home)?;
+/// let all = plan(&[(home.clone(), Role::Home), (grant.clone(), Role::Grant)], false, &[]);
+/// let has = |p: PathBuf| all.iter().any(|l| l.path == p);
+/// assert!(has(home.join(".ssh")) && has(home.join(".claude/settings.json")));
+/// assert!(has(home.join(".git"))); // the home belongs to no repository here
+/// assert!(has(grant.join(".git/config")) && !has(grant.join(".bashrc")));
+/// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn paths(anchors: &[PathBuf], token: bool, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, bool)> {
-    let mut out: Vec<(PathBuf, bool)> = Vec::new();
-    let lists: &[&[Entry]] = if token {
-        &[ALWAYS]
-    } else {
-        &[ALWAYS, NO_TOKEN]
-    };
-    for a in anchors {
-        for e in lists.iter().flat_map(|l| l.iter()) {
-            let p = (a.join(e.rel()), matches!(e, Entry::Dir(_)));
-            if !out.iter().any(|(q, _)| *q == p.0) {
-                out.push(p);
-            }
-        }
+pub fn plan(folders: &[(PathBuf, Role)], token: bool, extra: &[(PathBuf, bool)]) -> Vec<Listed> {
+    let mut out = Out::default();
+    for (at, role) in folders {
+        lay(&mut out, at, *role, token);
     }
     for (p, dir) in extra {
-        if !out.iter().any(|(q, _)| q == p) {
-            out.push((p.clone(), *dir));
+        out.add(p.clone(), *dir, true, false);
+    }
+    out.list
+}
+
+/// A list under construction, each path once.
+#[derive(Default)]
+struct Out {
+    list: Vec<Listed>,
+    seen: HashSet<PathBuf>,
+}
+
+impl Out {
+    fn add(&mut self, path: PathBuf, dir: bool, hold: bool, folder_placeholder: bool) {
+        if self.seen.insert(path.clone()) {
+            self.list.push(Listed {
+                path,
+                dir,
+                hold,
+                folder_placeholder,
+            });
         }
     }
-    out
+
+    fn entries(&mut self, at: &Path, entries: &[Entry], hold: bool, folder_placeholder: bool) {
+        for e in entries {
+            let fp = folder_placeholder && !e.is_dir();
+            self.add(at.join(e.rel()), e.is_dir(), hold, fp);
+        }
+    }
+}
+
+/// The entries of one folder of the list, by its role.
+fn lay(out: &mut Out, at: &Path, role: Role, token: bool) {
+    match role {
+        Role::Home => {
+            out.entries(at, HOME, true, false);
+            out.entries(at, PROJECT, true, false);
+            out.entries(at, CLAUDE, true, false);
+            if !token {
+                out.entries(at, NO_TOKEN, true, false);
+            }
+        }
+        Role::Project => {
+            out.entries(at, HOME, false, false);
+            out.entries(at, PROJECT, true, true);
+            if token {
+                out.entries(at, CLAUDE, true, false);
+            } else {
+                out.add(at.join(".claude"), true, true, false);
+            }
+        }
+        Role::Grant => {}
+    }
+    let repo = repository_of(at);
+    if role != Role::Grant {
+        // Every folder git would look in before the repository it uses (or all the way up):
+        // a `.git` a session made in one would be found first. Held there (an empty read-only
+        // folder); the caller keeps only those inside a read-write grant.
+        let top = repo.as_ref().map(|(t, _)| t.as_path());
+        for a in at.ancestors().take_while(|a| Some(*a) != top) {
+            out.add(a.join(".git"), true, true, false);
+        }
+    }
+    match repo {
+        Some((top, true)) => out.entries(&top, REPOSITORY, true, false),
+        Some((top, false)) => out.add(top.join(".git"), false, false, false),
+        None => {}
+    }
+}
+
+/// The folder holding the `.git` git would use for `at` (the first found walking up), and
+/// whether that `.git` is a folder (else a file: a linked worktree or a submodule). A `.git`
+/// folder without `HEAD` is no repository to git, which looks further up: so does this (an
+/// empty one is what a placeholder of another session's looks like).
+fn repository_of(at: &Path) -> Option<(PathBuf, bool)> {
+    for dir in at.ancestors() {
+        let git = dir.join(".git");
+        match fs::symlink_metadata(&git) {
+            Ok(m) if m.is_dir() && fs::symlink_metadata(git.join("HEAD")).is_err() => continue,
+            Ok(m) => return Some((dir.to_path_buf(), m.is_dir())),
+            Err(_) => continue,
+        }
+    }
+    None
 }
 
 /// The file, in the state folder, that lists the placeholders made for missing entries.
@@ -368,5 +520,100 @@ fn create_file_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<bool> {
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Ok(false),
         _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rels(list: &[Listed], under: &Path) -> Vec<String> {
+        list.iter()
+            .filter_map(|l| l.path.strip_prefix(under).ok())
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+
+    /// Grants that are no repository add nothing; a grant that is one adds its git folder's
+    /// entries once, also when nested in the project; a nested grant inside the project's
+    /// repository adds nothing; a `.git` file is kept itself.
+    #[test]
+    fn grants_add_only_their_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (p, plain, repo, wt) = (
+            root.join("p"),
+            root.join("plain"),
+            root.join("repo"),
+            root.join("wt"),
+        );
+        for d in [
+            p.join(".git"),
+            plain.clone(),
+            repo.join(".git"),
+            p.join("sub"),
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(wt.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        for r in [&p, &repo] {
+            fs::write(r.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        }
+        let folders = [
+            (p.clone(), Role::Project),
+            (plain.clone(), Role::Grant),
+            (repo.clone(), Role::Grant),
+            (p.join("sub"), Role::Grant),
+            (wt.clone(), Role::Grant),
+        ];
+        let list = plan(&folders, true, &[]);
+        assert!(rels(&list, &plain).is_empty());
+        let git: Vec<String> = REPOSITORY.iter().map(|e| e.rel().to_string()).collect();
+        assert_eq!(rels(&list, &repo), git);
+        assert!(rels(&list, &p.join("sub")).is_empty());
+        assert_eq!(rels(&list, &wt), [".git"]);
+        let every = list.iter().map(|l| &l.path).collect::<HashSet<_>>();
+        assert_eq!(every.len(), list.len(), "a path laid twice");
+        // The project: its entries (a missing file held by a folder), its repository's, and no
+        // `.git` placeholder (it has one); a missing home entry there is not held.
+        let proj = rels(&list, &p);
+        assert!(proj.contains(&".git/config".to_string()), "{proj:?}");
+        assert!(!proj.contains(&".git".to_string()), "{proj:?}");
+        let mcp = list.iter().find(|l| l.path == p.join(".mcp.json")).unwrap();
+        assert!(mcp.hold && mcp.folder_placeholder);
+        let rc = list.iter().find(|l| l.path == p.join(".bashrc")).unwrap();
+        assert!(!rc.hold);
+    }
+
+    /// Without the token the project's `.claude` is one entry, whole; with it, its commands and
+    /// agents. A project in no repository gets one `.git` folder, held.
+    #[test]
+    fn claude_folder_and_missing_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().canonicalize().unwrap().join("p");
+        fs::create_dir_all(&p).unwrap();
+        let no_token = plan(&[(p.clone(), Role::Project)], false, &[]);
+        let r = rels(&no_token, &p);
+        assert!(r.contains(&".claude".to_string()) && !r.iter().any(|e| e.starts_with(".claude/")));
+        let git = no_token.iter().find(|l| l.path == p.join(".git")).unwrap();
+        assert!(git.dir && git.hold);
+        assert!(!r.iter().any(|e| e.starts_with(".git/")), "{r:?}");
+        let token = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
+        assert!(token.contains(&".claude/commands".to_string()));
+        assert!(!token.contains(&".claude".to_string()));
+        // Every folder above, up to the root, gets its `.git` held too (the caller keeps those
+        // a grant makes writable).
+        let up = p.parent().unwrap().join(".git");
+        assert!(
+            no_token.iter().any(|l| l.path == up && l.hold),
+            "{no_token:?}"
+        );
+        assert!(no_token.iter().any(|l| l.path == Path::new("/.git")));
+        // An empty `.git` (another session's placeholder) is no repository: still one entry.
+        fs::create_dir(p.join(".git")).unwrap();
+        let again = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
+        assert!(again.contains(&".git".to_string()), "{again:?}");
+        assert!(!again.iter().any(|e| e.starts_with(".git/")), "{again:?}");
     }
 }

@@ -11,8 +11,9 @@
 //!   token on fd 5);
 //! - `bwrap bare`: `bwrap --ro-bind / / AGENT`, token file at fd 5;
 //! - `bwrap profile`: the very bwrap command line `relay-host` built for the sandboxed launch
-//!   (taken from `/proc/<pid>/cmdline` of a running session), token file at fd 5 and each bind
-//!   descriptor it names reopened at its number: the profile's cost without the host;
+//!   (captured by a wrapper run as the capture launch's `bwrap`: `relay_tests::capture`),
+//!   token file at fd 5 and each bind descriptor it names reopened at its number: the
+//!   profile's cost without the host;
 //! - `bwrap probe`: `bwrap <relay's flags> --ro-bind / / -- true`, the check `relay-host` ran
 //!   before each sandboxed launch (now only to word a refusal, or with an older bwrap);
 //! - `shim + agent`: `relay-shim --pass-token -- AGENT`, token file at fd 5 (no status pipe): the
@@ -38,7 +39,6 @@
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,7 +46,9 @@ use std::time::{Duration, Instant};
 use relay_tests::fixture::{
     children_of, open_fds, processes_with_env, wait_child, zombies_of, Fixture,
 };
-use relay_tests::{fake_agent, read_records, sha256_hex, spawn_with_fds, wait_for_records};
+use relay_tests::{
+    capture, fake_agent, read_records, sha256_hex, spawn_with_fds, wait_for_records,
+};
 
 const BWRAP: &str = "/usr/bin/bwrap";
 const TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
@@ -91,7 +93,7 @@ struct Series {
     req_unsandboxed: PathBuf,
     req_sandboxed: PathBuf,
     /// relay's bwrap argv for the sandboxed launch, ending with the agent.
-    profile: Vec<OsString>,
+    profile: capture::Captured,
     /// What that argv names by number: each bind descriptor (`--bind-fd N DEST`, its source
     /// reopened `O_PATH`) and the start report (`--json-status-fd N`, here `/dev/null`).
     profile_fds: Vec<(std::os::fd::OwnedFd, i32)>,
@@ -105,7 +107,12 @@ impl Series {
         // bind source to outlive that session: its folder (kept) and the write-deny entries
         // (made here first, so the host makes no placeholder that goes with the session).
         let project = fx.project.canonicalize().expect("the project folder");
-        for (path, dir) in relay_token::sandbox::write_deny::paths(&[project], true, &[]) {
+        use relay_token::sandbox::write_deny::{plan, Role};
+        for l in plan(&[(project, Role::Project)], true, &[]) {
+            let (path, dir) = (l.path, l.dir || l.folder_placeholder);
+            if !l.hold {
+                continue;
+            }
             if dir {
                 std::fs::create_dir_all(&path).expect("a write-deny folder");
             } else {
@@ -113,31 +120,31 @@ impl Series {
                 std::fs::File::create(&path).expect("a write-deny file");
             }
         }
-        let req = fx.request("capture", true, "capture", &["--sleep", "30"]);
+        let req = fx.request("capture", true, "capture", &[]);
         let mut kept: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
         kept["keep"] = serde_json::json!(true);
         std::fs::write(&req, kept.to_string()).unwrap();
-        let mut host = fx.launch(&req).spawn().expect("spawn relay-host");
-        wait_for_records(&fx.record, 1, Duration::from_secs(30));
-        let shim = wait_child(host.id() as i32, Duration::from_secs(10)).expect("shim");
-        let bwrap = wait_child(shim, Duration::from_secs(10)).expect("bwrap");
-        let raw = std::fs::read(format!("/proc/{bwrap}/cmdline")).unwrap();
-        // SAFETY: kill with a pid this process spawned and has not reaped.
-        unsafe { libc::kill(host.id() as i32, libc::SIGTERM) };
-        host.wait().unwrap();
-        let mut profile: Vec<OsString> = raw
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| OsString::from(std::ffi::OsStr::from_bytes(a)))
-            .collect();
-        let end = profile
-            .iter()
-            .rposition(|a| Path::new(a) == agent)
-            .expect("the agent in bwrap's argv");
-        profile.truncate(end + 1);
+        let capture_dir = fx.root.join("capture");
+        std::fs::create_dir_all(&capture_dir).unwrap();
+        let settings_file = fx.config.join("settings.json");
+        let settings = std::fs::read(&settings_file).unwrap();
+        let mut with_wrapper: serde_json::Value = serde_json::from_slice(&settings).unwrap();
+        with_wrapper["bwrap"] = capture::wrapper(&capture_dir, Path::new(BWRAP))
+            .display()
+            .to_string()
+            .into();
+        std::fs::write(&settings_file, with_wrapper.to_string()).unwrap();
+        let st = fx.launch(&req).status().expect("spawn relay-host");
+        std::fs::write(&settings_file, settings).unwrap();
+        assert!(st.success(), "the capture launch: {st}");
+        let profile = capture::read(&capture_dir, Path::new(BWRAP));
+        assert!(
+            profile.command.iter().any(|a| Path::new(a) == agent),
+            "the agent in bwrap's argv"
+        );
         let session_tmp = fx.state.join("sessions/capture/tmp");
-        let profile_fds = numbered_fds(&profile, &session_tmp);
+        let profile_fds = profile.numbered_fds(&session_tmp);
         fx.clear_record();
         Series {
             agent: agent.to_path_buf(),
@@ -232,16 +239,13 @@ impl Series {
     /// The `bwrap profile` series: relay's argv, the token file at fd 5 and each descriptor the
     /// argv names at its number.
     fn spawn_profile(&self, rec: &OsString, token: &std::fs::File) -> Child {
-        let mut c = Command::new(&self.profile[0]);
-        c.args(&self.profile[1..])
-            .env("FAKE_AGENT_RECORD", rec)
-            .env(TOKEN_VAR, "5")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut fds: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(token.as_fd(), 5)];
-        fds.extend(self.profile_fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
-        spawn_with_fds(&mut c, &fds).unwrap()
+        let five: OsString = "5".into();
+        let env = [
+            ("FAKE_AGENT_RECORD", rec.as_os_str()),
+            (TOKEN_VAR, five.as_os_str()),
+        ];
+        self.profile
+            .spawn(&self.profile_fds, &[(token.as_fd(), 5)], &env)
     }
 
     /// One run of each series with the record on: who got which token.
@@ -294,44 +298,6 @@ impl Series {
             &NAMES[..8]
         }
     }
-}
-
-/// `O_PATH` where it exists (bwrap, and so this series, is Linux only).
-#[cfg(target_os = "linux")]
-const O_PATH: i32 = libc::O_PATH;
-#[cfg(not(target_os = "linux"))]
-const O_PATH: i32 = 0;
-
-/// The descriptors a captured bwrap argv names: `--bind-fd N DEST` / `--ro-bind-fd N DEST`
-/// (the source is DEST itself, but the session's temp folder for `/tmp`), opened `O_PATH`, and
-/// `--json-status-fd N` (`/dev/null`, written to and never read).
-fn numbered_fds(argv: &[OsString], session_tmp: &Path) -> Vec<(std::os::fd::OwnedFd, i32)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut out = Vec::new();
-    for (i, a) in argv.iter().enumerate() {
-        let n = || -> i32 { argv[i + 1].to_str().unwrap().parse().unwrap() };
-        if a == "--bind-fd" || a == "--ro-bind-fd" {
-            let dest = Path::new(&argv[i + 2]);
-            let src = if dest == Path::new("/tmp") {
-                session_tmp
-            } else {
-                dest
-            };
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(O_PATH)
-                .open(src)
-                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
-            out.push((f.into(), n()));
-        } else if a == "--json-status-fd" {
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open("/dev/null")
-                .unwrap();
-            out.push((f.into(), n()));
-        }
-    }
-    out
 }
 
 /// (min, median, p99, max) in milliseconds.

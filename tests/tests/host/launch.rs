@@ -474,6 +474,12 @@ fn bwrap_wrapper(fx: &Fx, name: &str, features: bool) -> PathBuf {
         r#"#!/bin/sh
 {comment}
 /bin/sh -c 'l=""; for f in /proc/$PPID/fdinfo/*; do fl=$(sed -n "s/^flags:[[:space:]]*//p" "$f" 2>/dev/null); [ -n "$fl" ] || continue; if [ $((fl & 02000000)) -eq 0 ]; then l="$l ${{f##*/}}"; fi; done; echo "$l" >> "$0"' '{fds}'
+if [ "$1" = --args ]; then
+  f=/proc/self/fd/$2; a=$2; shift 2
+  n=$(tr -cd '\000' < "$f" | wc -c)
+  {{ printf '%s\0' "--- $((n + $#))"; cat "$f"; printf '%s\0' "$@"; }} >> '{args}'
+  exec /usr/bin/bwrap --args "$a" "$@"
+fi
 printf '%s\0' "--- $#" "$@" >> '{args}'
 exec /usr/bin/bwrap "$@"
 "#,
@@ -486,7 +492,7 @@ exec /usr/bin/bwrap "$@"
 }
 
 /// What each run of [`bwrap_wrapper`] `name` was handed: its descriptors (sorted) and its
-/// arguments.
+/// arguments (the options of its `--args` file in place of `--args N`).
 fn wrapper_runs(fx: &Fx, name: &str) -> Vec<(Vec<i32>, Vec<String>)> {
     let fds = fs::read_to_string(fx.root.join(format!("{name}.fds"))).unwrap();
     let fds: Vec<Vec<i32>> = fds
@@ -516,10 +522,11 @@ fn wrapper_runs(fx: &Fx, name: &str) -> Vec<(Vec<i32>, Vec<String>)> {
 
 /// With a bwrap that binds by descriptor and reports its start (Debian's 0.8.0, the real
 /// `/usr/bin/bwrap` behind a wrapper that records what it is handed), a sandboxed launch runs
-/// bwrap once, unprobed: `--json-status-fd 6` right after its name, each checked source as
-/// `--bind-fd N` / `--ro-bind-fd N` numbered from 10 (the private `/tmp` among them), no check
-/// inside the sandbox; bwrap holds exactly 0, 1, 2, the token at 5, the status pipe at 6 and the
-/// bind descriptors, and the session exactly 0, 1, 2 and 5, with the token.
+/// bwrap once, unprobed: its options in a file (`--args 9`), `--json-status-fd 6` first, each
+/// checked source as `--bind-fd N` / `--ro-bind-fd N` numbered from 10 (the private `/tmp`
+/// among them), no check inside the sandbox; bwrap holds exactly 0, 1, 2, the token at 5, the
+/// status pipe at 6, the options file at 9 and the bind descriptors, and the session exactly 0,
+/// 1, 2 and 5, with the token.
 #[test]
 fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     let fx = Fx::new();
@@ -574,7 +581,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     let sep = args.iter().position(|a| a == "--").unwrap();
     assert!(!args[sep..].iter().any(|a| a == "/bin/sh"), "{args:?}");
     assert!(args[sep..].contains(&agent()), "{args:?}");
-    let mut want_fds = vec![0, 1, 2, 5, 6];
+    let mut want_fds = vec![0, 1, 2, 5, 6, 9];
     want_fds.extend(want);
     assert_eq!(fds, &want_fds, "what bwrap was handed");
     assert_no_token("bwrap's arguments", args.join("\n").as_bytes(), &fx.token);
@@ -582,7 +589,8 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
 
 /// With a bwrap whose file names neither option (an older one; here the same real bwrap behind a
 /// wrapper), the launch keeps the old form: bwrap is probed first, binds by path, checks each
-/// mount inside before the program runs, and is handed no descriptor but 0, 1, 2 and the token.
+/// mount inside before the program runs, and is handed no descriptor but 0, 1, 2, the token and
+/// its options file.
 #[test]
 fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
     let fx = Fx::new();
@@ -608,7 +616,7 @@ fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
         runs[0].0
     );
     let (fds, args) = &runs[1];
-    assert_eq!(fds, &[0, 1, 2, 5]);
+    assert_eq!(fds, &[0, 1, 2, 5, 9], "the token and the options file");
     for a in ["--json-status-fd", "--bind-fd", "--ro-bind-fd"] {
         assert!(!args.iter().any(|x| x == a), "{a} in {args:?}");
     }

@@ -201,8 +201,9 @@ fn fake_bwrap(fx: &Fx, name: &str, body: &str) -> (PathBuf, PathBuf) {
         &path,
         format!(
             "#!/bin/sh\n# A test double of bubblewrap: --bind-fd, --ro-bind-fd, --json-status-fd\n\
-             echo \"$1 $2\" >> '{}'\n{body}\n",
-            log.display()
+             if [ \"$1\" = --args ]; then tr '\\0' '\\n' < /proc/self/fd/$2 | head -n 2 \
+             | paste -sd ' ' >> '{log}'; else echo \"$1 $2\" >> '{log}'; fi\n{body}\n",
+            log = log.display()
         ),
     )
     .unwrap();
@@ -319,8 +320,8 @@ fn a_bwrap_that_ends_before_the_sandbox_starts_refuses_the_launch() {
             bwrap.display().to_string()
         )
     );
-    // The launch ran first (`--json-status-fd 6` right after the program's name), unprobed;
-    // the probe came only after it failed.
+    // The launch ran first (`--json-status-fd 6` first of the options it reads from its
+    // `--args` file), unprobed; the probe came only after it failed.
     assert_eq!(
         fs::read_to_string(&log).unwrap(),
         "--json-status-fd 6\n--unshare-user --unshare-pid\n"

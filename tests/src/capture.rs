@@ -1,0 +1,166 @@
+//! The bwrap command line `relay-host` builds, captured from a real launch and replayed without
+//! the host: what `bench-launch` and `bench-scale` time as "bwrap replaying relay's argv".
+//!
+//! `relay-host` hands bwrap its options in a file (`bwrap --args 9 -- COMMAND`). The capture
+//! runs a launch whose `bwrap` setting is a small wrapper script: it copies the options file
+//! (reopened through `/proc/self/fd/9`, so bwrap still reads it from the start) and the command
+//! line into a folder, then `exec`s the real bwrap. The wrapper names bwrap's options in a
+//! comment, so the host reads the same features from it as from bwrap itself.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// `O_PATH` where it exists (bwrap, and so a replay, is Linux only).
+#[cfg(target_os = "linux")]
+const O_PATH: i32 = libc::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const O_PATH: i32 = 0;
+
+/// Where `relay-host` hands bwrap its options (`--args 9`).
+pub const ARGS_FD: i32 = 9;
+
+/// A captured bwrap launch: its options (from the `--args` file) and what follows `--`.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// The real bwrap.
+    pub bwrap: PathBuf,
+    /// bwrap's options, as the `--args` file held them.
+    pub options: Vec<OsString>,
+    /// The sandboxed command (after `--`).
+    pub command: Vec<OsString>,
+    /// Where the options are kept as a file (reopened for each replay).
+    pub options_file: PathBuf,
+}
+
+/// Writes the capturing wrapper into `dir` (a folder outside every grant) and returns its path;
+/// it records into `dir` and runs `bwrap`.
+///
+/// ```no_run
+/// let dir = tempfile::tempdir()?;
+/// let w = relay_tests::capture::wrapper(dir.path(), "/usr/bin/bwrap".as_ref());
+/// assert!(w.is_file());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
+    let path = dir.join("bwrap-capture");
+    let d = dir.display();
+    let script = format!(
+        "#!/bin/sh\n# captures relay's bwrap; bwrap's options: --bind-fd --ro-bind-fd \
+         --json-status-fd\ncat /proc/self/fd/{ARGS_FD} > '{d}/options' 2>/dev/null\n\
+         printf '%s\\0' \"$@\" > '{d}/argv'\nexec '{}' \"$@\"\n",
+        bwrap.display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn split_nul(bytes: &[u8]) -> Vec<OsString> {
+    bytes
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| OsStr::from_bytes(a).to_os_string())
+        .collect()
+}
+
+/// What the wrapper in `dir` recorded (panics when it recorded nothing).
+///
+/// ```no_run
+/// let c = relay_tests::capture::read(std::path::Path::new("/var/tmp/x"), "/usr/bin/bwrap".as_ref());
+/// assert!(!c.options.is_empty());
+/// ```
+pub fn read(dir: &Path, bwrap: &Path) -> Captured {
+    let argv = split_nul(&std::fs::read(dir.join("argv")).expect("the wrapper ran"));
+    let options_file = dir.join("options");
+    let mut options = split_nul(&std::fs::read(&options_file).unwrap_or_default());
+    let dashes = argv
+        .iter()
+        .position(|a| a == "--")
+        .expect("-- in bwrap's argv");
+    // Options given on the command line itself (none but `--args N` today) come first.
+    let mut inline: Vec<OsString> = argv[..dashes].to_vec();
+    if let Some(i) = inline.iter().position(|a| a == "--args") {
+        inline.drain(i..i + 2);
+    }
+    inline.append(&mut options);
+    let mut bytes = Vec::new();
+    for o in &inline {
+        bytes.extend_from_slice(o.as_bytes());
+        bytes.push(0);
+    }
+    std::fs::write(&options_file, bytes).unwrap();
+    Captured {
+        bwrap: bwrap.to_path_buf(),
+        options: inline,
+        command: argv[dashes + 1..].to_vec(),
+        options_file,
+    }
+}
+
+impl Captured {
+    /// The descriptors the options name: `--bind-fd N DEST` / `--ro-bind-fd N DEST` (the
+    /// source is DEST itself, but `session_tmp` for `/tmp`), opened `O_PATH`, and
+    /// `--json-status-fd N` (`/dev/null`, written to and never read).
+    pub fn numbered_fds(&self, session_tmp: &Path) -> Vec<(OwnedFd, i32)> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let a = &self.options;
+        let mut out = Vec::new();
+        for (i, o) in a.iter().enumerate() {
+            let n = || -> i32 { a[i + 1].to_str().unwrap().parse().unwrap() };
+            if o == "--bind-fd" || o == "--ro-bind-fd" {
+                let dest = Path::new(&a[i + 2]);
+                let src = if dest == Path::new("/tmp") {
+                    session_tmp
+                } else {
+                    dest
+                };
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(O_PATH)
+                    .open(src)
+                    .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+                out.push((f.into(), n()));
+            } else if o == "--json-status-fd" {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/null")
+                    .unwrap();
+                out.push((f.into(), n()));
+            }
+        }
+        out
+    }
+
+    /// Replays the capture: `bwrap --args 9 -- COMMAND`, the options file at 9, `fds` (from
+    /// [`numbered_fds`](Self::numbered_fds)) and `extra` at their numbers, stdio on `/dev/null`,
+    /// `env` set.
+    pub fn spawn(
+        &self,
+        fds: &[(OwnedFd, i32)],
+        extra: &[(std::os::fd::BorrowedFd<'_>, i32)],
+        env: &[(&str, &OsStr)],
+    ) -> Child {
+        let options = std::fs::File::open(&self.options_file).unwrap();
+        let mut c = Command::new(&self.bwrap);
+        c.args(["--args", &ARGS_FD.to_string(), "--"])
+            .args(&self.command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("CAPTURE_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut all: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(options.as_fd(), ARGS_FD)];
+        all.extend(fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
+        all.extend_from_slice(extra);
+        crate::spawn_with_fds(&mut c, &all).unwrap()
+    }
+}
