@@ -89,17 +89,52 @@ fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
         "echo \"proxyvars $(env | grep -ci _proxy) 0\" >> {}\n",
         out.display()
     ));
-    // The forwarder's serving process, seen from inside: its descriptors (count, how many on
-    // /dev/null, how many sockets).
+    // The session waits (5 s at most) while the test looks at the forwarder from the host:
+    // inside, a token session's processes are not dumpable, so no session can list them.
     s.push_str(&format!(
-        "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in \
-         /run/relay/relay-net-forward*) echo \"fwdfds $(ls $p/fd | wc -l) \
-         $(ls -l $p/fd | grep -c /dev/null) $(ls -l $p/fd | grep -c socket:)\" >> {};; esac; done\n",
-        out.display()
+        "touch {ready}; i=0; while [ ! -e {seen} ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done\n",
+        ready = fx.project.join("fwd-ready").display(),
+        seen = fx.project.join("fwd-seen").display(),
     ));
     let path = fx.project.join("probe.sh");
     std::fs::write(&path, s).unwrap();
     path
+}
+
+/// Waits (30 s at most) until the probe says it is waiting, then counts, as the host sees them,
+/// the descriptors of each forwarder process (cmdline `/run/relay/relay-net-forward ...`): all,
+/// those on `/dev/null`, the sockets. Then lets the probe end.
+fn forwarder_fds_from_the_host(fx: &Fixture) -> Vec<(usize, usize, usize)> {
+    let ready = fx.project.join("fwd-ready");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let p = e.path();
+        let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        if !cmd.starts_with(b"/run/relay/relay-net-forward\0") {
+            continue;
+        }
+        let links: Vec<PathBuf> = std::fs::read_dir(p.join("fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|f| std::fs::read_link(f.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let on = |pred: &dyn Fn(&str) -> bool| {
+            links.iter().filter(|l| pred(&l.to_string_lossy())).count()
+        };
+        found.push((
+            links.len(),
+            on(&|l| l == "/dev/null"),
+            on(&|l| l.starts_with("socket:")),
+        ));
+    }
+    std::fs::write(fx.project.join("fwd-seen"), "").unwrap();
+    found
 }
 
 /// The tests take turns: one counts this process's descriptors and children.
@@ -148,7 +183,11 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     let script = probe(&fx, &checks);
     let network = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
     write_settings(&fx, &script, network, json!({}));
-    let out = launch(&fx, "allow");
+    let (out, fwd) = std::thread::scope(|scope| {
+        let session = scope.spawn(|| launch(&fx, "allow"));
+        let fwd = forwarder_fds_from_the_host(&fx);
+        (session.join().unwrap(), fwd)
+    });
     assert!(out.status.success(), "{out:?}");
     let r = results(&fx);
 
@@ -166,7 +205,11 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     assert_eq!(result(&r, "ifaces").0, "lo,", "{r:?}");
     assert_eq!(result(&r, "proxyvars").0, "6", "{r:?}");
     // One serving process: stdio on /dev/null and its listener, nothing else (no token pipe).
-    assert_eq!(result(&r, "fwdfds"), ("4", "3 1"), "{r:?}");
+    assert_eq!(
+        fwd,
+        [(4, 3, 1)],
+        "the forwarder's descriptors (all, /dev/null, sockets)"
+    );
 
     // A got both requests, the plain one in origin-form; B and the abstract socket nothing.
     let heads = a.heads();
