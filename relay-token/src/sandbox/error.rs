@@ -56,7 +56,7 @@ pub enum SandboxError {
         looked: String,
     },
     /// The sandbox's command line would exceed a limit of bubblewrap or the kernel
-    /// ([`limits::check`]): refused before anything starts.
+    /// ([`limits::check`](super::limits::check)): refused before anything starts.
     TooLarge {
         /// What is counted (`bwrap arguments`, ...).
         what: &'static str,
