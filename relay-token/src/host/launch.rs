@@ -183,7 +183,7 @@ fn prepare_and_spawn(
     let carries_token = token.is_some();
     // A provider launch proves itself to the host: `--identity`, the secret at 3, status at 4.
     let identity = v.request.kind == super::request::Kind::Claude;
-    let wiring = super::bridge::ShimWiring::new(identity, state.path(), &v.session_id)
+    let wiring = super::wiring::ShimWiring::new(identity, state.path(), &v.session_id)
         .map_err(|e| LaunchError::SpawnFailed(e.to_string()))?;
     let cmd = shim_command(
         &settings,
@@ -618,7 +618,7 @@ fn shim_command(
     stdin: Stdin,
     carries_token: bool,
     confined: &confine::Confined,
-    wiring: &super::bridge::ShimWiring,
+    wiring: &super::wiring::ShimWiring,
 ) -> Command {
     let _ = settings;
     let project = v.request.project.as_deref();
@@ -742,7 +742,7 @@ fn spawn_session(
     mut cmd: Command,
     token: Option<ClaudeToken>,
     mut folder: SessionFolder,
-    wiring: super::bridge::ShimWiring,
+    wiring: super::wiring::ShimWiring,
     confined: &confine::Confined,
     bwrap: Option<&Path>,
 ) -> Result<Session, LaunchError> {
@@ -817,7 +817,7 @@ fn spawn_session(
 fn wait_started(
     status: &mut BufReader<File>,
     timeout: Duration,
-    gate: &mut super::bridge::Gate,
+    gate: &mut super::wiring::Gate,
     bwrap: Option<&Path>,
 ) -> Result<i64, LaunchError> {
     let deadline = Instant::now() + timeout;

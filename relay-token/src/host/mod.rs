@@ -48,6 +48,7 @@ pub mod state;
 pub mod status;
 pub mod token_file;
 pub mod tty;
+pub mod wiring;
 
 /// Where the host keeps its settings and its state.
 ///
