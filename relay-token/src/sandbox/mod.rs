@@ -40,6 +40,7 @@
 mod bwrap;
 mod error;
 pub mod git_guard;
+mod grant;
 mod ident;
 pub mod limits;
 mod links;
@@ -47,15 +48,14 @@ mod net;
 #[cfg(target_os = "linux")]
 pub mod nodump;
 mod realpaths;
+mod resolved;
 mod sbpl;
 mod seatbelt;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 pub mod write_deny;
 
-use std::ffi::OsStr;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -63,10 +63,14 @@ pub use bwrap::{find_bwrap, BwrapFeatures, NAMESPACE_FLAGS};
 #[cfg(all(feature = "host", not(target_os = "macos")))]
 pub(crate) use bwrap::{locate as locate_bwrap, probe as probe_bwrap};
 pub use error::{GrantReason, SandboxError};
+pub use grant::expand_grant;
+use grant::has_control;
 use ident::{identify_sources, Ident};
 pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 use realpaths::canon;
 pub(crate) use realpaths::Realpaths;
+pub use resolved::Resolved;
+use resolved::{guards_between, Bind, Deny, Mask, Protect};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
 use crate::path::clean;
@@ -78,85 +82,6 @@ pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
 /// The name of the empty, mode-0000 file [`Profile::resolve`] keeps in the state folder and binds
 /// over a token that shares its folder with other files.
 pub const MASK_FILE_NAME: &str = "deny-mask";
-
-/// True when `s` holds a control character (C0, DEL or C1), or, for bytes that are not UTF-8,
-/// a byte below 0x20 or 0x7F.
-fn has_control(s: &OsStr) -> bool {
-    match s.to_str() {
-        Some(text) => text.chars().any(char::is_control),
-        None => s.as_bytes().iter().any(|&b| b < 0x20 || b == 0x7f),
-    }
-}
-
-/// Expands a template's grant against the home folder and the project folder.
-///
-/// `~/...` is taken against `home`, `{project}` or `{project}/...` against `project`, and an
-/// absolute path as it is; the result is lexically cleaned. Refused: a grant that comes to `/`,
-/// a relative value, `~` alone, `~user/...`, `{project}` without a project, and a value with
-/// control characters. Errors name the value only.
-///
-/// ```
-/// use std::path::Path;
-/// use relay_token::sandbox::expand_grant;
-///
-/// let home = Path::new("/home/me");
-/// let project = Path::new("/srv/app");
-/// assert_eq!(expand_grant("~/.config", home, None)?, Path::new("/home/me/.config"));
-/// assert_eq!(expand_grant("{project}/docs", home, Some(project))?, Path::new("/srv/app/docs"));
-/// assert_eq!(expand_grant("/opt/x/../y", home, None)?, Path::new("/opt/y"));
-/// assert!(expand_grant("/", home, None).is_err());
-/// assert_eq!(expand_grant("~", home, None)?, Path::new("/home/me"));
-/// assert!(expand_grant("./src", home, None).is_err());
-/// # Ok::<(), relay_token::sandbox::SandboxError>(())
-/// ```
-pub fn expand_grant(
-    value: &str,
-    home: &Path,
-    project: Option<&Path>,
-) -> Result<PathBuf, SandboxError> {
-    let fail = |reason| {
-        Err(SandboxError::Grant {
-            value: value.to_string(),
-            reason,
-        })
-    };
-    if has_control(OsStr::new(value)) {
-        return fail(GrantReason::ControlCharacters);
-    }
-    let path = if let Some(rest) = value.strip_prefix("~/").or((value == "~").then_some("")) {
-        if !home.is_absolute() {
-            return fail(GrantReason::NoHome);
-        }
-        home.join(rest)
-    } else if value.starts_with('~') {
-        return fail(if value.len() > 1 {
-            GrantReason::OtherUsersHome
-        } else {
-            GrantReason::NotAbsolute
-        });
-    } else if let Some(rest) = value.strip_prefix("{project}") {
-        if !(rest.is_empty() || rest.starts_with('/')) {
-            return fail(GrantReason::NotAbsolute);
-        }
-        match project {
-            Some(p) if p.is_absolute() => p.join(rest.trim_start_matches('/')),
-            Some(_) => return fail(GrantReason::NotAbsolute),
-            None => return fail(GrantReason::NoProject),
-        }
-    } else if value.starts_with('/') {
-        PathBuf::from(value)
-    } else {
-        return fail(GrantReason::NotAbsolute);
-    };
-    if has_control(path.as_os_str()) {
-        return fail(GrantReason::ControlCharacters);
-    }
-    let path = clean(&path);
-    if path == Path::new("/") {
-        return fail(GrantReason::Root);
-    }
-    Ok(path)
-}
 
 /// What a session may see, before it is checked against the file system.
 ///
@@ -598,166 +523,6 @@ pub(crate) fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), 
             link,
         }),
         other => other.map(|_| ()),
-    }
-}
-
-/// Each folder between a grant and `path` (exclusive), bound onto itself (a mount point cannot
-/// be renamed), keeping the mode of the innermost bind that covers it.
-fn guards_between(binds: &[Bind], path: &Path) -> Vec<Bind> {
-    let mut guards = Vec::new();
-    let mut anc: Vec<&Path> = path.ancestors().skip(1).collect();
-    anc.reverse();
-    for a in anc {
-        if binds.iter().any(|b| b.path == a) {
-            continue;
-        }
-        if let Some(cover) = binds.iter().rev().find(|b| a.starts_with(&b.path)) {
-            guards.push(Bind {
-                path: a.to_path_buf(),
-                rw: cover.rw,
-            });
-        }
-    }
-    guards
-}
-
-/// A path kept read-only inside the sandbox ([`Profile::protect`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Protect {
-    path: PathBuf,
-    guards: Vec<Bind>,
-}
-
-/// A bind of a folder (or file) onto the same path inside the sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Bind {
-    path: PathBuf,
-    rw: bool,
-}
-
-/// How a token is hidden.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Mask {
-    /// The folder holds nothing but the token: an empty read-only mode-000 tmpfs over it.
-    Folder(PathBuf),
-    /// The file alone: `empty` (a mode-0000 empty file) bound read-only over it.
-    File { path: PathBuf, empty: PathBuf },
-}
-
-impl Mask {
-    fn path(&self) -> &Path {
-        match self {
-            Mask::Folder(p) => p,
-            Mask::File { path, .. } => path,
-        }
-    }
-}
-
-/// One resolved deny.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Deny {
-    given: PathBuf,
-    real: PathBuf,
-    mask: Mask,
-    guards: Vec<Bind>,
-}
-
-/// A checked profile on real paths, ready to render.
-///
-/// Made by [`Profile::resolve`]; renders as a `bwrap` argv ([`Resolved::bwrap_argv`]) or SBPL
-/// text ([`Resolved::sbpl`], [`Resolved::write_sbpl`]). On Linux it holds an `O_PATH`
-/// descriptor (close-on-exec) for each bind source it checked, for as long as it (or a clone)
-/// lives: what [`Resolved::bind_by_fd`] hands to bwrap.
-///
-/// ```no_run
-/// use std::ffi::OsString;
-/// use std::path::{Path, PathBuf};
-/// use relay_token::sandbox::Profile;
-/// let mut p = Profile::new();
-/// p.read_write("/srv/app".into()).project("/srv/app".into());
-/// let r = p.resolve(&[PathBuf::from("/srv/app")])?;
-/// let argv = r.bwrap_argv(Path::new("/usr/bin/bwrap"), &[OsString::from("/bin/true")]);
-/// assert_eq!(argv[0], "/usr/bin/bwrap");
-/// # Ok::<(), relay_token::sandbox::SandboxError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    baseline: Vec<bwrap::Base>,
-    binds: Vec<Bind>,
-    tmp: Option<PathBuf>,
-    project: Option<PathBuf>,
-    denies: Vec<Deny>,
-    protects: Vec<Protect>,
-    /// Every bind source (grants, guards, the temp folder) as checked.
-    idents: Vec<Ident>,
-    /// Set by [`Resolved::bind_by_fd`]: the number of the first bind descriptor in bwrap.
-    fd_base: Option<std::os::fd::RawFd>,
-    net: SandboxNet,
-    /// Host-made files shown read-only inside ([`Profile::place_file`]).
-    placed: Vec<(PathBuf, &'static str)>,
-}
-
-impl Resolved {
-    /// The real paths masked for the denies, in order: the token's folder when it holds nothing
-    /// but the token, else the token file.
-    ///
-    /// ```no_run
-    /// # use std::path::PathBuf;
-    /// # let r = relay_token::sandbox::Profile::new().resolve(&[])?;
-    /// for path in r.masked() {
-    ///     println!("masked: {}", path.display());
-    /// }
-    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
-    /// ```
-    pub fn masked(&self) -> Vec<PathBuf> {
-        self.denies
-            .iter()
-            .map(|d| d.mask.path().to_path_buf())
-            .collect()
-    }
-
-    /// The real (canonical) paths of the denied token files, in order.
-    ///
-    /// ```no_run
-    /// # let r = relay_token::sandbox::Profile::new().resolve(&[])?;
-    /// assert!(r.denied_real_paths().is_empty());
-    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
-    /// ```
-    pub fn denied_real_paths(&self) -> Vec<PathBuf> {
-        self.denies.iter().map(|d| d.real.clone()).collect()
-    }
-
-    /// The denied token paths as they were given to [`Profile::deny`], in order.
-    ///
-    /// ```no_run
-    /// # let r = relay_token::sandbox::Profile::new().resolve(&[])?;
-    /// assert!(r.denied_paths().is_empty());
-    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
-    /// ```
-    pub fn denied_paths(&self) -> Vec<PathBuf> {
-        self.denies.iter().map(|d| d.given.clone()).collect()
-    }
-
-    /// Writes [`Resolved::sbpl`] to `path` with mode 0600 (created, or truncated and set to
-    /// 0600; a symlink at `path` is refused).
-    ///
-    /// ```no_run
-    /// # let r = relay_token::sandbox::Profile::new().resolve(&[])?;
-    /// r.write_sbpl("/var/lib/relay/sessions/s1/profile.sb".as_ref())?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn write_sbpl(&self, path: &Path) -> io::Result<()> {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(self.sbpl().as_bytes())?;
-        f.sync_all()
     }
 }
 
