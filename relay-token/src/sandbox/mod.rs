@@ -38,6 +38,7 @@
 //! [`Profile::resolve`] keeps in the host-only folder given by [`Profile::state_dir`].
 
 mod bwrap;
+mod bwrap_probe;
 mod error;
 pub mod git_guard;
 mod grant;
@@ -59,9 +60,10 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-pub use bwrap::{find_bwrap, BwrapFeatures, NAMESPACE_FLAGS};
+pub use bwrap::NAMESPACE_FLAGS;
+pub use bwrap_probe::{find_bwrap, BwrapFeatures};
 #[cfg(all(feature = "host", not(target_os = "macos")))]
-pub(crate) use bwrap::{locate as locate_bwrap, probe as probe_bwrap};
+pub(crate) use bwrap_probe::{locate as locate_bwrap, probe as probe_bwrap};
 pub use error::{GrantReason, SandboxError};
 pub use grant::expand_grant;
 use grant::has_control;
