@@ -204,10 +204,16 @@ fn wait_until(timeout: Duration, cond: &dyn Fn() -> bool) -> bool {
 /// Settings with a `shell` template: `/bin/sh`, sandboxed, home and project read-write (so the
 /// launch makes write-deny placeholders in both).
 fn shell_settings(fx: &Fixture) {
+    shell_settings_with(fx, serde_json::json!("none"));
+}
+
+/// [`shell_settings`] with this `network` (an allow-list starts a proxy in the session folder).
+fn shell_settings_with(fx: &Fixture, network: serde_json::Value) {
     let settings = serde_json::json!({
         "templates": [{
             "id": "shell",
             "command": ["/bin/sh"],
+            "network": network,
             "sandbox": {"read_write": ["~/", "{project}"]},
         }],
     });
@@ -218,6 +224,11 @@ fn shell_settings(fx: &Fixture) {
 /// host and every process of the session (the host first).
 fn start_sleeping_shell(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
     shell_settings(fx);
+    start_sleeping(fx)
+}
+
+/// [`start_sleeping_shell`] on the settings already written.
+fn start_sleeping(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
     let req = fx.root.join("shell.json");
     let request = serde_json::json!({
         "kind": "terminal",
@@ -245,7 +256,9 @@ fn start_sleeping_shell(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
 fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder() {
     let fx = Fixture::new(&relay_tests::fake_agent());
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
-    let (mut host, session) = start_sleeping_shell(&fx);
+    // An allow-list: the session folder holds the proxy's socket too.
+    shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
+    let (mut host, session) = start_sleeping(&fx);
     assert!(
         session.len() >= 3,
         "host, shim, bwrap, sh/sleep: {session:?}"
@@ -283,6 +296,14 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
     assert!(placeholders.is_file());
     let sessions = fx.state.join("sessions");
     assert_eq!(std::fs::read_dir(&sessions).unwrap().count(), 1);
+    let socket = std::fs::read_dir(&sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("net.sock");
+    assert!(socket.exists(), "kill -9 leaves the proxy's socket");
 
     // status says so, and removes nothing.
     let mut status = host_cmd(&fx);
@@ -313,6 +334,18 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
         "{r}"
     );
     assert!(placeholders.is_file(), "status removed nothing");
+    // The session's end was never recorded: status names it, gc writes its exit row.
+    let id = r["leftovers"]["session_folders"][0]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r["leftovers"]["lost_sessions"],
+        serde_json::json!([id]),
+        "{r}"
+    );
+    assert!(exit_rows(&fx).is_empty(), "no exit row after kill -9");
 
     let mut gc = host_cmd(&fx);
     gc.args(["--json", "gc"])
@@ -323,12 +356,23 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
     let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
     assert_eq!(r["removed"], 1, "{r}");
     assert_eq!(r["placeholders_removed"], listed.len(), "{r}");
+    assert_eq!(r["host_lost"], 1, "{r}");
+    let exits = exit_rows(&fx);
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0]["session_id"], id.as_str(), "{exits:?}");
+    assert_eq!(exits[0]["outcome"], "host_lost", "{exits:?}");
+    assert_eq!(exits[0]["code"], serde_json::Value::Null, "{exits:?}");
+    // Written once: a second gc finds nothing.
+    let f = finish(host_cmd(&fx).arg("gc"));
+    assert_eq!(f.code(), Some(0));
+    assert_eq!(exit_rows(&fx).len(), 1);
     assert!(!placeholders.exists(), "the placeholders list is gone");
     assert_eq!(
         std::fs::read_dir(&sessions).unwrap().count(),
         0,
         "the session folder is gone"
     );
+    assert!(!socket.exists(), "the proxy's socket is gone");
     assert_eq!(
         tree(&fx.home),
         home_before,
@@ -443,4 +487,75 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
         assert_eq!(tree(&fx.home), home_before, "signal {sig}");
         assert_eq!(tree(&fx.project), project_before, "signal {sig}");
     }
+}
+
+/// The `exit` rows of `events.jsonl`.
+fn exit_rows(fx: &Fixture) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(fx.state.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["event"] == "exit")
+        .collect()
+}
+
+/// `kill -9` of `relay-shim` while a sandboxed allow-list session runs: bwrap dies with its
+/// parent (and the sandbox's processes with bwrap), the host sees the shim end, writes its `exit`
+/// event (code 137), removes the placeholders, the proxy socket and the session folder, exits 137.
+#[test]
+fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
+    let (host, session) = start_sleeping(&fx);
+    let socket = fx.state.join("sessions");
+    let sock_dir = std::fs::read_dir(&socket)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(sock_dir.join("net.sock").exists(), "the proxy's socket");
+    let shim = relay_tests::fixture::children_of(host.id() as i32)
+        .into_iter()
+        .find(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "relay-shim")
+        })
+        .expect("the shim is the host's child");
+    // SAFETY: kill takes integers only; the shim is a descendant of this test's child.
+    assert_eq!(unsafe { libc::kill(shim, libc::SIGKILL) }, 0);
+    let f = finish_with(host, Duration::from_secs(10), &|| false);
+    assert!(
+        !f.killed,
+        "the host did not end within 10 s of the shim's kill"
+    );
+    assert_eq!(f.code(), Some(137), "stderr {}", f.stderr);
+    let ended = wait_until(Duration::from_secs(5), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    let left: Vec<i32> = session.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        // SAFETY: as above; a leftover of this test only.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    assert!(
+        ended,
+        "processes of the session outlived the shim: {left:?}"
+    );
+    let exits = exit_rows(&fx);
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0]["code"], 137, "{exits:?}");
+    assert!(!fx.state.join("placeholders").exists());
+    assert!(
+        !sock_dir.exists(),
+        "the session folder (and its socket) stayed"
+    );
+    let unix = std::fs::read_to_string("/proc/net/unix").unwrap();
+    assert!(
+        !unix.contains(fx.state.to_str().unwrap()),
+        "a proxy socket still listens"
+    );
+    assert_eq!(tree(&fx.home), home_before);
+    assert_eq!(tree(&fx.project), project_before);
 }

@@ -211,7 +211,8 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 
 /// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than
 /// the retention) and, when no session of the state folder runs, the write-deny placeholders a
-/// killed host left (as the end of a session would have). A missing state folder is left missing.
+/// killed host left (as the end of a session would have); a session whose host was lost gets its
+/// `exit` row (`"outcome": "host_lost"`). A missing state folder is left missing.
 ///
 /// ```no_run
 /// let host = relay_token::host::Host::locate(None, None)?;
@@ -229,15 +230,17 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
                 outln!(
                     "{}",
                     json!({"removed": r.removed, "kept": r.kept, "running": r.running,
-                           "placeholders_removed": placeholders})
+                           "placeholders_removed": placeholders, "host_lost": r.lost})
                 );
             } else {
                 outln!(
                     "removed {} session folder(s) and {placeholders} leftover placeholder(s); \
-                     kept {} (younger than {keep_days} days), {} running",
+                     kept {} (younger than {keep_days} days), {} running; {} session(s) whose \
+                     host was lost got their exit row",
                     r.removed,
                     r.kept,
-                    r.running
+                    r.running,
+                    r.lost
                 );
             }
             0

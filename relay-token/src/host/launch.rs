@@ -575,6 +575,8 @@ impl SessionFolder {
         let lock = lock_session(session_dir).map_err(|e| {
             LaunchError::InvalidSpec(format!("session {}: {e}", session_dir.display()))
         })?;
+        // A kept folder resumed: its earlier session's end is no longer this one's.
+        let _ = std::fs::remove_file(session_dir.join(super::state::ENDED_MARK));
         match std::fs::symlink_metadata(&tmp) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&tmp).map_err(failed)?,
             Ok(_) => std::fs::remove_file(&tmp).map_err(failed)?,

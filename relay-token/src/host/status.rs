@@ -73,7 +73,8 @@ pub fn report(host: &Host) -> Value {
 
 /// What a host that ended without cleaning up (`kill -9`) left in this state folder: the
 /// write-deny placeholders (in the user's home and project) and the session folders no session
-/// holds and none kept. Reported, with a warning naming `relay-host gc`, never removed here:
+/// holds and none kept, and the sessions whose host was lost before it wrote their `exit` row
+/// (kept or not). Reported, with a warning naming `relay-host gc`, never removed here:
 /// `status` changes nothing.
 fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
     let placeholders = super::confine::leftover_placeholders(&host.state_dir);
@@ -87,6 +88,22 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
         .filter(|d| !d.join(super::state::KEEP_MARK).exists())
         .collect();
     folders.sort();
+    let mut lost: Vec<String> = std::fs::read_dir(&sessions_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| super::state::host_lost(&e.path()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    lost.sort();
+    if !lost.is_empty() {
+        warnings.push(format!(
+            "{} session(s) whose host was lost (killed) before it recorded their end: {}; \
+             `relay-host gc` writes their exit row (outcome host_lost)",
+            lost.len(),
+            lost.join(", ")
+        ));
+    }
     if !placeholders.is_empty() {
         let list: Vec<String> = placeholders
             .iter()
@@ -106,7 +123,7 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
             sessions_dir.display()
         ));
     }
-    json!({"placeholders": placeholders, "session_folders": folders})
+    json!({"placeholders": placeholders, "session_folders": folders, "lost_sessions": lost})
 }
 
 /// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken
