@@ -18,6 +18,11 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// A `relay-host` command on the fixture's folders with a small fixed environment, in its own
 /// process group (so a deadline kills it with its children), stdio on `/dev/null`.
 fn host_cmd(fx: &Fixture) -> Command {
+    host_cmd_in(fx, &fx.state)
+}
+
+/// [`host_cmd`] with another state folder.
+fn host_cmd_in(fx: &Fixture, state: &std::path::Path) -> Command {
     let mut cmd = Command::new(&fx.host);
     cmd.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
@@ -27,7 +32,7 @@ fn host_cmd(fx: &Fixture) -> Command {
         .arg("--config-dir")
         .arg(&fx.config)
         .arg("--state-dir")
-        .arg(&fx.state)
+        .arg(state)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -558,4 +563,173 @@ fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
     );
     assert_eq!(tree(&fx.home), home_before);
     assert_eq!(tree(&fx.project), project_before);
+}
+
+/// What one run in an odd environment ended with: no signal (no abort), no panic, and the
+/// stderr's last line parsed when it is JSON.
+fn no_panic(what: &str, f: &Finished) {
+    assert!(!f.killed, "{what}: did not finish");
+    assert_eq!(f.signal(), None, "{what}: killed by a signal");
+    assert!(
+        !f.stderr.contains("panicked") && f.code() != Some(101),
+        "{what}: {}",
+        f.stderr
+    );
+}
+
+/// The refusal a launch printed on stderr (one JSON line, stderr not a terminal).
+fn refusal(f: &Finished) -> serde_json::Value {
+    let line = f.stderr.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: stderr {}", f.stderr))
+}
+
+/// Runs `cmd` with stderr (and stdout) captured under [`TIMEOUT`].
+fn captured(mut cmd: Command) -> Finished {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false)
+}
+
+/// The launch's record (the fake agent's) got the token file's token, whole.
+fn assert_launch_got_token(what: &str, fx: &Fixture, f: &Finished) {
+    assert_eq!(f.code(), Some(0), "{what}: stderr {}", f.stderr);
+    let want = relay_tests::sha256_hex(&std::fs::read(&fx.token_file).unwrap());
+    let records = relay_tests::read_records(&fx.record);
+    assert_eq!(records.len(), 1, "{what}: {records:?}");
+    assert_eq!(records[0]["token_sha256"], want.as_str(), "{what}");
+    fx.clear_record();
+}
+
+/// `HOME` unset, relative or not UTF-8, `PATH` empty, a non-UTF-8 locale or variable, stdin
+/// closed, non-UTF-8 folders, `--help` to a closed pipe: each a clear error or a normal launch,
+/// never a panic (exit 101) or an abort (134).
+#[test]
+fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let req = fx.request("odd", true, "odd", &[]);
+    let launch = |edit: &dyn Fn(&mut Command)| {
+        let mut cmd = host_cmd(&fx);
+        cmd.args(["--json", "launch"]).arg(&req);
+        edit(&mut cmd);
+        captured(cmd)
+    };
+
+    // The baseline, then a non-UTF-8 locale, then a variable that is not UTF-8: normal launches.
+    let f = launch(&|_| {});
+    no_panic("plain", &f);
+    assert_launch_got_token("plain", &fx, &f);
+    let f = launch(&|c| {
+        c.env("LANG", "xx_XX.ISO-8859-1").env("LC_ALL", "C");
+    });
+    no_panic("locale", &f);
+    assert_launch_got_token("locale", &fx, &f);
+    let f = launch(&|c| {
+        c.env("ODD", std::ffi::OsStr::from_bytes(b"\xff\xfe"));
+    });
+    no_panic("non-UTF-8 variable", &f);
+    assert_launch_got_token("non-UTF-8 variable", &fx, &f);
+
+    // stdin closed (`<&-`): the request comes from a file, so a normal launch; from stdin
+    // (`launch -`), a refusal that says the request is not JSON (the runtime puts /dev/null at
+    // a closed 0).
+    let close_stdin = |c: &mut Command| {
+        // SAFETY: the hook only closes descriptor 0 (an async-signal-safe call).
+        unsafe {
+            c.pre_exec(|| {
+                libc::close(0);
+                Ok(())
+            });
+        }
+    };
+    let f = launch(&close_stdin);
+    no_panic("stdin closed", &f);
+    assert_launch_got_token("stdin closed", &fx, &f);
+    let mut cmd = host_cmd(&fx);
+    cmd.args(["--json", "launch", "-"]);
+    close_stdin(&mut cmd);
+    let f = captured(cmd);
+    no_panic("stdin closed, launch -", &f);
+    assert_eq!(f.code(), Some(64), "{}", f.stderr);
+    assert!(refusal(&f)["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("request is not valid JSON"));
+
+    // HOME unset, relative or empty: the password database's home (the token file is looked
+    // for there, so the launch is refused naming that path, unless it holds one).
+    for (what, home) in [
+        ("HOME unset", None),
+        ("HOME relative", Some("home")),
+        ("HOME empty", Some("")),
+    ] {
+        let f = launch(&|c| {
+            c.env_remove("HOME").current_dir(&fx.root);
+            if let Some(h) = home {
+                c.env("HOME", h);
+            }
+        });
+        no_panic(what, &f);
+        if f.code() == Some(0) {
+            continue;
+        }
+        assert_eq!(f.code(), Some(78), "{what}: {}", f.stderr);
+        let m = refusal(&f)["message"].as_str().unwrap().to_string();
+        assert!(
+            m.starts_with("read claude_token_file /")
+                && m.contains("/.config/acme-ltt/token")
+                && !m.contains(fx.home.to_str().unwrap()),
+            "{what}: {m}"
+        );
+    }
+    // HOME not UTF-8: the token file under it is missing, said with the path.
+    let f = launch(&|c| {
+        c.env("HOME", std::ffi::OsStr::from_bytes(b"/var/tmp/\xff-none"));
+    });
+    no_panic("HOME not UTF-8", &f);
+    assert_eq!(f.code(), Some(78), "{}", f.stderr);
+    assert!(refusal(&f)["message"]
+        .as_str()
+        .unwrap()
+        .contains("/.config/acme-ltt/token: no such file"));
+
+    // PATH empty: no bwrap to find, said so (exit 78); nothing started.
+    let f = launch(&|c| {
+        c.env("PATH", "");
+    });
+    no_panic("PATH empty", &f);
+    assert_eq!(f.code(), Some(78), "{}", f.stderr);
+    assert!(refusal(&f)["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("bwrap not found"));
+    assert!(relay_tests::read_records(&fx.record).is_empty());
+
+    // Folders whose names are not UTF-8: status reports them (U+FFFD for the odd byte).
+    let odd = fx.root.join(std::ffi::OsStr::from_bytes(b"st\xffte"));
+    let mut cmd = host_cmd_in(&fx, &odd);
+    cmd.args(["--json", "status"]);
+    let f = captured(cmd);
+    no_panic("non-UTF-8 state folder", &f);
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
+    assert!(
+        r["state_dir"].as_str().unwrap().ends_with("st\u{fffd}te"),
+        "{r}"
+    );
+    for args in [&["gc"][..], &["audit"], &["events"], &["token", "check"]] {
+        let mut cmd = host_cmd_in(&fx, &odd);
+        cmd.args(args);
+        let f = captured(cmd);
+        no_panic(&format!("{args:?}, non-UTF-8 state folder"), &f);
+        assert_eq!(f.code(), Some(0), "{args:?}: {}", f.stderr);
+    }
+
+    // --help and --version to a closed pipe: exit 0, no panic.
+    for flag in ["--help", "--version"] {
+        let mut cmd = host_cmd(&fx);
+        cmd.arg(flag).stdout(closed_pipe()).stderr(Stdio::piped());
+        let f = finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false);
+        no_panic(flag, &f);
+        assert_eq!(f.code(), Some(0), "{flag}: {}", f.stderr);
+    }
 }

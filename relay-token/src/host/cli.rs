@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::human::print_error;
+use super::human::{path_json, print_error};
 use super::launch::{launch, refuse_early, LaunchError, Stdin};
 use super::logs::Query;
 use super::request::{Kind, Request};
@@ -136,7 +136,8 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
             if json {
                 outln!(
                     "{}",
-                    json!({"path": d.path, "replaced": d.replaced, "settings_updated": d.settings_updated})
+                    json!({"path": path_json(&d.path), "replaced": d.replaced,
+                           "settings_updated": d.settings_updated.as_deref().map(path_json)})
                 );
             } else {
                 let verb = if d.replaced { "replaced" } else { "stored" };
