@@ -74,6 +74,19 @@ pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     }
 }
 
+/// `fstatvfs(fd)`: the file system's free space and flags.
+pub(crate) fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
+    // SAFETY: `statvfs` is plain old data; an all-zero value is valid and is overwritten.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable `statvfs`; the descriptor is borrowed for the call.
+    let rc = unsafe { libc::fstatvfs(fd.as_fd().as_raw_fd(), &mut st) };
+    if rc == 0 {
+        Ok(st)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `read(fd, buf)`, retried on `EINTR`. Returns the count read (0 at end of file).
 pub(crate) fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     let raw = fd.as_fd().as_raw_fd();

@@ -733,3 +733,196 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
         assert_eq!(f.code(), Some(0), "{flag}: {}", f.stderr);
     }
 }
+
+/// A tmpfs of `size` bytes mounted at a folder (made when missing) for one test; unmounted
+/// (lazily) when dropped, a failing test included.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: usize) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount a tmpfs at {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+
+    /// Remounts it read-only (`ro: true`) or read-write.
+    fn remount(&self, ro: bool) {
+        let opt = if ro { "remount,ro" } else { "remount,rw" };
+        let ok = Command::new("mount")
+            .args(["-o", opt])
+            .arg(&self.0)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "{opt} {}", self.0.display());
+    }
+
+    /// Writes a filler file until the file system is full (bounded: at most `size / 4 KiB + 64`
+    /// writes of 4 KiB); returns its path.
+    fn fill(&self, size: usize) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.0.join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = [0u8; 4096];
+        for _ in 0..size / 4096 + 64 {
+            if f.write_all(&chunk).and_then(|_| f.flush()).is_err() {
+                return path;
+            }
+        }
+        panic!("{} never filled up", self.0.display());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The `session_launch` rows of `audit.jsonl` with `outcome` `ok`.
+fn ok_audit_rows(fx: &Fixture) -> usize {
+    std::fs::read_to_string(fx.state.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["outcome"] == "ok")
+        .count()
+}
+
+/// The state folder on a small tmpfs, full, then read-only: each launch is refused before
+/// anything starts (exit 71, the folder named), so no session runs without its audit row; with
+/// space again, launches run and are recorded.
+#[test]
+fn a_full_or_read_only_state_folder_refuses_the_launch_naming_it() {
+    const SIZE: usize = 4 << 20;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let disk = Tmpfs::mount(&fx.state, SIZE);
+    let req = fx.request("full", true, "full", &[]);
+    // Unsandboxed: no placeholders to write, so nothing else on the disk stops it.
+    let plain_req = fx.request("plain", false, "plain", &[]);
+    let launch_req = |req: &std::path::Path| {
+        let mut cmd = host_cmd(&fx);
+        cmd.args(["--json", "launch"]).arg(req);
+        captured(cmd)
+    };
+    let launch = || launch_req(&req);
+    let refused = |what: &str, f: &Finished, words: &str| {
+        no_panic(what, f);
+        assert_eq!(f.code(), Some(71), "{what}: {}", f.stderr);
+        let r = refusal(f);
+        assert_eq!(r["error"], "spawn_failed", "{what}: {r}");
+        let m = r["message"].as_str().unwrap();
+        assert!(
+            m.starts_with(&format!("state folder {}: ", fx.state.display())) && m.contains(words),
+            "{what}: {m}"
+        );
+    };
+
+    let filler = disk.fill(SIZE);
+    let f = launch();
+    refused("full", &f, "is full");
+    let f = launch_req(&plain_req);
+    refused("full, unsandboxed", &f, "is full");
+    assert!(
+        relay_tests::read_records(&fx.record).is_empty(),
+        "a session ran"
+    );
+    assert_eq!(ok_audit_rows(&fx), 0);
+
+    std::fs::remove_file(&filler).unwrap();
+    let f = launch();
+    no_panic("space again", &f);
+    assert_launch_got_token("space again", &fx, &f);
+    assert_eq!(ok_audit_rows(&fx), 1, "the session's audit row");
+
+    disk.remount(true);
+    let f = launch();
+    refused("read-only", &f, "Read-only file system");
+    let f = launch_req(&plain_req);
+    refused("read-only, unsandboxed", &f, "Read-only file system");
+    assert!(
+        relay_tests::read_records(&fx.record).is_empty(),
+        "a session ran"
+    );
+    // status still reports; gc says what it could not do.
+    let mut cmd = host_cmd(&fx);
+    cmd.args(["--json", "status"]);
+    let f = captured(cmd);
+    no_panic("status, read-only", &f);
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    disk.remount(false);
+    assert_eq!(ok_audit_rows(&fx), 1, "one session, one row");
+}
+
+/// `token import` whose token folder is on a full tmpfs: refused (exit 70) naming the file; the
+/// old token is intact (the new one goes to a temp file renamed over it) and no temp file stays.
+#[test]
+fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
+    use std::io::Write;
+    const SIZE: usize = 256 << 10;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let old = std::fs::read(&fx.token_file).unwrap();
+    let folder = fx.token_file.parent().unwrap().to_path_buf();
+    let disk = Tmpfs::mount(&folder, SIZE);
+    std::fs::write(&fx.token_file, &old).unwrap();
+    std::fs::set_permissions(
+        &fx.token_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    disk.fill(SIZE);
+    let import = || {
+        let mut cmd = host_cmd(&fx);
+        cmd.args(["--json", "token", "import"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let new = relay_tests::claude_fake_token();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(new.as_bytes())
+            .unwrap();
+        (finish_with(child, TIMEOUT, &|| false), new)
+    };
+    let (f, _) = import();
+    no_panic("import, full", &f);
+    assert_eq!(f.code(), Some(70), "{}", f.stderr);
+    assert!(
+        f.stderr
+            .contains(&format!("write {}", fx.token_file.display()))
+            && f.stderr.contains("No space left on device"),
+        "{}",
+        f.stderr
+    );
+    assert_eq!(std::fs::read(&fx.token_file).unwrap(), old, "the old token");
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["filler", "token"], "a temp file stayed");
+    // With room again the import replaces it, whole.
+    std::fs::remove_file(folder.join("filler")).unwrap();
+    let (f, new) = import();
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&fx.token_file).unwrap().trim_end(),
+        new
+    );
+    drop(disk);
+}

@@ -158,13 +158,19 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
         token: false,
         session_id: request.session_id.clone(),
     };
-    let code = match prepare_and_spawn(host, &mut state, request, stdin, &mut facts) {
-        Ok(session) => supervise(&state, session),
-        Err(e) => {
-            refuse(&state, &facts, &e);
-            e.exit_code()
-        }
-    };
+    // A session must never run without its audit row: a state folder that cannot take one
+    // (read-only, full, a log that cannot be opened) refuses the launch before anything starts.
+    let ready = state
+        .check_writable()
+        .map_err(|e| LaunchError::SpawnFailed(e.to_string()));
+    let code =
+        match ready.and_then(|_| prepare_and_spawn(host, &mut state, request, stdin, &mut facts)) {
+            Ok(session) => supervise(&state, session),
+            Err(e) => {
+                refuse(&state, &facts, &e);
+                e.exit_code()
+            }
+        };
     confine::release_placeholders(state.path());
     code
 }
@@ -842,7 +848,15 @@ fn spawn_session(
             let answer =
                 json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
             let _ = state.event(&answer);
-            let _ = state.audit(audit_row(facts, "ok", "started"));
+            if let Err(e) = state.audit(audit_row(facts, "ok", "started")) {
+                // The disk filled (or the log went) since the check: the session is stopped at
+                // once rather than run unrecorded.
+                stop_at_once(&mut shim_child, pid);
+                return Err(LaunchError::SpawnFailed(format!(
+                    "{}: {e}; the session was stopped at once, since it could not be recorded",
+                    state.path().join(super::state::AUDIT_FILE).display()
+                )));
+            }
             state.log(&format!(
                 "session {} started: pid {pid}, template {}, sandbox {}, token {}",
                 v.session_id,
@@ -864,6 +878,21 @@ fn spawn_session(
             Err(e)
         }
     }
+}
+
+/// Kills a session that started: its program's process group (`pid` leads it; sandboxed, that is
+/// bwrap, whose sandbox dies with it) and the shim, and reaps the shim.
+fn stop_at_once(shim: &mut std::process::Child, pid: i64) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        if pgid > 1 {
+            // SAFETY: kill takes integers only. The group is the session's, led by the pid the
+            // shim reported a moment ago; were it already reaped, its number would not be given
+            // out again before the kernel's pid counter wraps.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    let _ = shim.kill();
+    let _ = shim.wait();
 }
 
 /// Reads status lines until `started` (its pid) or a failure; `gate` judges each line first.

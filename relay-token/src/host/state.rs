@@ -23,6 +23,10 @@ pub const SESSIONS_DIR: &str = "sessions";
 /// The relay-owned Claude config folder (`CLAUDE_CONFIG_DIR` of the `claude-code` template).
 pub const CLAUDE_CONFIG_DIR: &str = "claude";
 
+/// The free space a launch needs in the state folder's file system: its logs' rows, the session
+/// folder and what the session writes to the relay-owned Claude config folder.
+pub const MIN_FREE_BYTES: u64 = 1 << 20;
+
 /// The host's state folder.
 #[derive(Debug)]
 pub struct State {
@@ -62,6 +66,48 @@ impl State {
             dir: dir.to_path_buf(),
             redactor: Redactor::default(),
         })
+    }
+
+    /// Checks, before a launch, that the session's rows can be written: the folder's file system
+    /// is not read-only and has at least [`MIN_FREE_BYTES`] free, and both logs open for
+    /// appending (they are created when missing). The error names the folder.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let state = relay_token::host::state::State::open(dir.path())?;
+    /// state.check_writable()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn check_writable(&self) -> io::Result<()> {
+        let named = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("state folder {}: {e}", self.dir.display()),
+            )
+        };
+        let st = crate::sys::fstatvfs(File::open(&self.dir).map_err(named)?).map_err(named)?;
+        if st.f_flag & libc::ST_RDONLY != 0 {
+            return Err(named(io::Error::from_raw_os_error(libc::EROFS)));
+        }
+        // The field types differ between systems (u32 on macOS).
+        #[allow(clippy::useless_conversion)]
+        let free = u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
+        if free < MIN_FREE_BYTES {
+            return Err(io::Error::new(
+                io::Error::from_raw_os_error(libc::ENOSPC).kind(),
+                format!(
+                    "state folder {}: its file system is full ({free} bytes free; a launch \
+                     needs {MIN_FREE_BYTES} for its logs and session folder)",
+                    self.dir.display()
+                ),
+            ));
+        }
+        for name in [AUDIT_FILE, EVENTS_FILE] {
+            append_private(&self.dir.join(name)).map_err(|e| {
+                io::Error::new(e.kind(), format!("{}: {e}", self.dir.join(name).display()))
+            })?;
+        }
+        Ok(())
     }
 
     /// The folder.
