@@ -926,3 +926,87 @@ fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
     );
     drop(disk);
 }
+
+/// The token file replaced (a new token renamed over it) every few milliseconds while 50
+/// sandboxed launches run: each session gets one of the tokens written, whole (by hash), or the
+/// launch is refused with a reason; never a mix, a part or an empty token.
+#[test]
+fn a_token_rotated_during_launches_reaches_each_session_whole() {
+    use std::collections::HashSet;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    const LAUNCHES: usize = 50;
+    const MAX_RENAMES: usize = 100_000;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let first = std::fs::read(&fx.token_file).unwrap();
+    let written = Arc::new(Mutex::new(HashSet::from([relay_tests::sha256_hex(&first)])));
+    let stop = Arc::new(AtomicBool::new(false));
+    let rotator = {
+        let (written, stop) = (written.clone(), stop.clone());
+        let path = fx.token_file.clone();
+        std::thread::spawn(move || {
+            let tmp = path.with_file_name(".token.rotate");
+            let start = std::time::Instant::now();
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed)
+                && n < MAX_RENAMES
+                && start.elapsed() < Duration::from_secs(120)
+            {
+                let token = relay_tests::claude_fake_token();
+                written
+                    .lock()
+                    .unwrap()
+                    .insert(relay_tests::sha256_hex(token.as_bytes()));
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&tmp)
+                    .unwrap();
+                std::io::Write::write_all(&mut f, token.as_bytes()).unwrap();
+                drop(f);
+                std::fs::rename(&tmp, &path).unwrap();
+                n += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            n
+        })
+    };
+    let req = fx.request("rot", true, "rot", &[]);
+    let (mut got, mut refused) = (0, Vec::new());
+    for i in 0..LAUNCHES {
+        let mut cmd = host_cmd(&fx);
+        cmd.args(["--json", "launch"]).arg(&req);
+        let f = captured(cmd);
+        no_panic(&format!("launch {i}"), &f);
+        match f.code() {
+            Some(0) => got += 1,
+            Some(78) => refused.push(refusal(&f)["message"].as_str().unwrap().to_string()),
+            other => panic!("launch {i}: exit {other:?}: {}", f.stderr),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let renames = rotator.join().unwrap();
+    eprintln!(
+        "{renames} renames during {LAUNCHES} launches; {} refused: {refused:?}",
+        refused.len()
+    );
+    assert!(renames >= LAUNCHES, "the token changed during the launches");
+    let written = written.lock().unwrap();
+    let records = relay_tests::read_records(&fx.record);
+    assert_eq!(records.len(), got, "one record per launch that ran");
+    for r in &records {
+        let sha = r["token_sha256"].as_str().unwrap();
+        assert!(written.contains(sha), "a token never written whole: {r}");
+    }
+    for m in &refused {
+        assert!(m.starts_with("read claude_token_file "), "{m}");
+    }
+    let distinct: HashSet<&str> = records
+        .iter()
+        .map(|r| r["token_sha256"].as_str().unwrap())
+        .collect();
+    assert!(distinct.len() > 1, "the sessions saw the rotation");
+}
