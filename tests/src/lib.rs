@@ -290,6 +290,7 @@ pub mod listener;
 
 /// A local stand-in for the Messages API that plays a script of turns (see the module).
 pub mod messages_api;
+pub mod mutate;
 
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.

@@ -1010,3 +1010,308 @@ fn a_token_rotated_during_launches_reaches_each_session_whole() {
         .collect();
     assert!(distinct.len() > 1, "the sessions saw the rotation");
 }
+
+/// True when the long form of the battery was asked for (`RELAY_FAULTS_LONG=1`).
+fn long_form() -> bool {
+    std::env::var_os("RELAY_FAULTS_LONG").is_some_and(|v| v == "1")
+}
+
+/// `short`, or ten times as many in the long form.
+fn count(short: usize) -> usize {
+    if long_form() {
+        short * 10
+    } else {
+        short
+    }
+}
+
+/// Valid requests the mutations start from.
+const REQUEST_SEEDS: &[&str] = &[
+    r#"{"kind": "claude"}"#,
+    r#"{"kind": "claude", "sandbox": true, "session_id": "f1"}"#,
+    r#"{"kind": "terminal", "template": "claude-code", "sandbox": false, "keep": false}"#,
+    r#"{"kind": "claude", "env": {"A": "b"}, "resume": "r1", "sandbox": true}"#,
+];
+
+/// Valid settings (JSON) the mutations start from.
+const SETTINGS_JSON_SEEDS: &[&str] = &[
+    r#"{"claude_token_file": "~/.config/acme-ltt/token"}"#,
+    r#"{"templates": [{"id": "shell", "command": ["/bin/sh"], "sandbox": {"read_write": ["{project}"], "read": ["~/x"]}, "env": {"A": "b"}, "network": "none"}]}"#,
+    r#"{"write_deny": ["~/.bashrc"], "trusted_projects": ["~/p"], "token_network": "host", "token_wildcards": true}"#,
+    r#"{"templates": [{"id": "t", "command": ["/bin/sh"], "network": {"allow": ["example.com:443"]}, "request_env": ["A"]}]}"#,
+];
+
+/// Valid settings (TOML) the mutations start from.
+const SETTINGS_TOML_SEEDS: &[&str] = &[
+    "claude_token_file = \"~/.config/acme-ltt/token\"\n",
+    "[[templates]]\nid = \"shell\"\ncommand = [\"/bin/sh\"]\nnetwork = \"none\"\n[templates.sandbox]\nread_write = [\"{project}\"]\n[templates.env]\nA = \"b\"\n",
+    "write_deny = [\"~/.bashrc\"]\ntoken_wildcards = true\n",
+];
+
+/// Runs `f` on a thread and waits at most `limit` for it: a hang fails the test instead of
+/// stopping it.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("no answer within {limit:?}: a hang (or a panic above)"))
+}
+
+/// The cases of one parser that panicked: `(index, first bytes)`.
+fn panics_of(cases: &[Vec<u8>], parse: &dyn Fn(&str)) -> Vec<(usize, String)> {
+    let mut bad = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let text = String::from_utf8_lossy(c);
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse(&text))).is_err() {
+            bad.push((i, text.chars().take(120).collect()));
+        }
+    }
+    bad
+}
+
+/// The request and settings parsers on mutated documents, random bytes, deep nesting, huge
+/// strings, NUL bytes and duplicate keys (fixed seeds: the same cases every run; 3,000 of each,
+/// 30,000 with `RELAY_FAULTS_LONG=1`): no panic, no hang. An unknown field, anywhere it can go,
+/// stays refused by name.
+#[test]
+fn fuzzed_requests_and_settings_never_panic_the_parsers() {
+    use relay_token::host::request::Request;
+    use relay_token::settings::Settings;
+    let n = count(3000);
+    let limit = Duration::from_secs(if long_form() { 1200 } else { 120 });
+    let bad = within(limit, move || {
+        let settings = Settings::from_json(SETTINGS_JSON_SEEDS[1]).unwrap();
+        let requests = relay_tests::mutate::cases(24, REQUEST_SEEDS, n);
+        let json = relay_tests::mutate::cases(25, SETTINGS_JSON_SEEDS, n);
+        let toml = relay_tests::mutate::cases(26, SETTINGS_TOML_SEEDS, n);
+        let mut bad = panics_of(&requests, &|t| {
+            if let Ok(r) = Request::from_json(t) {
+                let _ = r.validate(&settings);
+            }
+        });
+        bad.extend(panics_of(&json, &|t| drop(Settings::from_json(t))));
+        bad.extend(panics_of(&toml, &|t| drop(Settings::from_toml(t))));
+        bad
+    });
+    assert!(bad.is_empty(), "panicked on: {bad:?}");
+
+    // Unknown fields, each with a random name and value, are refused naming the field.
+    let mut rng = relay_tests::mutate::Rng::new(27);
+    for _ in 0..count(200) {
+        let name = format!("x_{}", rng.word(6));
+        let value = rng.pick(&["1", "null", "\"v\"", "[]", "{}"]).to_string();
+        let named = |e: String| {
+            assert!(
+                e.contains(&format!("unknown field `{name}`")),
+                "{name}: {e}"
+            )
+        };
+        let seed = rng.pick(REQUEST_SEEDS);
+        let doc = seed.replacen('{', &format!("{{\"{name}\": {value}, "), 1);
+        named(Request::from_json(&doc).unwrap_err().to_string());
+        let doc = SETTINGS_JSON_SEEDS[1].replacen('{', &format!("{{\"{name}\": {value}, "), 1);
+        named(Settings::from_json(&doc).unwrap_err().to_string());
+        let doc =
+            SETTINGS_JSON_SEEDS[1].replacen("\"id\"", &format!("\"{name}\": {value}, \"id\""), 1);
+        named(Settings::from_json(&doc).unwrap_err().to_string());
+        let doc = SETTINGS_JSON_SEEDS[1].replacen(
+            "\"read_write\"",
+            &format!("\"{name}\": {value}, \"read_write\""),
+            1,
+        );
+        named(Settings::from_json(&doc).unwrap_err().to_string());
+        let toml_value = rng.pick(&["1", "\"v\"", "[]", "{}"]).to_string();
+        let doc = format!("{name} = {toml_value}\n{}", SETTINGS_TOML_SEEDS[1]);
+        named(Settings::from_toml(&doc).unwrap_err().to_string());
+        let doc =
+            SETTINGS_TOML_SEEDS[1].replacen("id = ", &format!("{name} = {toml_value}\nid = "), 1);
+        named(Settings::from_toml(&doc).unwrap_err().to_string());
+    }
+}
+
+/// Exit codes a launch may end with here: the fake agent's 0, or a refusal's.
+const LAUNCH_CODES: [i32; 5] = [0, 64, 70, 71, 78];
+
+/// Mutated launch requests through `relay-host launch`, mutated settings (JSON and TOML) through
+/// `relay-host status`, mutated `relay-shim` command lines (120, 60, 60 and 150; ten times as
+/// many with `RELAY_FAULTS_LONG=1`): each run ends by itself, without a signal or a panic, with a
+/// documented exit code; a refusal is one JSON line naming a known error.
+#[test]
+fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let run = |what: &str, mut cmd: Command, codes: &[i32]| -> Finished {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let f = finish_with(cmd.spawn().unwrap(), Duration::from_secs(20), &|| false);
+        no_panic(what, &f);
+        assert!(
+            f.code().is_some_and(|c| codes.contains(&c)),
+            "{what}: exit {:?}: {}",
+            f.code(),
+            f.stderr.chars().take(400).collect::<String>()
+        );
+        f
+    };
+    let req = fx.root.join("fuzz.json");
+    let started = std::time::Instant::now();
+    for (i, case) in relay_tests::mutate::cases(34, REQUEST_SEEDS, count(120))
+        .iter()
+        .enumerate()
+    {
+        std::fs::write(&req, case).unwrap();
+        let mut cmd = host_cmd(&fx);
+        // The fake agent's record goes to stderr: a session without the project cannot write
+        // the record file.
+        cmd.args(["--json", "launch"])
+            .arg(&req)
+            .env("FAKE_AGENT_RECORD", "");
+        let what = format!(
+            "request {i}: {}",
+            String::from_utf8_lossy(case)
+                .chars()
+                .take(120)
+                .collect::<String>()
+        );
+        let f = run(&what, cmd, &LAUNCH_CODES);
+        if f.code() != Some(0) {
+            let r = refusal(&f);
+            assert!(
+                ["invalid_spec", "sandbox_unavailable", "spawn_failed"]
+                    .contains(&r["error"].as_str().unwrap_or_default()),
+                "{what}: {r}"
+            );
+        }
+    }
+    eprintln!("fuzzed requests: {:?}", started.elapsed());
+    let settings_json = fx.config.join("settings.json");
+    let settings_toml = fx.config.join("settings.toml");
+    std::fs::remove_file(&settings_json).unwrap();
+    let kinds = [
+        (35, SETTINGS_JSON_SEEDS, &settings_json),
+        (36, SETTINGS_TOML_SEEDS, &settings_toml),
+    ];
+    for (seed, seeds, file) in kinds {
+        for (i, case) in relay_tests::mutate::cases(seed, seeds, count(60))
+            .iter()
+            .enumerate()
+        {
+            std::fs::write(file, case).unwrap();
+            let mut cmd = host_cmd(&fx);
+            cmd.args(["--json", "status"]);
+            let what = format!(
+                "{} {i}: {}",
+                file.display(),
+                String::from_utf8_lossy(case)
+                    .chars()
+                    .take(120)
+                    .collect::<String>()
+            );
+            let f = run(&what, cmd, &[0, 78]);
+            let r: serde_json::Value = serde_json::from_str(&f.stdout)
+                .unwrap_or_else(|e| panic!("{what}: status report {e}: {}", f.stdout));
+            if !r["settings_error"].is_null() {
+                assert_eq!(f.code(), Some(78), "{what}: {r}");
+            }
+            std::fs::remove_file(file).unwrap();
+        }
+    }
+    eprintln!("fuzzed settings: {:?}", started.elapsed());
+    let mut rng = relay_tests::mutate::Rng::new(37);
+    for i in 0..count(150) {
+        let argv = shim_argv(&mut rng);
+        let mut cmd = Command::new(relay_tests::relay_shim());
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .args(&argv)
+            .stdin(Stdio::null())
+            .process_group(0);
+        // The shim's own codes, and /bin/false's 1.
+        run(
+            &format!("shim {i}: {argv:?}"),
+            cmd,
+            &[0, 1, 70, 78, 126, 127],
+        );
+    }
+    eprintln!("fuzzed shim arguments: {:?}", started.elapsed());
+}
+
+/// A `relay-shim` command line: a valid one, changed one to four times (an argument dropped,
+/// repeated, swapped, or replaced by an option, a number, a huge or non-UTF-8 word).
+fn shim_argv(rng: &mut relay_tests::mutate::Rng) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let seeds: [&[&str]; 8] = [
+        &["--", "/bin/true"],
+        &["--pass-token", "--", "/bin/true"],
+        &[
+            "--status-fd",
+            "3",
+            "--session-id",
+            "s1",
+            "--",
+            "/bin/echo",
+            "x",
+        ],
+        &["--pass-fds", "6-7", "--", "/bin/true"],
+        &["--sandbox-status-fd", "9", "--", "/bin/true"],
+        &["--identity", "--session-id", "s1", "--", "/bin/true"],
+        &["--pty", "--", "/bin/false"],
+        &["--sandbox-profile", "/x", "--", "/bin/true"],
+    ];
+    let words = [
+        "--",
+        "-",
+        "",
+        "--pass-token",
+        "--status-fd",
+        "--pass-fds",
+        "--session-id",
+        "--sandbox-status-fd",
+        "--identity",
+        "--pty",
+        "--sandbox-profile",
+        "3",
+        "0",
+        "1",
+        "2",
+        "5",
+        "-1",
+        "99999999999999999999",
+        "5-4",
+        "3-",
+        "6-",
+        "/nonexistent",
+        "/bin/false",
+        "s.1",
+        ".s",
+        "a/b",
+    ];
+    let mut argv: Vec<std::ffi::OsString> = rng
+        .pick(&seeds)
+        .iter()
+        .map(std::ffi::OsString::from)
+        .collect();
+    for _ in 0..rng.below(4) + 1 {
+        let at = rng.below(argv.len().max(1));
+        let word: std::ffi::OsString = match rng.below(10) {
+            0 => "a".repeat(100_000).into(),
+            1 => std::ffi::OsString::from_vec(rng.bytes(6)),
+            _ => rng.pick(&words).into(),
+        };
+        match rng.below(4) {
+            0 if !argv.is_empty() => drop(argv.remove(at)),
+            1 if !argv.is_empty() => argv.insert(at, argv[at].clone()),
+            2 if argv.len() > 1 => {
+                let other = rng.below(argv.len());
+                argv.swap(at, other)
+            }
+            _ => argv.insert(at.min(argv.len()), word),
+        }
+    }
+    // A NUL cannot be in an argument: the random bytes lose theirs.
+    argv.into_iter()
+        .map(|a| {
+            std::ffi::OsString::from_vec(a.into_vec().into_iter().filter(|&b| b != 0).collect())
+        })
+        .collect()
+}
