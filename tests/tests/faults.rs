@@ -12,6 +12,20 @@ use std::time::Duration;
 use relay_tests::fixture::Fixture;
 use relay_tests::run::{finish_with, Finished};
 
+/// The load tests count this process's descriptors and children: they run alone (a write
+/// lock); every other test takes a read lock.
+static TURN: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A turn shared with the other tests (not with a load test).
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    TURN.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A turn alone.
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    TURN.write().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The deadline of one `relay-host` command.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -71,6 +85,7 @@ fn fill_logs(fx: &Fixture) {
 
 #[test]
 fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
+    let _turn = shared();
     let fx = Fixture::new(&relay_tests::fake_agent());
     fill_logs(&fx);
     let commands: [&[&str]; 6] = [
@@ -124,6 +139,7 @@ fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
 
 #[test]
 fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
+    let _turn = shared();
     let fx = Fixture::new(&relay_tests::fake_agent());
     let req = fx.root.join("nul.json");
     // `\u0000` in JSON: a NUL inside the project path.
@@ -259,6 +275,7 @@ fn start_sleeping(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
 
 #[test]
 fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder() {
+    let _turn = shared();
     let fx = Fixture::new(&relay_tests::fake_agent());
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
     // An allow-list: the session folder holds the proxy's socket too.
@@ -409,6 +426,7 @@ fn as_nobody(cmd: &Command) -> Command {
 
 #[test]
 fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
+    let _turn = shared();
     use std::os::unix::fs::PermissionsExt;
     let fx = Fixture::new(&relay_tests::fake_agent());
     // Readable, not searchable: settings.json inside cannot even be looked up.
@@ -456,6 +474,7 @@ fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
 /// placeholder and no session folder left.
 #[test]
 fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
+    let _turn = shared();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let fx = Fixture::new(&relay_tests::fake_agent());
         let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
@@ -509,6 +528,7 @@ fn exit_rows(fx: &Fixture) -> Vec<serde_json::Value> {
 /// event (code 137), removes the placeholders, the proxy socket and the session folder, exits 137.
 #[test]
 fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
+    let _turn = shared();
     let fx = Fixture::new(&relay_tests::fake_agent());
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
     shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
@@ -604,6 +624,7 @@ fn assert_launch_got_token(what: &str, fx: &Fixture, f: &Finished) {
 /// never a panic (exit 101) or an abort (134).
 #[test]
 fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
+    let _turn = shared();
     use std::os::unix::ffi::OsStrExt;
     let fx = Fixture::new(&relay_tests::fake_agent());
     let req = fx.request("odd", true, "odd", &[]);
@@ -806,6 +827,7 @@ fn ok_audit_rows(fx: &Fixture) -> usize {
 /// space again, launches run and are recorded.
 #[test]
 fn a_full_or_read_only_state_folder_refuses_the_launch_naming_it() {
+    let _turn = shared();
     const SIZE: usize = 4 << 20;
     let fx = Fixture::new(&relay_tests::fake_agent());
     let disk = Tmpfs::mount(&fx.state, SIZE);
@@ -870,6 +892,7 @@ fn a_full_or_read_only_state_folder_refuses_the_launch_naming_it() {
 /// old token is intact (the new one goes to a temp file renamed over it) and no temp file stays.
 #[test]
 fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
+    let _turn = shared();
     use std::io::Write;
     const SIZE: usize = 256 << 10;
     let fx = Fixture::new(&relay_tests::fake_agent());
@@ -932,6 +955,7 @@ fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
 /// launch is refused with a reason; never a mix, a part or an empty token.
 #[test]
 fn a_token_rotated_during_launches_reaches_each_session_whole() {
+    let _turn = shared();
     use std::collections::HashSet;
     use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -1077,6 +1101,7 @@ fn panics_of(cases: &[Vec<u8>], parse: &dyn Fn(&str)) -> Vec<(usize, String)> {
 /// stays refused by name.
 #[test]
 fn fuzzed_requests_and_settings_never_panic_the_parsers() {
+    let _turn = shared();
     use relay_token::host::request::Request;
     use relay_token::settings::Settings;
     let n = count(3000);
@@ -1140,6 +1165,7 @@ const LAUNCH_CODES: [i32; 5] = [0, 64, 70, 71, 78];
 /// documented exit code; a refusal is one JSON line naming a known error.
 #[test]
 fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes() {
+    let _turn = shared();
     let fx = Fixture::new(&relay_tests::fake_agent());
     let run = |what: &str, mut cmd: Command, codes: &[i32]| -> Finished {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -1314,4 +1340,188 @@ fn shim_argv(rng: &mut relay_tests::mutate::Rng) -> Vec<std::ffi::OsString> {
             std::ffi::OsString::from_vec(a.into_vec().into_iter().filter(|&b| b != 0).collect())
         })
         .collect()
+}
+
+/// Every line of the state folder's log `name`, parsed: one JSON object a line, or the test
+/// fails naming the line (an interleaved or cut write).
+fn log_rows(fx: &Fixture, name: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(fx.state.join(name))
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{name} line {}: {e}: {l:?}", i + 1));
+            assert!(v.is_object(), "{name} line {}: {l}", i + 1);
+            v
+        })
+        .collect()
+}
+
+/// What a load run must leave: every launch one `ok` audit row and one `launch` (201) and one
+/// `exit` (code 0) event, no session folder, no placeholders, no proxy socket, no process of the
+/// run, no zombie, this process's children and descriptors at their count.
+fn assert_load_clean(fx: &Fixture, launches: usize, fds0: usize, kids0: usize) {
+    let audit = log_rows(fx, "audit.jsonl");
+    assert_eq!(audit.len(), launches, "one audit row per launch");
+    assert!(audit.iter().all(|r| r["outcome"] == "ok"), "all ok");
+    let events = log_rows(fx, "events.jsonl");
+    let of = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
+    assert_eq!(of("launch"), launches, "one launch event per launch");
+    assert!(events
+        .iter()
+        .filter(|e| e["event"] == "launch")
+        .all(|e| e["status"] == 201));
+    assert_eq!(of("exit"), launches, "one exit event per launch");
+    assert!(events
+        .iter()
+        .filter(|e| e["event"] == "exit")
+        .all(|e| e["code"] == 0));
+    assert_eq!(
+        std::fs::read_dir(fx.state.join("sessions"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(!fx.state.join("placeholders").exists());
+    let unix = std::fs::read_to_string("/proc/net/unix").unwrap();
+    assert!(
+        !unix.contains(fx.state.to_str().unwrap()),
+        "a proxy socket listens"
+    );
+    let me = std::process::id() as i32;
+    let needle = fx.record.to_string_lossy().into_owned();
+    assert!(
+        wait_until(Duration::from_secs(5), &|| {
+            relay_tests::fixture::processes_with_env(&needle).is_empty()
+        }),
+        "processes of the run left"
+    );
+    assert!(relay_tests::fixture::zombies_of(me).is_empty());
+    assert_eq!(relay_tests::fixture::children_of(me).len(), kids0);
+    assert_eq!(
+        relay_tests::fixture::open_fds(me).unwrap(),
+        fds0,
+        "descriptors"
+    );
+}
+
+/// The `q` quantile (0..=1) of `ms`, sorted here.
+fn quantile(ms: &[f64], q: f64) -> f64 {
+    let mut v = ms.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Concurrent sandboxed launches with an allow-list (a proxy each): 30 at once (300 with
+/// `RELAY_FAULTS_LONG=1`), each answered (exit 0), each session the token whole by hash, each
+/// logged once, one JSON object per line, nothing left.
+#[test]
+fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
+    let _turn = alone();
+    let n = count(30);
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    fx.set_network(serde_json::json!({"allow": ["127.0.0.1:9"]}));
+    let want = relay_tests::sha256_hex(&std::fs::read(&fx.token_file).unwrap());
+    let me = std::process::id() as i32;
+    let (fds0, kids0) = (
+        relay_tests::fixture::open_fds(me).unwrap(),
+        relay_tests::fixture::children_of(me).len(),
+    );
+    let started = std::time::Instant::now();
+    let running: Vec<_> = (0..n)
+        .map(|i| {
+            let id = format!("c{i}");
+            let req = fx.request(&id, true, &id, &[]);
+            let mut cmd = host_cmd(&fx);
+            cmd.arg("launch").arg(&req).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let limit = Duration::from_secs(60 + n as u64);
+    for (i, host) in running.into_iter().enumerate() {
+        let left = limit
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1));
+        let f = finish_with(host, left, &|| false);
+        no_panic(&format!("launch c{i}"), &f);
+        assert_eq!(f.code(), Some(0), "launch c{i}: {}", f.stderr);
+    }
+    eprintln!(
+        "{n} concurrent allow-list launches: {:?}",
+        started.elapsed()
+    );
+    let records = relay_tests::read_records(&fx.record);
+    assert_eq!(records.len(), n, "one record per session");
+    let mut ids: Vec<&str> = records
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "each session once");
+    assert!(records.iter().all(|r| r["token_sha256"] == want.as_str()));
+    assert_load_clean(&fx, n, fds0, kids0);
+}
+
+/// Sequential sandboxed launches, a fresh token before each: 100 (1,000 with
+/// `RELAY_FAULTS_LONG=1`), each answered, each session its own token by hash, each logged once,
+/// nothing left. Each launch is followed by one on a reference installation whose state folder is
+/// removed first (so nothing of it ages): growth of the host's own shows as the aged series
+/// slowing against the reference, while the machine's noise moves both. Prints p50/p99 and the
+/// first tenth's median against the last tenth's, for both (the figures of
+/// docs/PERFORMANCE.md; times are printed, never asserted).
+#[test]
+fn sequential_launches_are_each_answered_logged_and_cleaned_up() {
+    let _turn = alone();
+    let n = count(100);
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let req = fx.request("seq", true, "seq", &[]);
+    let me = std::process::id() as i32;
+    let (fds0, kids0) = (
+        relay_tests::fixture::open_fds(me).unwrap(),
+        relay_tests::fixture::children_of(me).len(),
+    );
+    let fresh = Fixture::new(&relay_tests::fake_agent());
+    let fresh_req = fresh.request("seq", true, "seq", &[]);
+    let (mut ms, mut ref_ms) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        let token = fx.write_token();
+        let t = std::time::Instant::now();
+        let f = finish(host_cmd(&fx).arg("launch").arg(&req).stderr(Stdio::piped()));
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        let _ = std::fs::remove_dir_all(&fresh.state);
+        let t = std::time::Instant::now();
+        let r = finish(host_cmd(&fresh).arg("launch").arg(&fresh_req));
+        ref_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(r.code(), Some(0), "reference launch {i}");
+        no_panic(&format!("launch {i}"), &f);
+        assert_eq!(f.code(), Some(0), "launch {i}: {}", f.stderr);
+        let records = relay_tests::read_records(&fx.record);
+        assert_eq!(records.len(), 1, "launch {i}");
+        assert_eq!(
+            records[0]["token_sha256"],
+            relay_tests::sha256_hex(token.as_bytes()).as_str(),
+            "launch {i}: its own token"
+        );
+        fx.clear_record();
+    }
+    let tenth = (n / 10).max(1);
+    let growth = |v: &[f64]| quantile(&v[n - tenth..], 0.5) / quantile(&v[..tenth], 0.5);
+    for (what, v) in [("aged", &ms), ("reference", &ref_ms)] {
+        eprintln!(
+            "{n} sequential launches, {what}: p50 {:.1} ms, p99 {:.1} ms; median of the first \
+             {tenth} {:.1} ms, of the last {tenth} {:.1} ms ({:.2}x)",
+            quantile(v, 0.5),
+            quantile(v, 0.99),
+            quantile(&v[..tenth], 0.5),
+            quantile(&v[n - tenth..], 0.5),
+            growth(v)
+        );
+    }
+    eprintln!(
+        "growth of the aged series against the reference: {:.2}x",
+        growth(&ms) / growth(&ref_ms)
+    );
+    assert_load_clean(&fx, n, fds0, kids0);
 }
