@@ -75,6 +75,7 @@ pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
 }
 
 /// `fstatvfs(fd)`: the file system's free space and flags.
+#[cfg(feature = "host")]
 pub(crate) fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
     // SAFETY: `statvfs` is plain old data; an all-zero value is valid and is overwritten.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };

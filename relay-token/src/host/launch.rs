@@ -581,8 +581,6 @@ impl SessionFolder {
         let lock = lock_session(session_dir).map_err(|e| {
             LaunchError::InvalidSpec(format!("session {}: {e}", session_dir.display()))
         })?;
-        // A kept folder resumed: its earlier session's end is no longer this one's.
-        let _ = std::fs::remove_file(session_dir.join(super::state::ENDED_MARK));
         match std::fs::symlink_metadata(&tmp) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&tmp).map_err(failed)?,
             Ok(_) => std::fs::remove_file(&tmp).map_err(failed)?,
@@ -842,6 +840,9 @@ fn spawn_session(
     let mut status = BufReader::new(File::from(status_r));
     match wait_started(&mut status, START_TIMEOUT, &mut gate, bwrap) {
         Ok(pid) => {
+            // A kept folder resumed: its earlier session's end is not this one's (removed only
+            // now, so a refused resume leaves the folder as it was).
+            let _ = std::fs::remove_file(folder.tmp.with_file_name(super::state::ENDED_MARK));
             for e in gate.events(&v.session_id) {
                 let _ = state.event(&e);
             }
