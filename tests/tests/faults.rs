@@ -1423,7 +1423,8 @@ fn quantile(ms: &[f64], q: f64) -> f64 {
 
 /// Concurrent sandboxed launches with an allow-list (a proxy each): 30 at once (300 with
 /// `RELAY_FAULTS_LONG=1`), each answered (exit 0), each session the token whole by hash, each
-/// logged once, one JSON object per line, nothing left.
+/// logged once, one JSON object per line, nothing left. While all run (the agents sleep), every
+/// host holds the same number of descriptors: none grows with the sessions beside it.
 #[test]
 fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
     let _turn = alone();
@@ -1437,16 +1438,28 @@ fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
         relay_tests::fixture::children_of(me).len(),
     );
     let started = std::time::Instant::now();
+    // Long enough for every session to have started before the first ends.
+    let sleep = format!("{}", 3 + n / 10);
     let running: Vec<_> = (0..n)
         .map(|i| {
             let id = format!("c{i}");
-            let req = fx.request(&id, true, &id, &[]);
+            let req = fx.request(&id, true, &id, &["--sleep", &sleep]);
             let mut cmd = host_cmd(&fx);
             cmd.arg("launch").arg(&req).stderr(Stdio::piped());
             cmd.spawn().unwrap()
         })
         .collect();
     let limit = Duration::from_secs(60 + n as u64);
+    relay_tests::wait_for_records(&fx.record, n, limit);
+    let mut fds: Vec<usize> = running
+        .iter()
+        .filter_map(|h| relay_tests::fixture::open_fds(h.id() as i32))
+        .collect();
+    assert_eq!(fds.len(), n, "every host still runs its session");
+    fds.sort();
+    fds.dedup();
+    eprintln!("descriptors of each host mid-session: {fds:?}");
+    assert_eq!(fds.len(), 1, "hosts differ in their descriptors: {fds:?}");
     for (i, host) in running.into_iter().enumerate() {
         let left = limit
             .saturating_sub(started.elapsed())
