@@ -144,6 +144,15 @@ struct Facts<'a> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
+    // waits for the session's forwarding, or for the refusal's cleanup.
+    super::signals::defer();
+    let code = launch_deferred(host, request, stdin);
+    super::signals::undefer();
+    code
+}
+
+fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
     let mut state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -766,11 +775,13 @@ fn shim_command(
 /// bwrap's init and hang the launch, or read the token out of Claude Code's memory).
 fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
     let host_pid = std::process::id() as libc::pid_t;
-    // SAFETY: the hook runs between fork and exec and makes raw system calls only (prctl,
-    // getppid, and the filter's two prctl on static data); it allocates nothing and builds its
+    // SAFETY: the hook runs between fork and exec and makes raw system calls only (sigprocmask,
+    // prctl, getppid, and the filter's two prctl on static data); it allocates nothing and builds its
     // error with `from_raw_os_error` / `last_os_error`.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            // The host defers these while it prepares; the shim must get them.
+            super::signals::undefer_in_child();
             // Linux only: macOS has no parent-death signal.
             #[cfg(target_os = "linux")]
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
@@ -806,6 +817,11 @@ fn spawn_session(
     confined: &confine::Confined,
     bwrap: Option<&Path>,
 ) -> Result<Session, LaunchError> {
+    // Everything this launch made is recorded by now: a SIGTERM held back ends the host here,
+    // leaving what `gc` removes. Not later: forwarded the moment bwrap reports its sandbox, it
+    // can reach bwrap before the sandbox's init has tied itself to bwrap's life, and that init
+    // would run on alone.
+    super::signals::undefer();
     let carries_token = token.is_some();
     let (status_r, status_w) =
         sys::pipe2_cloexec().map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))?;
@@ -971,6 +987,7 @@ fn poll_readable(f: &File, timeout: Duration) -> bool {
 fn supervise(state: &State, mut session: Session) -> i32 {
     let pid = session.shim.id() as i32;
     super::signals::forward_to(pid);
+    super::signals::undefer();
     let mut last: Option<Value> = None;
     let mut line = String::new();
     while session.status.read_line(&mut line).unwrap_or(0) > 0 {
@@ -985,6 +1002,8 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     // arrives in between must not reach another process that reused the pid.
     let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
     super::signals::stop_forwarding();
+    // The exit row and the cleanup are not cut short either ([`launch`] lets them through).
+    super::signals::defer();
     let code = match session.shim.wait() {
         Ok(s) => super::exit_code_of(s),
         Err(_) => 70,
