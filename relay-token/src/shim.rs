@@ -48,7 +48,10 @@
 //!   pipe at N, and the shim says `started` only once bwrap reports on it that the sandbox's
 //!   namespaces exist (`child-pid`). If the pipe closes first, bwrap failed before any sandbox
 //!   existed: the shim waits for it and says `{"event":"sandbox_failed","status":S}` (S bwrap's
-//!   exit status, or 128 + signal) instead of `started`, and exits 126.
+//!   exit status, or 128 + signal) instead of `started`, and exits 126. With this option the shim
+//!   is also (Linux) a child subreaper, and once bwrap has ended it SIGKILLs the sandbox's init
+//!   (held by a pidfd from `child-pid`) and any child it still has: bwrap killed just after it made
+//!   the sandbox cannot leave the sandbox running alone.
 //! - `--sandbox-profile PATH` (absolute): on macOS the target runs under
 //!   `/usr/bin/sandbox-exec -f PATH -- PROGRAM ARGS...`; elsewhere the option is refused.
 //! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`, not starting with `.` or `-`) is exported to the target as
