@@ -48,7 +48,10 @@
 //!   pipe at N, and the shim says `started` only once bwrap reports on it that the sandbox's
 //!   namespaces exist (`child-pid`). If the pipe closes first, bwrap failed before any sandbox
 //!   existed: the shim waits for it and says `{"event":"sandbox_failed","status":S}` (S bwrap's
-//!   exit status, or 128 + signal) instead of `started`, and exits 126.
+//!   exit status, or 128 + signal) instead of `started`, and exits 126. With this option the shim
+//!   is also (Linux) a child subreaper, and once bwrap has ended it SIGKILLs the sandbox's init
+//!   (held by a pidfd from `child-pid`) and any child it still has: bwrap killed just after it made
+//!   the sandbox cannot leave the sandbox running alone.
 //! - `--sandbox-profile PATH` (absolute): on macOS the target runs under
 //!   `/usr/bin/sandbox-exec -f PATH -- PROGRAM ARGS...`; elsewhere the option is refused.
 //! - `--session-id ID` (`[A-Za-z0-9._-]{1,64}`, not starting with `.` or `-`) is exported to the target as
@@ -194,6 +197,10 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         passed,
         sandbox_status: opts.sandbox_status_fd,
     };
+    if opts.sandbox_status_fd.is_some() {
+        // A sandbox whose bwrap dies early is reparented here, not to init: see `end_orphans`.
+        become_subreaper();
+    }
     let (pid, sandbox_status) = match spawn_target(&mut cmd, fds, tty, &opts.program) {
         Ok(spawned) => spawned,
         Err(event) => {
@@ -202,9 +209,10 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         }
     };
     // Kept open until the end: bwrap writes its exit there too.
-    let _sandbox_status = match wait_sandbox(sandbox_status, pid, tty) {
-        Ok(pipe) => pipe,
+    let (_sandbox_status, sandbox_init) = match wait_sandbox(sandbox_status, pid, tty) {
+        Ok(found) => found,
         Err(event) => {
+            end_orphans();
             status.send(event);
             return event.exit_code();
         }
@@ -212,6 +220,12 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     status.send(StatusEvent::Started { pid: pid as u32 });
 
     let waited = wait_exit(pid, tty);
+    // bwrap ended: so must its sandbox. bwrap killed in the moment after it made the sandbox,
+    // before the sandbox's init tied itself to bwrap's life, leaves that init running alone.
+    if let Some(init) = sandbox_init {
+        init.kill();
+    }
+    end_orphans();
     if let Some(tty) = tty {
         take_terminal_back(tty);
     }
@@ -449,9 +463,9 @@ fn wait_sandbox(
     status: Option<OwnedFd>,
     pid: libc::pid_t,
     tty: Option<RawFd>,
-) -> Result<Option<OwnedFd>, StatusEvent> {
+) -> Result<(Option<OwnedFd>, Option<SandboxInit>), StatusEvent> {
     let Some(status) = status else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let mut said: Vec<u8> = Vec::new();
     let mut buf = [0u8; 256];
@@ -461,7 +475,8 @@ fn wait_sandbox(
             Ok(n) => {
                 said.extend_from_slice(&buf[..n]);
                 if said.windows(11).any(|w| w == b"\"child-pid\"") {
-                    return Ok(Some(status));
+                    let init = SandboxInit::from_status(&said);
+                    return Ok((Some(status), init));
                 }
                 if said.len() > 4096 {
                     break;
@@ -477,6 +492,89 @@ fn wait_sandbox(
         _ => ExitCode::Internal.code(),
     };
     Err(StatusEvent::SandboxFailed { status })
+}
+
+/// Makes the shim the reaper of its descendants whose parent dies (Linux; elsewhere nothing).
+fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) takes integers only; a failure is ignored (the
+    // orphan then goes to init, as before).
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Once the target has been reaped, any child the shim still has is a sandbox's init that bwrap
+/// left behind (killed in the moment between making the sandbox and the init tying itself to
+/// bwrap's life): SIGKILL it (its whole pid namespace goes with it) and reap it. Bounded: at most
+/// 64 children, each waited for.
+fn end_orphans() {
+    #[cfg(target_os = "linux")]
+    {
+        let me = std::process::id();
+        let Ok(list) = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) else {
+            return;
+        };
+        for pid in list
+            .split_whitespace()
+            .filter_map(|p| p.parse::<libc::pid_t>().ok())
+            .take(64)
+        {
+            // SAFETY: kill and waitpid take integers and a valid pointer; `pid` is this
+            // process's own unreaped child, so its number cannot have been reused.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                let mut raw = 0;
+                libc::waitpid(pid, &mut raw, 0);
+            }
+        }
+    }
+}
+
+/// The sandbox's init (bwrap's `child-pid`), held by a pidfd so a later kill never reaches a
+/// process that reused its number. Linux only; elsewhere there is no bwrap.
+struct SandboxInit(#[cfg_attr(not(target_os = "linux"), allow(dead_code))] OwnedFd);
+
+impl SandboxInit {
+    /// The pidfd of the `"child-pid": N` in bwrap's status text, when it can be opened.
+    fn from_status(said: &[u8]) -> Option<SandboxInit> {
+        let text = std::str::from_utf8(said).ok()?;
+        let at = text.find("\"child-pid\"")? + "\"child-pid\"".len();
+        let digits: String = text[at..]
+            .trim_start_matches([' ', ':'])
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let pid: libc::pid_t = digits.parse().ok().filter(|&p| p > 1)?;
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            // SAFETY: a non-negative result is a descriptor this process now owns, once.
+            (fd >= 0).then(|| SandboxInit(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = pid;
+            None
+        }
+    }
+
+    /// SIGKILL to the init (and so to its whole pid namespace); nothing when it has ended.
+    fn kill(&self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: pidfd_send_signal takes the pidfd this value owns, a signal number, and a null
+        // siginfo (as for kill); it cannot reach another process.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
 }
 
 /// A program name for an error line.

@@ -74,18 +74,18 @@ pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     }
 }
 
-/// `fstatvfs(2)`: whether the file system `fd` lies on is mounted `noexec`
-/// (`ST_NOEXEC`).
-#[cfg(all(target_os = "linux", feature = "sandbox"))]
-pub(crate) fn on_noexec_mount(fd: impl AsFd) -> io::Result<bool> {
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `st` is a valid out-pointer for one statvfs, which the kernel fills on success.
-    if unsafe { libc::fstatvfs(fd.as_fd().as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
+/// `fstatvfs(fd)`: the file system's free space and flags.
+#[cfg(any(feature = "host", all(feature = "sandbox", target_os = "linux")))]
+pub(crate) fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
+    // SAFETY: `statvfs` is plain old data; an all-zero value is valid and is overwritten.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable `statvfs`; the descriptor is borrowed for the call.
+    let rc = unsafe { libc::fstatvfs(fd.as_fd().as_raw_fd(), &mut st) };
+    if rc == 0 {
+        Ok(st)
+    } else {
+        Err(io::Error::last_os_error())
     }
-    // SAFETY: fstatvfs returned 0, so it filled `st`.
-    let st = unsafe { st.assume_init() };
-    Ok(st.f_flag & libc::ST_NOEXEC != 0)
 }
 
 /// `read(fd, buf)`, retried on `EINTR`. Returns the count read (0 at end of file).

@@ -292,6 +292,7 @@ pub mod listener;
 
 /// A local stand-in for the Messages API that plays a script of turns (see the module).
 pub mod messages_api;
+pub mod mutate;
 
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::human::print_error;
+use super::human::{path_json, print_error};
 use super::launch::{launch, refuse_early, LaunchError, Stdin};
 use super::logs::Query;
 use super::request::{Kind, Request};
@@ -129,7 +129,8 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
             if json {
                 outln!(
                     "{}",
-                    json!({"path": d.path, "replaced": d.replaced, "settings_updated": d.settings_updated})
+                    json!({"path": path_json(&d.path), "replaced": d.replaced,
+                           "settings_updated": d.settings_updated.as_deref().map(path_json)})
                 );
             } else {
                 let verb = if d.replaced { "replaced" } else { "stored" };
@@ -204,7 +205,8 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 
 /// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than
 /// the retention) and, when no session of the state folder runs, the write-deny placeholders a
-/// killed host left (as the end of a session would have). A missing state folder is left missing.
+/// killed host left (as the end of a session would have); a session whose host was lost gets its
+/// `exit` row (`"outcome": "host_lost"`). A missing state folder is left missing.
 ///
 /// ```no_run
 /// let host = relay_token::host::Host::locate(None, None)?;
@@ -222,15 +224,17 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
                 outln!(
                     "{}",
                     json!({"removed": r.removed, "kept": r.kept, "running": r.running,
-                           "placeholders_removed": placeholders})
+                           "placeholders_removed": placeholders, "host_lost": r.lost})
                 );
             } else {
                 outln!(
                     "removed {} session folder(s) and {placeholders} leftover placeholder(s); \
-                     kept {} (younger than {keep_days} days), {} running",
+                     kept {} (younger than {keep_days} days), {} running; {} session(s) whose \
+                     host was lost got their exit row",
                     r.removed,
                     r.kept,
-                    r.running
+                    r.running,
+                    r.lost
                 );
             }
             0

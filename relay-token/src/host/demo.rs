@@ -133,12 +133,12 @@ fn run_inner() -> Result<Value, String> {
     let bwrap = sandbox::find_bwrap(None);
 
     let mut report = json!({
-        "token_file": token_path,
+        "token_file": super::human::path_json(&token_path),
         "expected": {"sha256": expected_sha, "bytes": expected_len},
     });
     let probe: Value = match &bwrap {
         Ok(bwrap_path) => {
-            report["sandbox"] = json!({"bwrap": bwrap_path});
+            report["sandbox"] = json!({"bwrap": super::human::path_json(bwrap_path)});
             drop(token);
             sandboxed_probe(&exe, &home, &config, &state, &token_path, report_name)?
         }

@@ -13,6 +13,30 @@ use crate::redact::Redactor;
 
 static FORCE_JSON: AtomicBool = AtomicBool::new(false);
 
+/// A path as a JSON string for a report: as it is when it is UTF-8, else with each byte that is
+/// not replaced by U+FFFD (serde's own conversion of a path fails, and `json!` would panic).
+///
+/// ```
+/// use std::os::unix::ffi::OsStrExt;
+/// use relay_token::host::human::path_json;
+/// assert_eq!(path_json("/a/b".as_ref()), "/a/b");
+/// let odd = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/a/\xff"));
+/// assert_eq!(path_json(odd), "/a/\u{fffd}");
+/// ```
+pub fn path_json(path: &std::path::Path) -> Value {
+    Value::String(path.to_string_lossy().into_owned())
+}
+
+/// [`path_json`] of each path.
+///
+/// ```
+/// let v = relay_token::host::human::paths_json(&["/a".into()]);
+/// assert_eq!(v, serde_json::json!(["/a"]));
+/// ```
+pub fn paths_json(paths: &[std::path::PathBuf]) -> Value {
+    Value::Array(paths.iter().map(|p| path_json(p)).collect())
+}
+
 /// The `errno` of the first failed write to stdout (0: none failed).
 static STDOUT_ERRNO: AtomicI32 = AtomicI32::new(0);
 

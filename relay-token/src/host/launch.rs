@@ -64,6 +64,15 @@ struct Facts<'a> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
+    // waits for the session's forwarding, or for the refusal's cleanup.
+    super::signals::defer();
+    let code = launch_deferred(host, request, stdin);
+    super::signals::undefer();
+    code
+}
+
+fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
     let mut state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -78,13 +87,19 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
         token: false,
         session_id: request.session_id.clone(),
     };
-    let code = match prepare_and_spawn(host, &mut state, request, stdin, &mut facts) {
-        Ok(session) => supervise(&state, session),
-        Err(e) => {
-            refuse(&state, &facts, &e);
-            e.exit_code()
-        }
-    };
+    // A session must never run without its audit row: a state folder that cannot take one
+    // (read-only, full, a log that cannot be opened) refuses the launch before anything starts.
+    let ready = state
+        .check_writable()
+        .map_err(|e| LaunchError::SpawnFailed(e.to_string()));
+    let code =
+        match ready.and_then(|_| prepare_and_spawn(host, &mut state, request, stdin, &mut facts)) {
+            Ok(session) => supervise(&state, session),
+            Err(e) => {
+                refuse(&state, &facts, &e);
+                e.exit_code()
+            }
+        };
     confine::release_placeholders(state.path());
     code
 }
@@ -706,11 +721,13 @@ fn passed_fds(confined: &confine::Confined) -> Option<String> {
 /// bwrap's init and hang the launch, or read the token out of Claude Code's memory).
 fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
     let host_pid = std::process::id() as libc::pid_t;
-    // SAFETY: the hook runs between fork and exec and makes raw system calls only (prctl,
-    // getppid, and the filter's two prctl on static data); it allocates nothing and builds its
+    // SAFETY: the hook runs between fork and exec and makes raw system calls only (sigprocmask,
+    // prctl, getppid, and the filter's two prctl on static data); it allocates nothing and builds its
     // error with `from_raw_os_error` / `last_os_error`.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            // The host defers these while it prepares; the shim must get them.
+            super::signals::undefer_in_child();
             // Linux only: macOS has no parent-death signal.
             #[cfg(target_os = "linux")]
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
@@ -746,6 +763,11 @@ fn spawn_session(
     confined: &confine::Confined,
     bwrap: Option<&Path>,
 ) -> Result<Session, LaunchError> {
+    // Everything this launch made is recorded by now: a SIGTERM held back ends the host here,
+    // leaving what `gc` removes. Not later: forwarded the moment bwrap reports its sandbox, it
+    // can reach bwrap before the sandbox's init has tied itself to bwrap's life, and that init
+    // would run on alone.
+    super::signals::undefer();
     let carries_token = token.is_some();
     let (status_r, status_w) =
         sys::pipe2_cloexec().map_err(|e| LaunchError::SpawnFailed(format!("status pipe: {e}")))?;
@@ -783,13 +805,24 @@ fn spawn_session(
     let mut status = BufReader::new(File::from(status_r));
     match wait_started(&mut status, START_TIMEOUT, &mut gate, bwrap) {
         Ok(pid) => {
+            // A kept folder resumed: its earlier session's end is not this one's (removed only
+            // now, so a refused resume leaves the folder as it was).
+            let _ = std::fs::remove_file(folder.tmp.with_file_name(super::state::ENDED_MARK));
             for e in gate.events(&v.session_id) {
                 let _ = state.event(&e);
             }
             let answer =
                 json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
             let _ = state.event(&answer);
-            let _ = state.audit(audit_row(facts, "ok", "started"));
+            if let Err(e) = state.audit(audit_row(facts, "ok", "started")) {
+                // The disk filled (or the log went) since the check: the session is stopped at
+                // once rather than run unrecorded.
+                stop_at_once(&mut shim_child, pid);
+                return Err(LaunchError::SpawnFailed(format!(
+                    "{}: {e}; the session was stopped at once, since it could not be recorded",
+                    state.path().join(super::state::AUDIT_FILE).display()
+                )));
+            }
             state.log(&format!(
                 "session {} started: pid {pid}, template {}, sandbox {}, token {}",
                 v.session_id,
@@ -811,6 +844,21 @@ fn spawn_session(
             Err(e)
         }
     }
+}
+
+/// Kills a session that started: its program's process group (`pid` leads it; sandboxed, that is
+/// bwrap, whose sandbox dies with it) and the shim, and reaps the shim.
+fn stop_at_once(shim: &mut std::process::Child, pid: i64) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        if pgid > 1 {
+            // SAFETY: kill takes integers only. The group is the session's, led by the pid the
+            // shim reported a moment ago; were it already reaped, its number would not be given
+            // out again before the kernel's pid counter wraps.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    let _ = shim.kill();
+    let _ = shim.wait();
 }
 
 /// Reads status lines until `started` (its pid) or a failure; `gate` judges each line first.
@@ -889,6 +937,7 @@ fn poll_readable(f: &File, timeout: Duration) -> bool {
 fn supervise(state: &State, mut session: Session) -> i32 {
     let pid = session.shim.id() as i32;
     super::signals::forward_to(pid);
+    super::signals::undefer();
     let mut last: Option<Value> = None;
     let mut line = String::new();
     while session.status.read_line(&mut line).unwrap_or(0) > 0 {
@@ -903,6 +952,8 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     // arrives in between must not reach another process that reused the pid.
     let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
     super::signals::stop_forwarding();
+    // The exit row and the cleanup are not cut short either ([`launch`] lets them through).
+    super::signals::defer();
     let code = match session.shim.wait() {
         Ok(s) => super::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),

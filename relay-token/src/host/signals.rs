@@ -76,3 +76,50 @@ pub fn stop_forwarding() {
         set(sig, libc::SIG_DFL);
     }
 }
+
+/// The signals a supervisor ends a session with, which a launch defers while it prepares.
+const DEFERRED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
+
+fn mask(how: libc::c_int) {
+    // SAFETY: `set` is plain old data, filled by sigemptyset/sigaddset before pthread_sigmask
+    // reads it; the calls take valid pointers for their duration.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in DEFERRED {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
+    }
+}
+
+/// Holds SIGTERM, SIGHUP and SIGINT back while a launch prepares (placeholders made one by one
+/// and recorded, a session folder, a proxy): one that arrives stays pending until [`undefer`],
+/// just before the shim is spawned (then the host ends with everything it made recorded, for
+/// `gc`) or after a refusal has been recorded and cleaned up, when its default action ends the
+/// host. Threads started meanwhile (the
+/// proxy's, the bridge's) keep them blocked. A child inherits the mask: the shim's spawn lets
+/// them through again ([`undefer_in_child`]).
+pub fn defer() {
+    mask(libc::SIG_BLOCK);
+}
+
+/// Lets the signals [`defer`] held back through (a pending one is delivered now).
+pub fn undefer() {
+    mask(libc::SIG_UNBLOCK);
+}
+
+/// [`undefer`] between fork and exec: the child (the shim, and through it bwrap and the session)
+/// must get SIGTERM from the parent-death signal and the forwarding. Async-signal-safe: it
+/// allocates nothing and calls sigemptyset, sigaddset and sigprocmask only.
+pub(crate) fn undefer_in_child() {
+    // SAFETY: as in `mask`; sigprocmask acts on the one thread a forked child has.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in DEFERRED {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}

@@ -23,6 +23,10 @@ pub const SESSIONS_DIR: &str = "sessions";
 /// The relay-owned Claude config folder (`CLAUDE_CONFIG_DIR` of the `claude-code` template).
 pub const CLAUDE_CONFIG_DIR: &str = "claude";
 
+/// The free space a launch needs in the state folder's file system: its logs' rows, the session
+/// folder and what the session writes to the relay-owned Claude config folder.
+pub const MIN_FREE_BYTES: u64 = 1 << 20;
+
 /// The host's state folder.
 #[derive(Debug)]
 pub struct State {
@@ -62,6 +66,48 @@ impl State {
             dir: dir.to_path_buf(),
             redactor: Redactor::default(),
         })
+    }
+
+    /// Checks, before a launch, that the session's rows can be written: the folder's file system
+    /// is not read-only and has at least [`MIN_FREE_BYTES`] free, and both logs open for
+    /// appending (they are created when missing). The error names the folder.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let state = relay_token::host::state::State::open(dir.path())?;
+    /// state.check_writable()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn check_writable(&self) -> io::Result<()> {
+        let named = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("state folder {}: {e}", self.dir.display()),
+            )
+        };
+        let st = crate::sys::fstatvfs(File::open(&self.dir).map_err(named)?).map_err(named)?;
+        if st.f_flag & libc::ST_RDONLY != 0 {
+            return Err(named(io::Error::from_raw_os_error(libc::EROFS)));
+        }
+        // The field types differ between systems (u32 on macOS).
+        #[allow(clippy::useless_conversion)]
+        let free = u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
+        if free < MIN_FREE_BYTES {
+            return Err(io::Error::new(
+                io::Error::from_raw_os_error(libc::ENOSPC).kind(),
+                format!(
+                    "state folder {}: its file system is full ({free} bytes free; a launch \
+                     needs {MIN_FREE_BYTES} for its logs and session folder)",
+                    self.dir.display()
+                ),
+            ));
+        }
+        for name in [AUDIT_FILE, EVENTS_FILE] {
+            append_private(&self.dir.join(name)).map_err(|e| {
+                io::Error::new(e.kind(), format!("{}: {e}", self.dir.join(name).display()))
+            })?;
+        }
+        Ok(())
     }
 
     /// The folder.
@@ -141,6 +187,15 @@ impl State {
 /// retention.
 pub const KEEP_MARK: &str = "keep";
 
+/// The mark the host writes in a session folder once the session's `exit` event is written (just
+/// before the folder is removed, or for a kept folder, kept). An unlocked folder without it is a
+/// session whose host was lost (`kill -9`, a crash, a power cut): no `exit` row was written, and
+/// `gc` writes one with `"outcome": "host_lost"`.
+pub const ENDED_MARK: &str = "ended";
+
+/// The `outcome` of the `exit` row `gc` writes for a session whose host was lost.
+pub const HOST_LOST: &str = "host_lost";
+
 /// How long `gc` keeps a kept session folder after its session ended, by default.
 pub const DEFAULT_RETENTION_DAYS: u64 = 7;
 
@@ -158,6 +213,9 @@ pub struct GcReport {
     pub kept: usize,
     /// Folders of running sessions, left in place.
     pub running: usize,
+    /// Sessions whose host was lost before it wrote their `exit` row: `gc` wrote one each
+    /// (`"outcome": "host_lost"`).
+    pub lost: usize,
 }
 
 /// True while a session holds its folder's lock.
@@ -208,6 +266,8 @@ impl State {
     /// ```
     pub fn end_session(&self, id: &str) {
         let dir = self.session_dir(id);
+        // First the mark: a folder that cannot be removed is not taken for a lost session.
+        let _ = append_private(&dir.join(ENDED_MARK));
         let mark = dir.join(KEEP_MARK);
         if mark.exists() {
             let _ = File::options()
@@ -223,7 +283,8 @@ impl State {
 
     /// Removes the session folders no running session holds: unkept ones (a host killed
     /// before it could remove them) at once, kept ones once their session ended more than
-    /// `retention` ago.
+    /// `retention` ago. A session whose host was lost gets its `exit` row first
+    /// ([`HOST_LOST`]).
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -239,6 +300,7 @@ impl State {
 }
 
 /// [`State::gc`] on a `sessions` folder, which may be missing (then nothing is done or made).
+/// The `exit` rows of lost sessions go to the `events.jsonl` beside it.
 ///
 /// ```
 /// let r = relay_token::host::state::gc_sessions("/nonexistent".as_ref(), Default::default())?;
@@ -259,6 +321,10 @@ pub fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Resul
             report.running += usize::from(dir.is_dir());
             continue;
         }
+        if host_lost(&dir) {
+            record_host_lost(sessions, &dir)?;
+            report.lost += 1;
+        }
         let kept_for = fs::metadata(dir.join(KEEP_MARK))
             .and_then(|m| m.modified())
             .map(|t| now.duration_since(t).unwrap_or_default());
@@ -271,6 +337,41 @@ pub fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Resul
         }
     }
     Ok(report)
+}
+
+/// True when `dir` is the folder of a session no host supervises and none ended: no lock held,
+/// no [`ENDED_MARK`].
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// assert!(relay_token::host::state::host_lost(dir.path()));
+/// std::fs::write(dir.path().join("ended"), "")?;
+/// assert!(!relay_token::host::state::host_lost(dir.path()));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn host_lost(dir: &Path) -> bool {
+    dir.is_dir() && !session_locked(dir) && fs::symlink_metadata(dir.join(ENDED_MARK)).is_err()
+}
+
+/// Writes the `exit` row of the lost session in `dir` to the `events.jsonl` beside `sessions`
+/// (`"code": null, "outcome": "host_lost"`), then marks the folder ended, so the row is written
+/// once even when the folder is kept.
+fn record_host_lost(sessions: &Path, dir: &Path) -> io::Result<()> {
+    let state = State::open(sessions.parent().unwrap_or(sessions))?;
+    let id = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    state.event(&serde_json::json!({
+        "event": "exit",
+        "session_id": id,
+        "code": null,
+        "outcome": HOST_LOST,
+        "ts": now_secs(),
+    }))?;
+    state.log(&format!(
+        "session {}: its host was lost before the session's end was recorded; exit row written \
+         by gc",
+        id.unwrap_or_default()
+    ));
+    append_private(&dir.join(ENDED_MARK)).map(drop)
 }
 
 /// The folder in the config folder whose files seed the relay-owned Claude config folder.

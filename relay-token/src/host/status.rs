@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use std::path::PathBuf;
 
+use super::human::{path_json, paths_json};
 use super::{reach, Host};
 use crate::path::claude_token_path_in;
 use crate::redact::Redactor;
@@ -33,12 +34,12 @@ pub fn report(host: &Host) -> Value {
     let bwrap = match sandbox::find_bwrap(settings.bwrap.as_deref()) {
         Ok(p) => {
             let (binds, start) = bwrap_mode(sandbox::BwrapFeatures::of(&p));
-            json!({"path": p, "works": true, "binds": binds, "start": start})
+            json!({"path": path_json(&p), "works": true, "binds": binds, "start": start})
         }
         Err(e) => json!({"works": false, "error": e.to_string()}),
     };
     let shim = match host.find_shim(&settings) {
-        Ok(p) => json!({"path": p}),
+        Ok(p) => json!({"path": path_json(&p)}),
         Err(e) => json!({"error": e.to_string()}),
     };
     let (problems, mut warnings) = reach_checks(host, &settings);
@@ -54,9 +55,9 @@ pub fn report(host: &Host) -> Value {
     let leftovers = leftovers(host, &mut warnings);
     let mut report = json!({
         "leftovers": leftovers,
-        "config_dir": host.config_dir,
-        "state_dir": host.state_dir,
-        "settings_file": file,
+        "config_dir": path_json(&host.config_dir),
+        "state_dir": path_json(&host.state_dir),
+        "settings_file": file.as_deref().map(path_json),
         "settings_error": settings_error,
         "claude_token_file": settings.claude_token_file,
         "token": token,
@@ -73,7 +74,8 @@ pub fn report(host: &Host) -> Value {
 
 /// What a host that ended without cleaning up (`kill -9`) left in this state folder: the
 /// write-deny placeholders (in the user's home and project) and the session folders no session
-/// holds and none kept. Reported, with a warning naming `relay-host gc`, never removed here:
+/// holds and none kept, and the sessions whose host was lost before it wrote their `exit` row
+/// (kept or not). Reported, with a warning naming `relay-host gc`, never removed here:
 /// `status` changes nothing.
 fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
     let placeholders = super::confine::leftover_placeholders(&host.state_dir);
@@ -87,6 +89,22 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
         .filter(|d| !d.join(super::state::KEEP_MARK).exists())
         .collect();
     folders.sort();
+    let mut lost: Vec<String> = std::fs::read_dir(&sessions_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| super::state::host_lost(&e.path()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    lost.sort();
+    if !lost.is_empty() {
+        warnings.push(format!(
+            "{} session(s) whose host was lost (killed) before it recorded their end: {}; \
+             `relay-host gc` writes their exit row (outcome host_lost)",
+            lost.len(),
+            lost.join(", ")
+        ));
+    }
     if !placeholders.is_empty() {
         let list: Vec<String> = placeholders
             .iter()
@@ -106,7 +124,8 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
             sessions_dir.display()
         ));
     }
-    json!({"placeholders": placeholders, "session_folders": folders})
+    json!({"placeholders": paths_json(&placeholders), "session_folders": paths_json(&folders),
+           "lost_sessions": lost})
 }
 
 /// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken

@@ -513,7 +513,7 @@ pub fn edit_toml(text: &str, value: &str) -> String {
 /// assert!(report["hint"].as_str().unwrap().contains("claude setup-token"));
 /// ```
 pub fn check(path: &Path) -> Value {
-    let mut r = json!({"path": path});
+    let mut r = json!({"path": super::human::path_json(path)});
     let mut warnings: Vec<String> = Vec::new();
     if let Ok(m) = fs::symlink_metadata(path) {
         let mode = m.mode() & 0o7777;

@@ -66,7 +66,7 @@ pub fn write_into(dir: &Path) -> io::Result<PathBuf> {
         .mode(0o600)
         .open(&path)?;
     f.write_all(PRELOAD)?;
-    if crate::sys::on_noexec_mount(&f)? {
+    if crate::sys::fstatvfs(&f)?.f_flag & libc::ST_NOEXEC != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "on a noexec mount: the preload that keeps the token out of its tools' reach cannot be mapped from there",

@@ -410,7 +410,9 @@ impl Placeholders {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&self.file)?;
-        writeln!(f, "{} {} {}", m.dev(), m.ino(), p.display())
+        // One write for the whole line: a host killed meanwhile leaves it whole or absent.
+        let line = format!("{} {} {}\n", m.dev(), m.ino(), p.display());
+        f.write_all(line.as_bytes())
     }
 
     /// Removes every recorded placeholder that is still what was made (deepest first), and the
