@@ -413,6 +413,21 @@ impl Settings {
             if self.templates[..i].iter().any(|o| o.id == t.id) {
                 return Err(invalid(format!("template {:?} defined twice", t.id)));
             }
+            if let Some(n) = t.command.iter().position(|a| a.contains('\0')) {
+                return Err(invalid(format!(
+                    "template {:?}: command[{n}] holds a NUL byte",
+                    t.id
+                )));
+            }
+            if let Some(k) = t.env.iter().find_map(|(k, v)| {
+                (k.is_empty() || k.contains(['=', '\0']) || v.contains('\0')).then_some(k)
+            }) {
+                return Err(invalid(format!(
+                    "template {:?}: env {k:?}: a name must be one or more characters without '=' \
+                     or NUL, a value without NUL",
+                    t.id
+                )));
+            }
             if t.api_base_url.is_some() {
                 if t.env.contains_key(BASE_URL_VARIABLE) {
                     return Err(invalid(format!(

@@ -335,3 +335,35 @@ fn settings_are_read_with_the_token_files_care() {
     let e = Settings::load(dir.path()).unwrap_err().to_string();
     assert!(e.ends_with("settings.json: larger than 1 MiB"), "{e}");
 }
+
+/// A template whose command or environment holds a NUL byte (or whose variable name is empty or
+/// holds `=`) is refused when the settings are read, naming the template and the field: no
+/// launch gets as far as the spawn with it.
+#[test]
+fn nul_bytes_and_bad_variable_names_in_a_template_are_refused_when_read() {
+    let cases = [
+        (
+            r#"{"templates": [{"id": "t", "command": ["/bin/sh", "a\u0000b"]}]}"#,
+            "command[1] holds a NUL byte",
+        ),
+        (
+            r#"{"templates": [{"id": "t", "command": ["/bin/sh"], "env": {"A": "x\u0000"}}]}"#,
+            "env \"A\"",
+        ),
+        (
+            r#"{"templates": [{"id": "t", "command": ["/bin/sh"], "env": {"A=B": "x"}}]}"#,
+            "env \"A=B\"",
+        ),
+        (
+            r#"{"templates": [{"id": "t", "command": ["/bin/sh"], "env": {"": "x"}}]}"#,
+            "env \"\"",
+        ),
+    ];
+    for (text, says) in cases {
+        let err = Settings::from_json(text).unwrap_err().to_string();
+        assert!(
+            err.contains("template \"t\"") && err.contains(says),
+            "{text}: {err}"
+        );
+    }
+}
