@@ -34,6 +34,17 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// `n` empty folders `<root>/grants/gNNN`, each to be granted read-write.
+    pub fn grant_folders(&self, n: usize) -> Vec<PathBuf> {
+        (0..n)
+            .map(|i| {
+                let g = self.root.join(format!("grants/g{i:03}"));
+                std::fs::create_dir_all(&g).unwrap();
+                g
+            })
+            .collect()
+    }
+
     /// A fresh installation whose `claude-code` template runs `agent` (read-write `{project}`),
     /// with a fresh token written.
     ///

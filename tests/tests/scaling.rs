@@ -29,17 +29,6 @@ fn set_grants(fx: &Fixture, grants: &[PathBuf]) {
     std::fs::write(&path, s.to_string()).unwrap();
 }
 
-/// `n` empty folders under `<root>/grants`, each to be granted read-write.
-fn grant_folders(fx: &Fixture, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let g = fx.root.join(format!("grants/g{i:03}"));
-            std::fs::create_dir_all(&g).unwrap();
-            g
-        })
-        .collect()
-}
-
 /// Runs a launch of `req` to its end; returns its exit code and what it printed.
 fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String) {
     let mut cmd = fx.launch(req);
@@ -55,7 +44,7 @@ fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String) {
 #[test]
 fn a_launch_with_100_read_write_grants_runs() {
     let fx = Fixture::new(&fake_agent());
-    let grants = grant_folders(&fx, 100);
+    let grants = fx.grant_folders(100);
     set_grants(&fx, &grants);
     let token = fx.write_token();
     let req = fx.request("many", true, "many", &[]);
@@ -163,7 +152,7 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
 #[test]
 fn a_launch_over_bubblewraps_argument_limit_is_refused_naming_it() {
     let fx = Fixture::new(&fake_agent());
-    let grants = grant_folders(&fx, 3001);
+    let grants = fx.grant_folders(3001);
     set_grants(&fx, &grants);
     let req = fx.request("over", true, "over", &[]);
     let (code, text) = launch(&fx, &req);

@@ -106,17 +106,6 @@ fn world(agent: &Path, templates: Value) -> (Fixture, OsString) {
     (fx, path)
 }
 
-/// `n` folders under `<root>/grants`.
-fn grant_folders(fx: &Fixture, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let g = fx.root.join(format!("grants/g{i:03}"));
-            std::fs::create_dir_all(&g).unwrap();
-            g
-        })
-        .collect()
-}
-
 fn write_request(fx: &Fixture, name: &str, req: Value) -> PathBuf {
     let p = fx.root.join(format!("{name}.json"));
     std::fs::write(&p, req.to_string()).unwrap();
@@ -162,12 +151,9 @@ fn relay(fx: &Fixture, req: &Path, path: &OsString, record: &OsString) -> Comman
 /// the capturing wrapper as its `bwrap` (`req_sleeping` keeps the session alive a little so
 /// the placeholders can be counted while it runs). Returns (bwrap arguments, placeholders in
 /// all, placeholders in the project) and the capture.
-fn count(
-    fx: &Fixture,
-    path: &OsString,
-    req_sleeping: &Path,
-    project: &Path,
-) -> (usize, usize, usize, Captured) {
+/// Points the settings' `bwrap` at a capturing wrapper around the real one (captures go to
+/// `<root>/capture`); returns that folder, the settings file and its text before.
+fn capture_bwrap(fx: &Fixture) -> (PathBuf, PathBuf, Vec<u8>) {
     let dir = fx.root.join("capture");
     std::fs::create_dir_all(&dir).unwrap();
     let file = fx.config.join("settings.json");
@@ -175,6 +161,16 @@ fn count(
     let mut s: Value = serde_json::from_slice(&saved).unwrap();
     s["bwrap"] = json!(capture::wrapper(&dir, Path::new(BWRAP)));
     std::fs::write(&file, s.to_string()).unwrap();
+    (dir, file, saved)
+}
+
+fn count(
+    fx: &Fixture,
+    path: &OsString,
+    req_sleeping: &Path,
+    project: &Path,
+) -> (usize, usize, usize, Captured) {
+    let (dir, file, saved) = capture_bwrap(fx);
     let mut cmd = relay(fx, req_sleeping, path, &OsString::new());
     let answer = fx.root.join("count.out");
     let out = std::fs::File::create(&answer).unwrap();
@@ -229,13 +225,7 @@ fn replay_series(agent: &Path) -> Series {
         json!({"kind": "claude", "project": fx.project, "sandbox": true,
                "session_id": "capture", "extra_args": ["--sleep", "3600"]}),
     );
-    let dir = fx.root.join("capture");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = fx.config.join("settings.json");
-    let saved = std::fs::read(&file).unwrap();
-    let mut s: Value = serde_json::from_slice(&saved).unwrap();
-    s["bwrap"] = json!(capture::wrapper(&dir, Path::new(BWRAP)));
-    std::fs::write(&file, s.to_string()).unwrap();
+    let (dir, file, saved) = capture_bwrap(&fx);
     let live = Live(relay(&fx, &req, &path, &OsString::new()).spawn().unwrap());
     let start = Instant::now();
     while !dir.join("argv").exists() && start.elapsed() < Duration::from_secs(10) {
@@ -390,7 +380,7 @@ fn main() {
                     "sandbox": {"read_write": rw}}])
         };
         let (fx, path) = world(&agent, Value::Null);
-        let gs = grant_folders(&fx, k);
+        let gs = fx.grant_folders(k);
         std::fs::write(
             fx.config.join("settings.json"),
             json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": template(&gs)})
