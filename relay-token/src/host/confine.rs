@@ -602,7 +602,7 @@ fn any_session_running(state_dir: &Path) -> bool {
     std::fs::read_dir(&sessions)
         .map(|rd| {
             rd.flatten()
-                .any(|e| super::state::session_running(&e.path()))
+                .any(|e| super::state::session_locked(&e.path()))
         })
         .unwrap_or(false)
 }

@@ -155,7 +155,7 @@ fn prepare_and_spawn(
     facts.sandbox = v.sandboxed;
     facts.session_id = Some(v.session_id.clone());
     let session_dir = state.session_dir(&v.session_id);
-    if super::state::session_running(&session_dir) {
+    if super::state::session_locked(&session_dir) {
         return Err(LaunchError::InvalidSpec(format!(
             "session {:?} is already running",
             v.session_id
@@ -805,31 +805,11 @@ fn spawn_session(
     let mut status = BufReader::new(File::from(status_r));
     match wait_started(&mut status, START_TIMEOUT, &mut gate, bwrap) {
         Ok(pid) => {
-            // A kept folder resumed: its earlier session's end is not this one's (removed only
-            // now, so a refused resume leaves the folder as it was).
-            let _ = std::fs::remove_file(folder.tmp.with_file_name(super::state::ENDED_MARK));
-            for e in gate.events(&v.session_id) {
-                let _ = state.event(&e);
-            }
-            let answer =
-                json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
-            let _ = state.event(&answer);
-            if let Err(e) = state.audit(audit_row(facts, "ok", "started")) {
+            record_started(state, facts, &v, &gate, &folder, pid).inspect_err(|_| {
                 // The disk filled (or the log went) since the check: the session is stopped at
                 // once rather than run unrecorded.
                 stop_at_once(&mut shim_child, pid);
-                return Err(LaunchError::SpawnFailed(format!(
-                    "{}: {e}; the session was stopped at once, since it could not be recorded",
-                    state.path().join(super::state::AUDIT_FILE).display()
-                )));
-            }
-            state.log(&format!(
-                "session {} started: pid {pid}, template {}, sandbox {}, token {}",
-                v.session_id,
-                v.template.id,
-                v.sandboxed,
-                if facts.token { "fd" } else { "none" }
-            ));
+            })?;
             Ok(Session {
                 id: v.session_id,
                 shim: shim_child,
@@ -844,6 +824,42 @@ fn spawn_session(
             Err(e)
         }
     }
+}
+
+/// Records a session that started: its earlier `ended` mark gone (a kept folder resumed), the
+/// identity events and the launch event, the audit row (an error when it cannot be written:
+/// the caller stops the session), the log line.
+fn record_started(
+    state: &State,
+    facts: &Facts<'_>,
+    v: &Validated,
+    gate: &super::wiring::Gate,
+    folder: &SessionFolder,
+    pid: i64,
+) -> Result<(), LaunchError> {
+    // Removed only now, so a refused resume leaves the folder as it was.
+    let _ = std::fs::remove_file(folder.tmp.with_file_name(super::state::ENDED_MARK));
+    for e in gate.events(&v.session_id) {
+        let _ = state.event(&e);
+    }
+    let answer = json!({"event": "launch", "status": 201, "session_id": v.session_id, "pid": pid});
+    let _ = state.event(&answer);
+    state
+        .audit(audit_row(facts, "ok", "started"))
+        .map_err(|e| {
+            LaunchError::SpawnFailed(format!(
+                "{}: {e}; the session was stopped at once, since it could not be recorded",
+                state.path().join(super::state::AUDIT_FILE).display()
+            ))
+        })?;
+    state.log(&format!(
+        "session {} started: pid {pid}, template {}, sandbox {}, token {}",
+        v.session_id,
+        v.template.id,
+        v.sandboxed,
+        if facts.token { "fd" } else { "none" }
+    ));
+    Ok(())
 }
 
 /// Kills a session that started: its program's process group (`pid` leads it; sandboxed, that is

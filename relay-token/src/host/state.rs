@@ -425,15 +425,20 @@ pub const ONBOARDED: &str = "{\"hasCompletedOnboarding\":true}\n";
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn seed_onboarding(claude_config: &Path) {
-    let made = OpenOptions::new()
+    if let Ok(mut f) = create_private_new(&claude_config.join(CLAUDE_STATE_FILE)) {
+        let _ = io::Write::write_all(&mut f, ONBOARDED.as_bytes());
+    }
+}
+
+/// A new 0600 file at `path`; an existing name (a link a session planted included) is an
+/// error, never written through.
+fn create_private_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(claude_config.join(CLAUDE_STATE_FILE));
-    if let Ok(mut f) = made {
-        let _ = io::Write::write_all(&mut f, ONBOARDED.as_bytes());
-    }
+        .open(path)
 }
 
 fn copy_seed(from: &Path, to: &Path) -> io::Result<()> {
@@ -445,31 +450,9 @@ fn copy_seed(from: &Path, to: &Path) -> io::Result<()> {
     if !meta.is_file() || meta.len() > MAX_SEED_BYTES {
         return Err(io::ErrorKind::InvalidInput.into());
     }
-    let mut dst = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(to)?;
+    let mut dst = create_private_new(to)?;
     io::copy(&mut io::Read::take(src, MAX_SEED_BYTES), &mut dst)?;
     Ok(())
-}
-
-/// Whether the session folder `dir` is locked by a running session (its `lock` file held).
-pub(crate) fn session_running(dir: &Path) -> bool {
-    match File::open(dir.join("lock")) {
-        Ok(f) => {
-            // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-            let rc = unsafe {
-                libc::flock(
-                    std::os::fd::AsRawFd::as_raw_fd(&f),
-                    libc::LOCK_SH | libc::LOCK_NB,
-                )
-            };
-            rc != 0
-        }
-        Err(_) => false,
-    }
 }
 
 /// Takes the session folder's lock (`dir/lock`, exclusive, not waiting): `WouldBlock` when a
