@@ -14,7 +14,7 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "relay-host", &mut script);
     let _ =
-        relay_token::host::human::write_out(format_args!("{}", String::from_utf8_lossy(&script)));
+        relay_runtime::host::human::write_out(format_args!("{}", String::from_utf8_lossy(&script)));
     0
 }
 
@@ -25,7 +25,7 @@ pub fn man(out_dir: Option<&Path>) -> i32 {
         None => {
             let mut page = Vec::new();
             clap_mangen::Man::new(cmd).render(&mut page).and_then(|()| {
-                relay_token::host::human::write_out(format_args!(
+                relay_runtime::host::human::write_out(format_args!(
                     "{}",
                     String::from_utf8_lossy(&page)
                 ))
@@ -34,7 +34,7 @@ pub fn man(out_dir: Option<&Path>) -> i32 {
         Some(dir) => std::fs::create_dir_all(dir)
             .and_then(|()| clap_mangen::generate_to(cmd, dir))
             .and_then(|()| {
-                relay_token::host::human::write_out(format_args!(
+                relay_runtime::host::human::write_out(format_args!(
                     "man pages written to {}\n",
                     dir.display()
                 ))
@@ -43,12 +43,12 @@ pub fn man(out_dir: Option<&Path>) -> i32 {
     match result {
         Ok(()) => 0,
         // A closed stdout: said by the caller (`human::stdout_error`).
-        Err(_) if relay_token::host::human::stdout_error().is_some() => {
-            relay_token::exit::ExitCode::Internal.code()
+        Err(_) if relay_runtime::host::human::stdout_error().is_some() => {
+            relay_runtime::exit::ExitCode::Internal.code()
         }
         Err(e) => {
-            relay_token::host::human::print_error(&format!("man: {e}"));
-            relay_token::exit::ExitCode::Internal.code()
+            relay_runtime::host::human::print_error(&format!("man: {e}"));
+            relay_runtime::exit::ExitCode::Internal.code()
         }
     }
 }

@@ -31,9 +31,9 @@ use std::sync::{Arc, Mutex};
 /// taken for a shield by another spawn that then outlives it.
 static SPAWN_LOCK: Mutex<()> = Mutex::new(());
 
-/// Holds [`SPAWN_LOCK`]: for the crate's own descriptor churn (the token pipe's write end, its
+/// Holds `SPAWN_LOCK`: for the crate's own descriptor churn (the token pipe's write end, its
 /// read end after a spawn), which must not free a number while a spawn relies on it being busy.
-pub(crate) fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+pub fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
     SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -382,8 +382,8 @@ fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
 
 /// The descriptors this process holds open, from `/proc/self/fd` (or `/dev/fd`), sorted. For the
 /// demo's report; not used after fork.
-#[cfg(feature = "host")]
-pub(crate) fn open_fds() -> io::Result<Vec<RawFd>> {
+#[cfg(feature = "runtime")]
+pub fn open_fds() -> io::Result<Vec<RawFd>> {
     let dir = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))?;
     let mut fds: Vec<RawFd> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())

@@ -33,8 +33,11 @@
 //! | feature | modules | brings |
 //! |---|---|---|
 //! | `sandbox` | `sandbox` (the profile, its bwrap and SBPL renderings) | nothing |
-//! | `shim` | `shim` (`relay-shim`'s logic) | nothing |
-//! | `host` | `settings`, `host` (`relay-host`'s logic), `net` (the network allow-list's proxy) | `sandbox`, `shim`, serde, serde_json, toml, sha2 |
+//! | `net` | `net` (what a template may reach: the allow-list, an API gateway) | `sandbox`, serde |
+//!
+//! `relay-host` and `relay-shim` are built on this crate; their runtime (settings, requests,
+//! the launch, the shim, the allow-list's proxy) lives in the workspace's unpublished
+//! `relay-runtime` crate, not here.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -47,22 +50,16 @@ mod redact;
 mod sys;
 mod token;
 
-#[cfg(feature = "host")]
-mod digest;
-#[cfg(any(feature = "shim", feature = "host"))]
-pub mod exit;
-#[cfg(feature = "host")]
-pub mod host;
-#[cfg(feature = "host")]
+#[cfg(feature = "net")]
 pub mod net;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
-#[cfg(feature = "host")]
-pub mod settings;
-#[cfg(feature = "shim")]
-pub mod shim;
 #[cfg(feature = "sandbox")]
 mod which;
+
+#[cfg(feature = "runtime")]
+#[doc(hidden)]
+pub mod __runtime;
 
 pub use env::ChildEnv;
 pub use fds::{FdMap, MAX_PASS_FDS, TOKEN_FD};

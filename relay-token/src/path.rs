@@ -10,7 +10,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The settings key whose value names the token file.
-pub(crate) const SETTING_KEY: &str = "claude_token_file";
+pub const SETTING_KEY: &str = "claude_token_file";
 
 /// A `claude_token_file` value that cannot name a token file.
 ///
@@ -152,7 +152,7 @@ pub const CREDENTIALS_PREFIX: &str = "$CREDENTIALS_DIRECTORY/";
 
 /// `NAME` in the credentials folder `dir` (`$CREDENTIALS_DIRECTORY`): NAME must be one plain
 /// file name, `dir` absolute.
-pub(crate) fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, TokenPathReason> {
+pub fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, TokenPathReason> {
     let Some(dir) = dir.filter(|d| d.is_absolute()) else {
         return Err(TokenPathReason::NoCredentialsDirectory);
     };
@@ -164,7 +164,7 @@ pub(crate) fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf,
 
 /// Lexically cleans an absolute path: drops `.` and empty parts, resolves `..` against what
 /// comes before it (never above `/`). No file system access, so symlinks are not resolved.
-pub(crate) fn clean(path: &Path) -> PathBuf {
+pub fn clean(path: &Path) -> PathBuf {
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in path.components() {
         match c {
@@ -183,7 +183,7 @@ pub(crate) fn clean(path: &Path) -> PathBuf {
 }
 
 /// The path's bytes as a NUL-terminated C string, or `None` if it holds a NUL byte.
-pub(crate) fn to_cstring(path: &Path) -> Option<std::ffi::CString> {
+pub fn to_cstring(path: &Path) -> Option<std::ffi::CString> {
     let bytes = OsString::from(path.as_os_str()).into_vec();
     std::ffi::CString::new(bytes).ok()
 }

@@ -195,7 +195,7 @@ impl Drop for AttachedToken {
 /// Spawns `cmd` with `token_fd` at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, plus the
 /// descriptors of `extra`; nothing else above 2. `token_fd` is only borrowed: the caller closes
 /// its copy after the spawn, success or not.
-pub(crate) fn spawn_with_token_fd<'fd>(
+pub fn spawn_with_token_fd<'fd>(
     cmd: &mut Command,
     token_fd: BorrowedFd<'fd>,
     mut extra: FdMap<'fd>,

@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// `open(path, flags | O_CLOEXEC)`, retried on `EINTR`.
-pub(crate) fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     loop {
         // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
         let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
@@ -33,7 +33,7 @@ pub(crate) fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
 /// `O_PATH | O_NOFOLLOW`, which yields the link itself. `ENOSYS` (before Linux 5.6) or `EPERM`
 /// (a seccomp filter that refuses the call) tell the caller to do without it.
 #[cfg(all(target_os = "linux", feature = "sandbox"))]
-pub(crate) fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `open_how` is plain old data; all-zero is valid (no mode, no flags).
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (flags | libc::O_CLOEXEC) as u64;
@@ -62,7 +62,7 @@ pub(crate) fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> io::Result<Ow
 }
 
 /// `fstat(fd)`.
-pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
+pub fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     // SAFETY: `stat` is plain old data; an all-zero value is valid and is overwritten by fstat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid, writable `stat`; the descriptor is borrowed for the call.
@@ -75,8 +75,8 @@ pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
 }
 
 /// `fstatvfs(fd)`: the file system's free space and flags.
-#[cfg(any(feature = "host", all(feature = "sandbox", target_os = "linux")))]
-pub(crate) fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
+#[cfg(any(feature = "runtime", all(feature = "sandbox", target_os = "linux")))]
+pub fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
     // SAFETY: `statvfs` is plain old data; an all-zero value is valid and is overwritten.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid, writable `statvfs`; the descriptor is borrowed for the call.
@@ -89,7 +89,7 @@ pub(crate) fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
 }
 
 /// `read(fd, buf)`, retried on `EINTR`. Returns the count read (0 at end of file).
-pub(crate) fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     let raw = fd.as_fd().as_raw_fd();
     loop {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
@@ -105,7 +105,7 @@ pub(crate) fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// `write(fd, buf)` until every byte is written, retried on `EINTR`.
-pub(crate) fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
+pub fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
     let raw = fd.as_fd().as_raw_fd();
     while !buf.is_empty() {
         // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
@@ -128,7 +128,7 @@ pub(crate) fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
 /// A close-on-exec pipe: `(read end, write end)`. `pipe2(O_CLOEXEC)` where the system has it;
 /// elsewhere (macOS) `pipe`, then `FD_CLOEXEC` on both ends under the crate's spawn lock, so no
 /// spawn through [`FdMap`](crate::FdMap) forks between the two calls.
-pub(crate) fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1 as RawFd; 2];
     #[cfg(not(target_vendor = "apple"))]
     {
@@ -156,8 +156,8 @@ pub(crate) fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// `fcntl(fd, F_GETFD)`: the descriptor flags, or `EBADF` when `fd` is not open. It takes a bare
 /// number because it asks whether that number is open at all; it changes nothing.
-#[cfg(any(feature = "shim", test))]
-pub(crate) fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
+#[cfg(any(feature = "runtime", test))]
+pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFD takes no pointer argument; any fd number is safe to ask about.
     let rc = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     if rc < 0 {
@@ -168,8 +168,8 @@ pub(crate) fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
 }
 
 /// `fcntl(fd, F_SETFD, FD_CLOEXEC)` (or clears it when `on` is false).
-#[cfg(any(feature = "shim", target_vendor = "apple", test))]
-pub(crate) fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+#[cfg(any(feature = "runtime", target_vendor = "apple", test))]
+pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     let flags = if on { libc::FD_CLOEXEC } else { 0 };
     // SAFETY: F_SETFD takes an int argument and touches only the descriptor's flags.
     let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, flags) };
@@ -181,7 +181,7 @@ pub(crate) fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
 }
 
 /// `fcntl(fd, F_DUPFD_CLOEXEC, min)`: a close-on-exec duplicate at the lowest free number `>= min`.
-pub(crate) fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC takes an int argument and returns a fresh descriptor or -1.
     let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
     if rc < 0 {
@@ -194,8 +194,8 @@ pub(crate) fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result
 /// `waitid(P_PID, pid, flags)`, retried on `EINTR`: the child's state change, as `siginfo_t`.
 /// With `WNOWAIT` the child is left waitable (an exited child stays a zombie, so its pid cannot
 /// be reused until the caller reaps it).
-#[cfg(any(feature = "host", feature = "shim"))]
-pub(crate) fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_t> {
+#[cfg(feature = "runtime")]
+pub fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_t> {
     loop {
         // SAFETY: `siginfo_t` is plain old data; waitid fills it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -212,8 +212,8 @@ pub(crate) fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::s
 }
 
 /// This thread's `errno` slot, for a signal handler that must leave `errno` as it found it.
-#[cfg(feature = "shim")]
-pub(crate) fn errno_slot() -> *mut libc::c_int {
+#[cfg(feature = "runtime")]
+pub fn errno_slot() -> *mut libc::c_int {
     #[cfg(target_vendor = "apple")]
     // SAFETY: __error takes no argument and returns this thread's errno slot.
     return unsafe { libc::__error() };
@@ -224,7 +224,7 @@ pub(crate) fn errno_slot() -> *mut libc::c_int {
 
 /// Fills `buf` from the system's random source: `getrandom` on Linux (retried on `EINTR`),
 /// `arc4random_buf` on macOS (which cannot fail). The one random source of the crate.
-pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     #[cfg(target_vendor = "apple")]
     {
         // SAFETY: `buf` is writable for its length; arc4random_buf fills exactly that many bytes.
@@ -253,7 +253,7 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
 
 /// The `strerror` text of an errno, in lower case as a sentence part
 /// (`ENOENT` → `no such file or directory`).
-pub(crate) fn errno_words(errno: i32) -> String {
+pub fn errno_words(errno: i32) -> String {
     let mut buf = [0 as libc::c_char; 128];
     // SAFETY: `buf` is writable for its length; the XSI strerror_r writes a NUL-terminated string.
     let rc = unsafe { libc::strerror_r(errno, buf.as_mut_ptr(), buf.len()) };

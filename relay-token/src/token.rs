@@ -25,7 +25,7 @@ use zeroize::Zeroize;
 pub struct ClaudeToken(SecretString);
 
 /// The token's fixed `Debug` form.
-pub(crate) const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
+pub const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
 
 impl ClaudeToken {
     /// Builds a token from bytes that are already a clean token: non-empty, at most 4096 bytes,
@@ -89,7 +89,7 @@ impl fmt::Debug for ClaudeToken {
 }
 
 /// True when every byte is printable, non-space ASCII (0x21..=0x7E).
-pub(crate) fn is_token_bytes(bytes: &[u8]) -> bool {
+pub fn is_token_bytes(bytes: &[u8]) -> bool {
     bytes.iter().all(|b| (0x21..=0x7e).contains(b))
 }
 

@@ -4,7 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// True for a regular file with an execute bit.
-pub(crate) fn is_executable(p: &Path) -> bool {
+pub fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
@@ -12,7 +12,7 @@ pub(crate) fn is_executable(p: &Path) -> bool {
 
 /// The first executable `name` in the absolute folders of `PATH` (relative and empty entries,
 /// which would mean the current folder, are skipped); a `name` holding a `/` is taken as a path.
-pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
+pub fn find_program(name: &str) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         return is_executable(&p).then_some(p);
@@ -24,7 +24,7 @@ pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
 }
 
 /// The absolute folders of `PATH`, in order.
-pub(crate) fn path_folders() -> Vec<PathBuf> {
+pub fn path_folders() -> Vec<PathBuf> {
     let var = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&var)
         .filter(|d| d.is_absolute())

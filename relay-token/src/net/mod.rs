@@ -1,6 +1,6 @@
 //! What a sandboxed session may talk to: a template's [`Network`] (`"host"`, `"none"`, or an
-//! [`AllowList`]), the host-side [`proxy`] that checks each destination, and the in-sandbox
-//! [`forward`]er that bridges the session's loopback to it.
+//! [`AllowList`]) and the names a sandbox uses to reach relay-host's checking proxy (the proxy and
+//! the in-sandbox forwarder that bridges the session's loopback to it run in relay-host).
 //!
 //! A session with `"none"` or an allow-list runs in a network namespace of its own (only a
 //! loopback). With an allow-list, `relay-host` listens on a Unix socket in the session folder;
@@ -21,9 +21,7 @@
 //! ```
 
 pub mod allow;
-pub mod forward;
 pub mod gateway;
-pub mod proxy;
 
 use std::fmt;
 
@@ -146,7 +144,7 @@ pub enum TokenNetwork {
 /// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
 /// `sentry.io` and its customer subdomains, in the firewall script of Claude Code's own
 /// development container) are switched off by the template's environment
-/// ([`CLAUDE_CODE_ENV`](crate::settings::CLAUDE_CODE_ENV)) instead of allowed: those services
+/// (`CLAUDE_CODE_ENV` in relay-host's settings) instead of allowed: those services
 /// take data from anyone, so a session could post the token there.
 ///
 /// ```
@@ -205,26 +203,3 @@ impl fmt::Display for HostNetworkRefused {
 }
 
 impl std::error::Error for HostNetworkRefused {}
-
-/// Copies both ways between a Unix-socket connection and a TCP one until each side has ended,
-/// closing each write side as its reader ends: the proxy (session to upstream) and the
-/// in-sandbox forwarder (program to the host's proxy) both bridge this way.
-pub(crate) fn splice(
-    unix: std::os::unix::net::UnixStream,
-    tcp: std::net::TcpStream,
-) -> std::io::Result<()> {
-    use std::net::Shutdown;
-    let (mut from_unix, mut to_tcp) = (unix.try_clone()?, tcp.try_clone()?);
-    let up = std::thread::Builder::new()
-        .name("relay-net-splice".into())
-        .stack_size(proxy::THREAD_STACK)
-        .spawn(move || {
-            let _ = std::io::copy(&mut from_unix, &mut to_tcp);
-            let _ = to_tcp.shutdown(Shutdown::Write);
-        })?;
-    let (mut from_tcp, mut to_unix) = (tcp, unix);
-    let _ = std::io::copy(&mut from_tcp, &mut to_unix);
-    let _ = to_unix.shutdown(Shutdown::Write);
-    let _ = up.join();
-    Ok(())
-}

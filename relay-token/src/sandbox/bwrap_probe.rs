@@ -32,7 +32,7 @@ pub fn find_bwrap(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
 
 /// The `bwrap` to use, without running it: the `bwrap` setting when given (it must be an
 /// executable file), else `bwrap` on `PATH`.
-pub(crate) fn locate(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
+pub fn locate(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
     match setting {
         Some(p) if crate::which::is_executable(p) => Ok(p.to_path_buf()),
         Some(p) => Err(SandboxError::BwrapNotFound {
@@ -91,7 +91,7 @@ impl BwrapFeatures {
 }
 
 /// Runs `bwrap <flags> --ro-bind / / -- true` and waits for a clean exit.
-pub(crate) fn probe(bwrap: &Path) -> Result<(), SandboxError> {
+pub fn probe(bwrap: &Path) -> Result<(), SandboxError> {
     let broken = |detail: String| SandboxError::BwrapBroken {
         path: bwrap.to_path_buf(),
         detail,

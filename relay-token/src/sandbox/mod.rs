@@ -62,15 +62,17 @@ use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::NAMESPACE_FLAGS;
 pub use bwrap_probe::{find_bwrap, BwrapFeatures};
-#[cfg(all(feature = "host", not(target_os = "macos")))]
-pub(crate) use bwrap_probe::{locate as locate_bwrap, probe as probe_bwrap};
+#[cfg(all(feature = "runtime", not(target_os = "macos")))]
+#[doc(hidden)]
+pub use bwrap_probe::{locate as locate_bwrap, probe as probe_bwrap};
 pub use error::{GrantReason, SandboxError};
 pub use grant::expand_grant;
 use grant::has_control;
 use ident::{identify_sources, Ident};
 pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 use realpaths::canon;
-pub(crate) use realpaths::Realpaths;
+#[doc(hidden)]
+pub use realpaths::Realpaths;
 pub use resolved::Resolved;
 use resolved::{guards_between, Bind, Deny, Mask, Protect};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
@@ -299,7 +301,8 @@ impl Profile {
     }
 
     /// [`resolve`](Self::resolve) with the launch's own real-path cache.
-    pub(crate) fn resolve_with(
+    #[doc(hidden)]
+    pub fn resolve_with(
         &self,
         all_rw_grants: &[PathBuf],
         real: &Realpaths,
@@ -513,8 +516,9 @@ impl Profile {
 /// sandboxed session could have made (the rule of [`SandboxError::DenyFollowsLink`]): a planted
 /// `~/.config/claude-ltt -> <a grant>` would otherwise receive the token where sessions read.
 /// Only the part of `path` that exists is walked; `writable` is every read-write grant.
-#[cfg(feature = "host")]
-pub(crate) fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), SandboxError> {
+#[cfg(feature = "runtime")]
+#[doc(hidden)]
+pub fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), SandboxError> {
     let existing = path
         .ancestors()
         .find(|a| std::fs::symlink_metadata(a).is_ok())

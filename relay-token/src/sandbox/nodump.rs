@@ -16,7 +16,7 @@
 //! suite measures the result), and a program that sets the flag back itself.
 //!
 //! ```
-//! # #[cfg(relay_nodump)] {
+//! # if relay_token::sandbox::nodump::AVAILABLE {
 //! let so = relay_token::sandbox::nodump::PRELOAD;
 //! assert_eq!(&so[..4], b"\x7fELF");
 //! assert!(so.len() < 16 * 1024);
@@ -30,8 +30,20 @@ use std::path::{Path, PathBuf};
 
 /// The shared object (an ELF `.so` of about 2 KiB, built from `preload/nodump.rs` for this
 /// target by the crate's build script).
+/// Empty where the build script does not build it ([`AVAILABLE`] is false).
 #[cfg(relay_nodump)]
 pub static PRELOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/librelay_nodump.so"));
+#[cfg(not(relay_nodump))]
+#[allow(missing_docs)]
+pub static PRELOAD: &[u8] = &[];
+
+/// Whether this build carries the preload: Linux on x86_64 and aarch64.
+///
+/// ```
+/// # #[cfg(target_arch = "x86_64")]
+/// assert!(relay_token::sandbox::nodump::AVAILABLE);
+/// ```
+pub const AVAILABLE: bool = cfg!(relay_nodump);
 
 /// Where a sandbox sees the preload (bound read-only).
 pub const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
@@ -43,18 +55,21 @@ pub const FILE_NAME: &str = "librelay_nodump.so";
 /// the sandbox sees it read-only) in `dir`, a session folder no sandbox can reach, and returns
 /// its path. A file already there is replaced, never followed. A folder on a `noexec` mount is
 /// refused (`PermissionDenied`): the dynamic loader could not map the preload from there and
-/// would start the program without it.
+/// would start the program without it. A build without the preload ([`AVAILABLE`] false) is
+/// refused (`Unsupported`).
 ///
 /// ```
-/// # #[cfg(relay_nodump)] {
+/// # if relay_token::sandbox::nodump::AVAILABLE {
 /// let dir = tempfile::tempdir()?;
 /// let p = relay_token::sandbox::nodump::write_into(dir.path())?;
 /// assert_eq!(std::fs::read(&p)?, relay_token::sandbox::nodump::PRELOAD);
 /// # }
 /// # Ok::<(), std::io::Error>(())
 /// ```
-#[cfg(relay_nodump)]
 pub fn write_into(dir: &Path) -> io::Result<PathBuf> {
+    if !AVAILABLE {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
     let path = dir.join(FILE_NAME);
     match fs::remove_file(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),

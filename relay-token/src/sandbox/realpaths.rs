@@ -29,20 +29,20 @@ pub(super) fn canon(
     Ok(real)
 }
 
-/// Real paths for one [`Profile::resolve`]: a path whose last component is not a symlink is its
+/// Real paths for one [`Profile::resolve`](super::Profile::resolve): a path whose last component is not a symlink is its
 /// folder's real path joined with that name (`lstat` of the name), and each folder is made
 /// canonical once, so resolving the many paths under one project walks that project's
 /// ancestors once instead of once per path. What it yields is no more trusted than
 /// `canonicalize` (a path can change afterwards either way): each bind source is then
 /// identified through a descriptor whose own path must still be this one.
 #[derive(Default)]
-pub(crate) struct Realpaths {
+pub struct Realpaths {
     folders: std::cell::RefCell<Vec<(PathBuf, PathBuf)>>,
 }
 
 impl Realpaths {
     /// `p` made canonical (it must exist).
-    pub(crate) fn of(&self, p: &Path) -> io::Result<PathBuf> {
+    pub fn of(&self, p: &Path) -> io::Result<PathBuf> {
         use std::os::unix::ffi::OsStrExt;
         // A trailing `/` or `/.` makes `lstat` follow a final symlink: the long way then.
         let text = p.as_os_str().as_bytes();
