@@ -5,7 +5,7 @@
 //!
 //! | feature | modules |
 //! |---|---|
-//! | `shim` | [`shim`] (`relay-shim`'s logic), [`exit`] |
+//! | `shim` | [`shim`] (`relay-shim`'s logic), [`exit`], [`signals`] (the one signal forwarder) |
 //! | `host` | [`settings`], [`host`] (`relay-host`'s logic), [`net`] (the allow-list's proxy and forwarder); brings `shim` |
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -22,6 +22,8 @@ pub mod net;
 pub mod settings;
 #[cfg(feature = "shim")]
 pub mod shim;
+#[cfg(feature = "shim")]
+pub mod signals;
 
 // The core's items and internals under the paths this crate's modules were written with.
 #[allow(unused_imports)]

@@ -73,7 +73,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::atomic::Ordering;
 
 use crate::exit::ExitCode;
 use crate::fds::{FdMap, TOKEN_FD};
@@ -435,8 +434,7 @@ fn spawn_target(
             let pid = child.id() as libc::pid_t;
             // The child's stdio is inherited: dropping `Child` closes nothing and does not wait.
             drop(child);
-            CHILD_PID.store(pid, Ordering::SeqCst);
-            flush_pending(pid);
+            crate::signals::set_target(pid);
             Ok((pid, read_end))
         }
         Err(e) => {
@@ -627,10 +625,10 @@ fn wait_exit(pid: libc::pid_t, tty: Option<RawFd>) -> io::Result<StatusEvent> {
             if unsafe { libc::tcgetpgrp(tty) == libc::getpgrp() } {
                 give_terminal(tty, pid);
             }
-            forward(pid, libc::SIGCONT);
+            crate::signals::forward(pid, libc::SIGCONT);
         }
     }
-    CHILD_PID.store(0, Ordering::SeqCst);
+    crate::signals::clear_target();
     let mut raw: libc::c_int = 0;
     loop {
         // SAFETY: `raw` is valid for writes.

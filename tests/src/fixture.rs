@@ -228,6 +228,22 @@ pub fn children_of(pid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// `pid` and all its descendants now (at most 1,000).
+///
+/// ```
+/// let me = std::process::id() as i32;
+/// assert_eq!(relay_tests::fixture::descendants(me), [me]);
+/// ```
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() && all.len() < 1000 {
+        all.extend(children_of(all[i]));
+        i += 1;
+    }
+    all
+}
+
 /// The zombie children of `pid`.
 ///
 /// ```

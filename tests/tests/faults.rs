@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::Fixture;
+use relay_tests::fixture::{descendants, Fixture};
 use relay_tests::run::{finish_with, Finished};
 
 /// The load tests count this process's descriptors and children: they run alone (a write
@@ -186,17 +186,6 @@ fn tree(dir: &std::path::Path) -> Vec<String> {
     walk(dir, dir, &mut out);
     out.sort();
     out
-}
-
-/// `pid` and all its descendants now.
-fn descendants(pid: i32) -> Vec<i32> {
-    let mut all = vec![pid];
-    let mut i = 0;
-    while i < all.len() && all.len() < 1000 {
-        all.extend(relay_tests::fixture::children_of(all[i]));
-        i += 1;
-    }
-    all
 }
 
 /// True while `pid` exists and is not a zombie.

@@ -952,7 +952,9 @@ fn poll_readable(f: &File, timeout: Duration) -> bool {
 /// SIGQUIT (the terminal delivers those to the shim directly), records the exit.
 fn supervise(state: &State, mut session: Session) -> i32 {
     let pid = session.shim.id() as i32;
-    super::signals::forward_to(pid);
+    if let Err(e) = super::signals::forward_to(pid) {
+        eprintln!("relay-host: signals will not reach the session: {e}");
+    }
     super::signals::undefer();
     let mut last: Option<Value> = None;
     let mut line = String::new();
@@ -967,7 +969,9 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     // Wait for the shim's exit without reaping it, stop forwarding, then reap: a signal that
     // arrives in between must not reach another process that reused the pid.
     let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
-    super::signals::stop_forwarding();
+    if let Err(e) = super::signals::stop_forwarding() {
+        eprintln!("relay-host: cannot restore signal dispositions: {e}");
+    }
     // The exit row and the cleanup are not cut short either ([`launch`] lets them through).
     super::signals::defer();
     let code = match session.shim.wait() {

@@ -1,80 +1,35 @@
-//! Signal forwarding for the supervising host: SIGTERM and SIGHUP go to the shim. SIGINT sent
+//! The supervising host's signals, on the one forwarder ([`crate::signals`]), and the signals it
+//! holds back while a launch prepares. SIGTERM and SIGHUP go to the shim. SIGINT sent
 //! by a process (a supervisor's `kill -INT PID`, off a terminal) goes to the shim as well, so it
 //! ends the session like SIGTERM; SIGINT from a terminal (Ctrl-C, `si_code` `SI_KERNEL`) is
 //! ignored, since the terminal delivers it to the whole foreground group, the shim included,
 //! which forwards it once. SIGQUIT is ignored while a session runs.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use crate::signals::{self, Forwarder};
 
-static TARGET: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = TARGET.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe; `pid` names the shim this process spawned.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-/// The `si_code` of a signal the kernel raised itself, as for a terminal's Ctrl-C: Linux's
-/// `SI_KERNEL`; macOS gives such a signal no sender code, 0 (unverified: no Mac here).
-#[cfg(target_os = "linux")]
-const FROM_TERMINAL: libc::c_int = libc::SI_KERNEL;
-#[cfg(not(target_os = "linux"))]
-const FROM_TERMINAL: libc::c_int = 0;
-
-/// SIGINT's handler: forwards it unless a terminal sent it (the kernel's `SI_KERNEL`; a process's
-/// `kill` gives `SI_USER`, `sigqueue` `SI_QUEUE`, `tgkill` `SI_TKILL`).
-extern "C" fn forward_unless_terminal(
-    sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    _context: *mut libc::c_void,
-) {
-    // SAFETY: installed with SA_SIGINFO, so the kernel passes a valid siginfo (or, defensively,
-    // a null one, read as "sent by a process"); only its `si_code` is read.
-    let from_terminal = !info.is_null() && unsafe { (*info).si_code } == FROM_TERMINAL;
-    if !from_terminal {
-        forward(sig);
-    }
-}
-
-fn set(sig: libc::c_int, handler: libc::sighandler_t) {
-    set_flags(sig, handler, 0);
-}
-
-fn set_flags(sig: libc::c_int, handler: libc::sighandler_t, flags: libc::c_int) {
-    // SAFETY: `sigaction` is plain old data; zeroed is a valid empty mask and no flags.
-    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = handler;
-    sa.sa_flags = libc::SA_RESTART | flags;
-    // SAFETY: `sa` is a valid sigaction; the handlers only read the siginfo, load an atomic and
-    // call kill.
-    unsafe {
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
-}
+/// The host's forwarding: SIGTERM, SIGHUP and a process's SIGINT to the shim (the process, not
+/// its group: the shim forwards to the session's group itself).
+const TO_THE_SHIM: Forwarder = Forwarder {
+    signals: &[libc::SIGTERM, libc::SIGHUP, libc::SIGINT],
+    to_group: false,
+    drop_terminal_sigint: true,
+    keep_ignored: false,
+};
 
 /// Starts forwarding SIGTERM, SIGHUP and a process's SIGINT to `pid`, and ignoring a terminal's
-/// SIGINT and SIGQUIT.
-pub fn forward_to(pid: i32) {
-    TARGET.store(pid, Ordering::SeqCst);
-    set(libc::SIGTERM, forward as *const () as libc::sighandler_t);
-    set(libc::SIGHUP, forward as *const () as libc::sighandler_t);
-    set_flags(
-        libc::SIGINT,
-        forward_unless_terminal as *const () as libc::sighandler_t,
-        libc::SA_SIGINFO,
-    );
-    set(libc::SIGQUIT, libc::SIG_IGN);
+/// SIGINT and SIGQUIT. On an error (a `sigaction` refused) the signals keep their default
+/// action, which ends the host; the shim then ends the session, as the host's death signal.
+pub fn forward_to(pid: i32) -> std::io::Result<()> {
+    signals::set_target(pid);
+    TO_THE_SHIM.install()?;
+    signals::ignore(libc::SIGQUIT)
 }
 
 /// Restores the default dispositions.
-pub fn stop_forwarding() {
-    TARGET.store(0, Ordering::SeqCst);
-    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
-        set(sig, libc::SIG_DFL);
-    }
+pub fn stop_forwarding() -> std::io::Result<()> {
+    signals::clear_target();
+    TO_THE_SHIM.restore()?;
+    signals::default_action(libc::SIGQUIT)
 }
 
 /// The signals a supervisor ends a session with, which a launch defers while it prepares.
