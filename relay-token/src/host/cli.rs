@@ -153,7 +153,7 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
                     print_error(&e.to_string());
                     ExitCode::Internal.code()
                 }
-                E::Settings(_) | E::Reachable(_) => {
+                E::Settings(_) | E::TokenPath(_) | E::SettingByHand { .. } | E::Reachable(_) => {
                     print_error(&e.to_string());
                     ExitCode::Unavailable.code()
                 }
@@ -186,7 +186,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
             return ExitCode::Unavailable.code();
         }
         Err(e) => {
-            print_error(&e);
+            print_error(&e.to_string());
             return ExitCode::Unavailable.code();
         }
     };

@@ -49,6 +49,7 @@ pub mod project;
 pub mod reach;
 pub mod request;
 mod session_folder;
+mod settings_edit;
 mod shim_command;
 mod signals;
 mod stage;
