@@ -9,6 +9,7 @@
 //! profile is resolved and rendered, with the mount points it needs under `/tmp` made 0700.
 
 use std::ffi::OsString;
+#[cfg(not(target_os = "macos"))]
 use std::io;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,9 @@ use super::error::{spawn_err, ConfineError, LaunchError};
 use super::reach;
 use super::stage::{Prepared, SessionArgv};
 use super::Host;
-use crate::sandbox::write_deny::{self, Placeholders};
+use crate::sandbox::write_deny;
+#[cfg(not(target_os = "macos"))]
+use crate::sandbox::write_deny::Placeholders;
 use crate::sandbox::{self, Profile};
 use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 

@@ -20,6 +20,7 @@ pub(crate) struct Programs {
     /// bwrap (sandbox-exec on macOS), for a sandboxed launch.
     pub bwrap: Option<PathBuf>,
     /// What that bwrap can do (nothing on macOS, where `bwrap` is `sandbox-exec`).
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
     pub features: sandbox::BwrapFeatures,
     /// ssh, for a remote launch.
     pub ssh: Option<PathBuf>,

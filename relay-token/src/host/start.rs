@@ -18,7 +18,7 @@ use super::stage::{Session, ShimCommand, Spawned};
 use super::state::State;
 use super::wiring::Gate;
 use crate::fds::FdMap;
-use crate::{sandbox, sys, ClaudeToken, TokenPipe};
+use crate::{sys, ClaudeToken, TokenPipe};
 
 /// How long the host waits for the shim's `started` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -209,7 +209,7 @@ fn judge(v: &Value, bwrap: Option<&Path>) -> Option<Result<i64, LaunchError>> {
 /// fails even the plainest sandbox (how to install it), else bwrap's status.
 fn sandbox_failed(bwrap: Option<&Path>, status: i64) -> LaunchError {
     #[cfg(not(target_os = "macos"))]
-    if let Some(Err(e)) = bwrap.map(sandbox::probe_bwrap) {
+    if let Some(Err(e)) = bwrap.map(crate::sandbox::probe_bwrap) {
         return e.into();
     }
     let bwrap = bwrap.map(Path::to_path_buf);
