@@ -648,3 +648,41 @@ impl Error for StartError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal keeps what refused it: its source is the typed error (a sandbox error with its
+    /// own code, the system call's errno), and its words are that error's.
+    #[test]
+    fn a_refusal_keeps_its_typed_source_and_its_words() {
+        let sandbox = SandboxError::BwrapNotFound {
+            looked: "PATH".into(),
+        };
+        let e = LaunchError::from(sandbox.clone());
+        let source = e.source().and_then(|s| s.downcast_ref::<SandboxError>());
+        assert_eq!(source, Some(&sandbox));
+        assert_eq!(e.code(), sandbox.code());
+        assert_eq!(e.to_string(), format!("sandbox_unavailable: {sandbox}"));
+
+        let e = spawn_err("status pipe")(io::Error::from_raw_os_error(libc::EMFILE));
+        let errno = e
+            .source()
+            .and_then(|s| s.downcast_ref::<io::Error>())
+            .and_then(io::Error::raw_os_error);
+        assert_eq!(errno, Some(libc::EMFILE));
+        assert_eq!((e.code(), e.status()), ("spawn_failed", 500));
+        assert!(e.message().starts_with("status pipe: "), "{e}");
+
+        let e = LaunchError::from(ConfineError::NoDump {
+            dir: "/s".into(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        });
+        assert_eq!(
+            (e.code(), e.exit_code()),
+            ("sandbox_unavailable", ExitCode::Unavailable)
+        );
+        assert!(e.source().and_then(|s| s.source()).is_some());
+    }
+}
