@@ -2,7 +2,7 @@
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → the network → build the profile → spawn `relay-shim` (status pipe at 3, token
 //! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
-//! session ends. Each step makes the next stage ([`super::stage`]); a refusal is recorded with
+//! session ends. Each step makes the next stage (`host/stage.rs`); a refusal is recorded with
 //! the audit row of the stage it reached, and leaves nothing behind but that row and its event:
 //! the folders this launch created are removed again.
 
