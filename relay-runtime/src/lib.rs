@@ -30,6 +30,6 @@ pub mod signals;
 use relay_token::__runtime::{env, fds, path, pipe, read, redact, sys, token, which};
 #[allow(unused_imports)]
 use relay_token::{
-    read_claude_token, sandbox, ChildEnv, ClaudeToken, FdMap, Redactor, TokenPipe, TOKEN_FD,
-    TOKEN_FD_VAR,
+    read_claude_token, sandbox, ChildEnv, ClaudeToken, FdMap, Redactor, TokenFileError,
+    TokenPathError, TokenPipe, TOKEN_FD, TOKEN_FD_VAR,
 };

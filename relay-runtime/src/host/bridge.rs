@@ -19,6 +19,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -59,7 +60,7 @@ pub(super) fn setup_err(what: impl fmt::Display) -> impl FnOnce(io::Error) -> Br
 /// use relay_runtime::host::bridge::HelloError;
 /// assert_eq!(HelloError::WrongSecret.to_string(), "the Hello carries the wrong secret");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum HelloError {
     /// Nobody connected, or no whole line came, before the deadline.
@@ -70,8 +71,10 @@ pub enum HelloError {
     TooLong,
     /// The peer closed the connection before a whole line.
     Closed,
-    /// A system call failed (its words).
-    Io(String),
+    /// A system call failed.
+    Io(Arc<io::Error>),
+    /// The bridge's thread could not be started.
+    Thread(Arc<io::Error>),
     /// The line is not a Hello (not JSON, another `type` or `kind`, other fields).
     NotHello,
     /// A Hello for another session.
@@ -88,6 +91,7 @@ impl fmt::Display for HelloError {
             HelloError::TooLong => write!(f, "the Hello line is longer than 64 KiB"),
             HelloError::Closed => write!(f, "the connection closed before a whole Hello"),
             HelloError::Io(e) => write!(f, "{e}"),
+            HelloError::Thread(e) => write!(f, "bridge thread: {e}"),
             HelloError::NotHello => write!(f, "the line is not a Hello"),
             HelloError::WrongSession => write!(f, "the Hello names another session"),
             HelloError::WrongSecret => write!(f, "the Hello carries the wrong secret"),
@@ -95,7 +99,35 @@ impl fmt::Display for HelloError {
     }
 }
 
-impl std::error::Error for HelloError {}
+impl std::error::Error for HelloError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HelloError::Io(e) | HelloError::Thread(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// Equal when of the same kind; two system-call failures when their error kinds and numbers are.
+impl PartialEq for HelloError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (HelloError::Io(a), HelloError::Io(b))
+            | (HelloError::Thread(a), HelloError::Thread(b)) => {
+                a.kind() == b.kind() && a.raw_os_error() == b.raw_os_error()
+            }
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+impl Eq for HelloError {}
+
+impl From<io::Error> for HelloError {
+    fn from(e: io::Error) -> Self {
+        HelloError::Io(Arc::new(e))
+    }
+}
 
 /// The Hello as it comes on the wire; every field borrows from the (zeroized) line, so the
 /// secret is never copied. A string with escapes does not borrow and is refused.
@@ -269,7 +301,7 @@ impl Bridge {
             Err(LineError::Timeout) => Err(HelloError::Timeout),
             Err(LineError::TooLong) => Err(HelloError::TooLong),
             Err(LineError::Closed) => Err(HelloError::Closed),
-            Err(LineError::Io(e)) => Err(HelloError::Io(e.to_string())),
+            Err(LineError::Io(e)) => Err(e.into()),
         };
         // The verdict is known before the answer leaves: a `hello_ok` the shim reports can
         // never come before it.
@@ -310,21 +342,19 @@ impl Bridge {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(HelloError::Io(e.to_string()));
+                return Err(e.into());
             }
             if fds[1].revents != 0 {
                 return Err(HelloError::Cancelled);
             }
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    stream
-                        .set_nonblocking(false)
-                        .map_err(|e| HelloError::Io(e.to_string()))?;
+                    stream.set_nonblocking(false).map_err(HelloError::from)?;
                     return Ok(stream);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(HelloError::Io(e.to_string())),
+                Err(e) => return Err(e.into()),
             }
         }
     }

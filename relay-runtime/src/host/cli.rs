@@ -35,7 +35,7 @@ pub fn launch_file(host: &Host, request: &Path) -> i32 {
     };
     match text.and_then(|t| Request::from_json(&t)) {
         Ok(r) => launch(host, r, stdin),
-        Err(e) => refuse_early(host, &LaunchError::InvalidSpec(e.to_string())),
+        Err(e) => refuse_early(host, &LaunchError::from(e)),
     }
 }
 
@@ -153,7 +153,7 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
                     print_error(&e.to_string());
                     ExitCode::Internal.code()
                 }
-                E::Settings(_) | E::Reachable(_) => {
+                E::Settings(_) | E::TokenPath(_) | E::SettingByHand { .. } | E::Reachable(_) => {
                     print_error(&e.to_string());
                     ExitCode::Unavailable.code()
                 }
@@ -186,7 +186,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
             return ExitCode::Unavailable.code();
         }
         Err(e) => {
-            print_error(&e);
+            print_error(&e.to_string());
             return ExitCode::Unavailable.code();
         }
     };
@@ -219,7 +219,7 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     match super::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
             // The placeholders a killed host left, once no session runs (under their lock).
-            let placeholders = super::confine::release_placeholders(&host.state_dir);
+            let placeholders = super::placeholders::release(&host.state_dir);
             if json {
                 outln!(
                     "{}",

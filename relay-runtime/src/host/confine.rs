@@ -9,57 +9,32 @@
 //! profile is resolved and rendered, with the mount points it needs under `/tmp` made 0700.
 
 use std::ffi::OsString;
-use std::fs::File;
+#[cfg(not(target_os = "macos"))]
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
-use super::error::LaunchError;
+use super::error::{spawn_err, ConfineError, LaunchError};
 use super::reach;
-use super::request::Validated;
+use super::stage::{Prepared, SessionArgv};
 use super::Host;
-use crate::sandbox::write_deny::{self, Placeholders};
+use crate::sandbox::write_deny;
+#[cfg(not(target_os = "macos"))]
+use crate::sandbox::write_deny::Placeholders;
 use crate::sandbox::{self, Profile};
 use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 
-/// What the sandbox of one launch is built from.
+/// What the sandbox of one launch is built from: the launch as prepared (its request, token,
+/// programs and session folder), its sandbox program and network.
 pub(crate) struct Inputs<'a> {
-    pub net: crate::sandbox::SandboxNet,
     pub host: &'a Host,
     pub settings: &'a Settings,
-    pub v: &'a Validated,
-    pub program: &'a Path,
-    pub shim: &'a Path,
+    pub launch: &'a Prepared,
+    /// The launch's sandbox program (bwrap; `sandbox-exec` on macOS).
     pub bwrap: &'a Path,
-    /// What that bwrap can do (read on Linux only: macOS has no bwrap).
-    #[cfg_attr(target_os = "macos", allow(dead_code))]
-    pub features: sandbox::BwrapFeatures,
-    pub session_tmp: &'a Path,
-    pub claude_config: &'a Path,
-    pub token_path: Option<&'a Path>,
-    pub carries_token: bool,
+    pub net: crate::sandbox::SandboxNet,
     /// The launch's real paths, each folder made canonical once.
     pub real: &'a sandbox::Realpaths,
-    /// Every template's read-write grants ([`reach::rw_grants`]), worked out once per launch.
-    pub all_rw: &'a [PathBuf],
-}
-
-fn unavailable(e: impl ToString) -> LaunchError {
-    LaunchError::SandboxUnavailable(e.to_string())
-}
-
-/// A sandboxed launch's command line for the shim, and what the shim hands on with it.
-pub(crate) struct Confined {
-    /// `bwrap ... -- target` on Linux; the target under `/usr/bin/env` on macOS.
-    pub argv: Vec<OsString>,
-    /// The resolved profile when bwrap binds by descriptor: it holds the descriptors
-    /// ([`sandbox::Resolved::bind_fds`], numbered from [`BIND_FD_BASE`]).
-    pub by_fd: Option<sandbox::Resolved>,
-    /// `Some(`[`SANDBOX_STATUS_FD`]`)` when bwrap reports the sandbox's start there.
-    pub status_fd: Option<RawFd>,
-    /// bwrap's options (`bwrap --args` [`ARGS_FD`]), placed at [`ARGS_FD`] in the shim and
-    /// handed on to bwrap, which reads and closes it.
-    pub args_file: Option<std::os::fd::OwnedFd>,
 }
 
 /// Where bwrap reads its options from (`--args`), in the shim and in bwrap: just below the bind
@@ -80,15 +55,10 @@ pub(crate) fn sandbox_argv(
     state_dir: &Path,
     setenv: &[(OsString, OsString)],
     target: &[OsString],
-) -> Result<Confined, LaunchError> {
+) -> Result<SessionArgv, LaunchError> {
     let profile = base_profile(i, state_dir)?;
     #[cfg(target_os = "macos")]
-    return Ok(Confined {
-        argv: sbpl_argv(i, profile, setenv, target)?,
-        by_fd: None,
-        status_fd: None,
-        args_file: None,
-    });
+    return Ok(SessionArgv::plain(sbpl_argv(i, profile, setenv, target)?));
     #[cfg(not(target_os = "macos"))]
     return bwrap_argv(i, profile, state_dir, setenv, target);
 }
@@ -103,30 +73,32 @@ fn bwrap_argv(
     state_dir: &Path,
     setenv: &[(OsString, OsString)],
     target: &[OsString],
-) -> Result<Confined, LaunchError> {
+) -> Result<SessionArgv, LaunchError> {
     let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
     let setenv = &preload_no_dump(i, &mut profile, setenv)?;
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
-    let mut resolved = profile
-        .resolve_with(i.all_rw, i.real)
-        .map_err(unavailable)?;
-    make_tmp_mount_points(&resolved, i.session_tmp)
-        .map_err(|e| LaunchError::SpawnFailed(format!("temp folder: {e}")))?;
-    if i.features.bind_fd {
+    let mut resolved = profile.resolve_with(&i.launch.programs.rw_grants, i.real)?;
+    make_tmp_mount_points(&resolved, i.launch.folder.tmp()).map_err(spawn_err("temp folder"))?;
+    if i.launch.programs.features.bind_fd {
         resolved.bind_by_fd(BIND_FD_BASE);
     }
     let mut options = resolved.bwrap_options(setenv);
-    let status_fd = i.features.json_status.then_some(SANDBOX_STATUS_FD);
+    let status_fd = i
+        .launch
+        .programs
+        .features
+        .json_status
+        .then_some(SANDBOX_STATUS_FD);
     if let Some(n) = status_fd {
         options.splice(0..0, ["--json-status-fd".into(), n.to_string().into()]);
     }
     let command = resolved.bwrap_command(target);
     let bind_fds = resolved.bind_fds().len();
-    sandbox::limits::check(&options, &command, bind_fds, ARGS_FD).map_err(unavailable)?;
+    sandbox::limits::check(&options, &command, bind_fds, ARGS_FD)?;
     let (argv, args_file) = hand_over(i.bwrap, options, command)?;
     let by_fd = (bind_fds > 0).then_some(resolved);
-    Ok(Confined {
+    Ok(SessionArgv {
         argv,
         by_fd,
         status_fd,
@@ -146,15 +118,11 @@ fn preload_no_dump(
     setenv: &[(OsString, OsString)],
 ) -> Result<Vec<(OsString, OsString)>, LaunchError> {
     let mut env = setenv.to_vec();
-    if i.carries_token && sandbox::nodump::AVAILABLE {
-        let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
-        let so = sandbox::nodump::write_into(session_dir).map_err(|e| {
-            let m = format!("session folder {}: {e}", session_dir.display());
-            if e.kind() == io::ErrorKind::PermissionDenied {
-                LaunchError::SandboxUnavailable(m)
-            } else {
-                LaunchError::SpawnFailed(m)
-            }
+    if i.launch.carries_token() && sandbox::nodump::AVAILABLE {
+        let session_dir = i.launch.folder.dir();
+        let so = sandbox::nodump::write_into(session_dir).map_err(|source| {
+            let dir = session_dir.to_path_buf();
+            ConfineError::NoDump { dir, source }
         })?;
         profile.place_file(so, sandbox::nodump::SANDBOX_PRELOAD);
         env.push(("LD_PRELOAD".into(), sandbox::nodump::SANDBOX_PRELOAD.into()));
@@ -173,8 +141,8 @@ fn hand_over(
     let mut argv: Vec<OsString> = vec![bwrap.as_os_str().to_os_string()];
     #[cfg(target_os = "linux")]
     let file = {
-        let file = sandbox::limits::args_file(&options)
-            .map_err(|e| LaunchError::SpawnFailed(format!("bwrap's arguments file: {e}")))?;
+        let file =
+            sandbox::limits::args_file(&options).map_err(spawn_err("bwrap's arguments file"))?;
         argv.extend(["--args".into(), ARGS_FD.to_string().into()]);
         Some(file)
     };
@@ -202,21 +170,19 @@ fn sbpl_argv(
     setenv: &[(OsString, OsString)],
     target: &[OsString],
 ) -> Result<Vec<OsString>, LaunchError> {
-    let project = i.v.request.project.as_deref();
+    let project = i.launch.project();
     let mut folders = vec![(i.host.home.clone(), write_deny::Role::Home)];
     folders.extend(project.map(|p| (p.to_path_buf(), write_deny::Role::Project)));
-    for listed in write_deny::plan(&folders, i.carries_token, &[]) {
+    for listed in write_deny::plan(&folders, i.launch.carries_token(), &[]) {
         profile.protect(listed.path);
     }
     mask_own_folders(i.real, i.host, &mut profile)?;
-    let resolved = profile
-        .resolve_with(i.all_rw, i.real)
-        .map_err(unavailable)?;
-    let session_dir = i.session_tmp.parent().unwrap_or(i.session_tmp);
+    let resolved = profile.resolve_with(&i.launch.programs.rw_grants, i.real)?;
+    let session_dir = i.launch.folder.dir();
     let file = session_dir.join(SBPL_FILE);
     resolved
         .write_sbpl(&file)
-        .map_err(|e| LaunchError::SpawnFailed(format!("{}: {e}", file.display())))?;
+        .map_err(spawn_err(file.display()))?;
     let mut command: Vec<OsString> = vec!["/usr/bin/env".into()];
     for (k, v) in setenv {
         let mut kv = k.clone();
@@ -246,10 +212,10 @@ fn base_profile(i: &Inputs<'_>, state_dir: &Path) -> Result<Profile, LaunchError
 
 /// The template's grants, the command's folder, `/tmp`, the project and the token's deny.
 fn template_profile(i: &Inputs<'_>) -> Result<Profile, LaunchError> {
-    let project = i.v.request.project.as_deref();
+    let project = i.launch.project();
     let mut profile = Profile::new();
-    for (value, rw) in template_grants(&i.v.template.sandbox) {
-        if let Some(p) = expand(i.host, value, project, i.claude_config)? {
+    for (value, rw) in template_grants(&i.launch.v.template().sandbox) {
+        if let Some(p) = expand(i.host, value, project, &i.launch.claude_config)? {
             if rw {
                 profile.read_write(p);
             } else {
@@ -257,14 +223,14 @@ fn template_profile(i: &Inputs<'_>) -> Result<Profile, LaunchError> {
             }
         }
     }
-    if let Some(dir) = i.program.parent() {
+    if let Some(dir) = i.launch.programs.command.parent() {
         profile.command_dir(dir.to_path_buf());
     }
-    profile.tmp(i.session_tmp.to_path_buf());
+    profile.tmp(i.launch.folder.tmp().to_path_buf());
     if let Some(p) = project {
         profile.project(p.to_path_buf());
     }
-    if let Some(t) = i.token_path {
+    if let Some(t) = i.launch.token.path() {
         profile.deny(t.to_path_buf());
     }
     Ok(profile)
@@ -293,9 +259,7 @@ pub(crate) fn expand(
         return Ok(None);
     }
     let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
-    sandbox::expand_grant(&v, &host.home, project)
-        .map(Some)
-        .map_err(unavailable)
+    Ok(Some(sandbox::expand_grant(&v, &host.home, project)?))
 }
 
 /// True when a grant of the template (read or read-write) shows `project`.
@@ -332,7 +296,7 @@ fn real_rw_grants(real: &sandbox::Realpaths, profile: &Profile) -> Vec<PathBuf> 
 fn programs_to_protect(i: &Inputs<'_>, real_of: &sandbox::Realpaths) -> Vec<PathBuf> {
     let mut programs: Vec<PathBuf> = Vec::new();
     programs.extend(std::env::current_exe().ok());
-    programs.push(i.shim.to_path_buf());
+    programs.push(i.launch.programs.shim.clone());
     programs.push(i.bwrap.to_path_buf());
     programs.extend(crate::which::find_program("ssh"));
     for t in reach::templates(i.settings) {
@@ -368,7 +332,7 @@ fn deny_writes(
     state_dir: &Path,
     rw: &[PathBuf],
 ) -> Result<(), LaunchError> {
-    let project = i.v.request.project.as_deref();
+    let project = i.launch.project();
     // The relay's own folders (the relay-owned Claude config folder is a grant) are masked from
     // every session but the one they serve: no list applies inside them.
     let own: Vec<PathBuf> = [&i.host.config_dir, &i.host.state_dir]
@@ -379,7 +343,7 @@ fn deny_writes(
     let mut extra: Vec<(PathBuf, bool)> = Vec::new();
     for value in &i.settings.write_deny {
         let dir = value.ends_with('/');
-        if let Some(p) = expand(i.host, value, project, i.claude_config)? {
+        if let Some(p) = expand(i.host, value, project, &i.launch.claude_config)? {
             extra.push((p, dir));
         }
     }
@@ -388,11 +352,12 @@ fn deny_writes(
             extra.push((d, true));
         }
     }
-    let list = write_deny::plan(&folders, i.carries_token, &extra);
-    let _lock = lock_placeholders(state_dir).map_err(|e| {
-        LaunchError::SpawnFailed(format!("state folder {}: {e}", state_dir.display()))
-    })?;
-    let mut ph = Placeholders::open(state_dir).map_err(unavailable)?;
+    let list = write_deny::plan(&folders, i.launch.carries_token(), &extra);
+    let _lock = super::placeholders::lock(state_dir).map_err(spawn_err(format_args!(
+        "state folder {}",
+        state_dir.display()
+    )))?;
+    let mut ph = Placeholders::open(state_dir).map_err(ConfineError::Placeholders)?;
     for listed in list {
         if let Some(g) = rw.iter().find(|g| listed.path.starts_with(g)) {
             deny_write(profile, &mut ph, g, &listed)?;
@@ -411,7 +376,7 @@ fn deny_folders(
     own: &[PathBuf],
 ) -> Vec<(PathBuf, write_deny::Role)> {
     use write_deny::Role;
-    let project = i.v.request.project.as_deref();
+    let project = i.launch.project();
     let mut folders: Vec<(PathBuf, Role)> = Vec::new();
     folders.extend(i.real.of(&i.host.home).ok().map(|h| (h, Role::Home)));
     folders.extend(project.map(|p| (p.to_path_buf(), Role::Project)));
@@ -446,12 +411,8 @@ fn deny_write(
             break;
         };
         if m.file_type().is_symlink() {
-            return Err(unavailable(format!(
-                "write-deny {:?} is a symlink inside the read-write grant {:?}, which a session \
-                 could replace; make it a real file or folder, or narrow the grant",
-                p.display().to_string(),
-                grant.display().to_string()
-            )));
+            let grant = grant.to_path_buf();
+            return Err(ConfineError::WriteDenySymlink { path: p, grant }.into());
         }
         if m.is_file() && p != path {
             profile.protect(p);
@@ -463,17 +424,13 @@ fn deny_write(
             return Ok(());
         }
         let folder = listed.dir || listed.folder_placeholder;
-        let made = ph.ensure(path, folder).map_err(|e| {
-            unavailable(format!(
-                "write-deny {:?}: cannot make its placeholder: {e}",
-                path.display().to_string()
-            ))
+        let made = ph.ensure(path, folder).map_err(|source| {
+            let path = path.to_path_buf();
+            ConfineError::Placeholder { path, source }
         })?;
         if !made {
-            return Err(unavailable(format!(
-                "write-deny {:?}: something on the way changed while it was made",
-                path.display().to_string()
-            )));
+            let path = path.to_path_buf();
+            return Err(ConfineError::PlaceholderRaced { path }.into());
         }
     }
     profile.protect(path.to_path_buf());
@@ -502,13 +459,8 @@ fn mask_own_folders(
             continue;
         }
         if let Some(g) = grants.iter().find(|g| g.starts_with(&own_real)) {
-            return Err(unavailable(format!(
-                "grant {:?} lies inside the relay's own folder {:?}, which a grant of this \
-                 template also shows; move the folder out (--config-dir, --state-dir) or narrow \
-                 the grant",
-                g.display().to_string(),
-                own.display().to_string()
-            )));
+            let (grant, own) = (g.clone(), own.clone());
+            return Err(ConfineError::GrantInOwnFolder { grant, own }.into());
         }
         profile.deny(own.clone());
     }
@@ -547,79 +499,4 @@ fn make_tmp_mount_points(resolved: &sandbox::Resolved, session_tmp: &Path) -> io
         }
     }
     Ok(())
-}
-
-/// The placeholders' lock (an exclusive `flock` on the state folder itself, so no lock file is
-/// left behind): held while placeholders are made, and while they are removed.
-fn lock_placeholders(state_dir: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(state_dir)?;
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(f);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// Removes the placeholders once no session of this state folder runs any more (the last
-/// session to end removes them; `gc` removes those a killed host left). Called after a launch is
-/// refused, after a session ends (with this launch's own session lock already released) and by
-/// `gc`. Returns how many listed placeholders it removed.
-pub(crate) fn release_placeholders(state_dir: &Path) -> usize {
-    if !state_dir.join(write_deny::PLACEHOLDERS_FILE).exists() {
-        return 0;
-    }
-    let Ok(_lock) = lock_placeholders(state_dir) else {
-        return 0;
-    };
-    if any_session_running(state_dir) {
-        return 0;
-    }
-    let before = listed_placeholders(state_dir);
-    if let Ok(mut ph) = Placeholders::open(state_dir) {
-        let _ = ph.remove_all();
-    }
-    before
-        .iter()
-        .filter(|p| std::fs::symlink_metadata(p).is_err())
-        .count()
-}
-
-/// True while a session of this state folder holds its folder's lock.
-fn any_session_running(state_dir: &Path) -> bool {
-    let sessions = state_dir.join(super::state::SESSIONS_DIR);
-    std::fs::read_dir(&sessions)
-        .map(|rd| {
-            rd.flatten()
-                .any(|e| super::state::session_locked(&e.path()))
-        })
-        .unwrap_or(false)
-}
-
-/// The placeholders `<state>/placeholders` lists that still exist (not followed when links).
-fn listed_placeholders(state_dir: &Path) -> Vec<std::path::PathBuf> {
-    Placeholders::open(state_dir)
-        .map(|ph| ph.paths())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect()
-}
-
-/// The placeholders a host that ended without removing them left (listed, still there, and no
-/// session of this state folder running): what `status` reports and `gc` removes. Empty while a
-/// session runs, since its placeholders are then in use.
-pub(crate) fn leftover_placeholders(state_dir: &Path) -> Vec<std::path::PathBuf> {
-    if any_session_running(state_dir) {
-        return Vec::new();
-    }
-    listed_placeholders(state_dir)
 }

@@ -103,15 +103,15 @@ pub fn run(json_out: bool) -> i32 {
     }
 }
 
-fn run_inner() -> Result<Value, String> {
-    let scratch = scratch_dir().map_err(|e| format!("cannot make a throwaway folder: {e}"))?;
+fn run_inner() -> Result<Value, DemoError> {
+    let scratch = scratch_dir().map_err(io_err("cannot make a throwaway folder"))?;
     let root = scratch.0.clone();
     let home = root.join("home");
     let config = root.join("config");
     let state = root.join("state");
     let token_dir = home.join(".config/claude-ltt");
     for d in [&token_dir, &config, &state] {
-        super::state::private_dir(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        super::state::private_dir(d).map_err(io_err(d.display()))?;
     }
     let token_path = token_dir.join("token");
     let token = demo_token();
@@ -123,12 +123,12 @@ fn run_inner() -> Result<Value, String> {
             .create_new(true)
             .mode(0o600)
             .open(&token_path)
-            .map_err(|e| format!("{}: {e}", token_path.display()))?;
+            .map_err(io_err(token_path.display()))?;
         f.write_all(token.expose_bytes())
             .and_then(|_| f.write_all(b"\n"))
-            .map_err(|e| format!("{}: {e}", token_path.display()))?;
+            .map_err(io_err(token_path.display()))?;
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let exe = std::env::current_exe().map_err(io_err("cannot find this executable"))?;
     let report_name = "probe.json";
     let bwrap = sandbox::find_bwrap(None);
 
@@ -184,7 +184,7 @@ fn sandboxed_probe(
     state: &Path,
     token_path: &Path,
     report_name: &str,
-) -> Result<Value, String> {
+) -> Result<Value, DemoError> {
     // The probe runs as the claude-code template would, with the whole home granted read-write:
     // the token file sits inside a grant, and the sandbox must still hide it.
     let settings = Settings {
@@ -211,7 +211,7 @@ fn sandboxed_probe(
         ..Settings::default()
     };
     fs::write(config.join("settings.json"), settings.to_json())
-        .map_err(|e| format!("write the demo settings: {e}"))?;
+        .map_err(io_err("write the demo settings"))?;
     let host = Host {
         config_dir: config.to_path_buf(),
         state_dir: state.to_path_buf(),
@@ -236,16 +236,16 @@ fn sandboxed_probe(
         .join(session)
         .join("tmp")
         .join(report_name);
-    let text = fs::read_to_string(&path).map_err(|e| {
-        format!("the sandboxed probe left no report (launch exit code {code}): {e}")
-    })?;
-    serde_json::from_str(&text).map_err(|e| format!("probe report: {e}"))
+    let text = fs::read_to_string(&path).map_err(io_err(format!(
+        "the sandboxed probe left no report (launch exit code {code})"
+    )))?;
+    serde_json::from_str(&text).map_err(DemoError::Report)
 }
 
 /// A `relay-shim` for the demo: the real one beside this executable or on PATH, else this
 /// executable under the name `relay-shim` (it acts as the shim when called so), so that
 /// `cargo run -p relay-host -- demo` works where no relay-shim was built.
-fn shim_for(exe: &Path, state: &Path) -> Result<PathBuf, String> {
+fn shim_for(exe: &Path, state: &Path) -> Result<PathBuf, DemoError> {
     let probe_host = Host {
         config_dir: PathBuf::new(),
         state_dir: PathBuf::new(),
@@ -255,7 +255,7 @@ fn shim_for(exe: &Path, state: &Path) -> Result<PathBuf, String> {
         return Ok(p);
     }
     let link = state.join("relay-shim");
-    std::os::unix::fs::symlink(exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+    std::os::unix::fs::symlink(exe, &link).map_err(io_err(link.display()))?;
     Ok(link)
 }
 
@@ -265,9 +265,9 @@ fn unsandboxed_probe(
     root: &Path,
     token_path: &Path,
     report_name: &str,
-) -> Result<Value, String> {
+) -> Result<Value, DemoError> {
     let report = root.join(report_name);
-    let pipe = TokenPipe::new(&token).map_err(|e| format!("token pipe: {e}"))?;
+    let pipe = TokenPipe::new(&token).map_err(io_err("token pipe"))?;
     drop(token);
     let mut cmd = Command::new(exe);
     cmd.arg(PROBE_COMMAND).arg(token_path).arg(&report);
@@ -276,10 +276,10 @@ fn unsandboxed_probe(
     let status = pipe
         .spawn(&mut cmd)
         .and_then(|mut c| c.wait())
-        .map_err(|e| format!("spawn the probe: {e}"))?;
+        .map_err(io_err("spawn the probe"))?;
     let text = fs::read_to_string(&report)
-        .map_err(|e| format!("the probe left no report ({status}): {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("probe report: {e}"))
+        .map_err(io_err(format!("the probe left no report ({status})")))?;
+    serde_json::from_str(&text).map_err(DemoError::Report)
 }
 
 fn print_report(r: &Value) {
@@ -388,11 +388,11 @@ pub fn probe(args: Vec<OsString>) -> i32 {
     }
     // Either whether the bytes are in this process's own file, or why that cannot be told: a
     // missing /proc must show as a failed check, never as a pass.
-    let found_in = |name: &str| match proc_self(name) {
+    let found_in = |name: &'static str| match proc_self(name) {
         Ok(hay) => {
             json!(!bytes.is_empty() && hay.windows(bytes.len()).any(|w| w == &bytes[..]))
         }
-        Err(e) => json!({ "error": e }),
+        Err(e) => json!({ "error": e.to_string() }),
     };
     let open = match fs::File::open(token_path) {
         Ok(_) => json!({"ok": true}),
@@ -430,15 +430,58 @@ pub fn probe(args: Vec<OsString>) -> i32 {
 
 /// `/proc/self/NAME`, wiped on drop. Where there is no `/proc` (macOS) it says so: the probe
 /// cannot tell what its environment or argv hold there.
-fn proc_self(name: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+fn proc_self(name: &'static str) -> Result<Zeroizing<Vec<u8>>, DemoError> {
     if cfg!(target_os = "linux") {
         let path = format!("/proc/self/{name}");
-        fs::read(&path)
-            .map(Zeroizing::new)
-            .map_err(|e| format!("{path}: {e}"))
+        fs::read(&path).map(Zeroizing::new).map_err(io_err(path))
     } else {
-        Err(format!(
-            "unsupported: /proc/self/{name} exists on Linux only"
-        ))
+        Err(DemoError::NoProc { name })
+    }
+}
+
+/// Why the demo (or its probe's look at `/proc/self`) could not go on.
+#[derive(Debug)]
+enum DemoError {
+    /// A file, folder, pipe or child of the demo.
+    Io {
+        /// What was being done, with its path.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The probe's report is not JSON.
+    Report(serde_json::Error),
+    /// This system has no `/proc/self/NAME` (Linux only).
+    NoProc {
+        /// The file's name.
+        name: &'static str,
+    },
+}
+
+/// How a [`DemoError::Io`] for `what` is made from an `io::Error`.
+fn io_err(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> DemoError {
+    let what = what.to_string();
+    move |source| DemoError::Io { what, source }
+}
+
+impl std::fmt::Display for DemoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoError::Io { what, source } => write!(f, "{what}: {source}"),
+            DemoError::Report(e) => write!(f, "probe report: {e}"),
+            DemoError::NoProc { name } => {
+                write!(f, "unsupported: /proc/self/{name} exists on Linux only")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DemoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DemoError::Io { source, .. } => Some(source),
+            DemoError::Report(e) => Some(e),
+            DemoError::NoProc { .. } => None,
+        }
     }
 }

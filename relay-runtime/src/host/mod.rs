@@ -31,6 +31,8 @@ macro_rules! errln {
     };
 }
 
+mod argv;
+mod audit_row;
 pub mod bridge;
 pub mod cli;
 mod confine;
@@ -38,12 +40,20 @@ pub mod demo;
 pub mod error;
 pub mod human;
 pub mod launch;
+mod launch_token;
 pub mod logs;
 pub mod network;
+mod placeholders;
+mod programs;
 pub mod project;
 pub mod reach;
 pub mod request;
+mod session_folder;
+mod settings_edit;
+mod shim_command;
 mod signals;
+mod stage;
+mod start;
 pub mod state;
 pub mod status;
 pub mod token_file;
@@ -161,7 +171,7 @@ impl Host {
             if let Some(message) = reach::settings_problem(&file, &self.config_dir, &grants) {
                 return Err(SettingsError::Invalid {
                     path: file,
-                    message,
+                    message: message.to_string(),
                 });
             }
         }

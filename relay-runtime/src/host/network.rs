@@ -2,14 +2,16 @@
 //! the settings say so, and the proxy an allow-list session gets (started with the session,
 //! ended with it).
 
+use std::error::Error;
+use std::fmt;
+use std::io;
 use std::path::Path;
 
 use serde_json::json;
 
-use super::error::LaunchError;
 use super::state::State;
 use crate::net::proxy::{Denied, Proxy};
-use crate::net::{token_network_allowed, Network};
+use crate::net::{token_network_allowed, HostNetworkRefused, Network};
 use crate::sandbox::SandboxNet;
 use crate::settings::Settings;
 
@@ -29,27 +31,20 @@ pub fn check(
     network: &Network,
     carries_token: bool,
     settings: &Settings,
-) -> Result<(), LaunchError> {
+) -> Result<(), NetworkError> {
     if !cfg!(target_os = "linux") && *network != Network::Host {
         // No network namespace to put the session in: refused, never run on the host's network.
-        return Err(LaunchError::SandboxUnavailable(format!(
-            "network {:?} needs a network namespace of the session's own (Linux); on this \
-             system a template can use \"host\" only",
-            network.word()
-        )));
+        let network = network.word();
+        return Err(NetworkError::NeedsNamespace { network });
     }
     token_network_allowed(network, carries_token, settings.token_network)
-        .map_err(|e| LaunchError::SandboxUnavailable(e.to_string()))?;
+        .map_err(NetworkError::HostNetwork)?;
     match network {
         Network::Allow(list) if carries_token && !settings.token_wildcards => {
-            match list.wildcards().as_slice() {
-                [] => Ok(()),
-                w => Err(LaunchError::SandboxUnavailable(format!(
-                    "a launch with the token may reach {} only when the settings say \
-                     \"token_wildcards\": true (a wildcard covers hosts other people control); \
-                     list the exact host names instead",
-                    w.join(", ")
-                ))),
+            let hosts = list.wildcards();
+            match hosts.is_empty() {
+                true => Ok(()),
+                false => Err(NetworkError::Wildcards { hosts }),
             }
         }
         _ => Ok(()),
@@ -74,7 +69,7 @@ pub fn start(
     session_dir: &Path,
     state: &State,
     session_id: &str,
-) -> Result<(SandboxNet, Option<Proxy>), LaunchError> {
+) -> Result<(SandboxNet, Option<Proxy>), NetworkError> {
     let list = match network {
         Network::Host => return Ok((SandboxNet::Host, None)),
         Network::None => return Ok((SandboxNet::Loopback, None)),
@@ -82,19 +77,15 @@ pub fn start(
         // A network this build does not know: none at all.
         _ => return Ok((SandboxNet::Loopback, None)),
     };
-    let refuse = |what: String| {
-        LaunchError::SandboxUnavailable(format!(
-            "the network allow-list needs a proxy, which cannot be set up: {what}"
-        ))
-    };
+    let refuse = |what: String| move |source: io::Error| NetworkError::Proxy { what, source };
     let forwarder = std::env::current_exe()
         .and_then(|p| p.canonicalize())
-        .map_err(|e| refuse(format!("relay-host's own path: {e}")))?;
+        .map_err(refuse("relay-host's own path".into()))?;
     let socket = session_dir.join(SOCKET_NAME);
     // A socket left by an earlier run of this session id (the session folder is the host's,
     // and this launch holds the session's lock).
     let _ = std::fs::remove_file(&socket);
-    let mut events = State::open(state.path()).map_err(|e| refuse(format!("state folder: {e}")))?;
+    let mut events = State::open(state.path()).map_err(refuse("state folder".into()))?;
     // A refused host is the session's text: it may spell the token (`CONNECT <token>.x:443`).
     events.set_redactor(state.redactor().clone());
     let id = session_id.to_string();
@@ -112,6 +103,71 @@ pub fn start(
         ));
     });
     let proxy = Proxy::start(&socket, list, on_deny)
-        .map_err(|e| refuse(format!("socket {}: {e}", socket.display())))?;
+        .map_err(refuse(format!("socket {}", socket.display())))?;
     Ok((SandboxNet::Proxy { socket, forwarder }, Some(proxy)))
+}
+
+/// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).
+///
+/// ```
+/// use relay_runtime::host::network::NetworkError;
+/// let e = NetworkError::Wildcards { hosts: vec![".example.com".into()] };
+/// assert!(e.to_string().starts_with("a launch with the token may reach .example.com only"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NetworkError {
+    /// This system has no network namespace for a network other than the host's.
+    NeedsNamespace {
+        /// The network's word (`none`, `allow-list`).
+        network: &'static str,
+    },
+    /// A token launch on the host's network without the operator's setting.
+    HostNetwork(HostNetworkRefused),
+    /// A token launch whose allow-list has wildcards without the operator's setting.
+    Wildcards {
+        /// The wildcard entries.
+        hosts: Vec<String>,
+    },
+    /// The allow-list's proxy cannot be set up.
+    Proxy {
+        /// What failed, with its path.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for NetworkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetworkError::NeedsNamespace { network } => write!(
+                f,
+                "network {network:?} needs a network namespace of the session's own (Linux); on \
+                 this system a template can use \"host\" only"
+            ),
+            NetworkError::HostNetwork(e) => write!(f, "{e}"),
+            NetworkError::Wildcards { hosts } => write!(
+                f,
+                "a launch with the token may reach {} only when the settings say \
+                 \"token_wildcards\": true (a wildcard covers hosts other people control); \
+                 list the exact host names instead",
+                hosts.join(", ")
+            ),
+            NetworkError::Proxy { what, source } => write!(
+                f,
+                "the network allow-list needs a proxy, which cannot be set up: {what}: {source}"
+            ),
+        }
+    }
+}
+
+impl Error for NetworkError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            NetworkError::HostNetwork(e) => Some(e),
+            NetworkError::Proxy { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }

@@ -115,6 +115,108 @@ pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
+/// What a session could reach that a later launch relies on: each check's finding, with the
+/// paths it names. Its text is the refusal's or the warning's.
+///
+/// ```
+/// use relay_runtime::host::reach::Exposure;
+/// let e = Exposure::TokenMode { path: "/t".into(), mode: 0o644 };
+/// assert_eq!(e.to_string(), "read claude_token_file /t: mode 0644 lets others read it; chmod 600 it");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Exposure {
+    /// A `PATH` folder passes through a symlink inside a read-write grant.
+    PathFolderLink {
+        /// The `PATH` folder.
+        folder: PathBuf,
+        /// The symlink on its way.
+        link: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// A program (`what`: `relay-shim`, `command`, `bwrap`, `ssh`) lies inside a read-write
+    /// grant, outside every folder every sandbox keeps read-only.
+    Program {
+        /// Which program.
+        what: &'static str,
+        /// Its path (as found, or its real path).
+        path: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// The settings file's real path lies inside a read-write grant.
+    Settings {
+        /// Its real path.
+        real: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// The token file is readable or writable by group or others.
+    TokenMode {
+        /// The token file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token file is owned by neither the host's user nor root.
+    TokenOwner {
+        /// The token file.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// The user relay-host runs as.
+        me: u32,
+    },
+}
+
+impl std::fmt::Display for Exposure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let q = |p: &Path| p.display().to_string();
+        match self {
+            Exposure::PathFolderLink {
+                folder,
+                link,
+                grant,
+            } => write!(
+                f,
+                "PATH folder {:?} passes through the symlink {:?} inside the read-write grant \
+                 {:?}: it cannot be kept read-only, so it is skipped",
+                q(folder),
+                q(link),
+                q(grant)
+            ),
+            Exposure::Program { what, path, grant } => write!(
+                f,
+                "{what} {:?} lies inside the read-write grant {:?}, where a session could have \
+                 replaced it; install it outside every read-write grant or in ~/.local/bin",
+                q(path),
+                q(grant)
+            ),
+            Exposure::Settings { real, grant } => write!(
+                f,
+                "its real path {:?} lies inside the read-write grant {:?}, where a session could \
+                 rewrite it; keep the settings file itself in the config folder",
+                q(real),
+                q(grant)
+            ),
+            Exposure::TokenMode { path, mode } => write!(
+                f,
+                "read claude_token_file {}: mode {mode:04o} lets others read it; chmod 600 it",
+                path.display()
+            ),
+            Exposure::TokenOwner { path, uid, me } => write!(
+                f,
+                "read claude_token_file {}: owned by uid {uid}, not by the user relay-host runs \
+                 as (uid {me})",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Exposure {}
+
 /// Why a `PATH` folder inside a read-write grant cannot be kept read-only (it is, or passes
 /// through, a symlink a session could replace), or `None`.
 ///
@@ -123,19 +225,17 @@ pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
 /// let grants = [PathBuf::from("/nonexistent-home")];
 /// assert!(relay_runtime::host::reach::path_folder_problem(Path::new("/usr/bin"), &grants).is_none());
 /// ```
-pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<String> {
+pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<Exposure> {
     let g = holder(grants, folder)?;
     let mut p = g.clone();
     for c in folder.strip_prefix(g).ok()?.components() {
         p.push(c);
         if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Some(format!(
-                "PATH folder {:?} passes through the symlink {:?} inside the read-write grant \
-                 {:?}: it cannot be kept read-only, so it is skipped",
-                folder.display().to_string(),
-                p.display().to_string(),
-                g.display().to_string()
-            ));
+            return Some(Exposure::PathFolderLink {
+                folder: folder.to_path_buf(),
+                link: p,
+                grant: g.clone(),
+            });
         }
     }
     None
@@ -152,14 +252,14 @@ pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<String> 
 /// let guarded = [PathBuf::from("/home/me/.local/bin")];
 /// assert!(program_problem("claude", Path::new("/home/me/.local/bin/claude"), &grants, &guarded).is_none());
 /// let e = program_problem("bwrap", Path::new("/home/me/x/bwrap"), &grants, &guarded).unwrap();
-/// assert!(e.starts_with("bwrap \"/home/me/x/bwrap\" lies inside the read-write grant \"/home/me\""));
+/// assert!(e.to_string().starts_with("bwrap \"/home/me/x/bwrap\" lies inside the read-write grant \"/home/me\""));
 /// ```
 pub fn program_problem(
-    what: &str,
+    what: &'static str,
     program: &Path,
     grants: &[PathBuf],
     guarded: &[PathBuf],
-) -> Option<String> {
+) -> Option<Exposure> {
     let real = program
         .canonicalize()
         .unwrap_or_else(|_| program.to_path_buf());
@@ -171,12 +271,11 @@ pub fn program_problem(
         if guarded.iter().any(|d| folder == d) {
             continue;
         }
-        return Some(format!(
-            "{what} {:?} lies inside the read-write grant {:?}, where a session could have \
-             replaced it; install it outside every read-write grant or in ~/.local/bin",
-            p.display().to_string(),
-            g.display().to_string()
-        ));
+        return Some(Exposure::Program {
+            what,
+            path: p.to_path_buf(),
+            grant: g.clone(),
+        });
     }
     None
 }
@@ -190,9 +289,9 @@ pub fn program_problem(
 /// let grants = [PathBuf::from("/home/me")];
 /// let file = Path::new("/home/me/dotfiles/relay.json");
 /// let e = relay_runtime::host::reach::settings_problem(file, Path::new("/home/me/.config/relay"), &grants);
-/// assert!(e.unwrap().contains("lies inside the read-write grant"));
+/// assert!(e.unwrap().to_string().contains("lies inside the read-write grant"));
 /// ```
-pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> Option<String> {
+pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> Option<Exposure> {
     let real = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
     let config = config_dir
         .canonicalize()
@@ -200,13 +299,8 @@ pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> O
     if real.starts_with(&config) {
         return None;
     }
-    let g = holder(grants, &real)?;
-    Some(format!(
-        "its real path {:?} lies inside the read-write grant {:?}, where a session could \
-         rewrite it; keep the settings file itself in the config folder",
-        real.display().to_string(),
-        g.display().to_string()
-    ))
+    let grant = holder(grants, &real)?.clone();
+    Some(Exposure::Settings { real, grant })
 }
 
 /// Why the token file is exposed, or `None`: readable or writable by group or others, or owned
@@ -219,25 +313,21 @@ pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> O
 /// # use std::os::unix::fs::PermissionsExt;
 /// std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644))?;
 /// let e = relay_runtime::host::reach::token_file_problem(&f).unwrap();
-/// assert!(e.ends_with("mode 0644 lets others read it; chmod 600 it"));
+/// assert!(e.to_string().ends_with("mode 0644 lets others read it; chmod 600 it"));
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn token_file_problem(path: &Path) -> Option<String> {
+pub fn token_file_problem(path: &Path) -> Option<Exposure> {
     let m = std::fs::metadata(path).ok()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    let at = format!("read claude_token_file {}", path.display());
+    let path = path.to_path_buf();
     if m.mode() & 0o077 != 0 {
-        return Some(format!(
-            "{at}: mode {:04o} lets others read it; chmod 600 it",
-            m.mode() & 0o7777
-        ));
+        let mode = m.mode() & 0o7777;
+        return Some(Exposure::TokenMode { path, mode });
     }
     if m.uid() != me && m.uid() != 0 {
-        return Some(format!(
-            "{at}: owned by uid {}, not by the user relay-host runs as (uid {me})",
-            m.uid()
-        ));
+        let uid = m.uid();
+        return Some(Exposure::TokenOwner { path, uid, me });
     }
     None
 }

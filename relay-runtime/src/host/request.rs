@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -130,26 +130,89 @@ pub fn valid_session_id(id: &str) -> bool {
     crate::shim::SessionId::parse(id).is_some()
 }
 
-/// A request checked against the settings: what to launch.
+/// A request checked against the settings: what to launch. Made only by [`Request::validate`].
 ///
 /// ```
 /// use relay_runtime::host::request::Request;
 /// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell"}"#).unwrap();
 /// let v = r.validate(&Default::default()).unwrap();
-/// assert!(!v.claude);
+/// assert!(!v.claude());
 /// ```
 #[derive(Debug, Clone)]
 pub struct Validated {
+    request: Request,
+    template: Template,
+    claude: bool,
+    sandboxed: bool,
+    session_id: String,
+}
+
+impl Validated {
     /// The request.
-    pub request: Request,
+    ///
+    /// ```
+    /// # let r = relay_runtime::host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).unwrap().request().sandbox);
+    /// ```
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
     /// The template it resolved to.
-    pub template: Template,
+    ///
+    /// ```
+    /// # let r = relay_runtime::host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert_eq!(r.validate(&Default::default()).unwrap().template().id, "claude-code");
+    /// ```
+    pub fn template(&self) -> &Template {
+        &self.template
+    }
+
     /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
-    pub claude: bool,
+    ///
+    /// ```
+    /// # let r = relay_runtime::host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).unwrap().claude());
+    /// ```
+    pub fn claude(&self) -> bool {
+        self.claude
+    }
+
     /// True when it runs in the sandbox (the request asks for it and the template has one).
-    pub sandboxed: bool,
+    ///
+    /// ```
+    /// # let r = relay_runtime::host::request::Request::from_json(r#"{"kind": "claude", "sandbox": false}"#).unwrap();
+    /// assert!(!r.validate(&Default::default()).unwrap().sandboxed());
+    /// ```
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
+    }
+
     /// The session id (given or generated).
-    pub session_id: String,
+    ///
+    /// ```
+    /// # let r = relay_runtime::host::request::Request::from_json(r#"{"kind": "claude", "session_id": "s1"}"#).unwrap();
+    /// assert_eq!(r.validate(&Default::default()).unwrap().session_id(), "s1");
+    /// ```
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The project folder, once checked its real path.
+    ///
+    /// ```
+    /// # let r = relay_runtime::host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).unwrap().project().is_none());
+    /// ```
+    pub fn project(&self) -> Option<&Path> {
+        self.request.project.as_deref()
+    }
+
+    /// The request with its project replaced by the real path the launch checked.
+    pub(crate) fn with_real_project(mut self, real: PathBuf) -> Validated {
+        self.request.project = Some(real);
+        self
+    }
 }
 
 impl Request {

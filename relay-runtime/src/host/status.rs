@@ -78,7 +78,7 @@ pub fn report(host: &Host) -> Value {
 /// (kept or not). Reported, with a warning naming `relay-host gc`, never removed here:
 /// `status` changes nothing.
 fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
-    let placeholders = super::confine::leftover_placeholders(&host.state_dir);
+    let placeholders = super::placeholders::leftover(&host.state_dir);
     let sessions_dir = host.state_dir.join(super::state::SESSIONS_DIR);
     let mut folders: Vec<PathBuf> = std::fs::read_dir(&sessions_dir)
         .into_iter()
@@ -153,9 +153,9 @@ fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) 
     let guarded = reach::guarded_folders(host, &grants);
     let mut problems = Vec::new();
     if let Ok(Some(p)) = claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
-        problems.extend(reach::token_file_problem(&p));
+        problems.extend(reach::token_file_problem(&p).map(|e| e.to_string()));
     }
-    let mut programs: Vec<(&str, PathBuf)> = Vec::new();
+    let mut programs: Vec<(&'static str, PathBuf)> = Vec::new();
     programs.extend(host.find_shim(settings).ok().map(|p| ("relay-shim", p)));
     programs.extend(
         sandbox::find_bwrap(settings.bwrap.as_deref())
@@ -173,11 +173,11 @@ fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) 
         }
     }
     for (what, p) in &programs {
-        problems.extend(reach::program_problem(what, p, &grants, &guarded));
+        problems.extend(reach::program_problem(what, p, &grants, &guarded).map(|e| e.to_string()));
     }
     let warnings = crate::which::path_folders()
         .iter()
-        .filter_map(|d| reach::path_folder_problem(d, &grants))
+        .filter_map(|d| reach::path_folder_problem(d, &grants).map(|e| e.to_string()))
         .collect();
     (problems, warnings)
 }

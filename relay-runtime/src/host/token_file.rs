@@ -17,9 +17,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
+pub use super::settings_edit::{edit_json, edit_toml};
 use super::Host;
 use crate::path::claude_token_path_in;
-use crate::settings::Settings;
+use crate::sandbox::SandboxError;
+use crate::settings::{Settings, SettingsError};
+use crate::TokenPathError;
 use crate::{read_claude_token, sys, ClaudeToken};
 
 /// The setting `token import` writes when `claude_token_file` was empty: the recommended place,
@@ -60,10 +63,19 @@ pub enum ImportError {
         /// The error.
         source: io::Error,
     },
-    /// The settings cannot be read or updated.
-    Settings(String),
+    /// The settings cannot be read.
+    Settings(SettingsError),
+    /// The settings' `claude_token_file` names no usable path.
+    TokenPath(TokenPathError),
+    /// The settings file could not be given the `claude_token_file` the import wrote.
+    SettingByHand {
+        /// The settings file.
+        file: PathBuf,
+        /// The value to set by hand.
+        value: String,
+    },
     /// The way to the token file crosses a symlink a sandboxed session could have made.
-    Reachable(String),
+    Reachable(SandboxError),
 }
 
 impl fmt::Display for ImportError {
@@ -84,7 +96,14 @@ impl fmt::Display for ImportError {
             ),
             ImportError::TooLarge => write!(f, "the input is larger than {MAX_INPUT} bytes"),
             ImportError::Io { what, source } => write!(f, "{what}: {source}"),
-            ImportError::Settings(m) | ImportError::Reachable(m) => f.write_str(m),
+            ImportError::Settings(e) => write!(f, "{e}; fix the settings first"),
+            ImportError::TokenPath(e) => write!(f, "{e}"),
+            ImportError::SettingByHand { file, value } => write!(
+                f,
+                "could not add claude_token_file to {}: set it to {value:?} by hand",
+                file.display()
+            ),
+            ImportError::Reachable(e) => write!(f, "{e}; nothing was written"),
         }
     }
 }
@@ -93,6 +112,9 @@ impl std::error::Error for ImportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ImportError::Io { source, .. } => Some(source),
+            ImportError::Settings(e) => Some(e),
+            ImportError::TokenPath(e) => Some(e),
+            ImportError::Reachable(e) => Some(e),
             _ => None,
         }
     }
@@ -266,8 +288,8 @@ pub fn import(
     token: &ClaudeToken,
     file: Option<&Path>,
 ) -> Result<Imported, ImportError> {
-    let (settings, settings_file) = Settings::load_with_path(&host.config_dir)
-        .map_err(|e| ImportError::Settings(format!("{e}; fix the settings first")))?;
+    let (settings, settings_file) =
+        Settings::load_with_path(&host.config_dir).map_err(ImportError::Settings)?;
     let (path, setting) = match file {
         Some(f) if f.is_absolute() => (crate::path::clean(f), f.to_string_lossy().into_owned()),
         Some(f) => {
@@ -278,7 +300,7 @@ pub fn import(
         }
         None if !settings.claude_token_file.is_empty() => {
             let p = claude_token_path_in(&settings.claude_token_file, Some(&host.home))
-                .map_err(|e| ImportError::Settings(e.to_string()))?
+                .map_err(ImportError::TokenPath)?
                 .expect("a set value names a path");
             (p, settings.claude_token_file.clone())
         }
@@ -289,8 +311,7 @@ pub fn import(
     };
     let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
     let grants = super::reach::rw_grants(host, &settings, None, &claude_config);
-    crate::sandbox::check_write_path(&path, &grants)
-        .map_err(|e| ImportError::Reachable(format!("{e}; nothing was written")))?;
+    crate::sandbox::check_write_path(&path, &grants).map_err(ImportError::Reachable)?;
     let replaced = path.exists();
     let mut bytes = Zeroizing::new(Vec::with_capacity(token.len() + 1));
     bytes.extend_from_slice(token.expose_bytes());
@@ -396,11 +417,9 @@ fn set_token_setting(
             Settings::from_json(t)
         }
     };
-    let by_hand = || {
-        ImportError::Settings(format!(
-            "could not add claude_token_file to {}: set it to {value:?} by hand",
-            path.display()
-        ))
+    let by_hand = || ImportError::SettingByHand {
+        file: path.to_path_buf(),
+        value: value.to_string(),
     };
     let (Ok(before), Ok(mut after)) = (parse(&old), parse(&new)) else {
         return Err(by_hand());
@@ -415,91 +434,6 @@ fn set_token_setting(
     write_atomically(&path, new.as_bytes(), mode, false)
         .map_err(io_err(format!("write {}", path.display())))?;
     Ok(path)
-}
-
-/// `text` (JSON settings) with `claude_token_file` set to `value`: an empty value replaced in
-/// place, else the key added first in the top-level object.
-///
-/// ```
-/// use relay_runtime::host::token_file::edit_json;
-/// assert_eq!(edit_json("{\n  \"bwrap\": \"/b\"\n}\n", "/t"), "{\n  \"claude_token_file\": \"/t\",\n  \"bwrap\": \"/b\"\n}\n");
-/// assert_eq!(edit_json("{\"claude_token_file\": \"\"}", "/t"), "{\"claude_token_file\": \"/t\"}");
-/// assert_eq!(edit_json("", "/t"), "{\n  \"claude_token_file\": \"/t\"\n}\n");
-/// ```
-pub fn edit_json(text: &str, value: &str) -> String {
-    let quoted = serde_json::to_string(value).expect("a string serializes");
-    if let Some((a, b)) = empty_json_value(text) {
-        return format!("{}{quoted}{}", &text[..a], &text[b..]);
-    }
-    let Some(open) = text.find('{').filter(|&o| text[..o].trim().is_empty()) else {
-        return format!("{{\n  \"claude_token_file\": {quoted}\n}}\n");
-    };
-    let rest = &text[open + 1..];
-    let ws_len = rest.len() - rest.trim_start().len();
-    let ws = &rest[..ws_len];
-    let empty = rest.trim_start().starts_with('}');
-    let entry = format!("\"claude_token_file\": {quoted}");
-    let inserted = match (ws.rfind('\n'), empty) {
-        (Some(nl), false) => format!("\n{}{entry},{ws}", &ws[nl + 1..]),
-        (Some(_), true) => format!("\n  {entry}{ws}"),
-        (None, false) if ws.is_empty() => format!("{entry}, "),
-        (None, false) => format!("{entry},{ws}"),
-        (None, true) => format!("{entry}{ws}"),
-    };
-    format!("{}{inserted}{}", &text[..=open], &rest[ws_len..])
-}
-
-/// The byte range of the `""` after `"claude_token_file":`, when the key holds an empty string.
-fn empty_json_value(text: &str) -> Option<(usize, usize)> {
-    let key = "\"claude_token_file\"";
-    let at = text.find(key)? + key.len();
-    let rest = &text[at..];
-    let after_ws = rest.trim_start();
-    let after_colon = after_ws.strip_prefix(':')?.trim_start();
-    let start = text.len() - after_colon.len();
-    after_colon
-        .starts_with("\"\"")
-        .then_some((start, start + 2))
-}
-
-/// `text` (TOML settings) with `claude_token_file` set to `value`: an empty value's line replaced,
-/// else a line added at the top (the root table's keys come before any table).
-///
-/// ```
-/// use relay_runtime::host::token_file::edit_toml;
-/// assert_eq!(edit_toml("bwrap = \"/b\"\n", "/t"), "claude_token_file = \"/t\"\nbwrap = \"/b\"\n");
-/// assert_eq!(edit_toml("claude_token_file = \"\" # none\n", "/t"), "claude_token_file = \"/t\" # none\n");
-/// ```
-pub fn edit_toml(text: &str, value: &str) -> String {
-    let quoted = toml::Value::String(value.to_string()).to_string();
-    let mut out = String::with_capacity(text.len() + quoted.len() + 24);
-    let mut done = false;
-    for line in text.split_inclusive('\n') {
-        let t = line.trim_start();
-        if t.starts_with('[') {
-            done = true;
-        }
-        let empty = t
-            .strip_prefix("claude_token_file")
-            .map(str::trim_start)
-            .and_then(|r| r.strip_prefix('='))
-            .map(str::trim_start)
-            .and_then(|r| r.strip_prefix("\"\"").or_else(|| r.strip_prefix("''")));
-        match (done, empty) {
-            (false, Some(tail)) => {
-                out.push_str(&line[..line.len() - t.len()]);
-                out.push_str("claude_token_file = ");
-                out.push_str(&quoted);
-                out.push_str(tail);
-                done = true;
-            }
-            _ => out.push_str(line),
-        }
-    }
-    if out == text {
-        return format!("claude_token_file = {quoted}\n{text}");
-    }
-    out
 }
 
 /// The token file's health as JSON: path, mode, owner, link count, size, age, whether it reads
@@ -606,9 +540,44 @@ fn owner_name(uid: u32) -> String {
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn configured_path(host: &Host) -> Result<Option<PathBuf>, String> {
-    let settings = host.settings().map_err(|e| e.to_string())?;
-    claude_token_path_in(&settings.claude_token_file, Some(&host.home)).map_err(|e| e.to_string())
+pub fn configured_path(host: &Host) -> Result<Option<PathBuf>, ConfiguredPathError> {
+    let settings = host.settings().map_err(ConfiguredPathError::Settings)?;
+    claude_token_path_in(&settings.claude_token_file, Some(&host.home))
+        .map_err(ConfiguredPathError::TokenPath)
+}
+
+/// Why [`configured_path`] names no token file: the settings or their `claude_token_file`.
+///
+/// ```
+/// use relay_runtime::host::token_file::ConfiguredPathError;
+/// let e = relay_token::claude_token_path_in("relative/token", None).unwrap_err();
+/// assert_eq!(ConfiguredPathError::TokenPath(e.clone()).to_string(), e.to_string());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfiguredPathError {
+    /// The settings cannot be read or trusted.
+    Settings(SettingsError),
+    /// `claude_token_file` names no usable path.
+    TokenPath(TokenPathError),
+}
+
+impl fmt::Display for ConfiguredPathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfiguredPathError::Settings(e) => write!(f, "{e}"),
+            ConfiguredPathError::TokenPath(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfiguredPathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfiguredPathError::Settings(e) => Some(e),
+            ConfiguredPathError::TokenPath(e) => Some(e),
+        }
+    }
 }
 
 #[cfg(test)]

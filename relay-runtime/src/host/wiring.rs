@@ -28,6 +28,7 @@ use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -138,7 +139,7 @@ impl ShimWiring {
         let cancel = match sys::pipe2_cloexec() {
             Ok(pair) => pair,
             Err(e) => {
-                let _ = tx.send(Err(HelloError::Io(e.to_string())));
+                let _ = tx.send(Err(e.into()));
                 return gate;
             }
         };
@@ -158,7 +159,7 @@ impl ShimWiring {
                 gate.cancel = Some(cancel_w);
             }
             Err(e) => {
-                let _ = fail.send(Err(HelloError::Io(format!("bridge thread: {e}"))));
+                let _ = fail.send(Err(HelloError::Thread(Arc::new(e))));
             }
         }
         gate

@@ -1,0 +1,99 @@
+//! A launch's audit row, built from the stage the launch reached: the request's own words
+//! before it was validated, the template and session it resolved to after, and whether the
+//! token was handed over once the shim was spawned.
+
+use serde_json::{json, Value};
+
+use super::error::LaunchError;
+use super::request::{Request, Validated};
+
+/// What a launch is about, as far as it got.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AuditRow {
+    kind: &'static str,
+    template: String,
+    sandbox: bool,
+    token: bool,
+    session_id: Option<String>,
+}
+
+/// A refused launch: why, and the row of the stage it reached.
+pub(crate) struct Refused {
+    /// Why.
+    pub error: LaunchError,
+    /// The audit row of the stage it reached.
+    pub row: AuditRow,
+}
+
+impl AuditRow {
+    /// A launch refused before its request was read.
+    pub(crate) fn early() -> AuditRow {
+        AuditRow::default()
+    }
+
+    /// A launch with its request read, not yet validated.
+    pub(crate) fn of_request(r: &Request) -> AuditRow {
+        AuditRow {
+            kind: r.kind.as_str(),
+            template: r.template.clone().unwrap_or_default(),
+            sandbox: r.sandbox,
+            token: false,
+            session_id: r.session_id.clone(),
+        }
+    }
+
+    /// A validated launch, which has not handed the token over (yet).
+    pub(crate) fn of_validated(v: &Validated) -> AuditRow {
+        AuditRow {
+            kind: v.request().kind.as_str(),
+            template: v.template().id.clone(),
+            sandbox: v.sandboxed(),
+            token: false,
+            session_id: Some(v.session_id().to_string()),
+        }
+    }
+
+    /// The row once the shim was spawned: `token` says whether it got the token.
+    pub(crate) fn spawned(self, carries_token: bool) -> AuditRow {
+        AuditRow {
+            token: carries_token,
+            ..self
+        }
+    }
+
+    /// The launch refused with `error` at this stage (boxed: the error and the row are large).
+    pub(crate) fn refused(&self, error: LaunchError) -> Box<Refused> {
+        Box::new(Refused {
+            error,
+            row: self.clone(),
+        })
+    }
+
+    /// The session id, once known.
+    pub(crate) fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// How the token went: `fd` or `none`.
+    pub(crate) fn token_word(&self) -> &'static str {
+        if self.token {
+            "fd"
+        } else {
+            "none"
+        }
+    }
+
+    /// The `session_launch` row with its outcome and message.
+    pub(crate) fn row(&self, outcome: &str, message: &str) -> Value {
+        json!({
+            "event": "session_launch",
+            "outcome": outcome,
+            "kind": self.kind,
+            "template": self.template,
+            "sandbox": self.sandbox,
+            "token": self.token_word(),
+            "session_id": self.session_id,
+            "message": message,
+        })
+    }
+}
