@@ -39,6 +39,7 @@ mod confine;
 pub mod demo;
 pub mod error;
 pub mod human;
+mod invalid_spec;
 pub mod launch;
 mod launch_token;
 pub mod logs;

@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::request::InvalidSpec;
+use super::request::{InvalidSpec, ProjectRule};
 
 /// Folders that may never be a project, nor hold one.
 pub const SYSTEM_TREES: &[&str] = &[
@@ -35,39 +35,34 @@ pub const SYSTEM_FOLDERS: &[&str] = &[
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn check_project(given: &Path, own: &[&Path], euid: u32) -> Result<PathBuf, InvalidSpec> {
-    let refuse =
-        |rule: &str| InvalidSpec(format!("project {:?}: {rule}", given.display().to_string()));
+    let refuse = |rule: ProjectRule| InvalidSpec::Project {
+        path: given.to_path_buf(),
+        rule,
+    };
     if given.as_os_str().as_bytes().contains(&0) {
-        return Err(refuse("holds a NUL byte, which no path can"));
+        return Err(refuse(ProjectRule::Nul));
     }
-    // An error without an errno (none is left once NUL is refused) says its own words.
-    let real = given.canonicalize().map_err(|e| {
-        refuse(
-            &e.raw_os_error()
-                .map_or_else(|| e.to_string(), crate::sys::errno_words),
-        )
-    })?;
-    let meta = std::fs::metadata(&real).map_err(|e| refuse(&e.to_string()))?;
+    let real = given
+        .canonicalize()
+        .map_err(|e| refuse(ProjectRule::Resolve(e)))?;
+    let meta = std::fs::metadata(&real).map_err(|e| refuse(ProjectRule::Metadata(e)))?;
     if !meta.is_dir() {
-        return Err(refuse("not a folder"));
+        return Err(refuse(ProjectRule::NotAFolder));
     }
     if is_system(&real, euid) {
-        return Err(refuse("a system folder cannot be a project"));
+        return Err(refuse(ProjectRule::System));
     }
     for o in own {
         let o = o.canonicalize().unwrap_or_else(|_| o.to_path_buf());
         if real.starts_with(&o) {
-            return Err(refuse(&format!(
-                "lies inside the relay's own folder {:?}",
-                o.display().to_string()
-            )));
+            return Err(refuse(ProjectRule::InOwnFolder(o)));
         }
     }
     if meta.uid() != euid {
-        return Err(refuse(&format!(
-            "owned by uid {}, not by the user relay-host runs as (uid {euid})",
-            meta.uid()
-        )));
+        return Err(refuse(ProjectRule::Owner {
+            uid: meta.uid(),
+            euid,
+        }));
     }
     Ok(real)
 }

@@ -1,7 +1,6 @@
 //! A launch request, as `relay-host launch` reads it, and its validation.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -99,22 +98,7 @@ fn yes() -> bool {
     true
 }
 
-/// A request that cannot be launched: the answer is `invalid_spec` (exit 64).
-///
-/// ```
-/// let e = relay_runtime::host::request::Request::from_json("not json").unwrap_err();
-/// assert!(e.to_string().starts_with("request is not valid JSON"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidSpec(pub String);
-
-impl fmt::Display for InvalidSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InvalidSpec {}
+pub use super::invalid_spec::{InvalidSpec, ProjectRule};
 
 /// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.` (no hidden
 /// or parent folder) nor `-` (never read as an option where it is passed on).
@@ -224,15 +208,13 @@ impl Request {
     /// ```
     pub fn from_json(text: &str) -> Result<Request, InvalidSpec> {
         if text.trim_start().starts_with('[') {
-            return Err(InvalidSpec(
-                "request: must be one JSON object ({\"kind\": ...}), not an array".into(),
-            ));
+            return Err(InvalidSpec::Array);
         }
         serde_json::from_str(text).map_err(|e| {
             if e.is_syntax() || e.is_eof() {
-                InvalidSpec(format!("request is not valid JSON: {e}"))
+                InvalidSpec::NotJson(e)
             } else {
-                InvalidSpec(format!("request: {e}"))
+                InvalidSpec::Shape(e)
             }
         })
     }
@@ -245,64 +227,55 @@ impl Request {
     /// assert!(r.validate(&Default::default()).is_err());
     /// ```
     pub fn validate(self, settings: &Settings) -> Result<Validated, InvalidSpec> {
-        let bad = |m: String| Err(InvalidSpec(m));
         let template_id = match (self.kind, self.template.as_deref()) {
             (Kind::Claude, None) | (Kind::Claude, Some(CLAUDE_TEMPLATE)) => CLAUDE_TEMPLATE,
             (Kind::Claude, Some(t)) => {
-                return bad(format!(
-                    "kind \"claude\" takes the {CLAUDE_TEMPLATE:?} template, not {t:?}"
-                ))
+                return Err(InvalidSpec::ClaudeTemplate {
+                    expected: CLAUDE_TEMPLATE,
+                    given: t.to_string(),
+                })
             }
             (Kind::Terminal, Some(t)) => t,
-            (Kind::Terminal, None) => return bad("kind \"terminal\" needs a template".into()),
+            (Kind::Terminal, None) => return Err(InvalidSpec::TerminalWithoutTemplate),
             (k, None) => k.as_str(),
             (k, Some(t)) if t == k.as_str() => t,
             (k, Some(t)) => {
-                return bad(format!(
-                    "kind {:?} takes the template of its own name, not {t:?}",
-                    k.as_str()
-                ))
+                return Err(InvalidSpec::KindTemplate {
+                    kind: k.as_str(),
+                    given: t.to_string(),
+                })
             }
         };
         let Some(template) = settings.template(template_id) else {
-            return bad(format!("no template {template_id:?} is defined"));
+            return Err(InvalidSpec::UnknownTemplate(template_id.to_string()));
         };
         let session_id = match &self.session_id {
             Some(id) if valid_session_id(id) => id.clone(),
-            Some(id) => {
-                return bad(format!(
-                    "session_id {id:?}: use 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)"
-                ))
-            }
+            Some(id) => return Err(InvalidSpec::SessionId(id.clone())),
             None => new_session_id(),
         };
         if let Some(r) = &self.resume {
             if !valid_session_id(r) {
-                return bad(format!("resume {r:?}: not a session id"));
+                return Err(InvalidSpec::Resume(r.clone()));
             }
         }
         if let Some(p) = &self.project {
             if !p.is_absolute() {
-                return bad(format!(
-                    "project {:?}: must be absolute",
-                    p.display().to_string()
-                ));
+                return Err(InvalidSpec::ProjectNotAbsolute(p.clone()));
             }
         }
         if let Some(h) = &self.host {
             if h.is_empty() || h.starts_with('-') || h.chars().any(|c| c.is_control() || c == ' ') {
-                return bad(format!("host {h:?}: not a host name"));
+                return Err(InvalidSpec::Host(h.clone()));
             }
         }
         check_sizes(&self)?;
         for (k, val) in &self.env {
             if k.is_empty() || k.contains('=') || k.contains('\0') || val.contains('\0') {
-                return bad(format!("env {k:?}: not a variable name and value"));
+                return Err(InvalidSpec::EnvEntry(k.clone()));
             }
             if k == crate::TOKEN_FD_VAR {
-                return bad(format!(
-                    "env {k:?}: only the host names a token descriptor, beside the descriptor"
-                ));
+                return Err(InvalidSpec::EnvTokenVar(k.clone()));
             }
         }
         let claude =
@@ -333,11 +306,11 @@ pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
     let mut bytes = Vec::new();
     r.take(max as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| InvalidSpec(format!("request: {e}")))?;
+        .map_err(InvalidSpec::Read)?;
     if bytes.len() > max {
-        return Err(InvalidSpec("request: larger than 1 MiB".into()));
+        return Err(InvalidSpec::TooLarge);
     }
-    String::from_utf8(bytes).map_err(|_| InvalidSpec("request: not UTF-8".into()))
+    String::from_utf8(bytes).map_err(|_| InvalidSpec::NotUtf8)
 }
 
 /// Variable names a token launch's request may never set, whatever a template allows: the
@@ -373,24 +346,19 @@ pub const NEVER_CLAUDE_FLAGS: &[&str] = &[
 pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<(), InvalidSpec> {
     for k in request.env.keys() {
         if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
-            return Err(InvalidSpec(format!(
-                "env {k:?}: a launch that carries the token may not set {p}* variables"
-            )));
+            return Err(InvalidSpec::EnvPrefix {
+                name: k.clone(),
+                prefix: p,
+            });
         }
         if !allowed_env.iter().any(|a| a == k) {
-            return Err(InvalidSpec(format!(
-                "env {k:?}: not in the template's request_env list, so a launch that carries the \
-                 token may not set it"
-            )));
+            return Err(InvalidSpec::EnvNotAllowed(k.clone()));
         }
     }
     for a in &request.extra_args {
         let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
         if NEVER_CLAUDE_FLAGS.contains(&flag) {
-            return Err(InvalidSpec(format!(
-                "extra_args {flag:?}: a launch that carries the token may not load settings, \
-                 servers, plugins or folders from its request"
-            )));
+            return Err(InvalidSpec::Flag(flag.to_string()));
         }
     }
     Ok(())
@@ -404,15 +372,17 @@ pub const MAX_REQUEST_BYTES: usize = 65536;
 /// larger than [`MAX_REQUEST_BYTES`], naming the field.
 fn check_sizes(r: &Request) -> Result<(), InvalidSpec> {
     if let Some(i) = r.extra_args.iter().position(|a| a.contains('\0')) {
-        return Err(InvalidSpec(format!("extra_args[{i}]: holds a NUL byte")));
+        return Err(InvalidSpec::ArgNul(i));
     }
     let env: usize = r.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
     let args: usize = r.extra_args.iter().map(|a| a.len() + 1).sum();
     for (field, n) in [("env", env), ("extra_args", args)] {
         if n > MAX_REQUEST_BYTES {
-            return Err(InvalidSpec(format!(
-                "{field}: {n} bytes, more than the {MAX_REQUEST_BYTES} a request may hold"
-            )));
+            return Err(InvalidSpec::TooBig {
+                field,
+                bytes: n,
+                max: MAX_REQUEST_BYTES,
+            });
         }
     }
     Ok(())
