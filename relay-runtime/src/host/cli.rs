@@ -142,22 +142,13 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
             0
         }
         Err(e) => {
-            use token_file::ImportError as E;
-            match e {
+            if e.echoes_nothing() {
                 // Fixed words and counts: nothing of the input.
-                E::NoToken { .. } | E::Several(_) | E::TooLarge => {
-                    super::human::print_error_as_is(&e.to_string());
-                    ExitCode::Usage.code()
-                }
-                E::Io { .. } => {
-                    print_error(&e.to_string());
-                    ExitCode::Internal.code()
-                }
-                E::Settings(_) | E::TokenPath(_) | E::SettingByHand { .. } | E::Reachable(_) => {
-                    print_error(&e.to_string());
-                    ExitCode::Unavailable.code()
-                }
+                super::human::print_error_as_is(&e.to_string());
+            } else {
+                print_error(&e.to_string());
             }
+            e.exit_code().code()
         }
     }
 }

@@ -19,6 +19,7 @@ use zeroize::Zeroizing;
 
 pub use super::settings_edit::{edit_json, edit_toml};
 use super::Host;
+use crate::exit::ExitCode;
 use crate::path::claude_token_path_in;
 use crate::sandbox::SandboxError;
 use crate::settings::{Settings, SettingsError};
@@ -76,6 +77,42 @@ pub enum ImportError {
     },
     /// The way to the token file crosses a symlink a sandboxed session could have made.
     Reachable(SandboxError),
+}
+
+impl ImportError {
+    /// The exit code of `relay-host token import` for this error: 64 for input that holds no
+    /// single token, 70 for a failed read or write, 78 for settings that cannot take it.
+    ///
+    /// ```
+    /// use relay_runtime::{exit::ExitCode, host::token_file::ImportError};
+    /// assert_eq!(ImportError::TooLarge.exit_code(), ExitCode::Usage);
+    /// ```
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            ImportError::NoToken { .. } | ImportError::Several(_) | ImportError::TooLarge => {
+                ExitCode::Usage
+            }
+            ImportError::Io { .. } => ExitCode::Internal,
+            ImportError::Settings(_)
+            | ImportError::TokenPath(_)
+            | ImportError::SettingByHand { .. }
+            | ImportError::Reachable(_) => ExitCode::Unavailable,
+        }
+    }
+
+    /// True for an error of fixed words and counts, which holds nothing of the input and is
+    /// printed as it is.
+    ///
+    /// ```
+    /// use relay_runtime::host::token_file::ImportError;
+    /// assert!(ImportError::Several(2).echoes_nothing());
+    /// ```
+    pub fn echoes_nothing(&self) -> bool {
+        matches!(
+            self,
+            ImportError::NoToken { .. } | ImportError::Several(_) | ImportError::TooLarge
+        )
+    }
 }
 
 impl fmt::Display for ImportError {
