@@ -191,7 +191,8 @@ pub fn claude_cli() -> PathBuf {
 /// ```
 pub fn upstream_bwrap() -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
-    if let Some(why) = std::env::var_os("RELAY_TEST_UPSTREAM_BWRAP_SKIP").filter(|v| !v.is_empty()) {
+    if let Some(why) = std::env::var_os("RELAY_TEST_UPSTREAM_BWRAP_SKIP").filter(|v| !v.is_empty())
+    {
         return Err(why.to_string_lossy().into_owned());
     }
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))

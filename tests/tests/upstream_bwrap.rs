@@ -34,7 +34,11 @@ fn upstream() -> Option<PathBuf> {
 /// The first line `bwrap --version` prints.
 fn version(bwrap: &Path) -> String {
     let out = Command::new(bwrap).arg("--version").output().unwrap();
-    assert!(out.status.success(), "{} --version: {out:?}", bwrap.display());
+    assert!(
+        out.status.success(),
+        "{} --version: {out:?}",
+        bwrap.display()
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .next()
@@ -109,7 +113,10 @@ fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
     let bound_by_fd = opts
         .windows(3)
         .any(|w| w[0] == "--bind-fd" && w[2] == project);
-    assert!(bound_by_fd, "the project is not bound by descriptor: {opts:?}");
+    assert!(
+        bound_by_fd,
+        "the project is not bound by descriptor: {opts:?}"
+    );
 
     fx.set_bwrap(&up);
     fx.clear_record();
@@ -142,7 +149,11 @@ fn a_shell_session_under_upstream_bwrap_cannot_arm_a_later_launch() {
     let targets: Vec<(String, PathBuf)> = home_names
         .iter()
         .map(|n| (format!("~/{n}"), fx.home.join(n)))
-        .chain(project_names.iter().map(|n| (n.to_string(), project.join(n))))
+        .chain(
+            project_names
+                .iter()
+                .map(|n| (n.to_string(), project.join(n))),
+        )
         .collect();
     let before: Vec<Option<Vec<u8>>> = targets.iter().map(|(_, p)| std::fs::read(p).ok()).collect();
     let mut script = String::new();
@@ -164,12 +175,21 @@ fn a_shell_session_under_upstream_bwrap_cannot_arm_a_later_launch() {
     std::fs::write(&req, body.to_string()).unwrap();
     let (code, stdout, text) = launch(&fx, &req);
     assert!(!text.contains(&token), "the output holds the token");
-    assert!(stdout.contains("session-ran"), "the session did not run: {text}");
+    assert!(
+        stdout.contains("session-ran"),
+        "the session did not run: {text}"
+    );
     assert_eq!(code, Some(0), "{text}");
     for (name, _) in &targets {
-        assert!(stdout.contains(&format!("denied {name}")), "{name}: {stdout}");
+        assert!(
+            stdout.contains(&format!("denied {name}")),
+            "{name}: {stdout}"
+        );
     }
     assert!(stdout.contains("denied the token"), "{stdout}");
     let after: Vec<Option<Vec<u8>>> = targets.iter().map(|(_, p)| std::fs::read(p).ok()).collect();
-    assert_eq!(after, before, "a file a later launch reads changed on the host");
+    assert_eq!(
+        after, before,
+        "a file a later launch reads changed on the host"
+    );
 }
