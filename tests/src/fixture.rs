@@ -67,7 +67,7 @@ impl Fixture {
             std::fs::create_dir_all(d).unwrap();
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let settings = json!({
+        let mut settings = json!({
             "claude_token_file": "~/.config/acme-ltt/token",
             "templates": [{
                 "id": "claude-code",
@@ -75,6 +75,9 @@ impl Fixture {
                 "sandbox": {"read_write": ["{project}"]},
             }],
         });
+        if let Some(bwrap) = crate::settings_bwrap() {
+            settings["bwrap"] = json!(bwrap);
+        }
         let settings_file = config.join("settings.json");
         std::fs::write(&settings_file, settings.to_string()).unwrap();
         // 0644 whatever the umask: a host run as another user (`nobody`) reads it too.
@@ -109,6 +112,20 @@ impl Fixture {
             s["token_network"] = json!("host");
         }
         s["templates"][0]["network"] = network;
+        std::fs::write(&path, s.to_string()).unwrap();
+    }
+
+    /// Sets the `bwrap` setting: the bubblewrap every sandboxed launch of this installation runs.
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// fx.set_bwrap("/usr/bin/bwrap".as_ref());
+    /// ```
+    pub fn set_bwrap(&self, bwrap: &Path) {
+        let path = self.config.join("settings.json");
+        let mut s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        s["bwrap"] = json!(bwrap);
         std::fs::write(&path, s.to_string()).unwrap();
     }
 

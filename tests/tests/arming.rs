@@ -161,8 +161,11 @@ impl World {
         sha256_hex(self.token.as_bytes())
     }
 
-    /// Writes `settings.json` (0644).
-    fn settings(&self, v: Value) {
+    /// Writes `settings.json` (0644), naming `$RELAY_TEST_BWRAP` as its `bwrap` when set.
+    fn settings(&self, mut v: Value) {
+        if let (Some(b), Some(o)) = (relay_tests::settings_bwrap(), v.as_object_mut()) {
+            o.entry("bwrap").or_insert(json!(b));
+        }
         write(&self.cfg.join("settings.json"), &v.to_string(), 0o644);
     }
 

@@ -22,8 +22,8 @@
 //! - `bwrap N binds`: `bwrap --ro-bind / / --dev /dev --proc /proc --bind P P` and N more
 //!   `--bind G G`;
 //! - peers where installed: `firejail --quiet --noprofile --read-only=/ --read-write=P
-//!   --net=none AGENT`, Anthropic's `srt AGENT`, codex's `codex sandbox linux --full-auto
-//!   AGENT`.
+//!   --net=none AGENT`, Anthropic's `srt AGENT`, codex's `codex sandbox -c
+//!   sandbox_mode="workspace-write" -- AGENT` (in P).
 //!
 //! Before timing, one launch of each relay world is counted: bwrap's arguments (captured), and
 //! the placeholders it made (read while the session runs); each relay series runs once with the
@@ -418,11 +418,21 @@ fn main() {
             ],
         ),
         ("srt", vec![]),
+        // codex 0.171: `codex sandbox [-c KEY=VALUE] -- COMMAND`; workspace-write makes the
+        // current folder (the peers' project, below) writable, the rest read-only.
         (
             "codex",
-            vec!["sandbox".into(), "linux".into(), "--full-auto".into()],
+            vec![
+                "sandbox".into(),
+                "-c".into(),
+                "sandbox_mode=\"workspace-write\"".into(),
+                "--".into(),
+            ],
         ),
     ];
+    // The peers run in their project (codex's workspace is the current folder); relay's launches
+    // and bwrap name every path absolutely.
+    std::env::set_current_dir(&p).unwrap();
     for (name, args) in peers {
         match on_path(name) {
             Some(prog) => {
