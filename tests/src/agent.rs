@@ -284,7 +284,7 @@ impl Setup {
         let child = cmd.spawn().expect("spawn relay-host");
         let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);
         let turn = Turn {
-            code: f.code(),
+            code: f.code,
             killed: f.killed,
             stdout: f.stdout,
             stderr: f.stderr,

@@ -17,10 +17,11 @@ use std::ffi::OsString;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use relay_tests::listener::AuthListener;
+use relay_tests::run::{finish_with, Out};
 use relay_tests::{fake_agent, relay_host, relay_shim, sha256_hex};
 use serde_json::{json, Value};
 
@@ -32,49 +33,6 @@ const CLAUDE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The line every shell session prints last, so a refused launch cannot pass for a denied write.
 const RAN: &str = "relay-session-ran";
-
-/// What a finished (or killed) command left.
-#[derive(Debug)]
-struct Out {
-    /// The exit code; `None` when killed by a signal.
-    code: Option<i32>,
-    /// The signal that ended it, if any.
-    signal: Option<i32>,
-    /// True when the test killed it (deadline or stop condition), false when it ended by itself.
-    killed: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn describe(&self) -> String {
-        format!(
-            "exit {:?} signal {:?} killed {}\nstdout: {}\nstderr: {}",
-            self.code, self.signal, self.killed, self.stdout, self.stderr
-        )
-    }
-
-    /// The last stderr line that parses as JSON (a refusal's answer).
-    fn answer(&self) -> Value {
-        self.stderr
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<Value>(l).ok())
-            .unwrap_or_else(|| panic!("no JSON answer on stderr: {}", self.describe()))
-    }
-}
-
-/// Waits for `child` until it ends, `stop()` holds, or `timeout` passes (then kills its group).
-fn finish(child: Child, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
-    let f = relay_tests::run::finish_with(child, timeout, stop);
-    Out {
-        code: f.code(),
-        signal: f.signal(),
-        killed: f.killed,
-        stdout: f.stdout,
-        stderr: f.stderr,
-    }
-}
 
 fn mkdir(p: &Path, mode: u32) {
     std::fs::create_dir_all(p).unwrap();
@@ -221,7 +179,7 @@ impl World {
 
     /// Runs `cmd` under `timeout` (and `stop`); checks neither stream holds the token.
     fn run(&self, mut cmd: Command, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
-        let out = finish(cmd.spawn().unwrap(), timeout, stop);
+        let out = finish_with(cmd.spawn().unwrap(), timeout, stop);
         self.assert_no_token_in(
             "the output",
             format!("{}{}", out.stdout, out.stderr).as_bytes(),

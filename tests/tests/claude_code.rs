@@ -8,16 +8,14 @@
 //! Every folder lives under a root-owned 0755 folder in `/var/tmp`: `/tmp` is private inside the
 //! sandbox, and the link checks refuse a token path through a folder others may write.
 
-use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use relay_tests::run::{finish_with, Out};
 use relay_tests::spawn_with_fds;
 use relay_token::{ClaudeToken, TokenPipe};
 use serde_json::{json, Value};
@@ -77,32 +75,6 @@ fn claude_cli() -> PathBuf {
     path
 }
 
-/// What a finished run left.
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    /// Stdout as one JSON value; panics with both streams when it is not.
-    fn json(&self, what: &str) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{what}: stdout is not one JSON value ({e}); exit {:?}\nstdout: {}\nstderr: {}",
-                self.code, self.stdout, self.stderr
-            )
-        })
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "exit {:?}\nstdout: {}\nstderr: {}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
 /// Prepares `cmd` to run in a process group of its own, stdin `/dev/null`, stdout and stderr on
 /// pipes, and spawns it.
 fn spawn(cmd: &mut Command) -> Child {
@@ -121,69 +93,15 @@ fn prepare(cmd: &mut Command) {
 /// Waits for `child` and both its streams to end, at most [`RUN_TIMEOUT`]. On a hang it kills
 /// the child's whole process group (so `relay-shim` goes too, and `bwrap` with it: it dies with
 /// its parent) and panics with what the streams held so far.
-fn finish(mut child: Child, what: &str) -> Out {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>)>();
-    let mut readers = 0;
-    for (i, stream) in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let Some(mut stream) = stream else { continue };
-        readers += 1;
-        let tx = tx.clone();
-        thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stream.read_to_end(&mut buf);
-            let _ = tx.send((i, buf));
-        });
-    }
-    drop(tx);
-    let mut streams = [Vec::new(), Vec::new()];
-    let kill_and_fail = |child: &mut Child, streams: &mut [Vec<u8>; 2], why: &str| -> ! {
-        // SAFETY: kill(2) with the negated pid of a process group this test made.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        let _ = child.wait();
-        // The group is gone: the streams end now; take what they held.
-        while let Ok((i, buf)) = rx.recv_timeout(Duration::from_secs(2)) {
-            streams[i] = buf;
-        }
-        panic!(
-            "{what}: {why} within {} s; killed its process group. stdout: {}\nstderr: {}",
-            RUN_TIMEOUT.as_secs(),
-            String::from_utf8_lossy(&streams[0]),
-            String::from_utf8_lossy(&streams[1]),
-        );
-    };
-    for _ in 0..readers {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, buf)) => streams[i] = buf,
-            Err(_) => kill_and_fail(&mut child, &mut streams, "its output did not end"),
-        }
-    }
-    let status = loop {
-        match child.try_wait().expect("wait") {
-            Some(s) => break s,
-            None if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            None => kill_and_fail(&mut child, &mut streams, "it did not exit"),
-        }
-    };
-    let [stdout, stderr] = streams;
-    Out {
-        code: status.code(),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
+fn finish(child: Child, what: &str) -> Out {
+    let out = finish_with(child, RUN_TIMEOUT, &|| false);
+    assert!(
+        !out.killed,
+        "{what}: it did not end within {} s; killed its process group. {}",
+        RUN_TIMEOUT.as_secs(),
+        out.describe()
+    );
+    out
 }
 
 /// One test's folders: a fresh HOME holding the token file, the config and state folders, a

@@ -34,7 +34,7 @@ fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String) {
     let mut cmd = fx.launch(req);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
-    (out.code(), format!("{}{}", out.stdout, out.stderr))
+    (out.code, format!("{}{}", out.stdout, out.stderr))
 }
 
 /// A sandboxed launch with 100 read-write grants besides the project runs, and its agent gets
@@ -127,7 +127,7 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
     relay_tests::wait_for_records(&fx.record, 1, LAUNCH_TIMEOUT);
     let during = entries(&fx.project);
     let out = finish_with(child, LAUNCH_TIMEOUT, &|| false);
-    assert_eq!(out.code(), Some(0), "{} {}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{} {}", out.stdout, out.stderr);
     let added: Vec<&String> = during.iter().filter(|e| !before.contains(e)).collect();
     assert!(
         !added.is_empty(),

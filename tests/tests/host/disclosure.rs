@@ -156,7 +156,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
     scan_processes(pid, &fx.token);
     scan_memory(pid, fx);
     let out = child.finish(TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     out
 }
 
@@ -208,7 +208,7 @@ fn the_token_is_never_disclosed() {
         &["events"],
     ] {
         let out = fx.host(args);
-        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
         assert!(!out.stdout.is_empty(), "{args:?} printed nothing");
         outs.push(out);
     }
@@ -256,7 +256,8 @@ fn a_token_pasted_as_the_setting_is_redacted_by_status_too() {
     for args in [&["status", "--json"][..], &["status"]] {
         let out = fx.host(args);
         assert_eq!(
-            out.code, 78,
+            out.code,
+            Some(78),
             "{args:?}: an unusable token file: {}",
             out.stderr
         );

@@ -40,7 +40,7 @@ fn a_claude_launch_says_hello_before_it_starts() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&claude_req(&fx, "h1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token); // fds exactly [0, 1, 2, 5]
     assert!(rec["env"].get("RELAY_BRIDGE_SOCKET").is_none(), "{rec}");
@@ -66,7 +66,7 @@ fn a_claude_launch_says_hello_before_it_starts() {
 
     let out = fx.launch(&json!({"kind": "terminal", "template": "claude-code",
                                "session_id": "h2", "project": fx.proj}));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(2)[1], &fx.token);
     let names: Vec<Value> = events_of(&fx, "h2")
         .iter()

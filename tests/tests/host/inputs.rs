@@ -111,7 +111,7 @@ fn a_session_id_already_running_is_invalid_spec() {
     // SAFETY: kill takes integers only; the pid is our running child's.
     assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
     let done = first.finish(TIMEOUT);
-    assert_eq!(done.code, 128 + libc::SIGTERM, "{}", done.stderr);
+    assert_eq!(done.code, Some(128 + libc::SIGTERM), "{}", done.stderr);
     assert_eq!(fx.records().len(), 1);
 }
 
@@ -189,7 +189,7 @@ fn folders_come_from_flags_then_the_environment_then_the_defaults() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let out = finish(cmd.spawn().unwrap(), TIMEOUT);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         serde_json::from_str(&out.stdout).unwrap()
     };
     let h = fx.home.display().to_string();

@@ -27,7 +27,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
         .enumerate()
     {
         let out = fx.launch(req);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         let rec = &fx.wait_records(i + 1)[i];
         assert_no_token_fd(rec, Some("9"));
         assert_eq!(rec["env"][VAR], "9");
@@ -41,7 +41,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
         .enumerate()
     {
         let out = fx.launch(req);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         let rec = &fx.wait_records(i + 3)[i + 2];
         assert_eq!(rec["session_id"], ["b1", "b2"][i]);
         assert_no_token_fd(rec, None);
@@ -55,7 +55,7 @@ fn sandboxed_claude_session_gets_the_token_on_fd_5() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&claude_req(&fx, "c1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(1);
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0]["session_id"], "c1");
@@ -70,13 +70,13 @@ fn sandboxed_terminal_claude_code_gets_the_token_by_launch_and_run() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&terminal_req(&fx, "t1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token);
     assert_started(&fx, "t1", "fd");
 
     let out = fx.host(&["run", "--project", fx.proj.to_str().unwrap()]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(2);
     assert_eq!(recs.len(), 2);
     assert_got_token(&recs[1], &fx.token);
@@ -91,14 +91,14 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let first = fx.token.clone();
-    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, 0);
+    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, Some(0));
     let second = relay_tests::fake_token();
     fx.write_token(&second);
-    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, 0);
+    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, Some(0));
     let third = relay_tests::fake_token();
     fx.write_token(&third);
     let resume = json!({"kind": "claude", "session_id": "r3", "resume": "r1", "project": fx.proj});
-    assert_eq!(fx.launch(&resume).code, 0);
+    assert_eq!(fx.launch(&resume).code, Some(0));
     let recs = fx.wait_records(3);
     assert_got_token(&recs[0], &first);
     assert_got_token(&recs[1], &second);
@@ -129,7 +129,7 @@ fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
         &["~/.config"],
     )]);
     let out = fx.launch(&claude_req(&fx, "g1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let last = out.stdout.lines().last().unwrap_or_default();
     let rc = last
         .strip_prefix("rc=")
@@ -155,7 +155,7 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
     let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1", "keep": true,
                      "extra_args": ["-c", script]});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_started(&fx, "sh1", "none");
     let tmp = fx.session_dir("sh1").join("tmp");
     let rc = fs::read_to_string(tmp.join("rc")).expect("the shell ran and wrote rc");
@@ -178,7 +178,7 @@ fn the_setting_wins_over_a_template_value() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({VAR: "9"}), &[])]);
     let out = fx.launch(&terminal_req(&fx, "w1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
 }
 
@@ -190,7 +190,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let req = json!({"kind": "claude", "session_id": "u1", "project": fx.proj, "sandbox": false});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
@@ -203,7 +203,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         "--project",
         fx.proj.to_str().unwrap(),
     ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
@@ -219,7 +219,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
     let req = json!({"kind": "claude", "session_id": "u2", "project": fx.proj,
                      "host": "build.example"});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(3)[2];
     let argv: Vec<&str> = rec["argv"]
         .as_array()
@@ -256,7 +256,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
         fx.host_env.insert(k.into(), v.into());
     }
     let out = fx.launch(&claude_req(&fx, "e1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token);
     let env = rec["env"].as_object().unwrap();
@@ -275,7 +275,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
     // person's own Anthropic login stays (the environment rules drop it only when a token is passed).
     let req = json!({"kind": "claude", "session_id": "e2", "project": fx.proj, "sandbox": false});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_no_token_fd(rec, None);
     let env = rec["env"].as_object().unwrap();
@@ -289,14 +289,14 @@ fn the_host_exits_with_the_sessions_code() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&["--exit", "3"], json!({}), &[])]);
     let out = fx.launch(&claude_req(&fx, "x3"));
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
     fx.with_token(vec![claude_template(
         &["--sh", "kill -TERM $PPID"],
         json!({}),
         &[],
     )]);
     let out = fx.launch(&claude_req(&fx, "x4"));
-    assert_eq!(out.code, 128 + 15, "{}", out.stderr);
+    assert_eq!(out.code, Some(128 + 15), "{}", out.stderr);
     let exits: Vec<_> = fx
         .log("events.jsonl")
         .into_iter()
@@ -316,9 +316,9 @@ fn the_state_folder_is_private() {
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let mut kept = claude_req(&fx, "p1");
     kept["keep"] = json!(true);
-    assert_eq!(fx.launch(&kept).code, 0);
+    assert_eq!(fx.launch(&kept).code, Some(0));
     let refused = json!({"kind": "claude", "session_id": "bad id"});
-    assert_eq!(fx.launch(&refused).code, 64);
+    assert_eq!(fx.launch(&refused).code, Some(64));
     let mut seen = 0;
     let mut stack = vec![fx.state.clone()];
     while let Some(d) = stack.pop() {
@@ -368,7 +368,7 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
         // Closed: the host reads the request to EOF. A session given this pipe would name it.
     }
     let out = finish(child, TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout, "/dev/null\n");
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
 }
@@ -402,7 +402,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
         );
     }
     let out = running.finish(TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 
     // A request may not name the token descriptor itself, nor (on a launch that carries the
     // token) a variable the template does not list, nor a loader variable even when listed.
@@ -535,7 +535,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
                               "templates": [claude_template(&[], json!({}), &[])]});
     fx.settings(settings.clone());
     let out = fx.launch(&claude_req(&fx, "d1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "d1", "fd");
 
@@ -543,7 +543,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     settings["bwrap"] = json!(wrapper);
     fx.settings(settings);
     let out = fx.launch(&claude_req(&fx, "d2"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_eq!(rec["session_id"], "d2");
     assert_got_token(rec, &fx.token);
@@ -598,7 +598,7 @@ fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": wrapper,
                        "templates": [claude_template(&[], json!({}), &[])]}));
     let out = fx.launch(&claude_req(&fx, "o1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "o1", "fd");
     let runs = wrapper_runs(&fx, "bwrap-old");

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+pub use relay_tests::run::Out;
 use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
 use serde_json::{json, Value};
 
@@ -54,14 +55,6 @@ pub struct Fx {
     /// Run `relay-host` under umask 0 (to prove it sets its modes itself).
     pub umask0: bool,
     n: std::cell::Cell<u32>,
-}
-
-/// What a finished command printed.
-#[derive(Debug)]
-pub struct Out {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
 }
 
 fn mkdir(p: &Path, mode: u32) {
@@ -274,15 +267,14 @@ pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
 /// overruns), collecting its output; a descendant that keeps a pipe open fails the test instead
 /// of hanging it.
 pub fn finish(child: Child, timeout: Duration) -> Out {
-    let f = relay_tests::run::finish_with(child, timeout, &|| false);
-    assert!(!f.killed, "relay-host did not finish within {timeout:?}");
-    Out {
-        code: f
-            .code()
-            .unwrap_or_else(|| panic!("relay-host killed by signal {:?}", f.signal())),
-        stdout: f.stdout,
-        stderr: f.stderr,
-    }
+    let out = relay_tests::run::finish_with(child, timeout, &|| false);
+    assert!(!out.killed, "relay-host did not finish within {timeout:?}");
+    assert!(
+        out.code.is_some(),
+        "relay-host killed by signal {:?}",
+        out.signal
+    );
+    out
 }
 
 /// Panics when `hay` holds the token, or its random part (so a partial copy is caught too).
@@ -313,7 +305,7 @@ pub fn refusal_line(out: &Out) -> Value {
 /// and an `error` audit row; returns the message. (The row's `token` is not checked: a launch
 /// refused after the token was read says `fd`, the way it would have passed it.)
 pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
-    assert_eq!(out.code, code, "exit code; stderr: {}", out.stderr);
+    assert_eq!(out.code, Some(code), "exit code; stderr: {}", out.stderr);
     let line = refusal_line(out);
     assert_eq!(line["event"], "launch");
     assert_eq!(line["error"], error, "{line}");

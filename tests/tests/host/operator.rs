@@ -61,7 +61,7 @@ fn import_takes_the_one_token_out_of_setup_token_output() {
     let fx = Fx::new();
     let token = oat_token();
     let out = import(&fx, &setup_token_output(&token), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_quiet(&out, &token);
     let path = default_token_path(&fx);
     let written = fs::read(&path).unwrap();
@@ -75,7 +75,7 @@ fn import_takes_the_one_token_out_of_setup_token_output() {
         json!({"claude_token_file": "~/.config/claude-ltt/token"})
     );
     let check = fx.host(&["token", "check", "--json"]);
-    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert_eq!(check.code, Some(0), "{}", check.stderr);
     let r: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["mode"], "0600");
@@ -93,7 +93,7 @@ fn import_takes_a_bare_token_and_keeps_the_settings_as_they_were() {
     let json_text = "{\n    \"bwrap\": \"/usr/bin/bwrap\",\n    \"templates\": []\n}\n";
     fs::write(fx.cfg.join("settings.json"), json_text).unwrap();
     let out = import(&fx, token.as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_quiet(&out, &token);
     assert_eq!(
         fs::read_to_string(fx.cfg.join("settings.json")).unwrap(),
@@ -105,14 +105,14 @@ fn import_takes_a_bare_token_and_keeps_the_settings_as_they_were() {
     let toml_text = "# mine\nclaude_token_file = \"\"\nbwrap = \"/usr/bin/bwrap\"\n";
     fs::write(fx.cfg.join("settings.toml"), toml_text).unwrap();
     let out = import(&fx, format!("{token}\n").as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
         fs::read_to_string(fx.cfg.join("settings.toml")).unwrap(),
         "# mine\nclaude_token_file = \"~/.config/claude-ltt/token\"\nbwrap = \"/usr/bin/bwrap\"\n"
     );
     // A set value is left alone, and the file it names is the one written.
     let out = import(&fx, oat_token().as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("replaced"), "{}", out.stdout);
     assert!(
         !out.stdout.contains("claude_token_file set"),
@@ -141,7 +141,7 @@ fn import_refuses_no_token_and_several_naming_how_many() {
     ];
     for (input, says) in cases {
         let out = import(&fx, &input, &[]);
-        assert_eq!(out.code, 64, "{}", out.stderr);
+        assert_eq!(out.code, Some(64), "{}", out.stderr);
         assert!(out.stderr.contains(says), "{says:?} in {}", out.stderr);
         assert_quiet(&out, &a);
         assert_quiet(&out, &b);
@@ -153,7 +153,7 @@ fn import_refuses_no_token_and_several_naming_how_many() {
     }
     // The same token twice is one token.
     let out = import(&fx, format!("{a}\n{a}\n").as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
 /// A reader in a loop never sees a partial or empty file while imports replace it.
@@ -169,7 +169,7 @@ fn import_replaces_the_file_atomically() {
             &["--file", path.to_str().unwrap()]
         )
         .code,
-        0
+        Some(0)
     );
     let wanted: Vec<String> = tokens.iter().map(|t| Fx::hash(&format!("{t}\n"))).collect();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -191,7 +191,7 @@ fn import_replaces_the_file_atomically() {
             tokens[i % 2].as_bytes(),
             &["--file", path.to_str().unwrap()],
         );
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(reader.join().unwrap() > 0);
@@ -219,7 +219,7 @@ fn a_credentials_folder_token_is_read() {
                        "templates": [t]}),
     );
     let out = fx.host(&["token", "check", "--json"]);
-    assert_eq!(out.code, 78, "{}", out.stdout);
+    assert_eq!(out.code, Some(78), "{}", out.stdout);
     assert!(
         out.stderr.contains("CREDENTIALS_DIRECTORY"),
         "{}",
@@ -228,12 +228,12 @@ fn a_credentials_folder_token_is_read() {
     fx.host_env
         .insert("CREDENTIALS_DIRECTORY".into(), creds.display().to_string());
     let out = fx.host(&["token", "check", "--json"]);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["path"], file.display().to_string());
     assert_eq!(r["mode"], "0400");
     let out = fx.launch(&json!({"kind": "claude", "session_id": "c1", "project": fx.proj}));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.records()[0], &fx.token);
 }
 
@@ -246,7 +246,7 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     let req = json!({"kind": "terminal", "template": "shell", "extra_args": ["-c", "true"]});
     for _ in 0..200 {
         let out = fx.launch(&req);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
     }
     let sessions = fx.state.join("sessions");
     let left: Vec<_> = fs::read_dir(&sessions).unwrap().collect();
@@ -254,10 +254,10 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     let mut kept = req.clone();
     kept["session_id"] = json!("kept1");
     kept["keep"] = json!(true);
-    assert_eq!(fx.launch(&kept).code, 0);
+    assert_eq!(fx.launch(&kept).code, Some(0));
     assert!(fx.session_dir("kept1").is_dir());
     let out = fx.host(&["gc", "--json"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r,
@@ -305,7 +305,7 @@ fn a_lone_relay_host_runs_itself_as_the_shim() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let out = finish(lone.spawn().unwrap(), TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_started(&fx, "l1", "fd");
     assert_got_token(&fx.records()[0], &fx.token);
     let status = std::process::Command::new(&host)
@@ -351,7 +351,7 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
         shown.extend_from_slice(&buf[..n]);
     }
     (
-        out.code,
+        out.code.expect("finish saw an exit code"),
         String::from_utf8_lossy(&shown).replace("\r\n", "\n"),
     )
 }
@@ -573,7 +573,7 @@ fn folders_follow_xdg_and_reading_creates_nothing() {
         "a read-only command made the config folder"
     );
     let out = run(&["status"], &[("RELAY_STATE_DIR", "rel/state".into())]);
-    assert_eq!(out.code, 64);
+    assert_eq!(out.code, Some(64));
     assert!(
         out.stderr
             .contains("RELAY_STATE_DIR \\\"rel/state\\\" is relative"),
@@ -637,7 +637,7 @@ fn the_readme_operator_walkthrough_runs() {
         let mut child = cmd.spawn().unwrap();
         child.stdin.take().unwrap().write_all(&printed).unwrap();
         let out = finish(child, TIMEOUT);
-        assert_eq!(out.code, 0, "{line}: {}{}", out.stdout, out.stderr);
+        assert_eq!(out.code, Some(0), "{line}: {}{}", out.stdout, out.stderr);
         assert_quiet(&out, &token);
         if line.starts_with("relay-host run") {
             let rec: serde_json::Value = out
@@ -690,7 +690,7 @@ fn import_on_a_terminal_echoes_nothing() {
     term.write_all(format!("{token}\n\u{4}").as_bytes())
         .unwrap();
     let out = finish(child, TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     // SAFETY: termios is plain old data; tcgetattr fills it from our copy of the terminal.
     let mut t: libc::termios = unsafe { std::mem::zeroed() };
     // SAFETY: `t` is a valid, writable termios; `slave` is open.
@@ -719,7 +719,7 @@ fn status_says_which_mode_the_bwrap_allows() {
     let fx = Fx::new();
     let mode = |fx: &Fx| {
         let out = fx.host(&["status", "--json"]);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         (r["bwrap"]["binds"].clone(), r["bwrap"]["start"].clone())
     };
@@ -754,18 +754,18 @@ fn status_says_which_mode_the_bwrap_allows() {
 fn status_exits_78_when_a_part_is_unusable() {
     let fx = Fx::new();
     fx.settings(json!({"claude_token_file": SETTING}));
-    assert_eq!(fx.host(&["status"]).code, 0);
+    assert_eq!(fx.host(&["status"]).code, Some(0));
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": fx.root.join("no-bwrap")}));
     let out = fx.host(&["status", "--json"]);
-    assert_eq!(out.code, 78);
+    assert_eq!(out.code, Some(78));
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["bwrap"]["works"], false, "{r}");
     fs::write(fx.cfg.join("settings.json"), "{\"claude_token_file\": ").unwrap();
-    assert_eq!(fx.host(&["status"]).code, 78);
+    assert_eq!(fx.host(&["status"]).code, Some(78));
     fx.settings(json!({"claude_token_file": SETTING}));
     fx.write_token("two words");
     let out = fx.host(&["status"]);
-    assert_eq!(out.code, 78);
+    assert_eq!(out.code, Some(78));
     assert!(
         out.stdout
             .contains("hint: the token file must hold the token alone"),
@@ -782,7 +782,7 @@ fn token_check_warns_on_shape_and_age() {
     let fx = Fx::new();
     fx.settings(json!({"claude_token_file": SETTING}));
     let out = fx.host(&["token", "check", "--json"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r["warnings"],
@@ -797,7 +797,7 @@ fn token_check_warns_on_shape_and_age() {
         .set_modified(old)
         .unwrap();
     let out = fx.host(&["token", "check"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stdout
             .contains("warning: written 331 days ago: setup-token tokens last one year"),
@@ -814,8 +814,8 @@ fn logs_print_times_filter_and_follow() {
     let fx = Fx::new();
     fx.settings(json!({}));
     let req = |id: &str| json!({"kind": "terminal", "template": "shell", "session_id": id, "extra_args": ["-c", "true"]});
-    assert_eq!(fx.launch(&req("a1")).code, 0);
-    assert_eq!(fx.launch(&req("a2")).code, 0);
+    assert_eq!(fx.launch(&req("a1")).code, Some(0));
+    assert_eq!(fx.launch(&req("a2")).code, Some(0));
     let out = fx.host(&["audit"]);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", out.stdout);
@@ -852,7 +852,7 @@ fn logs_print_times_filter_and_follow() {
             }
         }
     });
-    assert_eq!(fx.launch(&req("f1")).code, 0);
+    assert_eq!(fx.launch(&req("f1")).code, Some(0));
     let first: serde_json::Value =
         serde_json::from_str(&rx.recv_timeout(TIMEOUT).unwrap()).unwrap();
     // SAFETY: kill takes integers only; the group is the one this child leads.
@@ -875,7 +875,7 @@ fn the_claude_config_folder_is_seeded_once() {
     fs::write(seed.join("settings.json"), "{\"theme\": \"dark\"}\n").unwrap();
     std::os::unix::fs::symlink(&fx.token_path, seed.join("CLAUDE.md")).unwrap();
     let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.proj});
-    assert_eq!(fx.launch(&req("s1")).code, 0);
+    assert_eq!(fx.launch(&req("s1")).code, Some(0));
     let claude = fx.state.join("claude");
     let copied = claude.join("settings.json");
     let meta = fs::symlink_metadata(&copied).unwrap();
@@ -891,7 +891,7 @@ fn the_claude_config_folder_is_seeded_once() {
     );
     // The session's own changes stay: the seed is not copied again.
     fs::write(&copied, "{\"theme\": \"light\"}\n").unwrap();
-    assert_eq!(fx.launch(&req("s2")).code, 0);
+    assert_eq!(fx.launch(&req("s2")).code, Some(0));
     assert_eq!(
         fs::read_to_string(&copied).unwrap(),
         "{\"theme\": \"light\"}\n"
@@ -911,7 +911,7 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
         import(&fx, other.as_bytes(), &[]),
     ];
     for out in outs {
-        assert_eq!(out.code, 78, "{}", out.stderr);
+        assert_eq!(out.code, Some(78), "{}", out.stderr);
         assert!(out.stderr.contains("claude_token_file"), "{}", out.stderr);
         assert_quiet(&out, &pasted);
         assert_quiet(&out, &other);
@@ -919,7 +919,7 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
     // A token-shaped session id in a refused request, on a terminal and not.
     let req = fx.request_file(&json!({"kind": "claude", "session_id": pasted}));
     let out = fx.host(&["launch", req.to_str().unwrap()]);
-    assert_eq!(out.code, 64, "{}", out.stderr);
+    assert_eq!(out.code, Some(64), "{}", out.stderr);
     assert_quiet(&out, &pasted);
     let mut cmd = fx.host_cmd();
     cmd.arg("launch").arg(&req);
@@ -940,7 +940,7 @@ fn import_refuses_a_token_folder_a_session_linked_elsewhere() {
     fs::create_dir_all(fx.home.join(".config")).unwrap();
     std::os::unix::fs::symlink(&trap, fx.home.join(".config/claude-ltt")).unwrap();
     let out = import(&fx, token.as_bytes(), &[]);
-    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert_eq!(out.code, Some(78), "{}", out.stderr);
     assert!(
         out.stderr.contains(&format!(
             "follows symlink \\\"{}\\\"",

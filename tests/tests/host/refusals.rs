@@ -48,7 +48,7 @@ fn a_missing_token_file_refuses_the_launch() {
     assert_only_logs_left(&fx);
     // `status` says the same, naming the setting as stored.
     let out = fx.host(&["status", "--json"]);
-    assert_eq!(out.code, 78, "an unusable token file: {}", out.stderr);
+    assert_eq!(out.code, Some(78), "an unusable token file: {}", out.stderr);
     let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(status["claude_token_file"], SETTING);
     assert_eq!(status["token"]["ok"], false, "{status}");
@@ -217,7 +217,7 @@ fn fake_bwrap(fx: &Fx, name: &str, body: &str) -> (PathBuf, PathBuf) {
 /// (the token pipe went to the shim, and with it to bwrap, which never started the session);
 /// nothing started, nothing left but the logs, the token nowhere. Returns the message.
 fn assert_refused_after_spawn(fx: &Fx, out: &Out, id: &str) -> String {
-    assert_eq!(out.code, 78, "stderr: {}", out.stderr);
+    assert_eq!(out.code, Some(78), "stderr: {}", out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{:?}", out.stderr);
     assert_eq!(lines[0], FAKE_COMPLAINT);
@@ -375,7 +375,7 @@ fn a_mount_bwrap_fails_after_its_start_report_ends_the_answered_session() {
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
                        "templates": [claude_template(&[], json!({}), &[])]}));
     let out = fx.launch(&json!({"kind": "claude", "session_id": "late1", "project": fx.proj}));
-    assert_eq!(out.code, 1, "stderr: {}", out.stderr);
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
     assert!(
         out.stderr.contains(&format!(
             "bwrap: Can't find source path {}",
