@@ -20,11 +20,6 @@ pub const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 /// The final text every script ends with.
 pub const FINAL: &str = "Scripted turn finished.";
 
-/// Whether `needle` (not empty) occurs in `hay`.
-pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
-
 /// What one turn left.
 pub struct Turn {
     /// The exit code, `None` when killed by a signal.
@@ -345,21 +340,18 @@ impl Setup {
     /// the project, HOME, the config folder) holds the token, the token file aside; the scan
     /// sees the token there, and the turn's transcript is among the files.
     pub fn assert_no_token_on_disk(&self) {
-        let files = crate::files_under(&self.root);
-        let mut found = Vec::new();
-        let mut saw_token_file = false;
-        for f in &files {
-            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
-            let holds = contains(&bytes, self.token.as_bytes());
-            if *f == self.token_file {
-                assert!(holds, "the scan does not see the token in the token file");
-                saw_token_file = true;
-            } else if holds {
-                found.push(f.display().to_string());
-            }
-        }
-        assert!(saw_token_file, "the scan did not reach the token file");
-        assert!(found.is_empty(), "files hold the token: {found:?}");
+        let scan = crate::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
+        assert_eq!(
+            scan.in_token_file,
+            [0],
+            "the scan does not see the token in the token file"
+        );
+        assert!(
+            scan.holders.is_empty(),
+            "files hold the token: {:?}",
+            scan.holders
+        );
+        let files = scan.files;
         // The turn's transcript (its prompts and tool results) is among the files scanned.
         let transcripts = self.claude_config().join("projects");
         assert!(

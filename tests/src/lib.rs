@@ -110,6 +110,91 @@ pub fn fake_token() -> String {
     format!("acme-fake-token-{hex}")
 }
 
+/// Whether `needle` (not empty) occurs in `hay`.
+///
+/// ```
+/// assert!(relay_tests::contains(b"a token here", b"token"));
+/// assert!(!relay_tests::contains(b"anything", b""));
+/// ```
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The random part of a fake token (what follows its last `-`), which a partial copy would
+/// still hold.
+///
+/// ```
+/// assert_eq!(relay_tests::token_random_part("sk-ant-oat01-00ff"), "00ff");
+/// ```
+pub fn token_random_part(token: &str) -> &str {
+    token.rsplit_once('-').map_or(token, |(_, r)| r)
+}
+
+/// Panics when `hay` holds `token` or its random part (so a partial copy is caught too),
+/// naming `what`; never prints the token.
+///
+/// ```
+/// let t = relay_tests::fake_token();
+/// relay_tests::assert_no_token("a clean text", b"nothing here", &t);
+/// ```
+pub fn assert_no_token(what: &str, hay: &[u8], token: &str) {
+    let random = token_random_part(token);
+    assert!(random.len() >= 16, "a fake token with a random part");
+    for needle in [token.as_bytes(), random.as_bytes()] {
+        assert!(!contains(hay, needle), "{what} holds the token");
+    }
+}
+
+/// What [`scan_for_tokens`] found under a folder.
+#[derive(Debug)]
+pub struct TokenScan {
+    /// Every regular file it read.
+    pub files: Vec<PathBuf>,
+    /// The indexes of the tokens the token file holds (empty when the scan did not reach it).
+    pub in_token_file: Vec<usize>,
+    /// The files, the token file aside, that hold a token or a token's random part.
+    pub holders: Vec<String>,
+}
+
+/// Reads every regular file under `root` (see [`files_under`]) for each of `tokens` and for its
+/// random part; the token file `token_file` is looked at apart, so a caller can check that the
+/// scan sees there what it looks for.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let t = relay_tests::fake_token();
+/// std::fs::write(dir.path().join("token"), &t)?;
+/// std::fs::write(dir.path().join("log"), "clean")?;
+/// let scan = relay_tests::scan_for_tokens(dir.path(), &dir.path().join("token"), &[&t]);
+/// assert_eq!(scan.in_token_file, [0]);
+/// assert!(scan.holders.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn scan_for_tokens(root: &Path, token_file: &Path, tokens: &[&str]) -> TokenScan {
+    let files = files_under(root);
+    let mut scan = TokenScan {
+        files: Vec::new(),
+        in_token_file: Vec::new(),
+        holders: Vec::new(),
+    };
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+        let holds: Vec<usize> = (0..tokens.len())
+            .filter(|&i| {
+                let t = tokens[i];
+                contains(&bytes, t.as_bytes()) || contains(&bytes, token_random_part(t).as_bytes())
+            })
+            .collect();
+        if f == token_file {
+            scan.in_token_file = holds;
+        } else if !holds.is_empty() {
+            scan.holders.push(f.display().to_string());
+        }
+    }
+    scan.files = files;
+    scan
+}
+
 /// `relay-host --config-dir CONFIG --state-dir STATE ARGS` in `dir`, with an environment of
 /// `PATH` and `HOME` only: nothing of the developer's own login leaks in.
 ///

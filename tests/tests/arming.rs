@@ -114,11 +114,6 @@ impl World {
         }
     }
 
-    /// The token's hash as a session reads it (no newline).
-    fn token_hash(&self) -> String {
-        sha256_hex(self.token.as_bytes())
-    }
-
     /// Writes `settings.json` (0644).
     fn settings(&self, v: Value) {
         write(&self.cfg.join("settings.json"), &v.to_string(), 0o644);
@@ -180,9 +175,10 @@ impl World {
     /// Runs `cmd` under `timeout` (and `stop`); checks neither stream holds the token.
     fn run(&self, mut cmd: Command, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
         let out = finish_with(cmd.spawn().unwrap(), timeout, stop);
-        self.assert_no_token_in(
+        relay_tests::assert_no_token(
             "the output",
             format!("{}{}", out.stdout, out.stderr).as_bytes(),
+            &self.token,
         );
         out
     }
@@ -229,30 +225,20 @@ impl World {
         relay_tests::read_records(&self.state.join(name))
     }
 
-    /// Panics when `hay` holds the token or its random part.
-    fn assert_no_token_in(&self, what: &str, hay: &[u8]) {
-        let random = &self.token["sk-ant-oat01-".len()..];
-        for needle in [self.token.as_bytes(), random.as_bytes()] {
-            assert!(
-                !hay.windows(needle.len()).any(|w| w == needle),
-                "{what} holds the token"
-            );
-        }
-    }
-
     /// No regular file under the world's root but the token file holds the token (the scan
     /// does see it in the token file).
     fn assert_no_token_on_disk(&self) {
-        let mut seen = false;
-        for f in relay_tests::files_under(&self.root) {
-            let bytes = std::fs::read(&f).unwrap_or_default();
-            if f == self.token_file {
-                seen = bytes.starts_with(self.token.as_bytes());
-                continue;
-            }
-            self.assert_no_token_in(&f.display().to_string(), &bytes);
-        }
-        assert!(seen, "the scan did not see the token in the token file");
+        let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
+        assert_eq!(
+            scan.in_token_file,
+            [0],
+            "the scan did not see the token in the token file"
+        );
+        assert!(
+            scan.holders.is_empty(),
+            "files hold the token: {:?}",
+            scan.holders
+        );
     }
 }
 
@@ -413,7 +399,7 @@ fn claude_after_planted_project_settings(trusted: bool) -> (World, AuthListener,
         &json!({"kind": "claude", "project": w.proj, "session_id": "c1",
                                 "extra_args": ["-p", "hi"]}),
     );
-    let hash = w.token_hash();
+    let hash = sha256_hex(w.token.as_bytes());
     let seen = || listener.credential_hashes().contains(&hash);
     let out = w.run(
         w.host_cmd(&["launch", req.to_str().unwrap()]),
@@ -431,7 +417,7 @@ fn planted_project_settings_do_not_steer_a_token_launch() {
     let (w, listener, out) = claude_after_planted_project_settings(false);
     let hashes = listener.credential_hashes();
     assert!(
-        !hashes.contains(&w.token_hash()),
+        !hashes.contains(&sha256_hex(w.token.as_bytes())),
         "the token reached the planted ANTHROPIC_BASE_URL ({} request(s)): {}",
         listener.requests(),
         out.describe()
@@ -456,7 +442,9 @@ fn planted_project_settings_do_not_steer_a_token_launch() {
 fn a_trusted_projects_settings_are_obeyed() {
     let (w, listener, out) = claude_after_planted_project_settings(true);
     assert!(
-        listener.credential_hashes().contains(&w.token_hash()),
+        listener
+            .credential_hashes()
+            .contains(&sha256_hex(w.token.as_bytes())),
         "with the project trusted, Claude Code did not send the token to the listener \
          ({} request(s)): {}",
         listener.requests(),
@@ -541,7 +529,7 @@ fn assert_claude_launch_not_hijacked(w: &World) {
         assert!(
             !stolen.exists(),
             "a planted {name} ran with fd 5 (the stolen hash {} the token's): {}",
-            if got.starts_with(&w.token_hash()) {
+            if got.starts_with(&sha256_hex(w.token.as_bytes())) {
                 "is"
             } else {
                 "is not"
@@ -554,7 +542,7 @@ fn assert_claude_launch_not_hijacked(w: &World) {
     let rec = recs
         .last()
         .unwrap_or_else(|| panic!("no agent ran: {}", out.describe()));
-    assert_eq!(rec["token_sha256"], w.token_hash(), "{rec}");
+    assert_eq!(rec["token_sha256"], sha256_hex(w.token.as_bytes()), "{rec}");
     w.assert_no_token_on_disk();
 }
 
@@ -1141,7 +1129,7 @@ fn a_session_cannot_stop_bwraps_init() {
     );
     let recs = relay_tests::read_records(&w.proj.join("rec.jsonl"));
     assert_eq!(recs.len(), 1, "{}", out.describe());
-    assert_eq!(recs[0]["token_sha256"], w.token_hash());
+    assert_eq!(recs[0]["token_sha256"], sha256_hex(w.token.as_bytes()));
     assert_eq!(
         recs[0]["ptrace_init_errno"],
         libc::EPERM,
@@ -1310,9 +1298,9 @@ fn a_planted_gitlink_runs_no_code_in_a_token_session() {
     );
     let stolen = std::fs::read_to_string(w.proj.join(".stolen")).unwrap_or_default();
     assert!(
-        !stolen.contains(&w.token_hash()) && stolen.is_empty(),
+        !stolen.contains(&sha256_hex(w.token.as_bytes())) && stolen.is_empty(),
         "the planted fsmonitor ran in the token session (it read {} the token)",
-        if stolen.contains(&w.token_hash()) {
+        if stolen.contains(&sha256_hex(w.token.as_bytes())) {
             ""
         } else {
             "not"
@@ -1492,7 +1480,10 @@ fn tool_reads_no_token_from_its_parents_memory(user: Option<u32>) {
     let seen = std::fs::read_to_string(&control_out).unwrap();
     assert_eq!(
         seen,
-        format!("proc_mem_errno=0\nfound={}\n", w.token_hash()),
+        format!(
+            "proc_mem_errno=0\nfound={}\n",
+            sha256_hex(w.token.as_bytes())
+        ),
         "the control is blind"
     );
 
@@ -1516,7 +1507,7 @@ fn tool_reads_no_token_from_its_parents_memory(user: Option<u32>) {
     assert_eq!(out.code, Some(0), "{}", out.describe());
     let seen = std::fs::read_to_string(&result).unwrap_or_default();
     assert!(
-        !seen.contains(&w.token_hash()),
+        !seen.contains(&sha256_hex(w.token.as_bytes())),
         "the tool found the token in its parent's memory"
     );
     assert_eq!(

@@ -278,32 +278,20 @@ impl Fixture {
     /// in the token file, and Claude Code did write its config files where the scan looks.
     fn assert_no_token_on_disk(&self) {
         assert!(!self.tokens.is_empty());
-        let files = relay_tests::files_under(&self.root);
-        let mut found = Vec::new();
-        let mut seen_token_file = false;
-        for f in &files {
-            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
-            let holds: Vec<&String> = self
-                .tokens
-                .iter()
-                .filter(|t| contains(&bytes, t.as_bytes()))
-                .collect();
-            if *f == self.token_file {
-                // The scan is not blind: it sees the current token in the token file.
-                seen_token_file = true;
-                assert_eq!(
-                    holds,
-                    [self.tokens.last().unwrap()],
-                    "the scan does not see the current token (and only it) in the token file"
-                );
-                continue;
-            }
-            if !holds.is_empty() {
-                found.push(f.display().to_string());
-            }
-        }
-        assert!(found.is_empty(), "files hold a token: {found:?}");
-        assert!(seen_token_file, "the scan did not reach the token file");
+        let tokens: Vec<&str> = self.tokens.iter().map(String::as_str).collect();
+        let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &tokens);
+        // The scan is not blind: it sees the current token (and only it) in the token file.
+        assert_eq!(
+            scan.in_token_file,
+            [tokens.len() - 1],
+            "the scan does not see the current token (and only it) in the token file"
+        );
+        assert!(
+            scan.holders.is_empty(),
+            "files hold a token: {:?}",
+            scan.holders
+        );
+        let files = scan.files;
         // And Claude Code wrote files where the scan looked.
         let in_claude_config = files
             .iter()
@@ -316,10 +304,6 @@ impl Fixture {
         );
         assert!(files.iter().any(|f| f.starts_with(&self.state)));
     }
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Checks `auth status --json` output: logged in with the OAuth token, no API key, and the

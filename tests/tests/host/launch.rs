@@ -427,7 +427,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
 #[test]
 fn a_session_ends_when_its_host_is_killed() {
     let fx = Fx::new();
-    let mark = format!("RELAY_KILL_TEST={}", Fx::hash(&fx.token));
+    let mark = format!("RELAY_KILL_TEST={}", sha256_hex(fx.token.as_bytes()));
     let (k, v) = mark.split_once('=').unwrap();
     fx.with_token(vec![claude_template(
         &["--sleep", "20"],

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+pub use relay_tests::assert_no_token;
 pub use relay_tests::run::Out;
 use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
 use serde_json::{json, Value};
@@ -189,11 +190,6 @@ impl Fx {
         wait_for_records(&self.record, n, TIMEOUT)
     }
 
-    /// The sha256 of a token as the session must read it (no newline).
-    pub fn hash(token: &str) -> String {
-        sha256_hex(token.as_bytes())
-    }
-
     /// The rows of a state log.
     pub fn log(&self, name: &str) -> Vec<Value> {
         match fs::read_to_string(self.state.join(name)) {
@@ -277,18 +273,6 @@ pub fn finish(child: Child, timeout: Duration) -> Out {
     out
 }
 
-/// Panics when `hay` holds the token, or its random part (so a partial copy is caught too).
-pub fn assert_no_token(what: &str, hay: &[u8], token: &str) {
-    let random = token.trim_start_matches("acme-fake-token-");
-    assert!(random.len() >= 16, "a fake token with a random part");
-    for needle in [token.as_bytes(), random.as_bytes()] {
-        assert!(
-            !hay.windows(needle.len()).any(|w| w == needle),
-            "{what} holds the token"
-        );
-    }
-}
-
 /// The one line a refusal prints to stderr, parsed; panics unless stderr is exactly one JSON
 /// line.
 pub fn refusal_line(out: &Out) -> Value {
@@ -364,7 +348,7 @@ pub fn assert_started(fx: &Fx, id: &str, token: &str) {
 pub fn assert_got_token(rec: &Value, token: &str) {
     assert_eq!(rec["token_fd_var"], "5", "{rec}");
     assert_eq!(rec["env"][VAR], "5");
-    assert_eq!(rec["token_sha256"], Fx::hash(token), "{rec}");
+    assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()), "{rec}");
     assert_eq!(rec["token_bytes"], token.len());
     assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
 }

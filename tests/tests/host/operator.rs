@@ -65,7 +65,10 @@ fn import_takes_the_one_token_out_of_setup_token_output() {
     assert_quiet(&out, &token);
     let path = default_token_path(&fx);
     let written = fs::read(&path).unwrap();
-    assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
+    assert_eq!(
+        sha256_hex(&written),
+        sha256_hex(format!("{token}\n").as_bytes())
+    );
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);
     let settings: serde_json::Value =
@@ -171,7 +174,10 @@ fn import_replaces_the_file_atomically() {
         .code,
         Some(0)
     );
-    let wanted: Vec<String> = tokens.iter().map(|t| Fx::hash(&format!("{t}\n"))).collect();
+    let wanted: Vec<String> = tokens
+        .iter()
+        .map(|t| sha256_hex(format!("{t}\n").as_bytes()))
+        .collect();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (stop, path, wanted) = (stop.clone(), path.clone(), wanted.clone());
@@ -708,7 +714,10 @@ fn import_on_a_terminal_echoes_nothing() {
     assert_no_token("the terminal", &shown, &token);
     assert_quiet(&out, &token);
     let written = fs::read(default_token_path(&fx)).unwrap();
-    assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
+    assert_eq!(
+        sha256_hex(&written),
+        sha256_hex(format!("{token}\n").as_bytes())
+    );
 }
 
 /// `status` says how a launch uses its bwrap: this machine's binds by descriptor and reports its
