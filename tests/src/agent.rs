@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::fixture::{Folders, Layout};
 use crate::messages_api::{MessagesApi, Seen, Step};
 use crate::sha256_hex;
 
@@ -53,25 +54,23 @@ impl Turn {
 /// One test's installation: folders under a root-owned 0755 folder in `/var/tmp` (`/tmp` is
 /// private inside the sandbox), a git project with one commit, the fixture, a token.
 pub struct Setup {
-    _root: tempfile::TempDir,
-    /// The test's root folder (0755, in `/var/tmp`).
-    pub root: PathBuf,
-    /// `HOME` for relay-host.
-    pub home: PathBuf,
-    /// relay-host's config folder.
-    pub config: PathBuf,
-    /// relay-host's state folder.
-    pub state: PathBuf,
-    /// The project (a git repository with one commit).
-    pub project: PathBuf,
-    /// The token file (0600).
-    pub token_file: PathBuf,
+    /// The folders ([`Layout::claude`]): the project is a git repository with one commit, the
+    /// token file 0600.
+    folders: Folders,
     /// The made-up token (never printed).
     pub token: String,
     /// The Claude Code CLI.
     pub claude: PathBuf,
     /// The Messages API fixture.
     pub api: MessagesApi,
+}
+
+/// A setup is its folders (`s.home`, `s.project`, ...) and the turn it plays.
+impl std::ops::Deref for Setup {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
 }
 
 impl Setup {
@@ -95,42 +94,17 @@ impl Setup {
     /// The folders, the token, the fixture and the project; no settings yet.
     pub fn bare(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
         let claude = crate::claude_cli();
-        let root_dir = tempfile::Builder::new()
-            .prefix("relay-agent-turn.")
-            .tempdir_in("/var/tmp")
-            .expect("a folder in /var/tmp");
-        let root = root_dir.path().to_path_buf();
-        let mk = |p: &Path, mode: u32| {
-            std::fs::create_dir_all(p).unwrap();
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-        };
-        mk(&root, 0o755);
-        let (home, config, state, project) = (
-            root.join("home"),
-            root.join("config"),
-            root.join("state"),
-            root.join("project"),
-        );
-        mk(&home, 0o700);
-        mk(&home.join(".config/claude-ltt"), 0o700);
-        mk(&config, 0o700);
-        mk(&project, 0o755);
-        let token_file = home.join(".config/claude-ltt/token");
+        let folders = Folders::new(Layout::claude("relay-agent-turn."));
         let token = crate::claude_fake_token();
-        std::fs::write(&token_file, format!("{token}\n")).unwrap();
-        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let api = MessagesApi::start(script(&project, &sha256_hex(token.as_bytes())));
+        std::fs::write(&folders.token_file, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&folders.token_file, std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let api = MessagesApi::start(script(&folders.project, &sha256_hex(token.as_bytes())));
         let s = Setup {
-            _root: root_dir,
-            root,
-            home,
-            config,
-            state,
-            token_file,
+            folders,
             token,
             claude,
             api,
-            project,
         };
         s.init_project();
         s

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use relay_tests::fixture::{Folders, Layout};
 use relay_tests::run::{finish_with, Out};
 use relay_tests::spawn_with_fds;
 use relay_token::{ClaudeToken, TokenPipe};
@@ -26,34 +27,11 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The version `scripts/test` installs.
 const PINNED_VERSION: &str = "2.1.332";
 
-/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install. Panics, saying to
-/// run `scripts/test`, when it is missing or does not run.
+/// The Claude Code CLI ([`relay_tests::claude_cli`]: `$RELAY_TEST_CLAUDE`, else the
+/// project-local install). Panics, saying to run `scripts/test`, when it is missing or does not
+/// run; notes a version other than the pinned one.
 fn claude_cli() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace folder");
-    let (path, from) = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
-        // Relative to where the tests were started (cargo runs them in this crate's folder).
-        Some(p) => (
-            std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
-            "$RELAY_TEST_CLAUDE",
-        ),
-        None => (
-            workspace.join(".tools/claude-code/node_modules/.bin/claude"),
-            "the project-local install",
-        ),
-    };
-    let usable = std::fs::metadata(&path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false);
-    if !usable {
-        panic!(
-            "the Claude Code CLI is missing: {} ({from}) is not an executable file. Run \
-             `scripts/test`, which installs @anthropic-ai/claude-code@{PINNED_VERSION} into \
-             .tools/claude-code, or set RELAY_TEST_CLAUDE to a claude binary",
-            path.display()
-        );
-    }
+    let path = relay_tests::claude_cli();
     let mut cmd = Command::new(&path);
     cmd.arg("--version");
     let out = finish(spawn(&mut cmd), "claude --version");
@@ -107,49 +85,25 @@ fn finish(child: Child, what: &str) -> Out {
 /// One test's folders: a fresh HOME holding the token file, the config and state folders, a
 /// project folder, all under a root-owned 0755 folder in `/var/tmp`.
 struct Fixture {
-    _root: tempfile::TempDir,
-    root: PathBuf,
-    home: PathBuf,
-    config: PathBuf,
-    state: PathBuf,
-    project: PathBuf,
-    token_file: PathBuf,
+    folders: Folders,
     claude: PathBuf,
     /// Every token this test wrote, for the final scan.
     tokens: Vec<String>,
 }
 
+/// The fixture is its folders (`fx.home`, `fx.project`, ...) and the tokens it wrote.
+impl std::ops::Deref for Fixture {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
+}
+
 impl Fixture {
     fn new() -> Fixture {
-        let claude = claude_cli();
-        let root_dir = tempfile::Builder::new()
-            .prefix("relay-claude-code.")
-            .tempdir_in("/var/tmp")
-            .expect("a folder in /var/tmp");
-        let root = root_dir.path().to_path_buf();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mk = |p: &Path, mode: u32| {
-            std::fs::create_dir_all(p).unwrap();
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-        };
-        let home = root.join("home");
-        let config = root.join("config");
-        let state = root.join("state");
-        let project = root.join("project");
-        mk(&home, 0o700);
-        mk(&home.join(".config"), 0o700);
-        mk(&home.join(".config/claude-ltt"), 0o700);
-        mk(&config, 0o700);
-        mk(&project, 0o755);
         Fixture {
-            _root: root_dir,
-            token_file: home.join(".config/claude-ltt/token"),
-            root,
-            home,
-            config,
-            state,
-            project,
-            claude,
+            claude: claude_cli(),
+            folders: Folders::new(Layout::claude("relay-claude-code.")),
             tokens: Vec::new(),
         }
     }
