@@ -172,30 +172,30 @@ fn the_token_is_never_disclosed() {
     let mut outs = Vec::new();
     outs.push(launch_and_scan(
         &fx,
-        &json!({"kind": "claude", "session_id": "d1", "project": fx.proj, "keep": true}),
+        &json!({"kind": "claude", "session_id": "d1", "project": fx.project, "keep": true}),
         1,
     ));
     outs.push(launch_and_scan(
         &fx,
         &json!({"kind": "terminal", "template": "claude-code", "session_id": "d2",
-                "project": fx.proj}),
+                "project": fx.project}),
         2,
     ));
     // Refused after the token was read: a token file others may read is refused once read.
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&fx.token_path, fs::Permissions::from_mode(0o640)).unwrap();
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": fx.proj}));
+    fs::set_permissions(&fx.token_file, fs::Permissions::from_mode(0o640)).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": fx.project}));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(
         msg.ends_with("mode 0640 lets others read it; chmod 600 it"),
         "{msg}"
     );
-    fs::set_permissions(&fx.token_path, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&fx.token_file, fs::Permissions::from_mode(0o600)).unwrap();
     outs.push(out);
     // A refusal before it: a missing file.
     let keep = fx.token.clone();
-    fs::remove_file(&fx.token_path).unwrap();
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "d4", "project": fx.proj}));
+    fs::remove_file(&fx.token_file).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d4", "project": fx.project}));
     assert_refused(&fx, &out, 78, "sandbox_unavailable");
     outs.push(out);
     fx.write_token(&keep);
@@ -229,12 +229,12 @@ fn the_token_is_never_disclosed() {
         );
     }
     let mut seen = Vec::new();
-    scan_files(&fx.root, &fx.token_path, &fx.token, &mut seen);
+    scan_files(&fx.root, &fx.token_file, &fx.token, &mut seen);
     for must in [
         fx.state.join("audit.jsonl"),
         fx.state.join("events.jsonl"),
         fx.state.join("relay-host.log"),
-        fx.cfg.join("settings.json"),
+        fx.config.join("settings.json"),
         fx.record.clone(),
     ] {
         assert!(seen.contains(&must), "{} was not scanned", must.display());
@@ -250,7 +250,7 @@ fn a_token_pasted_as_the_setting_is_redacted_by_status_too() {
     let fx = Fx::new();
     let pasted = "sk-ant-oat01-PASTEDINSTEADOFAPATH0123456789";
     fx.settings(json!({"claude_token_file": pasted}));
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "p1", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "p1", "project": fx.project}));
     assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(!out.stderr.contains(pasted), "{}", out.stderr);
     for args in [&["status", "--json"][..], &["status"]] {

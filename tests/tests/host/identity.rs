@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::*;
 
 fn claude_req(fx: &Fx, id: &str) -> Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.proj})
+    json!({"kind": "claude", "session_id": id, "project": fx.project})
 }
 
 /// The events of one session, by name, in order.
@@ -65,7 +65,7 @@ fn a_claude_launch_says_hello_before_it_starts() {
     assert_no_bridge_left(&fx);
 
     let out = fx.launch(&json!({"kind": "terminal", "template": "claude-code",
-                               "session_id": "h2", "project": fx.proj}));
+                               "session_id": "h2", "project": fx.project}));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(2)[1], &fx.token);
     let names: Vec<Value> = events_of(&fx, "h2")
@@ -111,7 +111,7 @@ fn a_shim_that_skips_the_hello_is_refused() {
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", &fx.home)
             .arg("--config-dir")
-            .arg(&fx.cfg)
+            .arg(&fx.config)
             .arg("--state-dir")
             .arg(&fx.state)
             .arg("launch")
@@ -159,7 +159,7 @@ fn a_hello_with_the_wrong_secret_is_refused() {
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap()])
+        .args(["--config-dir", fx.config.to_str().unwrap()])
         .args(["--state-dir", fx.state.to_str().unwrap()])
         .arg("launch")
         .arg(&req)
@@ -207,12 +207,12 @@ fn status_lines_read_together_are_all_seen() {
     .unwrap();
     fs::set_permissions(&stand_in, fs::Permissions::from_mode(0o755)).unwrap();
     let req = fx.request_file(&json!({"kind": "terminal", "template": "claude-code",
-                                      "session_id": "t1", "project": fx.proj}));
+                                      "session_id": "t1", "project": fx.project}));
     let mut cmd = Command::new(&host);
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap()])
+        .args(["--config-dir", fx.config.to_str().unwrap()])
         .args(["--state-dir", fx.state.to_str().unwrap()])
         .arg("launch")
         .arg(&req)

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::*;
 
 fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.proj})
+    json!({"kind": "claude", "session_id": id, "project": fx.project})
 }
 
 /// Asserts nothing started and no folder was left for `id`.
@@ -22,7 +22,7 @@ fn assert_nothing_started(fx: &Fx, id: &str) {
 #[test]
 fn settings_that_do_not_parse_refuse_with_line_and_column() {
     let fx = Fx::new();
-    let p = fx.cfg.join("settings.json");
+    let p = fx.config.join("settings.json");
     fs::write(
         &p,
         "{\n  \"claude_token_file\": \"~/x\",\n  \"templates\": [}\n",
@@ -149,7 +149,7 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", &fx.home)
             .arg("--config-dir")
-            .arg(&fx.cfg)
+            .arg(&fx.config)
             .arg("--state-dir")
             .arg(&fx.state)
             .arg("launch")

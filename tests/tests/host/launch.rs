@@ -8,11 +8,11 @@ use serde_json::json;
 use crate::*;
 
 fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.proj})
+    json!({"kind": "claude", "session_id": id, "project": fx.project})
 }
 
 fn terminal_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.proj})
+    json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.project})
 }
 
 /// Issue 5 (1): with the setting empty the template's value passes unchanged (9, no hash, no
@@ -75,7 +75,7 @@ fn sandboxed_terminal_claude_code_gets_the_token_by_launch_and_run() {
     assert_got_token(rec, &fx.token);
     assert_started(&fx, "t1", "fd");
 
-    let out = fx.host(&["run", "--project", fx.proj.to_str().unwrap()]);
+    let out = fx.host(&["run", "--project", fx.project.to_str().unwrap()]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(2);
     assert_eq!(recs.len(), 2);
@@ -97,7 +97,8 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
     assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, Some(0));
     let third = relay_tests::fake_token();
     fx.write_token(&third);
-    let resume = json!({"kind": "claude", "session_id": "r3", "resume": "r1", "project": fx.proj});
+    let resume =
+        json!({"kind": "claude", "session_id": "r3", "resume": "r1", "project": fx.project});
     assert_eq!(fx.launch(&resume).code, Some(0));
     let recs = fx.wait_records(3);
     assert_got_token(&recs[0], &first);
@@ -122,7 +123,7 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
 #[test]
 fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
     let fx = Fx::new();
-    let cat = format!("cat '{}'; echo \"rc=$?\"", fx.token_path.display());
+    let cat = format!("cat '{}'; echo \"rc=$?\"", fx.token_file.display());
     fx.with_token(vec![claude_template(
         &["--sh", &cat],
         json!({}),
@@ -150,7 +151,7 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
         "cat '{}' > \"$TMPDIR/out\" 2>&1; echo $? > \"$TMPDIR/rc\"; \
          echo \"${{{VAR}-unset}}\" > \"$TMPDIR/var\"; \
          if [ -e /proc/$$/fd/5 ]; then echo open; else echo closed; fi > \"$TMPDIR/fd5\"",
-        fx.token_path.display()
+        fx.token_file.display()
     );
     let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1", "keep": true,
                      "extra_args": ["-c", script]});
@@ -188,7 +189,8 @@ fn the_setting_wins_over_a_template_value() {
 fn unsandboxed_and_ssh_launches_get_no_token() {
     let mut fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let req = json!({"kind": "claude", "session_id": "u1", "project": fx.proj, "sandbox": false});
+    let req =
+        json!({"kind": "claude", "session_id": "u1", "project": fx.project, "sandbox": false});
     let out = fx.launch(&req);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
@@ -201,7 +203,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         "run",
         "--no-sandbox",
         "--project",
-        fx.proj.to_str().unwrap(),
+        fx.project.to_str().unwrap(),
     ]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
@@ -216,7 +218,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         "PATH".into(),
         format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
     );
-    let req = json!({"kind": "claude", "session_id": "u2", "project": fx.proj,
+    let req = json!({"kind": "claude", "session_id": "u2", "project": fx.project,
                      "host": "build.example"});
     let out = fx.launch(&req);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -273,7 +275,8 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
 
     // Without a token (unsandboxed) the host's 7 is still dropped and no variable is set; the
     // person's own Anthropic login stays (the environment rules drop it only when a token is passed).
-    let req = json!({"kind": "claude", "session_id": "e2", "project": fx.proj, "sandbox": false});
+    let req =
+        json!({"kind": "claude", "session_id": "e2", "project": fx.project, "sandbox": false});
     let out = fx.launch(&req);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
@@ -382,7 +385,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
     let mut template = claude_template(&["--sleep", "3"], json!({}), &[]);
     template["request_env"] = json!(["REQ_VAR", "LD_PRELOAD"]);
     fx.with_token(vec![template]);
-    let req = json!({"kind": "claude", "session_id": "v1", "project": fx.proj,
+    let req = json!({"kind": "claude", "session_id": "v1", "project": fx.project,
                      "env": {"REQ_VAR": "seen"}});
     let running = fx.launch_bg(&req);
     let rec = fx.wait_records(1)[0].clone();
@@ -412,7 +415,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
         ("OTHER", "env \"OTHER\": not in the template's request_env list, so a launch that carries the token may not set it".to_string()),
         ("LD_PRELOAD", "env \"LD_PRELOAD\": a launch that carries the token may not set LD_* variables".to_string()),
     ] {
-        let req = json!({"kind": "claude", "session_id": "v2", "project": fx.proj,
+        let req = json!({"kind": "claude", "session_id": "v2", "project": fx.project,
                          "env": {var: "5"}});
         let out = fx.launch(&req);
         let msg = assert_refused(&fx, &out, 64, "invalid_spec");
@@ -434,7 +437,8 @@ fn a_session_ends_when_its_host_is_killed() {
         json!({ k: v }),
         &[],
     )]);
-    let running = fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.proj}));
+    let running =
+        fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.project}));
     fx.wait_records(1);
     let before = relay_tests::fixture::processes_with_env(&mark);
     assert!(
@@ -575,7 +579,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     sorted.sort_unstable();
     assert_eq!(sorted, want, "{args:?}");
     assert!(dests.contains(&"/tmp"), "{dests:?}");
-    assert!(dests.contains(&fx.proj.to_str().unwrap()), "{dests:?}");
+    assert!(dests.contains(&fx.project.to_str().unwrap()), "{dests:?}");
     assert!(!args.iter().any(|a| a == "relay-sandbox-check"), "{args:?}");
     // After `--` the network's forwarder and the agent, no shell before them.
     let sep = args.iter().position(|a| a == "--").unwrap();

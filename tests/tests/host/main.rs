@@ -14,11 +14,12 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub use relay_tests::assert_no_token;
+use relay_tests::fixture::{Folders, Layout};
 pub use relay_tests::run::Out;
 use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
 use serde_json::{json, Value};
@@ -39,15 +40,10 @@ pub const VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
 /// The setting every test with a token uses.
 pub const SETTING: &str = "~/.config/acme-ltt/token";
 
-/// One test's world.
+/// One test's world: its folders ([`Layout::agent`], the config folder `cfg`, the project
+/// `proj`) and how it runs `relay-host`.
 pub struct Fx {
-    _dir: tempfile::TempDir,
-    pub root: PathBuf,
-    pub home: PathBuf,
-    pub cfg: PathBuf,
-    pub state: PathBuf,
-    pub proj: PathBuf,
-    pub token_path: PathBuf,
+    folders: Folders,
     pub token: String,
     /// Where the fake agent records (the template's `FAKE_AGENT_RECORD`, in the project).
     pub record: PathBuf,
@@ -58,9 +54,12 @@ pub struct Fx {
     n: std::cell::Cell<u32>,
 }
 
-fn mkdir(p: &Path, mode: u32) {
-    fs::create_dir_all(p).unwrap();
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+/// A world is its folders (`fx.home`, `fx.project`, ...) and how it runs the host.
+impl std::ops::Deref for Fx {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
 }
 
 impl Fx {
@@ -68,30 +67,15 @@ impl Fx {
     /// trim) and no settings yet.
     #[allow(clippy::new_without_default)] // makes folders and a token: not a default value
     pub fn new() -> Fx {
-        let dir = tempfile::Builder::new()
-            .prefix("relay-host-e2e.")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let root = dir.path().to_path_buf();
-        mkdir(&root, 0o755);
-        let home = root.join("home");
-        mkdir(&home.join(".config/acme-ltt"), 0o755);
-        mkdir(&home.join(".config"), 0o755);
-        mkdir(&home, 0o755);
-        let cfg = root.join("cfg");
-        mkdir(&cfg, 0o755);
-        let proj = root.join("proj");
-        mkdir(&proj, 0o755);
+        let folders = Folders::new(Layout {
+            config: "cfg",
+            project: "proj",
+            ..Layout::agent("relay-host-e2e.")
+        });
         let fx = Fx {
-            _dir: dir,
-            state: root.join("state"),
-            token_path: home.join(".config/acme-ltt/token"),
-            record: proj.join("rec.jsonl"),
+            record: folders.project.join("rec.jsonl"),
             token: fake_token(),
-            root,
-            home,
-            cfg,
-            proj,
+            folders,
             host_env: BTreeMap::new(),
             umask0: false,
             n: std::cell::Cell::new(0),
@@ -102,13 +86,13 @@ impl Fx {
 
     /// Rewrites the token file in place (0600, trailing newline).
     pub fn write_token(&self, token: &str) {
-        fs::write(&self.token_path, format!("{token}\n")).unwrap();
-        fs::set_permissions(&self.token_path, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&self.token_file, format!("{token}\n")).unwrap();
+        fs::set_permissions(&self.token_file, fs::Permissions::from_mode(0o600)).unwrap();
     }
 
     /// Writes `settings.json`.
     pub fn settings(&self, v: Value) {
-        let p = self.cfg.join("settings.json");
+        let p = self.config.join("settings.json");
         fs::write(&p, v.to_string()).unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
     }
@@ -127,7 +111,7 @@ impl Fx {
             .env("LANG", "C.UTF-8")
             .envs(&self.host_env)
             .arg("--config-dir")
-            .arg(&self.cfg)
+            .arg(&self.config)
             .arg("--state-dir")
             .arg(&self.state)
             .stdin(Stdio::null())

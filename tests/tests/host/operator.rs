@@ -72,7 +72,8 @@ fn import_takes_the_one_token_out_of_setup_token_output() {
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);
     let settings: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(fx.cfg.join("settings.json")).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(fx.config.join("settings.json")).unwrap())
+            .unwrap();
     assert_eq!(
         settings,
         json!({"claude_token_file": "~/.config/claude-ltt/token"})
@@ -94,23 +95,23 @@ fn import_takes_a_bare_token_and_keeps_the_settings_as_they_were() {
     let token = oat_token();
     // JSON: the key is added, everything else stays byte for byte.
     let json_text = "{\n    \"bwrap\": \"/usr/bin/bwrap\",\n    \"templates\": []\n}\n";
-    fs::write(fx.cfg.join("settings.json"), json_text).unwrap();
+    fs::write(fx.config.join("settings.json"), json_text).unwrap();
     let out = import(&fx, token.as_bytes(), &[]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_quiet(&out, &token);
     assert_eq!(
-        fs::read_to_string(fx.cfg.join("settings.json")).unwrap(),
+        fs::read_to_string(fx.config.join("settings.json")).unwrap(),
         "{\n    \"claude_token_file\": \"~/.config/claude-ltt/token\",\n    \"bwrap\": \
          \"/usr/bin/bwrap\",\n    \"templates\": []\n}\n"
     );
     // TOML, with a comment and an empty value: only the value changes.
-    fs::remove_file(fx.cfg.join("settings.json")).unwrap();
+    fs::remove_file(fx.config.join("settings.json")).unwrap();
     let toml_text = "# mine\nclaude_token_file = \"\"\nbwrap = \"/usr/bin/bwrap\"\n";
-    fs::write(fx.cfg.join("settings.toml"), toml_text).unwrap();
+    fs::write(fx.config.join("settings.toml"), toml_text).unwrap();
     let out = import(&fx, format!("{token}\n").as_bytes(), &[]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        fs::read_to_string(fx.cfg.join("settings.toml")).unwrap(),
+        fs::read_to_string(fx.config.join("settings.toml")).unwrap(),
         "# mine\nclaude_token_file = \"~/.config/claude-ltt/token\"\nbwrap = \"/usr/bin/bwrap\"\n"
     );
     // A set value is left alone, and the file it names is the one written.
@@ -152,7 +153,7 @@ fn import_refuses_no_token_and_several_naming_how_many() {
             !default_token_path(&fx).exists(),
             "a refused import wrote a file"
         );
-        assert!(!fx.cfg.join("settings.json").exists());
+        assert!(!fx.config.join("settings.json").exists());
     }
     // The same token twice is one token.
     let out = import(&fx, format!("{a}\n{a}\n").as_bytes(), &[]);
@@ -238,7 +239,7 @@ fn a_credentials_folder_token_is_read() {
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["path"], file.display().to_string());
     assert_eq!(r["mode"], "0400");
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "c1", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "c1", "project": fx.project}));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.records()[0], &fx.token);
 }
@@ -296,13 +297,14 @@ fn a_lone_relay_host_runs_itself_as_the_shim() {
     let host = bin.join("relay-host");
     fs::copy(relay_tests::relay_host(), &host).unwrap();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let req = fx.request_file(&json!({"kind": "claude", "session_id": "l1", "project": fx.proj}));
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "l1", "project": fx.project}));
     let mut lone = std::process::Command::new(&host);
     lone.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
         .arg("--config-dir")
-        .arg(&fx.cfg)
+        .arg(&fx.config)
         .arg("--state-dir")
         .arg(&fx.state)
         .arg("launch")
@@ -318,7 +320,12 @@ fn a_lone_relay_host_runs_itself_as_the_shim() {
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap(), "status", "--json"])
+        .args([
+            "--config-dir",
+            fx.config.to_str().unwrap(),
+            "status",
+            "--json",
+        ])
         .output()
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
@@ -368,8 +375,9 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
 fn refusals_on_a_terminal_say_what_to_do() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    fs::remove_file(&fx.token_path).unwrap();
-    let req = fx.request_file(&json!({"kind": "claude", "session_id": "t1", "project": fx.proj}));
+    fs::remove_file(&fx.token_file).unwrap();
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "t1", "project": fx.project}));
     let mut cmd = fx.host_cmd();
     cmd.arg("launch").arg(&req);
     let (code, shown) = on_a_terminal(cmd);
@@ -378,7 +386,7 @@ fn refusals_on_a_terminal_say_what_to_do() {
         "relay-host: the launch was refused: read claude_token_file {}: no such file or \
          directory (sandbox_unavailable)\nhint: the token file is missing: make one with `claude \
          setup-token`, then store it with `relay-host token import`\n",
-        fx.token_path.display()
+        fx.token_file.display()
     );
     assert_eq!(shown, want);
     let event = fx.log("events.jsonl").pop().unwrap();
@@ -408,7 +416,7 @@ fn each_common_refusal_has_a_hint() {
         ),
         (
             json!({"claude_token_file": SETTING, "bwrap": missing_bwrap, "templates": [t]}),
-            json!({"kind": "claude", "project": fx.proj}),
+            json!({"kind": "claude", "project": fx.project}),
             "install bubblewrap",
         ),
     ];
@@ -439,12 +447,12 @@ fn each_common_refusal_has_a_hint() {
     let copy = lone.join("relay-host-copy");
     fs::copy(relay_tests::relay_host(), &copy).unwrap();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let p = fx.request_file(&json!({"kind": "claude", "project": fx.proj}));
+    let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
     let mut cmd = std::process::Command::new(&copy);
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap()])
+        .args(["--config-dir", fx.config.to_str().unwrap()])
         .args(["--state-dir", fx.state.to_str().unwrap(), "launch"])
         .arg(&p)
         .stdin(Stdio::null())
@@ -461,11 +469,11 @@ fn each_common_refusal_has_a_hint() {
         json!({"claude_token_file": SETTING, "templates": [claude_template(&[], json!({}), &[])]}),
     );
     fs::write(
-        &fx.token_path,
+        &fx.token_file,
         "{\"claudeAiOauth\": {\"accessToken\": \"x\"}}\n",
     )
     .unwrap();
-    let p = fx.request_file(&json!({"kind": "claude", "project": fx.proj}));
+    let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
     let mut cmd = fx.host_cmd();
     cmd.arg("launch").arg(&p);
     let (_, shown) = on_a_terminal(cmd);
@@ -481,7 +489,7 @@ fn a_claude_launch_without_a_token_says_so() {
     let fx = Fx::new();
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
     let mut cmd = fx.host_cmd();
-    cmd.args(["run", "-p", fx.proj.to_str().unwrap()]);
+    cmd.args(["run", "-p", fx.project.to_str().unwrap()]);
     let (code, shown) = on_a_terminal(cmd);
     assert_eq!(code, 0, "{shown}");
     assert!(
@@ -493,7 +501,7 @@ fn a_claude_launch_without_a_token_says_so() {
         "run",
         "--no-sandbox",
         "--project",
-        fx.proj.to_str().unwrap(),
+        fx.project.to_str().unwrap(),
     ]);
     let (_, shown) = on_a_terminal(cmd);
     assert!(
@@ -769,7 +777,7 @@ fn status_exits_78_when_a_part_is_unusable() {
     assert_eq!(out.code, Some(78));
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["bwrap"]["works"], false, "{r}");
-    fs::write(fx.cfg.join("settings.json"), "{\"claude_token_file\": ").unwrap();
+    fs::write(fx.config.join("settings.json"), "{\"claude_token_file\": ").unwrap();
     assert_eq!(fx.host(&["status"]).code, Some(78));
     fx.settings(json!({"claude_token_file": SETTING}));
     fx.write_token("two words");
@@ -801,7 +809,7 @@ fn token_check_warns_on_shape_and_age() {
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(331 * 86400);
     fs::File::options()
         .append(true)
-        .open(&fx.token_path)
+        .open(&fx.token_file)
         .unwrap()
         .set_modified(old)
         .unwrap();
@@ -879,11 +887,11 @@ fn logs_print_times_filter_and_follow() {
 fn the_claude_config_folder_is_seeded_once() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let seed = fx.cfg.join("claude-seed");
+    let seed = fx.config.join("claude-seed");
     fs::create_dir(&seed).unwrap();
     fs::write(seed.join("settings.json"), "{\"theme\": \"dark\"}\n").unwrap();
-    std::os::unix::fs::symlink(&fx.token_path, seed.join("CLAUDE.md")).unwrap();
-    let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.proj});
+    std::os::unix::fs::symlink(&fx.token_file, seed.join("CLAUDE.md")).unwrap();
+    let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.project});
     assert_eq!(fx.launch(&req("s1")).code, Some(0));
     let claude = fx.state.join("claude");
     let copied = claude.join("settings.json");
