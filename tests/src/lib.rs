@@ -69,6 +69,16 @@ pub fn relay_host() -> PathBuf {
     bin("relay-host")
 }
 
+/// The built `fake-agent`'s path as a string (a program name for a command line or a
+/// template).
+///
+/// ```no_run
+/// assert!(relay_tests::fake_agent_arg().ends_with("fake-agent"));
+/// ```
+pub fn fake_agent_arg() -> String {
+    fake_agent().to_str().unwrap().to_owned()
+}
+
 /// The built `fake-agent` (see its source for the CLI and the record format).
 ///
 /// ```no_run
@@ -378,6 +388,10 @@ pub mod listener;
 /// A local stand-in for the Messages API that plays a script of turns (see the module).
 pub mod messages_api;
 pub mod mutate;
+
+/// Running the real `relay-shim` by hand: token and status pipes, one run's outcome (see the
+/// module).
+pub mod shim;
 
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;

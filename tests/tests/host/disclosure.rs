@@ -57,7 +57,7 @@ fn scan_processes(host_pid: u32, token: &str) {
         if arg0.ends_with("/relay-shim") {
             saw_shim = true;
         }
-        if arg0 == agent() {
+        if arg0 == fake_agent_arg() {
             saw_agent = true;
             let needle = format!("{VAR}=5\0");
             assert!(

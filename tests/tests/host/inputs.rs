@@ -134,33 +134,14 @@ fn a_missing_program_is_spawn_failed() {
 #[test]
 fn a_missing_relay_shim_refuses_saying_where_it_looked() {
     let fx = Fx::new();
-    let lone = fx.root.join("lone");
-    fs::create_dir(&lone).unwrap();
     // Under another name: a lone `relay-host` runs itself as the shim (see below).
-    let host = lone.join("relay-host-copy");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("lone", "relay-host-copy");
+    let lone = host.parent().unwrap();
     let missing = fx.root.join("no-such-shim");
     fx.settings(json!({"claude_token_file": SETTING, "shim": missing,
                        "templates": [claude_template(&[], json!({}), &[])]}));
     let req = fx.request_file(&claude_req(&fx, "x7"));
-    let out = finish(
-        std::process::Command::new(&host)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", &fx.home)
-            .arg("--config-dir")
-            .arg(&fx.config)
-            .arg("--state-dir")
-            .arg(&fx.state)
-            .arg("launch")
-            .arg(&req)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-        TIMEOUT,
-    );
+    let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     for place in [
         lone.join("relay-shim").display().to_string(),

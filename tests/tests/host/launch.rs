@@ -237,7 +237,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         ["-F", "/dev/null", "-t", "--", "build.example"],
         "{argv:?}"
     );
-    assert_eq!(argv[6], agent());
+    assert_eq!(argv[6], fake_agent_arg());
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
     assert_started(&fx, "u2", "none");
@@ -584,7 +584,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     // After `--` the network's forwarder and the agent, no shell before them.
     let sep = args.iter().position(|a| a == "--").unwrap();
     assert!(!args[sep..].iter().any(|a| a == "/bin/sh"), "{args:?}");
-    assert!(args[sep..].contains(&agent()), "{args:?}");
+    assert!(args[sep..].contains(&fake_agent_arg()), "{args:?}");
     let mut want_fds = vec![0, 1, 2, 5, 6, 9];
     want_fds.extend(want);
     assert_eq!(fds, &want_fds, "what bwrap was handed");

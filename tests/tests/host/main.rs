@@ -14,14 +14,15 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub use relay_tests::assert_no_token;
+pub use relay_tests::fake_agent_arg;
 use relay_tests::fixture::{Folders, Layout};
 pub use relay_tests::run::Out;
-use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
+use relay_tests::{fake_token, relay_host, sha256_hex, wait_for_records};
 use serde_json::{json, Value};
 
 mod disclosure;
@@ -186,6 +187,36 @@ impl Fx {
         }
     }
 
+    /// A copy of the built `relay-host` named `name` in the new folder `<root>/<folder>`, where
+    /// no `relay-shim` stands beside it.
+    pub fn lone_host(&self, folder: &str, name: &str) -> PathBuf {
+        let dir = self.root.join(folder);
+        fs::create_dir(&dir).unwrap();
+        let host = dir.join(name);
+        fs::copy(relay_tests::relay_host(), &host).unwrap();
+        host
+    }
+
+    /// `HOST --config-dir C --state-dir S launch REQ` for a copied host (see
+    /// [`Fx::lone_host`]), with an environment of `PATH=/usr/bin:/bin` and `HOME` only, stdin
+    /// `/dev/null`, stdout and stderr piped.
+    pub fn lone_launch(&self, host: &Path, req: &Path) -> Command {
+        let mut cmd = Command::new(host);
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("launch")
+            .arg(req)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
     /// The session folder of `id`.
     pub fn session_dir(&self, id: &str) -> PathBuf {
         self.state.join("sessions").join(id)
@@ -218,15 +249,10 @@ impl Drop for Running {
     }
 }
 
-/// The fake agent's path as a string.
-pub fn agent() -> String {
-    fake_agent().to_str().unwrap().to_owned()
-}
-
 /// A `claude-code` template running the fake agent with `args`, recording into the project,
 /// with `env` added and the built-in grants plus `read`.
 pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
-    let mut command = vec![agent()];
+    let mut command = vec![fake_agent_arg()];
     command.extend(args.iter().map(|s| s.to_string()));
     let mut e = json!({
         "FAKE_AGENT_RECORD": "{project}/rec.jsonl",

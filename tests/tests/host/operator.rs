@@ -292,27 +292,11 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
 #[test]
 fn a_lone_relay_host_runs_itself_as_the_shim() {
     let fx = Fx::new();
-    let bin = fx.root.join("bin");
-    fs::create_dir(&bin).unwrap();
-    let host = bin.join("relay-host");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("bin", "relay-host");
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let req =
         fx.request_file(&json!({"kind": "claude", "session_id": "l1", "project": fx.project}));
-    let mut lone = std::process::Command::new(&host);
-    lone.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &fx.home)
-        .arg("--config-dir")
-        .arg(&fx.config)
-        .arg("--state-dir")
-        .arg(&fx.state)
-        .arg("launch")
-        .arg(&req)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = finish(lone.spawn().unwrap(), TIMEOUT);
+    let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_started(&fx, "l1", "fd");
     assert_got_token(&fx.records()[0], &fx.token);
