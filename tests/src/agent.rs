@@ -315,16 +315,7 @@ impl Setup {
     /// sees the token there, and the turn's transcript is among the files.
     pub fn assert_no_token_on_disk(&self) {
         let scan = crate::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
-        assert_eq!(
-            scan.in_token_file,
-            [0],
-            "the scan does not see the token in the token file"
-        );
-        assert!(
-            scan.holders.is_empty(),
-            "files hold the token: {:?}",
-            scan.holders
-        );
+        scan.assert_clean(0);
         let files = scan.files;
         // The turn's transcript (its prompts and tool results) is among the files scanned.
         let transcripts = self.claude_config().join("projects");

@@ -166,6 +166,31 @@ pub struct TokenScan {
     pub holders: Vec<String>,
 }
 
+impl TokenScan {
+    /// Panics unless the scan saw token `current` (and no other) in the token file, so it is
+    /// not blind, and no other file holds any token.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let t = relay_tests::fake_token();
+    /// std::fs::write(dir.path().join("token"), &t)?;
+    /// relay_tests::scan_for_tokens(dir.path(), &dir.path().join("token"), &[&t]).assert_clean(0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn assert_clean(&self, current: usize) {
+        assert_eq!(
+            self.in_token_file,
+            [current],
+            "the scan does not see the current token (and only it) in the token file"
+        );
+        assert!(
+            self.holders.is_empty(),
+            "files hold a token: {:?}",
+            self.holders
+        );
+    }
+}
+
 /// Reads every regular file under `root` (see [`files_under`]) for each of `tokens` and for its
 /// random part; the token file `token_file` is looked at apart, so a caller can check that the
 /// scan sees there what it looks for.

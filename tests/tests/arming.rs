@@ -212,16 +212,7 @@ impl World {
     /// does see it in the token file).
     fn assert_no_token_on_disk(&self) {
         let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
-        assert_eq!(
-            scan.in_token_file,
-            [0],
-            "the scan did not see the token in the token file"
-        );
-        assert!(
-            scan.holders.is_empty(),
-            "files hold the token: {:?}",
-            scan.holders
-        );
+        scan.assert_clean(0);
     }
 }
 

@@ -235,16 +235,7 @@ impl Fixture {
         let tokens: Vec<&str> = self.tokens.iter().map(String::as_str).collect();
         let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &tokens);
         // The scan is not blind: it sees the current token (and only it) in the token file.
-        assert_eq!(
-            scan.in_token_file,
-            [tokens.len() - 1],
-            "the scan does not see the current token (and only it) in the token file"
-        );
-        assert!(
-            scan.holders.is_empty(),
-            "files hold a token: {:?}",
-            scan.holders
-        );
+        scan.assert_clean(tokens.len() - 1);
         let files = scan.files;
         // And Claude Code wrote files where the scan looked.
         let in_claude_config = files

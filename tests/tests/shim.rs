@@ -36,6 +36,14 @@ fn run_shim(cmd: Command, extra: &[(std::os::fd::BorrowedFd<'_>, i32)]) -> ShimR
     relay_tests::shim::run(cmd, 3, extra)
 }
 
+/// The status lines of a run whose target failed to spawn with `errno`.
+fn failed_to_spawn(errno: i32) -> Vec<Value> {
+    vec![
+        json!({"event": "no_identity"}),
+        json!({"event": "spawn_failed", "errno": errno}),
+    ]
+}
+
 /// The status lines of a run that started the target of the record `rec` and saw it exit
 /// with `status`.
 fn ran_to_exit(rec: &Value, status: i32) -> Vec<Value> {
@@ -283,25 +291,13 @@ fn missing_program_is_spawn_failed_enoent_127() {
         shim_cmd(&record, &["--pass-token", "--", missing.to_str().unwrap()]),
         &[(pipe.as_fd(), 5)],
     );
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "spawn_failed", "errno": 2})
-        ]
-    );
+    assert_eq!(run.status, failed_to_spawn(2));
     assert_eq!(run.code, 127);
     let run = run_shim(
         shim_cmd(&record, &["--", "relay-no-such-program-on-path"]),
         &[],
     );
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "spawn_failed", "errno": 2})
-        ]
-    );
+    assert_eq!(run.status, failed_to_spawn(2));
     assert_eq!(run.code, 127);
 }
 
@@ -311,13 +307,7 @@ fn non_executable_file_is_spawn_failed_126() {
     let file = d.path().join("not-executable");
     std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
     let run = run_shim(shim_cmd(&record, &["--", file.to_str().unwrap()]), &[]);
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "spawn_failed", "errno": libc::EACCES})
-        ]
-    );
+    assert_eq!(run.status, failed_to_spawn(libc::EACCES));
     assert_eq!(run.code, 126);
 }
 

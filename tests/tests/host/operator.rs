@@ -316,6 +316,14 @@ fn a_lone_relay_host_runs_itself_as_the_shim() {
     assert_eq!(r["shim"]["path"], host.display().to_string());
 }
 
+/// `relay-host ARGS` of the world (see [`Fx::host_cmd`]) with stderr on a new pseudo-terminal
+/// (see [`on_a_terminal`]).
+fn host_on_a_terminal(fx: &Fx, args: &[&str]) -> (i32, String) {
+    let mut cmd = fx.host_cmd();
+    cmd.args(args);
+    on_a_terminal(cmd)
+}
+
 /// Runs `cmd` with stderr on a new pseudo-terminal; returns the exit code and what the terminal
 /// showed.
 pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
@@ -362,9 +370,7 @@ fn refusals_on_a_terminal_say_what_to_do() {
     fs::remove_file(&fx.token_file).unwrap();
     let req =
         fx.request_file(&json!({"kind": "claude", "session_id": "t1", "project": fx.project}));
-    let mut cmd = fx.host_cmd();
-    cmd.arg("launch").arg(&req);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["launch", req.to_str().unwrap()]);
     assert_eq!(code, 78);
     let want = format!(
         "relay-host: the launch was refused: read claude_token_file {}: no such file or \
@@ -376,9 +382,7 @@ fn refusals_on_a_terminal_say_what_to_do() {
     let event = fx.log("events.jsonl").pop().unwrap();
     assert_eq!(event["error"], "sandbox_unavailable");
     assert_eq!(event["status"], 400);
-    let mut cmd = fx.host_cmd();
-    cmd.arg("--json").arg("launch").arg(&req);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["--json", "launch", req.to_str().unwrap()]);
     assert_eq!(code, 78);
     let line: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
     assert_eq!(line, fx.log("events.jsonl").pop().unwrap());
@@ -408,9 +412,7 @@ fn each_common_refusal_has_a_hint() {
     for (settings, req, hint) in cases {
         fx.settings(settings);
         let p = fx.request_file(&req);
-        let mut cmd = fx.host_cmd();
-        cmd.arg("launch").arg(&p);
-        let (code, shown) = on_a_terminal(cmd);
+        let (code, shown) = host_on_a_terminal(&fx, &["launch", p.to_str().unwrap()]);
         assert_ne!(code, 0);
         let lines: Vec<&str> = shown.lines().collect();
         assert_eq!(lines.len(), 2, "{shown}");
@@ -458,9 +460,7 @@ fn each_common_refusal_has_a_hint() {
     )
     .unwrap();
     let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
-    let mut cmd = fx.host_cmd();
-    cmd.arg("launch").arg(&p);
-    let (_, shown) = on_a_terminal(cmd);
+    let (_, shown) = host_on_a_terminal(&fx, &["launch", p.to_str().unwrap()]);
     assert!(
         shown.contains("hint: the token file must hold the token alone"),
         "{shown}"
@@ -472,22 +472,14 @@ fn each_common_refusal_has_a_hint() {
 fn a_claude_launch_without_a_token_says_so() {
     let fx = Fx::new();
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
-    let mut cmd = fx.host_cmd();
-    cmd.args(["run", "-p", fx.project.to_str().unwrap()]);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["run", "-p", fx.project.to_str().unwrap()]);
     assert_eq!(code, 0, "{shown}");
     assert!(
         shown.contains("this Claude session gets no token (claude_token_file is not set)"),
         "{shown}"
     );
-    let mut cmd = fx.host_cmd();
-    cmd.args([
-        "run",
-        "--no-sandbox",
-        "--project",
-        fx.project.to_str().unwrap(),
-    ]);
-    let (_, shown) = on_a_terminal(cmd);
+    let project = fx.project.to_str().unwrap();
+    let (_, shown) = host_on_a_terminal(&fx, &["run", "--no-sandbox", "--project", project]);
     assert!(
         shown.contains("an unsandboxed launch never gets it"),
         "{shown}"
@@ -922,9 +914,7 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
     let out = fx.host(&["launch", req.to_str().unwrap()]);
     assert_eq!(out.code, Some(64), "{}", out.stderr);
     assert_quiet(&out, &pasted);
-    let mut cmd = fx.host_cmd();
-    cmd.arg("launch").arg(&req);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["launch", req.to_str().unwrap()]);
     assert_eq!(code, 64, "{shown}");
     assert_no_token("the terminal", shown.as_bytes(), &pasted);
 }
