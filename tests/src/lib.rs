@@ -421,6 +421,34 @@ pub mod shim;
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;
 
+/// A new pseudo-terminal as `(master, slave)`; panics when none can be had.
+///
+/// ```
+/// let (master, slave) = relay_tests::openpty();
+/// # drop((master, slave));
+/// ```
+pub fn openpty() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and nothing else owns them.
+    unsafe {
+        (
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(master),
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(slave),
+        )
+    }
+}
+
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.
 ///

@@ -6,7 +6,7 @@
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -371,20 +371,7 @@ fn session_of(pid: i64) -> (i64, i64, u64, i64) {
 #[test]
 fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
     let (dir, record) = record_dir();
-    let (mut m, mut s) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the two ints; the other arguments are null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut m,
-            &mut s,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: openpty returned two fresh descriptors that nothing else owns.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    let (master, slave) = relay_tests::openpty();
     let st = std::fs::File::from(slave.try_clone().unwrap())
         .metadata()
         .unwrap();

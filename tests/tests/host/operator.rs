@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -324,23 +324,15 @@ fn host_on_a_terminal(fx: &Fx, args: &[&str]) -> (i32, String) {
     on_a_terminal(cmd)
 }
 
+/// Panics, showing the terminal, unless it showed `text`.
+fn assert_shows(shown: &str, text: &str) {
+    assert!(shown.contains(text), "{shown}");
+}
+
 /// Runs `cmd` with stderr on a new pseudo-terminal; returns the exit code and what the terminal
 /// showed.
 pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just opened and nothing else owns them.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let (master, slave) = relay_tests::openpty();
     cmd.stderr(Stdio::from(slave));
     let out = finish(cmd.spawn().unwrap(), TIMEOUT);
     drop(cmd);
@@ -445,11 +437,8 @@ fn each_common_refusal_has_a_hint() {
         .stdout(Stdio::piped());
     let (code, shown) = on_a_terminal(cmd);
     assert_eq!(code, 71, "{shown}");
-    assert!(shown.contains("relay-shim not found"), "{shown}");
-    assert!(
-        shown.contains("\nhint: install relay-shim beside relay-host"),
-        "{shown}"
-    );
+    assert_shows(&shown, "relay-shim not found");
+    assert_shows(&shown, "\nhint: install relay-shim beside relay-host");
     // A pasted non-token in the file.
     fx.settings(
         json!({"claude_token_file": SETTING, "templates": [claude_template(&[], json!({}), &[])]}),
@@ -461,10 +450,7 @@ fn each_common_refusal_has_a_hint() {
     .unwrap();
     let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
     let (_, shown) = host_on_a_terminal(&fx, &["launch", p.to_str().unwrap()]);
-    assert!(
-        shown.contains("hint: the token file must hold the token alone"),
-        "{shown}"
-    );
+    assert_shows(&shown, "hint: the token file must hold the token alone");
 }
 
 /// A Claude launch that gets no token says so to a person.
@@ -474,16 +460,13 @@ fn a_claude_launch_without_a_token_says_so() {
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
     let (code, shown) = host_on_a_terminal(&fx, &["run", "-p", fx.project.to_str().unwrap()]);
     assert_eq!(code, 0, "{shown}");
-    assert!(
-        shown.contains("this Claude session gets no token (claude_token_file is not set)"),
-        "{shown}"
+    assert_shows(
+        &shown,
+        "this Claude session gets no token (claude_token_file is not set)",
     );
     let project = fx.project.to_str().unwrap();
     let (_, shown) = host_on_a_terminal(&fx, &["run", "--no-sandbox", "--project", project]);
-    assert!(
-        shown.contains("an unsandboxed launch never gets it"),
-        "{shown}"
-    );
+    assert_shows(&shown, "an unsandboxed launch never gets it");
 }
 
 /// A NUL in `extra_args`, an oversized `env` and an array as the request are `invalid_spec`
@@ -648,20 +631,7 @@ fn the_readme_operator_walkthrough_runs() {
 fn import_on_a_terminal_echoes_nothing() {
     let fx = Fx::new();
     let token = oat_token();
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0);
-    // SAFETY: both descriptors were just opened and nothing else owns them.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let (master, slave) = relay_tests::openpty();
     let mut cmd = fx.host_cmd();
     cmd.args(["token", "import"])
         .stdin(Stdio::from(slave.try_clone().unwrap()))
