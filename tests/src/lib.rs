@@ -421,6 +421,27 @@ pub mod shim;
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;
 
+/// `git -C DIR ARGS` on the host, as a test user; panics unless it succeeds, and returns its
+/// standard output.
+///
+/// ```no_run
+/// let dir = tempfile::tempdir()?;
+/// relay_tests::git(dir.path(), &["init", "-q"]);
+/// assert!(relay_tests::git(dir.path(), &["status", "--short"]).is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A new pseudo-terminal as `(master, slave)`; panics when none can be had.
 ///
 /// ```
@@ -447,6 +468,35 @@ pub fn openpty() -> (OwnedFd, OwnedFd) {
             <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(slave),
         )
     }
+}
+
+/// Every entry under `dir`, recursively and without following links, as its path relative to
+/// `dir` and its file type, sorted by path.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::create_dir(dir.path().join("a"))?;
+/// std::fs::write(dir.path().join("a/f"), "x")?;
+/// let names: Vec<String> = relay_tests::entries_under(dir.path()).into_iter().map(|e| e.0).collect();
+/// assert_eq!(names, ["a", "a/f"]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn entries_under(dir: &Path) -> Vec<(String, std::fs::FileType)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let list = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        for e in list.flatten() {
+            let t = e.file_type().unwrap();
+            let p = e.path();
+            out.push((p.strip_prefix(dir).unwrap().display().to_string(), t));
+            if t.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a

@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use relay_tests::fixture::{mkdir, Folders, Layout};
+use relay_tests::git;
 use relay_tests::listener::AuthListener;
 use relay_tests::run::{finish_with, Out};
 use relay_tests::{fake_agent, relay_host, relay_shim, sha256_hex};
@@ -218,23 +219,19 @@ impl World {
 
 /// Every entry under `dir` (relative path and kind), recursively, without following links.
 fn listing(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let t = e.file_type().unwrap();
-            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+    let mut out: Vec<String> = relay_tests::entries_under(dir)
+        .into_iter()
+        .map(|(rel, t)| {
             let kind = if t.is_dir() {
-                stack.push(e.path());
                 "dir"
             } else if t.is_symlink() {
                 "link"
             } else {
                 "file"
             };
-            out.push(format!("{kind} {rel}"));
-        }
-    }
+            format!("{kind} {rel}")
+        })
+        .collect();
     out.sort();
     out
 }
@@ -1145,19 +1142,6 @@ fn status_fails_on_a_token_file_wider_than_0600() {
 // Planted code beside the token: what a session without the token leaves for git, and what
 // code running beside the token can reach.
 // ---------------------------------------------------------------------------------------------
-
-/// `git -C DIR ARGS` on the host, as the test's user, with a fixed identity; panics on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The script a session without the token plants as git's `core.fsmonitor`: run by git in a
 /// later launch, it writes the variable and the hash of what it reads on fd 5 (the token, in a

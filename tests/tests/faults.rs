@@ -169,17 +169,10 @@ fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
 
 /// Every path under `dir` (folders and files, symlinks not followed), relative, sorted.
 fn tree(dir: &std::path::Path) -> Vec<String> {
-    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            out.push(p.strip_prefix(base).unwrap().display().to_string());
-            if e.file_type().unwrap().is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
+    let mut out: Vec<String> = relay_tests::entries_under(dir)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .collect();
     out.sort();
     out
 }

@@ -10,10 +10,6 @@ use serde_json::{json, Value};
 
 use crate::*;
 
-fn claude_req(fx: &Fx, id: &str) -> Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.project})
-}
-
 /// The events of one session, by name, in order.
 fn events_of(fx: &Fx, id: &str) -> Vec<Value> {
     fx.log("events.jsonl")

@@ -7,17 +7,6 @@ use serde_json::json;
 
 use crate::*;
 
-fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.project})
-}
-
-/// Asserts nothing started and no folder was left for `id`.
-fn assert_nothing_started(fx: &Fx, id: &str) {
-    assert!(fx.records().is_empty(), "{:?}", fx.records());
-    assert!(!fx.session_dir(id).exists(), "session folder left behind");
-    assert_only_logs_left(fx);
-}
-
 /// Settings that do not parse: 78, one line naming the file, line and column.
 #[test]
 fn settings_that_do_not_parse_refuse_with_line_and_column() {
@@ -32,7 +21,7 @@ fn settings_that_do_not_parse_refuse_with_line_and_column() {
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.starts_with(&format!("{}: ", p.display())), "{msg}");
     assert!(msg.contains("line 3 column 17"), "{msg}");
-    assert_nothing_started(&fx, "x1");
+    assert_nothing_left(&fx, "x1");
 }
 
 /// A template with no command: 78, one line naming the template.
@@ -44,7 +33,7 @@ fn a_template_with_no_command_refuses() {
     let out = fx.launch(&claude_req(&fx, "x2"));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.contains("\"claude-code\": command is empty"), "{msg}");
-    assert_nothing_started(&fx, "x2");
+    assert_nothing_left(&fx, "x2");
 }
 
 /// A `bwrap` setting that is not executable: 78, one line naming it, nothing left behind.
@@ -60,7 +49,7 @@ fn a_bwrap_setting_that_is_not_executable_refuses() {
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.contains(&fake.display().to_string()), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
-    assert_nothing_started(&fx, "x3");
+    assert_nothing_left(&fx, "x3");
 }
 
 /// A request that is not JSON, from a file and on stdin: 64, one line.
@@ -126,7 +115,7 @@ fn a_missing_program_is_spawn_failed() {
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     assert!(msg.contains("/nonexistent/agent"), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
-    assert_nothing_started(&fx, "x6");
+    assert_nothing_left(&fx, "x6");
 }
 
 /// No `relay-shim` beside the host, on `PATH` or at the `shim` setting: the launch is refused
@@ -150,7 +139,7 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
     ] {
         assert!(msg.contains(&place), "{place:?} not in {msg}");
     }
-    assert_nothing_started(&fx, "x7");
+    assert_nothing_left(&fx, "x7");
 }
 
 /// The folders come from the flags, else `$RELAY_CONFIG_DIR` / `$RELAY_STATE_DIR`, else

@@ -7,10 +7,6 @@ use serde_json::json;
 
 use crate::*;
 
-fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.project})
-}
-
 fn terminal_req(fx: &Fx, id: &str) -> serde_json::Value {
     json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.project})
 }

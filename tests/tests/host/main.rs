@@ -318,6 +318,32 @@ pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
     message
 }
 
+/// A kind `claude` request for the project with session id `id`.
+pub fn claude_req(fx: &Fx, id: &str) -> Value {
+    json!({"kind": "claude", "session_id": id, "project": fx.project})
+}
+
+/// Asserts no session started (no start line) and no session folder is left for `id`.
+pub fn assert_nothing_started(fx: &Fx, id: &str) {
+    assert!(
+        fx.records().is_empty(),
+        "a session started: {:?}",
+        fx.records()
+    );
+    assert!(
+        !fx.session_dir(id).exists(),
+        "{} left behind",
+        fx.session_dir(id).display()
+    );
+}
+
+/// [`assert_nothing_started`], and the state folder holds nothing but the logs
+/// ([`assert_only_logs_left`]).
+pub fn assert_nothing_left(fx: &Fx, id: &str) {
+    assert_nothing_started(fx, id);
+    assert_only_logs_left(fx);
+}
+
 /// Asserts a refusal left nothing in the state folder but the logs ("a refusal leaves
 /// nothing behind but its audit row and event"), on a state folder that held nothing before.
 pub fn assert_only_logs_left(fx: &Fx) {

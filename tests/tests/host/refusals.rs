@@ -10,20 +10,6 @@ use serde_json::json;
 
 use crate::*;
 
-/// Asserts no session started: no start line and no folder for `id`.
-fn assert_nothing_started(fx: &Fx, id: &str) {
-    assert!(
-        fx.records().is_empty(),
-        "a session started: {:?}",
-        fx.records()
-    );
-    assert!(
-        !fx.session_dir(id).exists(),
-        "{} left behind",
-        fx.session_dir(id).display()
-    );
-}
-
 /// Issue 5 (8): a missing token file refuses a sandboxed Claude launch with
 /// `sandbox_unavailable` (78) naming the path; no start line, an `error` audit row, no session
 /// folder.
