@@ -331,7 +331,7 @@ impl Setup {
 
     /// The proxy's `network_denied` events so far, as `host:port`.
     pub fn denied(&self) -> Vec<String> {
-        crate::read_records(&self.state.join("events.jsonl"))
+        self.log("events.jsonl")
             .into_iter()
             .filter(|e| e["event"] == "network_denied")
             .map(|e| format!("{}:{}", e["host"].as_str().unwrap_or("?"), e["port"]))

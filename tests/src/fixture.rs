@@ -121,6 +121,20 @@ impl Folders {
     }
 }
 
+impl Folders {
+    /// The rows of the state log `name` (`audit.jsonl`, `events.jsonl`), one JSON value a
+    /// line; empty when the log does not exist yet (see [`crate::read_records`]).
+    ///
+    /// ```
+    /// use relay_tests::fixture::{Folders, Layout};
+    /// let f = Folders::new(Layout::agent("relay-doc."));
+    /// assert!(f.log("audit.jsonl").is_empty());
+    /// ```
+    pub fn log(&self, name: &str) -> Vec<serde_json::Value> {
+        crate::read_records(&self.state.join(name))
+    }
+}
+
 /// Makes `p` (and its parents) and sets its mode.
 ///
 /// ```

@@ -204,11 +204,6 @@ impl World {
         out
     }
 
-    /// The rows of a state log.
-    fn log(&self, name: &str) -> Vec<Value> {
-        relay_tests::read_records(&self.state.join(name))
-    }
-
     /// No regular file under the world's root but the token file holds the token (the scan
     /// does see it in the token file).
     fn assert_no_token_on_disk(&self) {

@@ -205,7 +205,7 @@ impl Fixture {
 
     /// The audit log's rows.
     fn audit(&self) -> Vec<Value> {
-        relay_tests::read_records(&self.state.join("audit.jsonl"))
+        self.log("audit.jsonl")
     }
 
     /// The relay-owned Claude config folder (in the state folder).
@@ -520,7 +520,7 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     let out = fx.launch(&["-p", "hello"], "claude -p, base URL at B");
     assert_ne!(out.code, Some(0), "{}", out.describe());
     assert_eq!(b.connections(), 0, "B was reached");
-    let events = relay_tests::read_records(&fx.state.join("events.jsonl"));
+    let events = fx.log("events.jsonl");
     assert!(
         events.iter().any(|e| e["event"] == "network_denied"
             && e["host"] == "127.0.0.1"

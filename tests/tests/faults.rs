@@ -499,11 +499,9 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
 
 /// The `exit` rows of `events.jsonl`.
 fn exit_rows(fx: &Fixture) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(fx.state.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|e: &serde_json::Value| e["event"] == "exit")
+    fx.log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "exit")
         .collect()
 }
 
@@ -802,10 +800,8 @@ impl Drop for Tmpfs {
 
 /// The `session_launch` rows of `audit.jsonl` with `outcome` `ok`.
 fn ok_audit_rows(fx: &Fixture) -> usize {
-    std::fs::read_to_string(fx.state.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    fx.log("audit.jsonl")
+        .iter()
         .filter(|r| r["outcome"] == "ok")
         .count()
 }

@@ -16,9 +16,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
+use relay_tests::fake_agent;
 use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
 use relay_tests::listener::{Listener, HELLO};
-use relay_tests::{fake_agent, read_records};
 use serde_json::{json, Value};
 
 /// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
@@ -145,7 +145,7 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn events(fx: &Fixture) -> Vec<Value> {
-    read_records(&fx.state.join("events.jsonl"))
+    fx.log("events.jsonl")
 }
 
 #[test]

@@ -175,18 +175,6 @@ impl Fx {
         wait_for_records(&self.record, n, TIMEOUT)
     }
 
-    /// The rows of a state log.
-    pub fn log(&self, name: &str) -> Vec<Value> {
-        match fs::read_to_string(self.state.join(name)) {
-            Ok(t) => t
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name} {l:?}: {e}")))
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => panic!("read {name}: {e}"),
-        }
-    }
-
     /// A copy of the built `relay-host` named `name` in the new folder `<root>/<folder>`, where
     /// no `relay-shim` stands beside it.
     pub fn lone_host(&self, folder: &str, name: &str) -> PathBuf {
