@@ -5,6 +5,7 @@
 //! there). Also the process checks the endurance runs need: children, zombies, leftovers.
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -133,7 +134,36 @@ impl Folders {
     pub fn log(&self, name: &str) -> Vec<serde_json::Value> {
         crate::read_records(&self.state.join(name))
     }
+
+    /// Readies `cmd` (a `relay-host`, or a program such as `setpriv` that runs one with the
+    /// arguments that follow) to run on these folders: a cleared environment but `PATH`
+    /// ([`HOST_PATH`]), `HOME` and `LANG=C.UTF-8`; `--config-dir` and `--state-dir STATE`;
+    /// stdin `/dev/null`; a process group of its own, so a deadline can kill the host and its
+    /// shim together. The caller adds the command and sets stdout and stderr.
+    ///
+    /// ```no_run
+    /// use relay_tests::fixture::{Folders, Layout};
+    /// let f = Folders::new(Layout::agent("relay-doc."));
+    /// let mut cmd = std::process::Command::new(relay_tests::relay_host());
+    /// f.host_setup(&mut cmd, &f.state).arg("status");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn host_setup<'c>(&self, cmd: &'c mut Command, state: &Path) -> &'c mut Command {
+        cmd.env_clear()
+            .env("PATH", HOST_PATH)
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(state)
+            .stdin(Stdio::null())
+            .process_group(0)
+    }
 }
+
+/// The `PATH` `relay-host` runs with in the end-to-end tests (see [`Folders::host_setup`]).
+pub const HOST_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
 /// Makes `p` (and its parents) and sets its mode.
 ///

@@ -90,7 +90,7 @@ impl World {
         World {
             folders,
             token,
-            path: "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
+            path: relay_tests::fixture::HOST_PATH.into(),
             env: Vec::new(),
             limit_as: None,
             user: None,
@@ -124,20 +124,12 @@ impl World {
                 c
             }
         };
-        cmd.env_clear()
+        self.host_setup(&mut cmd, &self.state)
             .env("PATH", &self.path)
-            .env("HOME", &self.home)
-            .env("LANG", "C.UTF-8")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .arg("--config-dir")
-            .arg(&self.config)
-            .arg("--state-dir")
-            .arg(&self.state)
             .args(args)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
         if let Some(limit) = self.limit_as {
             // SAFETY: setrlimit takes a pointer to a local struct; no allocation in the hook.
             unsafe {

@@ -38,19 +38,10 @@ fn host_cmd(fx: &Fixture) -> Command {
 /// [`host_cmd`] with another state folder.
 fn host_cmd_in(fx: &Fixture, state: &std::path::Path) -> Command {
     let mut cmd = Command::new(&fx.host);
-    cmd.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-        .env("HOME", &fx.home)
-        .env("LANG", "C.UTF-8")
+    fx.host_setup(&mut cmd, state)
         .env("FAKE_AGENT_RECORD", &fx.record)
-        .arg("--config-dir")
-        .arg(&fx.config)
-        .arg("--state-dir")
-        .arg(state)
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
+        .stderr(Stdio::null());
     cmd
 }
 

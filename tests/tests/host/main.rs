@@ -106,20 +106,10 @@ impl Fx {
     /// A `relay-host` command with a cleared environment and the world's folders.
     pub fn host_cmd(&self) -> Command {
         let mut cmd = Command::new(relay_host());
-        cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .env("HOME", &self.home)
-            .env("LANG", "C.UTF-8")
+        self.host_setup(&mut cmd, &self.state)
             .envs(&self.host_env)
-            .arg("--config-dir")
-            .arg(&self.config)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so a deadline can kill the host and its shim together.
-            .process_group(0);
+            .stderr(Stdio::piped());
         if self.umask0 {
             // SAFETY: umask is async-signal-safe and touches no memory.
             unsafe {
@@ -186,20 +176,14 @@ impl Fx {
     }
 
     /// `HOST --config-dir C --state-dir S launch REQ` for a copied host (see
-    /// [`Fx::lone_host`]), with an environment of `PATH=/usr/bin:/bin` and `HOME` only, stdin
-    /// `/dev/null`, stdout and stderr piped.
+    /// [`Fx::lone_host`]) on the world's folders ([`Folders::host_setup`]) with `PATH` of
+    /// `/usr/bin:/bin` only (no `relay-shim` on it), stdout and stderr piped.
     pub fn lone_launch(&self, host: &Path, req: &Path) -> Command {
         let mut cmd = Command::new(host);
-        cmd.env_clear()
+        self.host_setup(&mut cmd, &self.state)
             .env("PATH", "/usr/bin:/bin")
-            .env("HOME", &self.home)
-            .arg("--config-dir")
-            .arg(&self.config)
-            .arg("--state-dir")
-            .arg(&self.state)
             .arg("launch")
             .arg(req)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
