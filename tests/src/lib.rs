@@ -442,6 +442,51 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The readable memory of `pid`, mapping by mapping (from `/proc/PID/maps` and
+/// `/proc/PID/mem`): each mapping's `maps` line and as much of it as the kernel let be read.
+/// Mappings that cannot be read at all (`[vvar]`, `[vsyscall]`, device memory) are left out.
+///
+/// ```
+/// let mine = relay_tests::process_memory(std::process::id());
+/// assert!(mine.iter().map(|(_, bytes)| bytes.len()).sum::<usize>() > 0);
+/// ```
+pub fn process_memory(pid: u32) -> Vec<(String, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read maps");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open mem");
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let name = f.nth(3).unwrap_or("");
+        if !perms.starts_with('r') || name.starts_with("[vvar") || name == "[vsyscall]" {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
+        let mut buf = vec![0u8; (b - a) as usize];
+        let mut n = 0;
+        while n < buf.len() {
+            match mem.read_at(&mut buf[n..], a + n as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+        if n > 0 {
+            buf.truncate(n);
+            out.push((line.to_owned(), buf));
+        }
+    }
+    out
+}
+
 /// A new pseudo-terminal as `(master, slave)`; panics when none can be had.
 ///
 /// ```

@@ -79,27 +79,10 @@ fn scan_processes(host_pid: u32, token: &str) {
 /// The readable memory of `pid` (from `/proc/PID/maps` and `/proc/PID/mem`), region by region;
 /// a region the kernel will not read (such as `[vvar]`) is skipped.
 fn memory(pid: u32) -> Vec<u8> {
-    use std::os::unix::fs::FileExt;
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mem = fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (range, perms) = (f.next().unwrap(), f.next().unwrap());
-        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
-            continue;
-        }
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        let mut buf = vec![0u8; (b - a) as usize];
-        if mem.read_exact_at(&mut buf, a).is_ok() {
-            out.extend_from_slice(&buf);
-        }
-    }
-    out
+    relay_tests::process_memory(pid)
+        .into_iter()
+        .flat_map(|(_, bytes)| bytes)
+        .collect()
 }
 
 /// Scans the memory of relay-host and relay-shim once the session has its token: no copy.
