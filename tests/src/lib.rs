@@ -79,6 +79,28 @@ pub fn fake_agent_arg() -> String {
     fake_agent().to_str().unwrap().to_owned()
 }
 
+/// A `claude-code` template that runs the fake agent with `args`, recording into
+/// `{project}/rec.jsonl`, with `CLAUDE_CONFIG_DIR` at `{claude_config}` and `env` added (an
+/// object; its names win), and `sandbox` as the template's sandbox.
+///
+/// ```no_run
+/// let t = relay_tests::fake_agent_template(&["--sleep", "1"], serde_json::json!({}),
+///     serde_json::json!({"read_write": ["{project}"]}));
+/// assert_eq!(t["id"], "claude-code");
+/// ```
+pub fn fake_agent_template(args: &[&str], env: Value, sandbox: Value) -> Value {
+    let mut command = vec![fake_agent_arg()];
+    command.extend(args.iter().map(|s| s.to_string()));
+    let mut e = serde_json::json!({
+        "FAKE_AGENT_RECORD": "{project}/rec.jsonl",
+        "CLAUDE_CONFIG_DIR": "{claude_config}",
+    });
+    for (k, v) in env.as_object().cloned().unwrap_or_default() {
+        e[k] = v;
+    }
+    serde_json::json!({"id": "claude-code", "command": command, "env": e, "sandbox": sandbox})
+}
+
 /// The built `fake-agent` (see its source for the CLI and the record format).
 ///
 /// ```no_run
@@ -501,8 +523,8 @@ pub fn openpty() -> (OwnedFd, OwnedFd) {
             &mut master,
             &mut slave,
             std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());

@@ -242,14 +242,7 @@ fn assert_refused(out: &Out, code: i32, error: &str, names: &[&str]) -> String {
 
 /// A `claude-code` template running the fake agent with `args`, recording into the project.
 fn agent_template(args: &[&str], read_write: &[&str]) -> Value {
-    let mut command = vec![fake_agent().display().to_string()];
-    command.extend(args.iter().map(|s| s.to_string()));
-    json!({
-        "id": "claude-code",
-        "command": command,
-        "env": {"FAKE_AGENT_RECORD": "{project}/rec.jsonl", "CLAUDE_CONFIG_DIR": "{claude_config}"},
-        "sandbox": {"read_write": read_write},
-    })
+    relay_tests::fake_agent_template(args, json!({}), json!({"read_write": read_write}))
 }
 
 // ---------------------------------------------------------------------------------------------

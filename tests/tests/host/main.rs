@@ -224,21 +224,11 @@ impl Drop for Running {
 /// A `claude-code` template running the fake agent with `args`, recording into the project,
 /// with `env` added and the built-in grants plus `read`.
 pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
-    let mut command = vec![fake_agent_arg()];
-    command.extend(args.iter().map(|s| s.to_string()));
-    let mut e = json!({
-        "FAKE_AGENT_RECORD": "{project}/rec.jsonl",
-        "CLAUDE_CONFIG_DIR": "{claude_config}",
-    });
-    for (k, v) in env.as_object().cloned().unwrap_or_default() {
-        e[k] = v;
-    }
-    json!({
-        "id": "claude-code",
-        "command": command,
-        "env": e,
-        "sandbox": {"read": read, "read_write": ["{project}", "{claude_config}"]},
-    })
+    relay_tests::fake_agent_template(
+        args,
+        env,
+        json!({"read": read, "read_write": ["{project}", "{claude_config}"]}),
+    )
 }
 
 /// Waits for `child` under `timeout` (killed with its process group, and a panic, when it
