@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::fixture::{Folders, Layout};
 use crate::messages_api::{MessagesApi, Seen, Step};
 use crate::sha256_hex;
 
@@ -19,11 +20,6 @@ pub const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The final text every script ends with.
 pub const FINAL: &str = "Scripted turn finished.";
-
-/// Whether `needle` (not empty) occurs in `hay`.
-pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
 
 /// What one turn left.
 pub struct Turn {
@@ -58,25 +54,23 @@ impl Turn {
 /// One test's installation: folders under a root-owned 0755 folder in `/var/tmp` (`/tmp` is
 /// private inside the sandbox), a git project with one commit, the fixture, a token.
 pub struct Setup {
-    _root: tempfile::TempDir,
-    /// The test's root folder (0755, in `/var/tmp`).
-    pub root: PathBuf,
-    /// `HOME` for relay-host.
-    pub home: PathBuf,
-    /// relay-host's config folder.
-    pub config: PathBuf,
-    /// relay-host's state folder.
-    pub state: PathBuf,
-    /// The project (a git repository with one commit).
-    pub project: PathBuf,
-    /// The token file (0600).
-    pub token_file: PathBuf,
+    /// The folders ([`Layout::claude`]): the project is a git repository with one commit, the
+    /// token file 0600.
+    folders: Folders,
     /// The made-up token (never printed).
     pub token: String,
     /// The Claude Code CLI.
     pub claude: PathBuf,
     /// The Messages API fixture.
     pub api: MessagesApi,
+}
+
+/// A setup is its folders (`s.home`, `s.project`, ...) and the turn it plays.
+impl std::ops::Deref for Setup {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
 }
 
 impl Setup {
@@ -100,42 +94,17 @@ impl Setup {
     /// The folders, the token, the fixture and the project; no settings yet.
     pub fn bare(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
         let claude = crate::claude_cli();
-        let root_dir = tempfile::Builder::new()
-            .prefix("relay-agent-turn.")
-            .tempdir_in("/var/tmp")
-            .expect("a folder in /var/tmp");
-        let root = root_dir.path().to_path_buf();
-        let mk = |p: &Path, mode: u32| {
-            std::fs::create_dir_all(p).unwrap();
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-        };
-        mk(&root, 0o755);
-        let (home, config, state, project) = (
-            root.join("home"),
-            root.join("config"),
-            root.join("state"),
-            root.join("project"),
-        );
-        mk(&home, 0o700);
-        mk(&home.join(".config/claude-ltt"), 0o700);
-        mk(&config, 0o700);
-        mk(&project, 0o755);
-        let token_file = home.join(".config/claude-ltt/token");
+        let folders = Folders::new(Layout::claude("relay-agent-turn."));
         let token = crate::claude_fake_token();
-        std::fs::write(&token_file, format!("{token}\n")).unwrap();
-        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let api = MessagesApi::start(script(&project, &sha256_hex(token.as_bytes())));
+        std::fs::write(&folders.token_file, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&folders.token_file, std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let api = MessagesApi::start(script(&folders.project, &sha256_hex(token.as_bytes())));
         let s = Setup {
-            _root: root_dir,
-            root,
-            home,
-            config,
-            state,
-            token_file,
+            folders,
             token,
             claude,
             api,
-            project,
         };
         s.init_project();
         s
@@ -284,7 +253,7 @@ impl Setup {
         let child = cmd.spawn().expect("spawn relay-host");
         let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);
         let turn = Turn {
-            code: f.code(),
+            code: f.code,
             killed: f.killed,
             stdout: f.stdout,
             stderr: f.stderr,
@@ -345,21 +314,9 @@ impl Setup {
     /// the project, HOME, the config folder) holds the token, the token file aside; the scan
     /// sees the token there, and the turn's transcript is among the files.
     pub fn assert_no_token_on_disk(&self) {
-        let files = crate::files_under(&self.root);
-        let mut found = Vec::new();
-        let mut saw_token_file = false;
-        for f in &files {
-            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
-            let holds = contains(&bytes, self.token.as_bytes());
-            if *f == self.token_file {
-                assert!(holds, "the scan does not see the token in the token file");
-                saw_token_file = true;
-            } else if holds {
-                found.push(f.display().to_string());
-            }
-        }
-        assert!(saw_token_file, "the scan did not reach the token file");
-        assert!(found.is_empty(), "files hold the token: {found:?}");
+        let scan = crate::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
+        scan.assert_clean(0);
+        let files = scan.files;
         // The turn's transcript (its prompts and tool results) is among the files scanned.
         let transcripts = self.claude_config().join("projects");
         assert!(
@@ -374,7 +331,7 @@ impl Setup {
 
     /// The proxy's `network_denied` events so far, as `host:port`.
     pub fn denied(&self) -> Vec<String> {
-        crate::read_records(&self.state.join("events.jsonl"))
+        self.log("events.jsonl")
             .into_iter()
             .filter(|e| e["event"] == "network_denied")
             .map(|e| format!("{}:{}", e["host"].as_str().unwrap_or("?"), e["port"]))

@@ -5,14 +5,72 @@
 //! there). Also the process checks the endurance runs need: children, zombies, leftovers.
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-/// One installation. Dropping it removes the folder.
+/// How a test's folder tree is laid out: where its root goes, how open its home and config
+/// folders are, and where the token file and the project lie. See [`Folders::new`].
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    /// The folder the root is made in: `/var/tmp` (not `/tmp`, which is private inside the
+    /// sandbox), or `/tmp` for the tests about grants under `/tmp`.
+    pub parent: &'static str,
+    /// The root's name prefix (which test made it).
+    pub prefix: &'static str,
+    /// The mode of the home, its `.config`, the token's folder and the config folder (0o755,
+    /// or 0o700 for a home only its owner may enter).
+    pub mode: u32,
+    /// The token file's folder, relative to the home.
+    pub token_dir: &'static str,
+    /// The config folder, relative to the root.
+    pub config: &'static str,
+    /// The project folder (0755), relative to the root (`home/proj` puts it inside the home).
+    pub project: &'static str,
+}
+
+impl Layout {
+    /// The layout of a fake-agent installation: everything 0755 under `/var/tmp`, the token at
+    /// `~/.config/acme-ltt/token`, `config` and `project` beside the home.
+    ///
+    /// ```
+    /// let l = relay_tests::fixture::Layout::agent("relay-x.");
+    /// assert_eq!((l.parent, l.mode, l.token_dir), ("/var/tmp", 0o755, ".config/acme-ltt"));
+    /// ```
+    pub fn agent(prefix: &'static str) -> Layout {
+        Layout {
+            parent: "/var/tmp",
+            prefix,
+            mode: 0o755,
+            token_dir: ".config/acme-ltt",
+            config: "config",
+            project: "project",
+        }
+    }
+
+    /// The layout of a Claude Code installation: as [`Layout::agent`], but the home, the
+    /// token's folder and the config folder 0700 and the token at `~/.config/claude-ltt/token`.
+    ///
+    /// ```
+    /// let l = relay_tests::fixture::Layout::claude("relay-x.");
+    /// assert_eq!((l.mode, l.token_dir), (0o700, ".config/claude-ltt"));
+    /// ```
+    pub fn claude(prefix: &'static str) -> Layout {
+        Layout {
+            mode: 0o700,
+            token_dir: ".config/claude-ltt",
+            ..Layout::agent(prefix)
+        }
+    }
+}
+
+/// One test's folder tree under a root-owned 0755 root: a home holding the token's folder, a
+/// config folder, a project folder, and the state folder's path (not made: `relay-host` makes
+/// it). Every fixture of the end-to-end tests is made of one. Dropping it removes the tree.
 #[derive(Debug)]
-pub struct Fixture {
+pub struct Folders {
     _dir: tempfile::TempDir,
     /// The root folder (0755).
     pub root: PathBuf,
@@ -20,17 +78,123 @@ pub struct Fixture {
     pub home: PathBuf,
     /// `--config-dir`.
     pub config: PathBuf,
-    /// `--state-dir`.
+    /// `--state-dir` (not made).
     pub state: PathBuf,
-    /// The project folder (read-write inside the sandbox).
+    /// The project folder (0755).
     pub project: PathBuf,
-    /// `~/.config/acme-ltt/token`.
+    /// The token file's path (not written).
     pub token_file: PathBuf,
+}
+
+impl Folders {
+    /// Makes the tree `layout` describes.
+    ///
+    /// ```
+    /// use relay_tests::fixture::{Folders, Layout};
+    /// let f = Folders::new(Layout::agent("relay-doc."));
+    /// assert!(f.home.join(".config/acme-ltt").is_dir() && f.project.is_dir());
+    /// assert!(!f.state.exists() && !f.token_file.exists());
+    /// ```
+    pub fn new(layout: Layout) -> Folders {
+        let dir = tempfile::Builder::new()
+            .prefix(layout.prefix)
+            .tempdir_in(layout.parent)
+            .unwrap_or_else(|e| panic!("a folder in {}: {e}", layout.parent));
+        let root = dir.path().to_path_buf();
+        mkdir(&root, 0o755);
+        let home = root.join("home");
+        let config = root.join(layout.config);
+        let project = root.join(layout.project);
+        let token_dir = home.join(layout.token_dir);
+        for d in [&home, &home.join(".config"), &token_dir, &config] {
+            mkdir(d, layout.mode);
+        }
+        mkdir(&project, 0o755);
+        Folders {
+            _dir: dir,
+            state: root.join("state"),
+            token_file: token_dir.join("token"),
+            root,
+            home,
+            config,
+            project,
+        }
+    }
+}
+
+impl Folders {
+    /// The rows of the state log `name` (`audit.jsonl`, `events.jsonl`), one JSON value a
+    /// line; empty when the log does not exist yet (see [`crate::read_records`]).
+    ///
+    /// ```
+    /// use relay_tests::fixture::{Folders, Layout};
+    /// let f = Folders::new(Layout::agent("relay-doc."));
+    /// assert!(f.log("audit.jsonl").is_empty());
+    /// ```
+    pub fn log(&self, name: &str) -> Vec<serde_json::Value> {
+        crate::read_records(&self.state.join(name))
+    }
+
+    /// Readies `cmd` (a `relay-host`, or a program such as `setpriv` that runs one with the
+    /// arguments that follow) to run on these folders: a cleared environment but `PATH`
+    /// ([`HOST_PATH`]), `HOME` and `LANG=C.UTF-8`; `--config-dir` and `--state-dir STATE`;
+    /// stdin `/dev/null`; a process group of its own, so a deadline can kill the host and its
+    /// shim together. The caller adds the command and sets stdout and stderr.
+    ///
+    /// ```no_run
+    /// use relay_tests::fixture::{Folders, Layout};
+    /// let f = Folders::new(Layout::agent("relay-doc."));
+    /// let mut cmd = std::process::Command::new(relay_tests::relay_host());
+    /// f.host_setup(&mut cmd, &f.state).arg("status");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn host_setup<'c>(&self, cmd: &'c mut Command, state: &Path) -> &'c mut Command {
+        cmd.env_clear()
+            .env("PATH", HOST_PATH)
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .arg("--config-dir")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(state)
+            .stdin(Stdio::null())
+            .process_group(0)
+    }
+}
+
+/// The `PATH` `relay-host` runs with in the end-to-end tests (see [`Folders::host_setup`]).
+pub const HOST_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+/// Makes `p` (and its parents) and sets its mode.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// relay_tests::fixture::mkdir(&dir.path().join("a/b"), 0o700);
+/// assert!(dir.path().join("a/b").is_dir());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn mkdir(p: &Path, mode: u32) {
+    std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("mkdir {}: {e}", p.display()));
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// One installation. Dropping it removes the folder.
+#[derive(Debug)]
+pub struct Fixture {
+    folders: Folders,
     /// The fake agent's record file (`FAKE_AGENT_RECORD`), in the project folder.
     pub record: PathBuf,
     /// The `relay-host` that [`Fixture::launch`] runs (the built one; a benchmark may point it
     /// at another build, whose `relay-shim` sits beside it).
     pub host: PathBuf,
+}
+
+/// A fixture is its folders (`fx.home`, `fx.project`, ...) and how it runs the host.
+impl std::ops::Deref for Fixture {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
 }
 
 impl Fixture {
@@ -53,20 +217,7 @@ impl Fixture {
     /// assert!(fx.token_file.is_file());
     /// ```
     pub fn new(agent: &Path) -> Fixture {
-        let dir = tempfile::Builder::new()
-            .prefix("relay-fx-")
-            .tempdir_in("/var/tmp")
-            .expect("tempdir in /var/tmp");
-        let root = dir.path().to_path_buf();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let home = root.join("home");
-        let config = root.join("config");
-        let state = root.join("state");
-        let project = root.join("project");
-        for d in [&home, &config, &project, &home.join(".config/acme-ltt")] {
-            std::fs::create_dir_all(d).unwrap();
-            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        let folders = Folders::new(Layout::agent("relay-fx-"));
         let mut settings = json!({
             "claude_token_file": "~/.config/acme-ltt/token",
             "templates": [{
@@ -78,20 +229,14 @@ impl Fixture {
         if let Some(bwrap) = crate::settings_bwrap() {
             settings["bwrap"] = json!(bwrap);
         }
-        let settings_file = config.join("settings.json");
+        let settings_file = folders.config.join("settings.json");
         std::fs::write(&settings_file, settings.to_string()).unwrap();
         // 0644 whatever the umask: a host run as another user (`nobody`) reads it too.
         std::fs::set_permissions(&settings_file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let fx = Fixture {
-            _dir: dir,
-            token_file: home.join(".config/acme-ltt/token"),
-            record: project.join("record.jsonl"),
+            record: folders.project.join("record.jsonl"),
             host: crate::relay_host(),
-            root,
-            home,
-            config,
-            state,
-            project,
+            folders,
         };
         fx.write_token();
         fx

@@ -69,6 +69,38 @@ pub fn relay_host() -> PathBuf {
     bin("relay-host")
 }
 
+/// The built `fake-agent`'s path as a string (a program name for a command line or a
+/// template).
+///
+/// ```no_run
+/// assert!(relay_tests::fake_agent_arg().ends_with("fake-agent"));
+/// ```
+pub fn fake_agent_arg() -> String {
+    fake_agent().to_str().unwrap().to_owned()
+}
+
+/// A `claude-code` template that runs the fake agent with `args`, recording into
+/// `{project}/rec.jsonl`, with `CLAUDE_CONFIG_DIR` at `{claude_config}` and `env` added (an
+/// object; its names win), and `sandbox` as the template's sandbox.
+///
+/// ```no_run
+/// let t = relay_tests::fake_agent_template(&["--sleep", "1"], serde_json::json!({}),
+///     serde_json::json!({"read_write": ["{project}"]}));
+/// assert_eq!(t["id"], "claude-code");
+/// ```
+pub fn fake_agent_template(args: &[&str], env: Value, sandbox: Value) -> Value {
+    let mut command = vec![fake_agent_arg()];
+    command.extend(args.iter().map(|s| s.to_string()));
+    let mut e = serde_json::json!({
+        "FAKE_AGENT_RECORD": "{project}/rec.jsonl",
+        "CLAUDE_CONFIG_DIR": "{claude_config}",
+    });
+    for (k, v) in env.as_object().cloned().unwrap_or_default() {
+        e[k] = v;
+    }
+    serde_json::json!({"id": "claude-code", "command": command, "env": e, "sandbox": sandbox})
+}
+
 /// The built `fake-agent` (see its source for the CLI and the record format).
 ///
 /// ```no_run
@@ -108,6 +140,116 @@ pub fn fake_token() -> String {
         .expect("read /dev/urandom");
     let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     format!("acme-fake-token-{hex}")
+}
+
+/// Whether `needle` (not empty) occurs in `hay`.
+///
+/// ```
+/// assert!(relay_tests::contains(b"a token here", b"token"));
+/// assert!(!relay_tests::contains(b"anything", b""));
+/// ```
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The random part of a fake token (what follows its last `-`), which a partial copy would
+/// still hold.
+///
+/// ```
+/// assert_eq!(relay_tests::token_random_part("sk-ant-oat01-00ff"), "00ff");
+/// ```
+pub fn token_random_part(token: &str) -> &str {
+    token.rsplit_once('-').map_or(token, |(_, r)| r)
+}
+
+/// Panics when `hay` holds `token` or its random part (so a partial copy is caught too),
+/// naming `what`; never prints the token.
+///
+/// ```
+/// let t = relay_tests::fake_token();
+/// relay_tests::assert_no_token("a clean text", b"nothing here", &t);
+/// ```
+pub fn assert_no_token(what: &str, hay: &[u8], token: &str) {
+    let random = token_random_part(token);
+    assert!(random.len() >= 16, "a fake token with a random part");
+    for needle in [token.as_bytes(), random.as_bytes()] {
+        assert!(!contains(hay, needle), "{what} holds the token");
+    }
+}
+
+/// What [`scan_for_tokens`] found under a folder.
+#[derive(Debug)]
+pub struct TokenScan {
+    /// Every regular file it read.
+    pub files: Vec<PathBuf>,
+    /// The indexes of the tokens the token file holds (empty when the scan did not reach it).
+    pub in_token_file: Vec<usize>,
+    /// The files, the token file aside, that hold a token or a token's random part.
+    pub holders: Vec<String>,
+}
+
+impl TokenScan {
+    /// Panics unless the scan saw token `current` (and no other) in the token file, so it is
+    /// not blind, and no other file holds any token.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let t = relay_tests::fake_token();
+    /// std::fs::write(dir.path().join("token"), &t)?;
+    /// relay_tests::scan_for_tokens(dir.path(), &dir.path().join("token"), &[&t]).assert_clean(0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn assert_clean(&self, current: usize) {
+        assert_eq!(
+            self.in_token_file,
+            [current],
+            "the scan does not see the current token (and only it) in the token file"
+        );
+        assert!(
+            self.holders.is_empty(),
+            "files hold a token: {:?}",
+            self.holders
+        );
+    }
+}
+
+/// Reads every regular file under `root` (see [`files_under`]) for each of `tokens` and for its
+/// random part; the token file `token_file` is looked at apart, so a caller can check that the
+/// scan sees there what it looks for.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let t = relay_tests::fake_token();
+/// std::fs::write(dir.path().join("token"), &t)?;
+/// std::fs::write(dir.path().join("log"), "clean")?;
+/// let scan = relay_tests::scan_for_tokens(dir.path(), &dir.path().join("token"), &[&t]);
+/// assert_eq!(scan.in_token_file, [0]);
+/// assert!(scan.holders.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn scan_for_tokens(root: &Path, token_file: &Path, tokens: &[&str]) -> TokenScan {
+    let files = files_under(root);
+    let mut scan = TokenScan {
+        files: Vec::new(),
+        in_token_file: Vec::new(),
+        holders: Vec::new(),
+    };
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+        let holds: Vec<usize> = (0..tokens.len())
+            .filter(|&i| {
+                let t = tokens[i];
+                contains(&bytes, t.as_bytes()) || contains(&bytes, token_random_part(t).as_bytes())
+            })
+            .collect();
+        if f == token_file {
+            scan.in_token_file = holds;
+        } else if !holds.is_empty() {
+            scan.holders.push(f.display().to_string());
+        }
+    }
+    scan.files = files;
+    scan
 }
 
 /// `relay-host --config-dir CONFIG --state-dir STATE ARGS` in `dir`, with an environment of
@@ -345,8 +487,135 @@ pub mod listener;
 pub mod messages_api;
 pub mod mutate;
 
+/// Running the real `relay-shim` by hand: token and status pipes, one run's outcome (see the
+/// module).
+pub mod shim;
+
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;
+
+/// `git -C DIR ARGS` on the host, as a test user; panics unless it succeeds, and returns its
+/// standard output.
+///
+/// ```no_run
+/// let dir = tempfile::tempdir()?;
+/// relay_tests::git(dir.path(), &["init", "-q"]);
+/// assert!(relay_tests::git(dir.path(), &["status", "--short"]).is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The readable memory of `pid`, mapping by mapping (from `/proc/PID/maps` and
+/// `/proc/PID/mem`): each mapping's `maps` line and as much of it as the kernel let be read.
+/// Mappings that cannot be read at all (`[vvar]`, `[vsyscall]`, device memory) are left out.
+///
+/// ```
+/// let mine = relay_tests::process_memory(std::process::id());
+/// assert!(mine.iter().map(|(_, bytes)| bytes.len()).sum::<usize>() > 0);
+/// ```
+pub fn process_memory(pid: u32) -> Vec<(String, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read maps");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open mem");
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let name = f.nth(3).unwrap_or("");
+        if !perms.starts_with('r') || name.starts_with("[vvar") || name == "[vsyscall]" {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
+        let mut buf = vec![0u8; (b - a) as usize];
+        let mut n = 0;
+        while n < buf.len() {
+            match mem.read_at(&mut buf[n..], a + n as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+        if n > 0 {
+            buf.truncate(n);
+            out.push((line.to_owned(), buf));
+        }
+    }
+    out
+}
+
+/// A new pseudo-terminal as `(master, slave)`; panics when none can be had.
+///
+/// ```
+/// let (master, slave) = relay_tests::openpty();
+/// # drop((master, slave));
+/// ```
+pub fn openpty() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and nothing else owns them.
+    unsafe {
+        (
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(master),
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(slave),
+        )
+    }
+}
+
+/// Every entry under `dir`, recursively and without following links, as its path relative to
+/// `dir` and its file type, sorted by path.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::create_dir(dir.path().join("a"))?;
+/// std::fs::write(dir.path().join("a/f"), "x")?;
+/// let names: Vec<String> = relay_tests::entries_under(dir.path()).into_iter().map(|e| e.0).collect();
+/// assert_eq!(names, ["a", "a/f"]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn entries_under(dir: &Path) -> Vec<(String, std::fs::FileType)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let list = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        for e in list.flatten() {
+            let t = e.file_type().unwrap();
+            let p = e.path();
+            out.push((p.strip_prefix(dir).unwrap().display().to_string(), t));
+            if t.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
 
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a
 /// folder it cannot read.

@@ -3,15 +3,19 @@
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// What a finished (or killed) command left.
+use serde_json::Value;
+
+/// What a finished (or killed) command left: the one output type of the end-to-end tests.
 #[derive(Debug)]
-pub struct Finished {
-    /// How it ended.
-    pub status: ExitStatus,
+pub struct Out {
+    /// The exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// The signal that ended it, if any.
+    pub signal: Option<i32>,
     /// True when it was killed here (deadline or stop condition), false when it ended by itself.
     pub killed: bool,
     /// Its standard output.
@@ -20,25 +24,47 @@ pub struct Finished {
     pub stderr: String,
 }
 
-impl Finished {
-    /// The exit code, or `None` when a signal ended it.
+impl Out {
+    /// Exit, signal and both streams, for a failure message.
     ///
     /// ```no_run
-    /// # let f: relay_tests::run::Finished = unimplemented!();
-    /// assert_eq!(f.code(), Some(0));
+    /// # let out: relay_tests::run::Out = unimplemented!();
+    /// assert_eq!(out.code, Some(0), "{}", out.describe());
     /// ```
-    pub fn code(&self) -> Option<i32> {
-        self.status.code()
+    pub fn describe(&self) -> String {
+        format!(
+            "exit {:?} signal {:?} killed {}\nstdout: {}\nstderr: {}",
+            self.code, self.signal, self.killed, self.stdout, self.stderr
+        )
     }
 
-    /// The signal that ended it, if any.
+    /// The last stderr line that parses as JSON (a refusal's answer); panics when there is none.
     ///
     /// ```no_run
-    /// # let f: relay_tests::run::Finished = unimplemented!();
-    /// assert_eq!(f.signal(), None);
+    /// # let out: relay_tests::run::Out = unimplemented!();
+    /// assert_eq!(out.answer()["status"], 400);
     /// ```
-    pub fn signal(&self) -> Option<i32> {
-        self.status.signal()
+    pub fn answer(&self) -> Value {
+        self.stderr
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .unwrap_or_else(|| panic!("no JSON answer on stderr: {}", self.describe()))
+    }
+
+    /// Stdout as one JSON value; panics, naming `what` and showing both streams, when it is not.
+    ///
+    /// ```no_run
+    /// # let out: relay_tests::run::Out = unimplemented!();
+    /// assert_eq!(out.json("status --json")["shim"]["ok"], true);
+    /// ```
+    pub fn json(&self, what: &str) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{what}: stdout is not one JSON value ({e}); {}",
+                self.describe()
+            )
+        })
     }
 }
 
@@ -55,7 +81,7 @@ impl Finished {
 /// assert!(!f.killed);
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn finish_with(mut child: Child, timeout: Duration, stop: &dyn Fn() -> bool) -> Finished {
+pub fn finish_with(mut child: Child, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
     let start = Instant::now();
     let reader = |r: Option<Box<dyn Read + Send>>| {
         let (tx, rx) = mpsc::channel();
@@ -96,8 +122,9 @@ pub fn finish_with(mut child: Child, timeout: Duration, stop: &dyn Fn() -> bool)
         let buf = rx.recv_timeout(left).unwrap_or_default();
         String::from_utf8_lossy(&buf).into_owned()
     };
-    Finished {
-        status,
+    Out {
+        code: status.code(),
+        signal: status.signal(),
         killed,
         stdout: text(out_rx),
         stderr: text(err_rx),

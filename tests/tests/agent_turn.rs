@@ -307,7 +307,7 @@ fn bash_turn_by_run() {
         std::fs::read_to_string(s.project.join("by-run.txt")).unwrap(),
         "run turn\n"
     );
-    let rows = relay_tests::read_records(&s.state.join("audit.jsonl"));
+    let rows = s.log("audit.jsonl");
     let row = rows.last().expect("an audit row");
     assert_eq!(row["outcome"], "ok", "{row}");
     assert_eq!(row["sandbox"], true, "{row}");

@@ -8,16 +8,15 @@
 //! Every folder lives under a root-owned 0755 folder in `/var/tmp`: `/tmp` is private inside the
 //! sandbox, and the link checks refuse a token path through a folder others may write.
 
-use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use relay_tests::fixture::{Folders, Layout};
+use relay_tests::run::{finish_with, Out};
 use relay_tests::spawn_with_fds;
 use relay_token::{ClaudeToken, TokenPipe};
 use serde_json::{json, Value};
@@ -28,34 +27,11 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The version `scripts/test` installs.
 const PINNED_VERSION: &str = "2.1.332";
 
-/// The Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the project-local install. Panics, saying to
-/// run `scripts/test`, when it is missing or does not run.
+/// The Claude Code CLI ([`relay_tests::claude_cli`]: `$RELAY_TEST_CLAUDE`, else the
+/// project-local install). Panics, saying to run `scripts/test`, when it is missing or does not
+/// run; notes a version other than the pinned one.
 fn claude_cli() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace folder");
-    let (path, from) = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
-        // Relative to where the tests were started (cargo runs them in this crate's folder).
-        Some(p) => (
-            std::path::absolute(PathBuf::from(p)).expect("an absolute RELAY_TEST_CLAUDE"),
-            "$RELAY_TEST_CLAUDE",
-        ),
-        None => (
-            workspace.join(".tools/claude-code/node_modules/.bin/claude"),
-            "the project-local install",
-        ),
-    };
-    let usable = std::fs::metadata(&path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false);
-    if !usable {
-        panic!(
-            "the Claude Code CLI is missing: {} ({from}) is not an executable file. Run \
-             `scripts/test`, which installs @anthropic-ai/claude-code@{PINNED_VERSION} into \
-             .tools/claude-code, or set RELAY_TEST_CLAUDE to a claude binary",
-            path.display()
-        );
-    }
+    let path = relay_tests::claude_cli();
     let mut cmd = Command::new(&path);
     cmd.arg("--version");
     let out = finish(spawn(&mut cmd), "claude --version");
@@ -77,32 +53,6 @@ fn claude_cli() -> PathBuf {
     path
 }
 
-/// What a finished run left.
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    /// Stdout as one JSON value; panics with both streams when it is not.
-    fn json(&self, what: &str) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{what}: stdout is not one JSON value ({e}); exit {:?}\nstdout: {}\nstderr: {}",
-                self.code, self.stdout, self.stderr
-            )
-        })
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "exit {:?}\nstdout: {}\nstderr: {}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
 /// Prepares `cmd` to run in a process group of its own, stdin `/dev/null`, stdout and stderr on
 /// pipes, and spawns it.
 fn spawn(cmd: &mut Command) -> Child {
@@ -121,117 +71,39 @@ fn prepare(cmd: &mut Command) {
 /// Waits for `child` and both its streams to end, at most [`RUN_TIMEOUT`]. On a hang it kills
 /// the child's whole process group (so `relay-shim` goes too, and `bwrap` with it: it dies with
 /// its parent) and panics with what the streams held so far.
-fn finish(mut child: Child, what: &str) -> Out {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>)>();
-    let mut readers = 0;
-    for (i, stream) in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let Some(mut stream) = stream else { continue };
-        readers += 1;
-        let tx = tx.clone();
-        thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stream.read_to_end(&mut buf);
-            let _ = tx.send((i, buf));
-        });
-    }
-    drop(tx);
-    let mut streams = [Vec::new(), Vec::new()];
-    let kill_and_fail = |child: &mut Child, streams: &mut [Vec<u8>; 2], why: &str| -> ! {
-        // SAFETY: kill(2) with the negated pid of a process group this test made.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        let _ = child.wait();
-        // The group is gone: the streams end now; take what they held.
-        while let Ok((i, buf)) = rx.recv_timeout(Duration::from_secs(2)) {
-            streams[i] = buf;
-        }
-        panic!(
-            "{what}: {why} within {} s; killed its process group. stdout: {}\nstderr: {}",
-            RUN_TIMEOUT.as_secs(),
-            String::from_utf8_lossy(&streams[0]),
-            String::from_utf8_lossy(&streams[1]),
-        );
-    };
-    for _ in 0..readers {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, buf)) => streams[i] = buf,
-            Err(_) => kill_and_fail(&mut child, &mut streams, "its output did not end"),
-        }
-    }
-    let status = loop {
-        match child.try_wait().expect("wait") {
-            Some(s) => break s,
-            None if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            None => kill_and_fail(&mut child, &mut streams, "it did not exit"),
-        }
-    };
-    let [stdout, stderr] = streams;
-    Out {
-        code: status.code(),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
+fn finish(child: Child, what: &str) -> Out {
+    let out = finish_with(child, RUN_TIMEOUT, &|| false);
+    assert!(
+        !out.killed,
+        "{what}: it did not end within {} s; killed its process group. {}",
+        RUN_TIMEOUT.as_secs(),
+        out.describe()
+    );
+    out
 }
 
 /// One test's folders: a fresh HOME holding the token file, the config and state folders, a
 /// project folder, all under a root-owned 0755 folder in `/var/tmp`.
 struct Fixture {
-    _root: tempfile::TempDir,
-    root: PathBuf,
-    home: PathBuf,
-    config: PathBuf,
-    state: PathBuf,
-    project: PathBuf,
-    token_file: PathBuf,
+    folders: Folders,
     claude: PathBuf,
     /// Every token this test wrote, for the final scan.
     tokens: Vec<String>,
 }
 
+/// The fixture is its folders (`fx.home`, `fx.project`, ...) and the tokens it wrote.
+impl std::ops::Deref for Fixture {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
+}
+
 impl Fixture {
     fn new() -> Fixture {
-        let claude = claude_cli();
-        let root_dir = tempfile::Builder::new()
-            .prefix("relay-claude-code.")
-            .tempdir_in("/var/tmp")
-            .expect("a folder in /var/tmp");
-        let root = root_dir.path().to_path_buf();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mk = |p: &Path, mode: u32| {
-            std::fs::create_dir_all(p).unwrap();
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-        };
-        let home = root.join("home");
-        let config = root.join("config");
-        let state = root.join("state");
-        let project = root.join("project");
-        mk(&home, 0o700);
-        mk(&home.join(".config"), 0o700);
-        mk(&home.join(".config/claude-ltt"), 0o700);
-        mk(&config, 0o700);
-        mk(&project, 0o755);
         Fixture {
-            _root: root_dir,
-            token_file: home.join(".config/claude-ltt/token"),
-            root,
-            home,
-            config,
-            state,
-            project,
-            claude,
+            claude: claude_cli(),
+            folders: Folders::new(Layout::claude("relay-claude-code.")),
             tokens: Vec::new(),
         }
     }
@@ -333,7 +205,7 @@ impl Fixture {
 
     /// The audit log's rows.
     fn audit(&self) -> Vec<Value> {
-        relay_tests::read_records(&self.state.join("audit.jsonl"))
+        self.log("audit.jsonl")
     }
 
     /// The relay-owned Claude config folder (in the state folder).
@@ -360,32 +232,11 @@ impl Fixture {
     /// in the token file, and Claude Code did write its config files where the scan looks.
     fn assert_no_token_on_disk(&self) {
         assert!(!self.tokens.is_empty());
-        let files = relay_tests::files_under(&self.root);
-        let mut found = Vec::new();
-        let mut seen_token_file = false;
-        for f in &files {
-            let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
-            let holds: Vec<&String> = self
-                .tokens
-                .iter()
-                .filter(|t| contains(&bytes, t.as_bytes()))
-                .collect();
-            if *f == self.token_file {
-                // The scan is not blind: it sees the current token in the token file.
-                seen_token_file = true;
-                assert_eq!(
-                    holds,
-                    [self.tokens.last().unwrap()],
-                    "the scan does not see the current token (and only it) in the token file"
-                );
-                continue;
-            }
-            if !holds.is_empty() {
-                found.push(f.display().to_string());
-            }
-        }
-        assert!(found.is_empty(), "files hold a token: {found:?}");
-        assert!(seen_token_file, "the scan did not reach the token file");
+        let tokens: Vec<&str> = self.tokens.iter().map(String::as_str).collect();
+        let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &tokens);
+        // The scan is not blind: it sees the current token (and only it) in the token file.
+        scan.assert_clean(tokens.len() - 1);
+        let files = scan.files;
         // And Claude Code wrote files where the scan looked.
         let in_claude_config = files
             .iter()
@@ -398,10 +249,6 @@ impl Fixture {
         );
         assert!(files.iter().any(|f| f.starts_with(&self.state)));
     }
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Checks `auth status --json` output: logged in with the OAuth token, no API key, and the
@@ -673,7 +520,7 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     let out = fx.launch(&["-p", "hello"], "claude -p, base URL at B");
     assert_ne!(out.code, Some(0), "{}", out.describe());
     assert_eq!(b.connections(), 0, "B was reached");
-    let events = relay_tests::read_records(&fx.state.join("events.jsonl"));
+    let events = fx.log("events.jsonl");
     assert!(
         events.iter().any(|e| e["event"] == "network_denied"
             && e["host"] == "127.0.0.1"

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use relay_tests::fixture::{descendants, Fixture};
-use relay_tests::run::{finish_with, Finished};
+use relay_tests::run::{finish_with, Out};
 
 /// The load tests count this process's descriptors and children: they run alone (a write
 /// lock); every other test takes a read lock.
@@ -38,24 +38,15 @@ fn host_cmd(fx: &Fixture) -> Command {
 /// [`host_cmd`] with another state folder.
 fn host_cmd_in(fx: &Fixture, state: &std::path::Path) -> Command {
     let mut cmd = Command::new(&fx.host);
-    cmd.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-        .env("HOME", &fx.home)
-        .env("LANG", "C.UTF-8")
+    fx.host_setup(&mut cmd, state)
         .env("FAKE_AGENT_RECORD", &fx.record)
-        .arg("--config-dir")
-        .arg(&fx.config)
-        .arg("--state-dir")
-        .arg(state)
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
+        .stderr(Stdio::null());
     cmd
 }
 
 /// Runs `cmd` to its end under [`TIMEOUT`]; panics when the deadline killed it.
-fn finish(cmd: &mut Command) -> Finished {
+fn finish(cmd: &mut Command) -> Out {
     let f = finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false);
     assert!(!f.killed, "relay-host did not finish within {TIMEOUT:?}");
     f
@@ -79,7 +70,7 @@ fn fill_logs(fx: &Fixture) {
     std::fs::write(&bad, r#"{"kind": "claude", "no_such_field": 1}"#).unwrap();
     for _ in 0..3 {
         let f = finish(host_cmd(fx).arg("launch").arg(&bad));
-        assert_eq!(f.code(), Some(64), "a refused launch: {}", f.stderr);
+        assert_eq!(f.code, Some(64), "a refused launch: {}", f.stderr);
     }
 }
 
@@ -99,7 +90,7 @@ fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
     for args in commands {
         let plain = finish(host_cmd(&fx).args(args));
         assert_eq!(
-            plain.code(),
+            plain.code,
             Some(0),
             "{args:?} on /dev/null: {}",
             plain.stderr
@@ -109,9 +100,9 @@ fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
         let mut cmd = host_cmd(&fx);
         cmd.args(args).stdout(closed_pipe()).stderr(Stdio::piped());
         let f = finish(&mut cmd);
-        assert_eq!(f.signal(), None, "{args:?}: killed by a signal");
+        assert_eq!(f.signal, None, "{args:?}: killed by a signal");
         assert!(!f.stderr.contains("panicked"), "{args:?}: {}", f.stderr);
-        assert_eq!(f.code(), Some(70), "{args:?}: stderr {}", f.stderr);
+        assert_eq!(f.code, Some(70), "{args:?}: stderr {}", f.stderr);
         assert!(
             f.stderr.contains("cannot write to stdout") && f.stderr.contains("Broken pipe"),
             "{args:?}: {}",
@@ -121,20 +112,16 @@ fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
         let mut cmd = host_cmd(&fx);
         cmd.args(args).stdout(closed_pipe()).stderr(closed_pipe());
         let f = finish(&mut cmd);
-        assert_eq!(
-            f.signal(),
-            None,
-            "{args:?}: killed by a signal (both closed)"
-        );
-        assert_eq!(f.code(), Some(70), "{args:?}: both closed");
+        assert_eq!(f.signal, None, "{args:?}: killed by a signal (both closed)");
+        assert_eq!(f.code, Some(70), "{args:?}: both closed");
     }
     // A refusal whose stderr is a closed pipe keeps its own exit code.
     let bad = fx.root.join("bad.json");
     let mut cmd = host_cmd(&fx);
     cmd.arg("launch").arg(&bad).stderr(closed_pipe());
     let f = finish(&mut cmd);
-    assert_eq!(f.signal(), None, "launch refusal: killed by a signal");
-    assert_eq!(f.code(), Some(64), "launch refusal with stderr closed");
+    assert_eq!(f.signal, None, "launch refusal: killed by a signal");
+    assert_eq!(f.code, Some(64), "launch refusal with stderr closed");
 }
 
 #[test]
@@ -154,7 +141,7 @@ fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
         .arg(&req)
         .stderr(Stdio::piped());
     let f = finish(&mut cmd);
-    assert_eq!(f.code(), Some(64), "{}", f.stderr);
+    assert_eq!(f.code, Some(64), "{}", f.stderr);
     let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
     assert_eq!(line["error"], "invalid_spec", "{line}");
     assert_eq!(
@@ -173,17 +160,10 @@ fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
 
 /// Every path under `dir` (folders and files, symlinks not followed), relative, sorted.
 fn tree(dir: &std::path::Path) -> Vec<String> {
-    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            out.push(p.strip_prefix(base).unwrap().display().to_string());
-            if e.file_type().unwrap().is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
+    let mut out: Vec<String> = relay_tests::entries_under(dir)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .collect();
     out.sort();
     out
 }
@@ -363,7 +343,7 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let f = finish(&mut gc);
-    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_eq!(f.code, Some(0), "{}", f.stderr);
     let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
     assert_eq!(r["removed"], 1, "{r}");
     assert_eq!(r["placeholders_removed"], listed.len(), "{r}");
@@ -375,7 +355,7 @@ fn after_kill_9_of_the_host_gc_removes_the_placeholders_and_the_session_folder()
     assert_eq!(exits[0]["code"], serde_json::Value::Null, "{exits:?}");
     // Written once: a second gc finds nothing.
     let f = finish(host_cmd(&fx).arg("gc"));
-    assert_eq!(f.code(), Some(0));
+    assert_eq!(f.code, Some(0));
     assert_eq!(exit_rows(&fx).len(), 1);
     assert!(!placeholders.exists(), "the placeholders list is gone");
     assert_eq!(
@@ -435,7 +415,7 @@ fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
     status.args(["--json", "status"]);
     let f = finish_with(as_nobody(&status).spawn().unwrap(), TIMEOUT, &|| false);
     assert!(!f.killed);
-    assert_eq!(f.code(), Some(78), "stderr {}", f.stderr);
+    assert_eq!(f.code, Some(78), "stderr {}", f.stderr);
     let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
     assert_eq!(r["settings_error"], want.as_str(), "{r}");
 
@@ -450,7 +430,7 @@ fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
     launch.args(["--json", "launch"]).arg(&req);
     let f = finish_with(as_nobody(&launch).spawn().unwrap(), TIMEOUT, &|| false);
     assert!(!f.killed);
-    assert_eq!(f.code(), Some(78), "stderr {}", f.stderr);
+    assert_eq!(f.code, Some(78), "stderr {}", f.stderr);
     let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
     assert_eq!(line["error"], "sandbox_unavailable", "{line}");
     assert_eq!(line["message"], want.as_str(), "{line}");
@@ -475,12 +455,7 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
             !f.killed,
             "signal {sig}: the session did not end within 10 s"
         );
-        assert_eq!(
-            f.code(),
-            Some(128 + sig),
-            "signal {sig}: stderr {}",
-            f.stderr
-        );
+        assert_eq!(f.code, Some(128 + sig), "signal {sig}: stderr {}", f.stderr);
         let ended = wait_until(Duration::from_secs(5), &|| {
             !session.iter().any(|&p| alive(p))
         });
@@ -504,11 +479,9 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
 
 /// The `exit` rows of `events.jsonl`.
 fn exit_rows(fx: &Fixture) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(fx.state.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|e: &serde_json::Value| e["event"] == "exit")
+    fx.log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "exit")
         .collect()
 }
 
@@ -544,7 +517,7 @@ fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
         !f.killed,
         "the host did not end within 10 s of the shim's kill"
     );
-    assert_eq!(f.code(), Some(137), "stderr {}", f.stderr);
+    assert_eq!(f.code, Some(137), "stderr {}", f.stderr);
     let ended = wait_until(Duration::from_secs(5), &|| {
         !session.iter().any(|&p| alive(p))
     });
@@ -576,31 +549,31 @@ fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
 
 /// What one run in an odd environment ended with: no signal (no abort), no panic, and the
 /// stderr's last line parsed when it is JSON.
-fn no_panic(what: &str, f: &Finished) {
+fn no_panic(what: &str, f: &Out) {
     assert!(!f.killed, "{what}: did not finish");
-    assert_eq!(f.signal(), None, "{what}: killed by a signal");
+    assert_eq!(f.signal, None, "{what}: killed by a signal");
     assert!(
-        !f.stderr.contains("panicked") && f.code() != Some(101),
+        !f.stderr.contains("panicked") && f.code != Some(101),
         "{what}: {}",
         f.stderr
     );
 }
 
 /// The refusal a launch printed on stderr (one JSON line, stderr not a terminal).
-fn refusal(f: &Finished) -> serde_json::Value {
+fn refusal(f: &Out) -> serde_json::Value {
     let line = f.stderr.lines().last().unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: stderr {}", f.stderr))
 }
 
 /// Runs `cmd` with stderr (and stdout) captured under [`TIMEOUT`].
-fn captured(mut cmd: Command) -> Finished {
+fn captured(mut cmd: Command) -> Out {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false)
 }
 
 /// The launch's record (the fake agent's) got the token file's token, whole.
-fn assert_launch_got_token(what: &str, fx: &Fixture, f: &Finished) {
-    assert_eq!(f.code(), Some(0), "{what}: stderr {}", f.stderr);
+fn assert_launch_got_token(what: &str, fx: &Fixture, f: &Out) {
+    assert_eq!(f.code, Some(0), "{what}: stderr {}", f.stderr);
     let want = relay_tests::sha256_hex(&std::fs::read(&fx.token_file).unwrap());
     let records = relay_tests::read_records(&fx.record);
     assert_eq!(records.len(), 1, "{what}: {records:?}");
@@ -659,7 +632,7 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
     close_stdin(&mut cmd);
     let f = captured(cmd);
     no_panic("stdin closed, launch -", &f);
-    assert_eq!(f.code(), Some(64), "{}", f.stderr);
+    assert_eq!(f.code, Some(64), "{}", f.stderr);
     assert!(refusal(&f)["message"]
         .as_str()
         .unwrap()
@@ -679,10 +652,10 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
             }
         });
         no_panic(what, &f);
-        if f.code() == Some(0) {
+        if f.code == Some(0) {
             continue;
         }
-        assert_eq!(f.code(), Some(78), "{what}: {}", f.stderr);
+        assert_eq!(f.code, Some(78), "{what}: {}", f.stderr);
         let m = refusal(&f)["message"].as_str().unwrap().to_string();
         assert!(
             m.starts_with("read claude_token_file /")
@@ -696,7 +669,7 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
         c.env("HOME", std::ffi::OsStr::from_bytes(b"/var/tmp/\xff-none"));
     });
     no_panic("HOME not UTF-8", &f);
-    assert_eq!(f.code(), Some(78), "{}", f.stderr);
+    assert_eq!(f.code, Some(78), "{}", f.stderr);
     assert!(refusal(&f)["message"]
         .as_str()
         .unwrap()
@@ -707,7 +680,7 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
         c.env("PATH", "");
     });
     no_panic("PATH empty", &f);
-    assert_eq!(f.code(), Some(78), "{}", f.stderr);
+    assert_eq!(f.code, Some(78), "{}", f.stderr);
     assert!(refusal(&f)["message"]
         .as_str()
         .unwrap()
@@ -720,7 +693,7 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
     cmd.args(["--json", "status"]);
     let f = captured(cmd);
     no_panic("non-UTF-8 state folder", &f);
-    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_eq!(f.code, Some(0), "{}", f.stderr);
     let r: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
     assert!(
         r["state_dir"].as_str().unwrap().ends_with("st\u{fffd}te"),
@@ -731,7 +704,7 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
         cmd.args(args);
         let f = captured(cmd);
         no_panic(&format!("{args:?}, non-UTF-8 state folder"), &f);
-        assert_eq!(f.code(), Some(0), "{args:?}: {}", f.stderr);
+        assert_eq!(f.code, Some(0), "{args:?}: {}", f.stderr);
     }
 
     // --help and --version to a closed pipe: exit 0, no panic.
@@ -740,7 +713,7 @@ fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
         cmd.arg(flag).stdout(closed_pipe()).stderr(Stdio::piped());
         let f = finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false);
         no_panic(flag, &f);
-        assert_eq!(f.code(), Some(0), "{flag}: {}", f.stderr);
+        assert_eq!(f.code, Some(0), "{flag}: {}", f.stderr);
     }
 }
 
@@ -807,10 +780,8 @@ impl Drop for Tmpfs {
 
 /// The `session_launch` rows of `audit.jsonl` with `outcome` `ok`.
 fn ok_audit_rows(fx: &Fixture) -> usize {
-    std::fs::read_to_string(fx.state.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    fx.log("audit.jsonl")
+        .iter()
         .filter(|r| r["outcome"] == "ok")
         .count()
 }
@@ -833,9 +804,9 @@ fn a_full_or_read_only_state_folder_refuses_the_launch_naming_it() {
         captured(cmd)
     };
     let launch = || launch_req(&req);
-    let refused = |what: &str, f: &Finished, words: &str| {
+    let refused = |what: &str, f: &Out, words: &str| {
         no_panic(what, f);
-        assert_eq!(f.code(), Some(71), "{what}: {}", f.stderr);
+        assert_eq!(f.code, Some(71), "{what}: {}", f.stderr);
         let r = refusal(f);
         assert_eq!(r["error"], "spawn_failed", "{what}: {r}");
         let m = r["message"].as_str().unwrap();
@@ -876,7 +847,7 @@ fn a_full_or_read_only_state_folder_refuses_the_launch_naming_it() {
     cmd.args(["--json", "status"]);
     let f = captured(cmd);
     no_panic("status, read-only", &f);
-    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_eq!(f.code, Some(0), "{}", f.stderr);
     disk.remount(false);
     assert_eq!(ok_audit_rows(&fx), 1, "one session, one row");
 }
@@ -917,7 +888,7 @@ fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
     };
     let (f, _) = import();
     no_panic("import, full", &f);
-    assert_eq!(f.code(), Some(70), "{}", f.stderr);
+    assert_eq!(f.code, Some(70), "{}", f.stderr);
     assert!(
         f.stderr
             .contains(&format!("write {}", fx.token_file.display()))
@@ -935,7 +906,7 @@ fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
     // With room again the import replaces it, whole.
     std::fs::remove_file(folder.join("filler")).unwrap();
     let (f, new) = import();
-    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_eq!(f.code, Some(0), "{}", f.stderr);
     assert_eq!(
         std::fs::read_to_string(&fx.token_file).unwrap().trim_end(),
         new
@@ -998,7 +969,7 @@ fn a_token_rotated_during_launches_reaches_each_session_whole() {
         cmd.args(["--json", "launch"]).arg(&req);
         let f = captured(cmd);
         no_panic(&format!("launch {i}"), &f);
-        match f.code() {
+        match f.code {
             Some(0) => got += 1,
             Some(78) => refused.push(refusal(&f)["message"].as_str().unwrap().to_string()),
             other => panic!("launch {i}: exit {other:?}: {}", f.stderr),
@@ -1168,14 +1139,14 @@ const LAUNCH_CODES: [i32; 5] = [0, 64, 70, 71, 78];
 fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes() {
     let _turn = shared();
     let fx = Fixture::new(&relay_tests::fake_agent());
-    let run = |what: &str, mut cmd: Command, codes: &[i32]| -> Finished {
+    let run = |what: &str, mut cmd: Command, codes: &[i32]| -> Out {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let f = finish_with(cmd.spawn().unwrap(), Duration::from_secs(20), &|| false);
         no_panic(what, &f);
         assert!(
-            f.code().is_some_and(|c| codes.contains(&c)),
+            f.code.is_some_and(|c| codes.contains(&c)),
             "{what}: exit {:?}: {}",
-            f.code(),
+            f.code,
             f.stderr.chars().take(400).collect::<String>()
         );
         f
@@ -1201,7 +1172,7 @@ fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes()
                 .collect::<String>()
         );
         let f = run(&what, cmd, &LAUNCH_CODES);
-        if f.code() != Some(0) {
+        if f.code != Some(0) {
             let r = refusal(&f);
             assert!(
                 ["invalid_spec", "sandbox_unavailable", "spawn_failed"]
@@ -1238,7 +1209,7 @@ fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes()
             let r: serde_json::Value = serde_json::from_str(&f.stdout)
                 .unwrap_or_else(|e| panic!("{what}: status report {e}: {}", f.stdout));
             if !r["settings_error"].is_null() {
-                assert_eq!(f.code(), Some(78), "{what}: {r}");
+                assert_eq!(f.code, Some(78), "{what}: {r}");
             }
             std::fs::remove_file(file).unwrap();
         }
@@ -1469,7 +1440,7 @@ fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
             .max(Duration::from_secs(1));
         let f = finish_with(host, left, &|| false);
         no_panic(&format!("launch c{i}"), &f);
-        assert_eq!(f.code(), Some(0), "launch c{i}: {}", f.stderr);
+        assert_eq!(f.code, Some(0), "launch c{i}: {}", f.stderr);
     }
     eprintln!(
         "{n} concurrent allow-list launches: {:?}",
@@ -1518,9 +1489,9 @@ fn sequential_launches_are_each_answered_logged_and_cleaned_up() {
         let t = std::time::Instant::now();
         let r = finish(host_cmd(&fresh).arg("launch").arg(&fresh_req));
         ref_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        assert_eq!(r.code(), Some(0), "reference launch {i}");
+        assert_eq!(r.code, Some(0), "reference launch {i}");
         no_panic(&format!("launch {i}"), &f);
-        assert_eq!(f.code(), Some(0), "launch {i}: {}", f.stderr);
+        assert_eq!(f.code, Some(0), "launch {i}: {}", f.stderr);
         let records = relay_tests::read_records(&fx.record);
         assert_eq!(records.len(), 1, "launch {i}");
         assert_eq!(
@@ -1598,10 +1569,10 @@ fn a_host_signalled_while_it_prepares_the_launch_leaves_nothing_after_gc() {
             assert!(
                 gone,
                 "{what}: processes of the session outlived the host: {left:?} (host {:?})",
-                f.status
+                (f.code, f.signal)
             );
             let gc = finish(host_cmd(&fx).arg("gc").stderr(Stdio::piped()));
-            assert_eq!(gc.code(), Some(0), "{what}: {}", gc.stderr);
+            assert_eq!(gc.code, Some(0), "{what}: {}", gc.stderr);
             if sig == libc::SIGTERM {
                 assert_eq!(tree(&fx.home), home_before, "{what}: the home");
                 assert_eq!(tree(&fx.project), project_before, "{what}: the project");

@@ -5,7 +5,7 @@
 //! Runs as root (the scan reads `/proc/<pid>/mem` of a non-dumpable process, which needs
 //! `CAP_SYS_PTRACE`). Build the binaries first: `cargo build --workspace --bins`.
 
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -19,36 +19,12 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// Where `needle` occurs in the readable mappings of `pid`: one line per hit, naming the
 /// mapping. Mappings that cannot be read (`[vvar]`, `[vsyscall]`, device memory) are skipped.
 fn find_in_memory(pid: u32, needle: &[u8]) -> Vec<String> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read maps");
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open mem");
+    let regions = relay_tests::process_memory(pid);
+    let scanned: usize = regions.iter().map(|(_, bytes)| bytes.len()).sum();
+    assert!(scanned > 0, "nothing readable in /proc/{pid}/mem");
     let mut hits = Vec::new();
-    let mut scanned = 0usize;
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-            continue;
-        };
-        let name = f.nth(3).unwrap_or("");
-        if !perms.starts_with('r') || name.starts_with("[vvar") || name == "[vsyscall]" {
-            continue;
-        }
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        let mut buf = vec![0u8; (b - a) as usize];
-        let mut n = 0;
-        while n < buf.len() {
-            match mem.read_at(&mut buf[n..], a + n as u64) {
-                Ok(0) | Err(_) => break,
-                Ok(k) => n += k,
-            }
-        }
-        scanned += n;
-        for (i, _) in buf[..n]
+    for (line, bytes) in &regions {
+        for (i, _) in bytes
             .windows(needle.len())
             .enumerate()
             .filter(|(_, w)| *w == needle)
@@ -56,7 +32,6 @@ fn find_in_memory(pid: u32, needle: &[u8]) -> Vec<String> {
             hits.push(format!("{line} at +{i:#x}"));
         }
     }
-    assert!(scanned > 0, "nothing readable in /proc/{pid}/mem");
     hits
 }
 

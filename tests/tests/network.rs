@@ -16,9 +16,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
+use relay_tests::fake_agent;
 use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
 use relay_tests::listener::{Listener, HELLO};
-use relay_tests::{fake_agent, read_records};
 use serde_json::{json, Value};
 
 /// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
@@ -147,7 +147,7 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn events(fx: &Fixture) -> Vec<Value> {
-    read_records(&fx.state.join("events.jsonl"))
+    fx.log("events.jsonl")
 }
 
 #[test]
@@ -356,29 +356,37 @@ fn token_launch_with_the_host_network_needs_the_setting() {
     );
 }
 
-#[test]
-fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
-    const SESSIONS: usize = 32;
-    let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
-    let a = Listener::start(HELLO);
+/// Writes `probe.sh` into the project: `prelude`, then a curl of the listener `a` (at most
+/// `secs` seconds) whose HTTP code goes to `out.txt` by `redirect` (`>` or `>>`); and settings
+/// whose template runs it with `a` alone on the allow-list. Returns the path of `out.txt`.
+fn curl_session(fx: &Fixture, a: &Listener, prelude: &str, secs: u32, redirect: &str) -> PathBuf {
     let out = fx.project.join("out.txt");
     let script = fx.project.join("probe.sh");
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncurl -s -o /dev/null -w '%{{http_code}}\\n' -m 10 http://127.0.0.1:{}/ >> {}\n",
+            "#!/bin/sh\n{prelude}curl -s -o /dev/null -w '%{{http_code}}\\n' -m {secs} http://127.0.0.1:{}/ {redirect} {}\n",
             a.port,
             out.display()
         ),
     )
     .unwrap();
     write_settings(
-        &fx,
+        fx,
         &script,
         json!({"allow": [format!("127.0.0.1:{}", a.port)]}),
         json!({}),
     );
+    out
+}
+
+#[test]
+fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
+    const SESSIONS: usize = 32;
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let a = Listener::start(HELLO);
+    let out = curl_session(&fx, &a, "", 10, ">>");
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
     let mut running = Vec::new();
@@ -463,24 +471,7 @@ fn the_forwarder_outlives_an_interrupt_of_the_session() {
     let _turn = turn();
     let fx = Fixture::new(&fake_agent());
     let a = Listener::start(HELLO);
-    let out = fx.project.join("out.txt");
-    let script = fx.project.join("probe.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\ntrap '' INT\nkill -INT 0\nsleep 0.2\n\
-             curl -s -o /dev/null -w '%{{http_code}}\\n' -m 5 http://127.0.0.1:{}/ > {}\n",
-            a.port,
-            out.display()
-        ),
-    )
-    .unwrap();
-    write_settings(
-        &fx,
-        &script,
-        json!({"allow": [format!("127.0.0.1:{}", a.port)]}),
-        json!({}),
-    );
+    let out = curl_session(&fx, &a, "trap '' INT\nkill -INT 0\nsleep 0.2\n", 5, ">");
     assert!(launch(&fx, "intr").status.success());
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "200\n");
     assert_eq!(a.connections(), 1);

@@ -8,10 +8,11 @@
 //! first: `cargo build --workspace --bins`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use relay_tests::fixture::Fixture;
+use relay_tests::git;
 use relay_tests::run::finish_with;
 use relay_tests::{fake_agent, files_under, read_records, sha256_hex};
 use serde_json::{json, Value};
@@ -34,7 +35,7 @@ fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String) {
     let mut cmd = fx.launch(req);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
-    (out.code(), format!("{}{}", out.stdout, out.stderr))
+    (out.code, format!("{}{}", out.stdout, out.stderr))
 }
 
 /// A sandboxed launch with 100 read-write grants besides the project runs, and its agent gets
@@ -67,39 +68,14 @@ fn a_launch_with_100_read_write_grants_runs() {
     }
 }
 
-/// `git -C dir args`, on the host, with a fixed identity; panics on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Every entry under `dir` (recursively, not following links, `.git/objects` and the record
 /// left out), as `relative path` plus `/` for a folder.
 fn entries(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let rel = p.strip_prefix(dir).unwrap().display().to_string();
-            if rel.starts_with(".git/objects") || rel == "record.jsonl" {
-                continue;
-            }
-            if e.file_type().unwrap().is_dir() {
-                out.push(format!("{rel}/"));
-                todo.push(p);
-            } else {
-                out.push(rel);
-            }
-        }
-    }
+    let mut out: Vec<String> = relay_tests::entries_under(dir)
+        .into_iter()
+        .filter(|(rel, _)| !rel.starts_with(".git/objects") && rel != "record.jsonl")
+        .map(|(rel, t)| if t.is_dir() { format!("{rel}/") } else { rel })
+        .collect();
     out.sort();
     out
 }
@@ -127,7 +103,7 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
     relay_tests::wait_for_records(&fx.record, 1, LAUNCH_TIMEOUT);
     let during = entries(&fx.project);
     let out = finish_with(child, LAUNCH_TIMEOUT, &|| false);
-    assert_eq!(out.code(), Some(0), "{} {}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{} {}", out.stdout, out.stderr);
     let added: Vec<&String> = during.iter().filter(|e| !before.contains(e)).collect();
     assert!(
         !added.is_empty(),

@@ -2,26 +2,21 @@
 //! Build the binaries first: `cargo build --workspace --bins`.
 
 use std::io::{BufRead, BufReader, Read};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use relay_tests::shim::{devnull, pipe_cloexec, record_dir, status_lines, token_pipe, ShimRun};
 use relay_tests::{
-    fake_agent, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds, wait_for_records,
+    fake_agent_arg, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds,
+    wait_for_records,
 };
-use relay_token::{ClaudeToken, FdMap, TokenPipe};
+use relay_token::FdMap;
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-
-/// A token pipe's read end holding `token` (write end closed).
-fn token_pipe(token: &str) -> OwnedFd {
-    TokenPipe::new(&ClaudeToken::from_bytes(token.as_bytes()).unwrap())
-        .unwrap()
-        .into_fd()
-}
 
 /// `relay-shim ARGS` with a clean environment for the token variable and the record file set.
 fn shim_cmd(record: &Path, args: &[&str]) -> Command {
@@ -36,60 +31,37 @@ fn shim_cmd(record: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-fn agent() -> String {
-    fake_agent().to_str().unwrap().to_owned()
-}
-
-/// Reads every status line until EOF (the shim closed it) as JSON.
-fn status_lines(r: OwnedFd) -> Vec<Value> {
-    let mut text = String::new();
-    std::fs::File::from(r).read_to_string(&mut text).unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("status {l:?}: {e}")))
-        .collect()
-}
-
-struct Run {
-    code: i32,
-    stderr: String,
-    status: Vec<Value>,
-}
-
 /// Runs the shim with a status pipe at 3 and `extra` descriptors, to completion.
-fn run_shim(mut cmd: Command, extra: &[(std::os::fd::BorrowedFd<'_>, i32)]) -> Run {
-    let (r, w) = pipe_cloexec().unwrap();
-    let mut fds = vec![(w.as_fd(), 3)];
-    fds.extend_from_slice(extra);
-    let child = spawn_with_fds(&mut cmd, &fds).unwrap();
-    drop(fds);
-    drop(w);
-    let status = status_lines(r);
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("shim killed by a signal"),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        status,
-    }
+fn run_shim(cmd: Command, extra: &[(std::os::fd::BorrowedFd<'_>, i32)]) -> ShimRun {
+    relay_tests::shim::run(cmd, 3, extra)
 }
 
-fn tmp() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("record.jsonl");
-    (dir, record)
+/// The status lines of a run whose target failed to spawn with `errno`.
+fn failed_to_spawn(errno: i32) -> Vec<Value> {
+    vec![
+        json!({"event": "no_identity"}),
+        json!({"event": "spawn_failed", "errno": errno}),
+    ]
 }
 
-fn devnull() -> std::fs::File {
-    std::fs::File::open("/dev/null").unwrap()
+/// The status lines of a run that started the target of the record `rec` and saw it exit
+/// with `status`.
+fn ran_to_exit(rec: &Value, status: i32) -> Vec<Value> {
+    vec![
+        json!({"event": "no_identity"}),
+        json!({"event": "started", "pid": rec["pid"]}),
+        json!({"event": "exit", "status": status}),
+    ]
 }
 
 #[test]
 fn pass_token_hands_exact_bytes_and_only_fds_0125() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let token = fake_token();
     let pipe = token_pipe(&token);
     let (n4, n6, n9) = (devnull(), devnull(), devnull());
     let run = run_shim(
-        shim_cmd(&record, &["--pass-token", "--", &agent()]),
+        shim_cmd(&record, &["--pass-token", "--", &fake_agent_arg()]),
         &[
             (n4.as_fd(), 4),
             (pipe.as_fd(), 5),
@@ -114,23 +86,16 @@ fn pass_token_hands_exact_bytes_and_only_fds_0125() {
         !rec.to_string().contains(&token),
         "the record holds no token"
     );
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "started", "pid": rec["pid"]}),
-            json!({"event": "exit", "status": 0}),
-        ]
-    );
+    assert_eq!(run.status, ran_to_exit(rec, 0));
 }
 
 #[test]
 fn without_pass_token_the_target_gets_no_fd_5() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let pipe = token_pipe(&fake_token());
     let n4 = devnull();
     let run = run_shim(
-        shim_cmd(&record, &["--", &agent()]),
+        shim_cmd(&record, &["--", &fake_agent_arg()]),
         &[(n4.as_fd(), 4), (pipe.as_fd(), 5)],
     );
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
@@ -142,8 +107,8 @@ fn without_pass_token_the_target_gets_no_fd_5() {
 
 #[test]
 fn pass_token_with_fd_5_closed_refuses_with_one_line() {
-    let (_d, record) = tmp();
-    let mut cmd = shim_cmd(&record, &["--pass-token", "--", &agent()]);
+    let (_d, record) = record_dir();
+    let mut cmd = shim_cmd(&record, &["--pass-token", "--", &fake_agent_arg()]);
     // Closed in the shim whatever this process holds at 5 (a descriptor the CI runner left
     // open and inheritable, say): the test makes its own precondition.
     // SAFETY: close(2) on an int is async-signal-safe and touches no memory.
@@ -163,7 +128,7 @@ fn pass_token_with_fd_5_closed_refuses_with_one_line() {
 
 #[test]
 fn usage_errors_exit_70_and_start_nothing() {
-    let a = agent();
+    let a = fake_agent_arg();
     let cases: Vec<Vec<&str>> = vec![
         vec!["--status-fd", "5", "--pass-token", "--", &a],
         vec!["--pass-token", "--status-fd=5", "--", &a],
@@ -197,7 +162,7 @@ fn usage_errors_exit_70_and_start_nothing() {
         vec!["--sandbox-profile"],
     ];
     for args in cases {
-        let (_d, record) = tmp();
+        let (_d, record) = record_dir();
         let pipe = token_pipe(&fake_token());
         let run = run_shim(shim_cmd(&record, &args), &[(pipe.as_fd(), 5)]);
         assert_eq!(run.code, 70, "{args:?}: stderr {:?}", run.stderr);
@@ -215,9 +180,12 @@ fn usage_errors_exit_70_and_start_nothing() {
 #[cfg(not(target_os = "macos"))]
 #[test]
 fn sandbox_profile_is_refused_off_macos() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let run = run_shim(
-        shim_cmd(&record, &["--sandbox-profile", "/etc/x.sb", "--", &agent()]),
+        shim_cmd(
+            &record,
+            &["--sandbox-profile", "/etc/x.sb", "--", &fake_agent_arg()],
+        ),
         &[],
     );
     assert_eq!(run.code, 70);
@@ -235,32 +203,32 @@ fn sandbox_profile_is_refused_off_macos() {
 
 #[test]
 fn status_reports_exit_status_and_session_id() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let run = run_shim(
         shim_cmd(
             &record,
-            &["--session-id", "s-1.x_y", "--", &agent(), "--exit", "7"],
+            &[
+                "--session-id",
+                "s-1.x_y",
+                "--",
+                &fake_agent_arg(),
+                "--exit",
+                "7",
+            ],
         ),
         &[],
     );
     assert_eq!(run.code, 7);
     let rec = &read_records(&record)[0];
     assert_eq!(rec["session_id"], "s-1.x_y");
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "started", "pid": rec["pid"]}),
-            json!({"event": "exit", "status": 7}),
-        ]
-    );
+    assert_eq!(run.status, ran_to_exit(rec, 7));
 }
 
 #[test]
 fn status_fd_elsewhere_is_used_and_not_inherited() {
-    let (_d, record) = tmp();
-    let (r, w) = pipe_cloexec().unwrap();
-    let mut cmd = shim_cmd(&record, &["--status-fd", "8", "--", &agent()]);
+    let (_d, record) = record_dir();
+    let (r, w) = pipe_cloexec();
+    let mut cmd = shim_cmd(&record, &["--status-fd", "8", "--", &fake_agent_arg()]);
     let child = spawn_with_fds(&mut cmd, &[(w.as_fd(), 8)]).unwrap();
     drop(w);
     let status = status_lines(r);
@@ -277,7 +245,7 @@ fn start_shim(
     mut cmd: Command,
     extra: &[(std::os::fd::BorrowedFd<'_>, i32)],
 ) -> (Child, BufReader<std::fs::File>) {
-    let (r, w) = pipe_cloexec().unwrap();
+    let (r, w) = pipe_cloexec();
     let mut fds = vec![(w.as_fd(), 3)];
     fds.extend_from_slice(extra);
     let child = spawn_with_fds(&mut cmd, &fds).unwrap();
@@ -296,9 +264,11 @@ fn next_line(r: &mut BufReader<std::fs::File>) -> Value {
 
 #[test]
 fn target_killed_by_sigkill_reports_the_signal() {
-    let (_d, record) = tmp();
-    let (child, mut status) =
-        start_shim(shim_cmd(&record, &["--", &agent(), "--sleep", "30"]), &[]);
+    let (_d, record) = record_dir();
+    let (child, mut status) = start_shim(
+        shim_cmd(&record, &["--", &fake_agent_arg(), "--sleep", "30"]),
+        &[],
+    );
     let started = next_line(&mut status);
     assert_eq!(started["event"], "started");
     let pid = started["pid"].as_i64().unwrap() as libc::pid_t;
@@ -314,61 +284,43 @@ fn target_killed_by_sigkill_reports_the_signal() {
 
 #[test]
 fn missing_program_is_spawn_failed_enoent_127() {
-    let (d, record) = tmp();
+    let (d, record) = record_dir();
     let missing = d.path().join("no-such-program");
     let pipe = token_pipe(&fake_token());
     let run = run_shim(
         shim_cmd(&record, &["--pass-token", "--", missing.to_str().unwrap()]),
         &[(pipe.as_fd(), 5)],
     );
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "spawn_failed", "errno": 2})
-        ]
-    );
+    assert_eq!(run.status, failed_to_spawn(2));
     assert_eq!(run.code, 127);
     let run = run_shim(
         shim_cmd(&record, &["--", "relay-no-such-program-on-path"]),
         &[],
     );
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "spawn_failed", "errno": 2})
-        ]
-    );
+    assert_eq!(run.status, failed_to_spawn(2));
     assert_eq!(run.code, 127);
 }
 
 #[test]
 fn non_executable_file_is_spawn_failed_126() {
-    let (d, record) = tmp();
+    let (d, record) = record_dir();
     let file = d.path().join("not-executable");
     std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
     let run = run_shim(shim_cmd(&record, &["--", file.to_str().unwrap()]), &[]);
-    assert_eq!(
-        run.status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "spawn_failed", "errno": libc::EACCES})
-        ]
-    );
+    assert_eq!(run.status, failed_to_spawn(libc::EACCES));
     assert_eq!(run.code, 126);
 }
 
 #[test]
 fn sigterm_to_the_shim_reaches_the_target() {
-    let (d, record) = tmp();
+    let (d, record) = record_dir();
     let sigfile = d.path().join("signal");
     let (child, mut status) = start_shim(
         shim_cmd(
             &record,
             &[
                 "--",
-                &agent(),
+                &fake_agent_arg(),
                 "--record-signal",
                 sigfile.to_str().unwrap(),
                 "--sleep",
@@ -396,10 +348,13 @@ fn sigterm_to_the_shim_reaches_the_target() {
 
 #[test]
 fn shim_holds_no_fd_5_after_the_spawn() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let pipe = token_pipe(&fake_token());
     let (child, mut status) = start_shim(
-        shim_cmd(&record, &["--pass-token", "--", &agent(), "--sleep", "30"]),
+        shim_cmd(
+            &record,
+            &["--pass-token", "--", &fake_agent_arg(), "--sleep", "30"],
+        ),
         &[(pipe.as_fd(), 5)],
     );
     drop(pipe);
@@ -422,12 +377,15 @@ fn shim_holds_no_fd_5_after_the_spawn() {
 
 #[test]
 fn shim_never_reads_fd_5() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let token = fake_token();
     let pipe = token_pipe(&token);
     let keep = pipe.try_clone().unwrap(); // close-on-exec duplicate of the read end
     let run = run_shim(
-        shim_cmd(&record, &["--pass-token", "--", &agent(), "--no-read"]),
+        shim_cmd(
+            &record,
+            &["--pass-token", "--", &fake_agent_arg(), "--no-read"],
+        ),
         &[(pipe.as_fd(), 5)],
     );
     drop(pipe);
@@ -441,13 +399,13 @@ fn shim_never_reads_fd_5() {
 #[test]
 fn fdmap_spawned_shim_works_too() {
     // The way relay-host spawns it: the library's placement, token at 5 with its variable.
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let token = fake_token();
     let pipe = token_pipe(&token);
-    let (r, w) = pipe_cloexec().unwrap();
+    let (r, w) = pipe_cloexec();
     let mut extra = FdMap::new();
     extra.place(w.as_fd(), 3);
-    let mut cmd = shim_cmd(&record, &["--pass-token", "--", &agent()]);
+    let mut cmd = shim_cmd(&record, &["--pass-token", "--", &fake_agent_arg()]);
     extra.place(pipe.as_fd(), relay_token::TOKEN_FD);
     cmd.env(relay_token::TOKEN_FD_VAR, "5");
     let child = extra.spawn(&mut cmd).unwrap();
@@ -523,9 +481,9 @@ fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
             in_use("--sandbox-status-fd", 11),
         ),
     ];
-    let a = agent();
+    let a = fake_agent_arg();
     let refused = |args: &[&str], stderr: &str| {
-        let (_d, record) = tmp();
+        let (_d, record) = record_dir();
         let pipe = token_pipe(&fake_token());
         let run = run_shim(shim_cmd(&record, args), &[(pipe.as_fd(), 5)]);
         assert_eq!(run.code, 70, "{args:?}: stderr {:?}", run.stderr);
@@ -566,8 +524,8 @@ fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
 /// line, no target.
 #[test]
 fn pass_fds_with_a_closed_descriptor_refuses_with_one_line() {
-    let (_d, record) = tmp();
-    let mut cmd = shim_cmd(&record, &["--pass-fds", "10-12", "--", &agent()]);
+    let (_d, record) = record_dir();
+    let mut cmd = shim_cmd(&record, &["--pass-fds", "10-12", "--", &fake_agent_arg()]);
     // Closed in the shim whatever this process holds at 11.
     // SAFETY: close(2) on an int is async-signal-safe and touches no memory.
     unsafe {
@@ -592,7 +550,7 @@ fn pass_fds_with_a_closed_descriptor_refuses_with_one_line() {
 /// else (not 4, 9 or 13, which the shim also had).
 #[test]
 fn pass_fds_hands_exactly_those_descriptors_at_their_numbers() {
-    let (d, record) = tmp();
+    let (d, record) = record_dir();
     let token = fake_token();
     let pipe = token_pipe(&token);
     let file = |name: &str| {
@@ -609,12 +567,12 @@ fn pass_fds_hands_exactly_those_descriptors_at_their_numbers() {
             "--pass-fds",
             "10-12",
             "--",
-            &agent(),
+            &fake_agent_arg(),
             "--sh",
             "cat /dev/fd/10 /dev/fd/11 /dev/fd/12",
         ],
     );
-    let (r, w) = pipe_cloexec().unwrap();
+    let (r, w) = pipe_cloexec();
     let child = spawn_with_fds(
         &mut cmd,
         &[
@@ -642,26 +600,26 @@ fn pass_fds_hands_exactly_those_descriptors_at_their_numbers() {
     assert_eq!(rec["fds"], json!([0, 1, 2, 5, 10, 11, 12]));
     assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()));
     assert!(!rec.to_string().contains(&token));
-    assert_eq!(
-        status,
-        vec![
-            json!({"event": "no_identity"}),
-            json!({"event": "started", "pid": rec["pid"]}),
-            json!({"event": "exit", "status": 0}),
-        ]
-    );
+    assert_eq!(status, ran_to_exit(rec, 0));
 }
 
 /// The shim keeps no copy of a passed descriptor once the target runs (bwrap closes each bind
 /// descriptor once used; a copy in the shim would keep the object open for the session's life).
 #[test]
 fn the_shim_keeps_no_passed_descriptor_after_the_spawn() {
-    let (_d, record) = tmp();
+    let (_d, record) = record_dir();
     let (n10, n11) = (devnull(), devnull());
     let (child, mut status) = start_shim(
         shim_cmd(
             &record,
-            &["--pass-fds", "10-11", "--", &agent(), "--sleep", "30"],
+            &[
+                "--pass-fds",
+                "10-11",
+                "--",
+                &fake_agent_arg(),
+                "--sleep",
+                "30",
+            ],
         ),
         &[(n10.as_fd(), 10), (n11.as_fd(), 11)],
     );
@@ -701,7 +659,7 @@ fn readable_within(r: &BufReader<std::fs::File>, ms: i32) -> bool {
 /// exists) came on it, not before; then the exit as usual.
 #[test]
 fn sandbox_status_fd_says_started_only_after_child_pid() {
-    let (d, record) = tmp();
+    let (d, record) = record_dir();
     let go = d.path().join("go");
     let script = format!(
         "i=0; while [ ! -e '{}' ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i + 1)); done; \
@@ -711,7 +669,14 @@ fn sandbox_status_fd_says_started_only_after_child_pid() {
     let (child, mut status) = start_shim(
         shim_cmd(
             &record,
-            &["--sandbox-status-fd", "6", "--", &agent(), "--sh", &script],
+            &[
+                "--sandbox-status-fd",
+                "6",
+                "--",
+                &fake_agent_arg(),
+                "--sh",
+                &script,
+            ],
         ),
         &[],
     );
@@ -747,7 +712,7 @@ fn sandbox_status_fd_closed_first_is_sandbox_failed_126() {
         ("sleep 0.3; exit 0", 0),
         ("kill -KILL $$", 128 + 9),
     ] {
-        let (_d, record) = tmp();
+        let (_d, record) = record_dir();
         let pipe = token_pipe(&fake_token());
         let run = run_shim(
             shim_cmd(
@@ -897,9 +862,4 @@ fn terminal_job_control_passes_through_ctrl_z_and_fg() {
     term.expect("rc-3-4");
     term.send("exit\n");
     term.finish();
-}
-
-/// A close-on-exec pipe as `(read end, write end)`.
-fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    std::io::pipe().map(|(r, w)| (r.into(), w.into()))
 }

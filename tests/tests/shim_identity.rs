@@ -6,7 +6,7 @@
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,18 +15,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use relay_tests::shim::{devnull, pipe_cloexec, record_dir, token_pipe, ShimRun};
 use relay_tests::{
-    fake_agent, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds, wait_for_records,
+    fake_agent_arg, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds,
+    wait_for_records,
 };
-use relay_token::{ClaudeToken, TokenPipe};
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const SESSION: &str = "s-7.id";
-
-fn agent() -> String {
-    fake_agent().to_str().unwrap().to_owned()
-}
 
 /// A fresh secret: 64 lowercase hex digits.
 fn new_secret() -> String {
@@ -38,16 +35,6 @@ fn filled_pipe(bytes: &[u8]) -> OwnedFd {
     let (r, mut w) = std::io::pipe().unwrap();
     std::io::Write::write_all(&mut w, bytes).unwrap();
     r.into()
-}
-
-fn token_pipe(token: &str) -> OwnedFd {
-    TokenPipe::new(&ClaudeToken::from_bytes(token.as_bytes()).unwrap())
-        .unwrap()
-        .into_fd()
-}
-
-fn devnull() -> std::fs::File {
-    std::fs::File::open("/dev/null").unwrap()
 }
 
 /// What the test bridge answers.
@@ -139,13 +126,6 @@ fn assert_hello(got: &Value, secret: &str) {
     assert_eq!(got.as_object().unwrap().len(), 4, "four fields");
 }
 
-struct Run {
-    code: i32,
-    pid: u32,
-    stderr: String,
-    status: Vec<Value>,
-}
-
 /// Runs `relay-shim ARGS` with `fds` placed, its status pipe at `status_fd`, to the end.
 fn run_shim(
     record: &Path,
@@ -153,7 +133,7 @@ fn run_shim(
     env: &[(&str, &str)],
     fds: &[(BorrowedFd<'_>, i32)],
     status_fd: i32,
-) -> Run {
+) -> ShimRun {
     let mut cmd = Command::new(relay_shim());
     cmd.args(args)
         .env("FAKE_AGENT_RECORD", record)
@@ -163,31 +143,7 @@ fn run_shim(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let (r, w) = pipe_cloexec();
-    let mut all = vec![(w.as_fd(), status_fd)];
-    all.extend_from_slice(fds);
-    let child = spawn_with_fds(&mut cmd, &all).unwrap();
-    drop(all);
-    drop(w);
-    let pid = child.id();
-    let mut text = String::new();
-    std::fs::File::from(r).read_to_string(&mut text).unwrap();
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("shim killed by a signal"),
-        pid,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        status: text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("status {l:?}: {e}")))
-            .collect(),
-    }
-}
-
-fn tmp() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("record.jsonl");
-    (dir, record)
+    relay_tests::shim::run(cmd, status_fd, fds)
 }
 
 /// The three layouts (identity with and without the token, a terminal launch's `[status, nil,
@@ -202,13 +158,13 @@ fn each_layout_gives_the_target_exactly_its_descriptors() {
         ("no token", false, false, json!([0, 1, 2])),
     ];
     for (name, identity, token_on, want) in cases {
-        let (_d, record) = tmp();
+        let (_d, record) = record_dir();
         let bridge = TestBridge::new(Answer::Ok);
         let secret = new_secret();
         let token = fake_token();
         let (secret_r, pipe) = (filled_pipe(secret.as_bytes()), token_pipe(&token));
         let (n4, n6, n9) = (devnull(), devnull(), devnull());
-        let a = agent();
+        let a = fake_agent_arg();
         let mut args = vec!["--session-id", SESSION];
         let mut fds = vec![(n6.as_fd(), 6), (n9.as_fd(), 9)];
         if identity {
@@ -269,13 +225,13 @@ fn each_layout_gives_the_target_exactly_its_descriptors() {
 /// Runs an identity launch with `secret` on fd 3 against `bridge` (its socket, or `socket`),
 /// with a token on fd 5; checks that nothing started and fd 5 was never read, and returns the
 /// run.
-fn refused_run(secret: &[u8], socket: Option<&str>) -> Run {
-    let (_d, record) = tmp();
+fn refused_run(secret: &[u8], socket: Option<&str>) -> ShimRun {
+    let (_d, record) = record_dir();
     let token = fake_token();
     let pipe = token_pipe(&token);
     let keep = pipe.try_clone().unwrap();
     let secret_r = filled_pipe(secret);
-    let a = agent();
+    let a = fake_agent_arg();
     let args = [
         "--identity",
         "--pass-token",
@@ -414,21 +370,8 @@ fn session_of(pid: i64) -> (i64, i64, u64, i64) {
 /// Ctrl-C typed on the terminal reaches it.
 #[test]
 fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
-    let (dir, record) = tmp();
-    let (mut m, mut s) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the two ints; the other arguments are null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut m,
-            &mut s,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: openpty returned two fresh descriptors that nothing else owns.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    let (dir, record) = record_dir();
+    let (master, slave) = relay_tests::openpty();
     let st = std::fs::File::from(slave.try_clone().unwrap())
         .metadata()
         .unwrap();
@@ -438,7 +381,7 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
     );
     let sigfile = dir.path().join("signal");
     let mut cmd = Command::new(relay_shim());
-    cmd.args(["--pty", "--", &agent(), "--record-signal"])
+    cmd.args(["--pty", "--", &fake_agent_arg(), "--record-signal"])
         .arg(&sigfile)
         .args(["--sleep", "30"])
         .env("FAKE_AGENT_RECORD", &record)
@@ -484,8 +427,8 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
 /// `--pty` with a stdin that is no terminal: the spawn fails with `ENOTTY` (126), nothing runs.
 #[test]
 fn pty_without_a_terminal_is_spawn_failed() {
-    let (_d, record) = tmp();
-    let run = run_shim(&record, &["--pty", "--", &agent()], &[], &[], 3);
+    let (_d, record) = record_dir();
+    let run = run_shim(&record, &["--pty", "--", &fake_agent_arg()], &[], &[], 3);
     assert_eq!(
         run.status,
         [
@@ -495,10 +438,4 @@ fn pty_without_a_terminal_is_spawn_failed() {
     );
     assert_eq!(run.code, 126);
     assert!(!record.exists());
-}
-
-/// A pipe, both ends close-on-exec.
-fn pipe_cloexec() -> (OwnedFd, OwnedFd) {
-    let (r, w) = std::io::pipe().unwrap();
-    (r.into(), w.into())
 }

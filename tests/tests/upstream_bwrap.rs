@@ -52,7 +52,7 @@ fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String, String) {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
     let all = format!("{}{}", out.stdout, out.stderr);
-    (out.code(), out.stdout, all)
+    (out.code, out.stdout, all)
 }
 
 /// Debian's bubblewrap (found and probed as relay finds it without a setting) and upstream's are

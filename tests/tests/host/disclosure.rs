@@ -57,7 +57,7 @@ fn scan_processes(host_pid: u32, token: &str) {
         if arg0.ends_with("/relay-shim") {
             saw_shim = true;
         }
-        if arg0 == agent() {
+        if arg0 == fake_agent_arg() {
             saw_agent = true;
             let needle = format!("{VAR}=5\0");
             assert!(
@@ -79,27 +79,10 @@ fn scan_processes(host_pid: u32, token: &str) {
 /// The readable memory of `pid` (from `/proc/PID/maps` and `/proc/PID/mem`), region by region;
 /// a region the kernel will not read (such as `[vvar]`) is skipped.
 fn memory(pid: u32) -> Vec<u8> {
-    use std::os::unix::fs::FileExt;
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mem = fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (range, perms) = (f.next().unwrap(), f.next().unwrap());
-        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
-            continue;
-        }
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        let mut buf = vec![0u8; (b - a) as usize];
-        if mem.read_exact_at(&mut buf, a).is_ok() {
-            out.extend_from_slice(&buf);
-        }
-    }
-    out
+    relay_tests::process_memory(pid)
+        .into_iter()
+        .flat_map(|(_, bytes)| bytes)
+        .collect()
 }
 
 /// Scans the memory of relay-host and relay-shim once the session has its token: no copy.
@@ -156,7 +139,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
     scan_processes(pid, &fx.token);
     scan_memory(pid, fx);
     let out = child.finish(TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     out
 }
 
@@ -172,30 +155,30 @@ fn the_token_is_never_disclosed() {
     let mut outs = Vec::new();
     outs.push(launch_and_scan(
         &fx,
-        &json!({"kind": "claude", "session_id": "d1", "project": fx.proj, "keep": true}),
+        &json!({"kind": "claude", "session_id": "d1", "project": fx.project, "keep": true}),
         1,
     ));
     outs.push(launch_and_scan(
         &fx,
         &json!({"kind": "terminal", "template": "claude-code", "session_id": "d2",
-                "project": fx.proj}),
+                "project": fx.project}),
         2,
     ));
     // Refused after the token was read: a token file others may read is refused once read.
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&fx.token_path, fs::Permissions::from_mode(0o640)).unwrap();
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": fx.proj}));
+    fs::set_permissions(&fx.token_file, fs::Permissions::from_mode(0o640)).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d3", "project": fx.project}));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(
         msg.ends_with("mode 0640 lets others read it; chmod 600 it"),
         "{msg}"
     );
-    fs::set_permissions(&fx.token_path, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&fx.token_file, fs::Permissions::from_mode(0o600)).unwrap();
     outs.push(out);
     // A refusal before it: a missing file.
     let keep = fx.token.clone();
-    fs::remove_file(&fx.token_path).unwrap();
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "d4", "project": fx.proj}));
+    fs::remove_file(&fx.token_file).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "d4", "project": fx.project}));
     assert_refused(&fx, &out, 78, "sandbox_unavailable");
     outs.push(out);
     fx.write_token(&keep);
@@ -208,7 +191,7 @@ fn the_token_is_never_disclosed() {
         &["events"],
     ] {
         let out = fx.host(args);
-        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
         assert!(!out.stdout.is_empty(), "{args:?} printed nothing");
         outs.push(out);
     }
@@ -229,12 +212,12 @@ fn the_token_is_never_disclosed() {
         );
     }
     let mut seen = Vec::new();
-    scan_files(&fx.root, &fx.token_path, &fx.token, &mut seen);
+    scan_files(&fx.root, &fx.token_file, &fx.token, &mut seen);
     for must in [
         fx.state.join("audit.jsonl"),
         fx.state.join("events.jsonl"),
         fx.state.join("relay-host.log"),
-        fx.cfg.join("settings.json"),
+        fx.config.join("settings.json"),
         fx.record.clone(),
     ] {
         assert!(seen.contains(&must), "{} was not scanned", must.display());
@@ -250,13 +233,14 @@ fn a_token_pasted_as_the_setting_is_redacted_by_status_too() {
     let fx = Fx::new();
     let pasted = "sk-ant-oat01-PASTEDINSTEADOFAPATH0123456789";
     fx.settings(json!({"claude_token_file": pasted}));
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "p1", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "p1", "project": fx.project}));
     assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(!out.stderr.contains(pasted), "{}", out.stderr);
     for args in [&["status", "--json"][..], &["status"]] {
         let out = fx.host(args);
         assert_eq!(
-            out.code, 78,
+            out.code,
+            Some(78),
             "{args:?}: an unusable token file: {}",
             out.stderr
         );

@@ -4,15 +4,11 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
 use crate::*;
-
-fn claude_req(fx: &Fx, id: &str) -> Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.proj})
-}
 
 /// The events of one session, by name, in order.
 fn events_of(fx: &Fx, id: &str) -> Vec<Value> {
@@ -40,7 +36,7 @@ fn a_claude_launch_says_hello_before_it_starts() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&claude_req(&fx, "h1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token); // fds exactly [0, 1, 2, 5]
     assert!(rec["env"].get("RELAY_BRIDGE_SOCKET").is_none(), "{rec}");
@@ -65,8 +61,8 @@ fn a_claude_launch_says_hello_before_it_starts() {
     assert_no_bridge_left(&fx);
 
     let out = fx.launch(&json!({"kind": "terminal", "template": "claude-code",
-                               "session_id": "h2", "project": fx.proj}));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+                               "session_id": "h2", "project": fx.project}));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(2)[1], &fx.token);
     let names: Vec<Value> = events_of(&fx, "h2")
         .iter()
@@ -82,10 +78,8 @@ fn a_claude_launch_says_hello_before_it_starts() {
 fn a_shim_that_skips_the_hello_is_refused() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let lone = fx.root.join("lone");
-    fs::create_dir(&lone).unwrap();
-    let host = lone.join("relay-host");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("lone", "relay-host");
+    let lone = host.parent().unwrap();
     let cases = [
         (
             "printf '{\"event\":\"hello_ok\",\"pid\":%d}\\n' $$ >&4\n",
@@ -106,20 +100,7 @@ fn a_shim_that_skips_the_hello_is_refused() {
         fs::set_permissions(&stand_in, fs::Permissions::from_mode(0o755)).unwrap();
         let id = format!("stand-in-{i}");
         let req = fx.request_file(&claude_req(&fx, &id));
-        let mut cmd = Command::new(&host);
-        cmd.env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", &fx.home)
-            .arg("--config-dir")
-            .arg(&fx.cfg)
-            .arg("--state-dir")
-            .arg(&fx.state)
-            .arg("launch")
-            .arg(&req)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+        let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
         let msg = assert_refused(&fx, &out, 71, "spawn_failed");
         assert!(msg.contains(says), "{msg}");
         assert!(!fx.session_dir(&id).exists(), "session folder left behind");
@@ -137,10 +118,8 @@ fn a_shim_that_skips_the_hello_is_refused() {
 fn a_hello_with_the_wrong_secret_is_refused() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let lone = fx.root.join("lone");
-    fs::create_dir(&lone).unwrap();
-    let host = lone.join("relay-host");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("lone", "relay-host");
+    let lone = host.parent().unwrap();
     let wrong = lone.join("wrong-secret");
     fs::write(&wrong, "0".repeat(64)).unwrap();
     let wrapper = lone.join("relay-shim");
@@ -155,18 +134,7 @@ fn a_hello_with_the_wrong_secret_is_refused() {
     .unwrap();
     fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
     let req = fx.request_file(&claude_req(&fx, "w1"));
-    let mut cmd = Command::new(&host);
-    cmd.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap()])
-        .args(["--state-dir", fx.state.to_str().unwrap()])
-        .arg("launch")
-        .arg(&req)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let mut out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     // The shim's own diagnostic shares the session's stderr; the host's answer is the rest.
     let (shim_lines, host_lines): (Vec<&str>, Vec<&str>) = out
         .stderr
@@ -194,10 +162,8 @@ fn a_hello_with_the_wrong_secret_is_refused() {
 fn status_lines_read_together_are_all_seen() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let lone = fx.root.join("lone");
-    fs::create_dir(&lone).unwrap();
-    let host = lone.join("relay-host");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("lone", "relay-host");
+    let lone = host.parent().unwrap();
     let stand_in = lone.join("relay-shim");
     fs::write(
         &stand_in,
@@ -207,17 +173,9 @@ fn status_lines_read_together_are_all_seen() {
     .unwrap();
     fs::set_permissions(&stand_in, fs::Permissions::from_mode(0o755)).unwrap();
     let req = fx.request_file(&json!({"kind": "terminal", "template": "claude-code",
-                                      "session_id": "t1", "project": fx.proj}));
-    let mut cmd = Command::new(&host);
-    cmd.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap()])
-        .args(["--state-dir", fx.state.to_str().unwrap()])
-        .arg("launch")
-        .arg(&req)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+                                      "session_id": "t1", "project": fx.project}));
+    let mut cmd = fx.lone_launch(&host, &req);
+    cmd.stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
     let running = Running(Some(cmd.spawn().unwrap()));

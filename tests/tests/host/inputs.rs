@@ -7,22 +7,11 @@ use serde_json::json;
 
 use crate::*;
 
-fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.proj})
-}
-
-/// Asserts nothing started and no folder was left for `id`.
-fn assert_nothing_started(fx: &Fx, id: &str) {
-    assert!(fx.records().is_empty(), "{:?}", fx.records());
-    assert!(!fx.session_dir(id).exists(), "session folder left behind");
-    assert_only_logs_left(fx);
-}
-
 /// Settings that do not parse: 78, one line naming the file, line and column.
 #[test]
 fn settings_that_do_not_parse_refuse_with_line_and_column() {
     let fx = Fx::new();
-    let p = fx.cfg.join("settings.json");
+    let p = fx.config.join("settings.json");
     fs::write(
         &p,
         "{\n  \"claude_token_file\": \"~/x\",\n  \"templates\": [}\n",
@@ -32,7 +21,7 @@ fn settings_that_do_not_parse_refuse_with_line_and_column() {
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.starts_with(&format!("{}: ", p.display())), "{msg}");
     assert!(msg.contains("line 3 column 17"), "{msg}");
-    assert_nothing_started(&fx, "x1");
+    assert_nothing_left(&fx, "x1");
 }
 
 /// A template with no command: 78, one line naming the template.
@@ -44,7 +33,7 @@ fn a_template_with_no_command_refuses() {
     let out = fx.launch(&claude_req(&fx, "x2"));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.contains("\"claude-code\": command is empty"), "{msg}");
-    assert_nothing_started(&fx, "x2");
+    assert_nothing_left(&fx, "x2");
 }
 
 /// A `bwrap` setting that is not executable: 78, one line naming it, nothing left behind.
@@ -60,7 +49,7 @@ fn a_bwrap_setting_that_is_not_executable_refuses() {
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.contains(&fake.display().to_string()), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
-    assert_nothing_started(&fx, "x3");
+    assert_nothing_left(&fx, "x3");
 }
 
 /// A request that is not JSON, from a file and on stdin: 64, one line.
@@ -111,7 +100,7 @@ fn a_session_id_already_running_is_invalid_spec() {
     // SAFETY: kill takes integers only; the pid is our running child's.
     assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
     let done = first.finish(TIMEOUT);
-    assert_eq!(done.code, 128 + libc::SIGTERM, "{}", done.stderr);
+    assert_eq!(done.code, Some(128 + libc::SIGTERM), "{}", done.stderr);
     assert_eq!(fx.records().len(), 1);
 }
 
@@ -126,7 +115,7 @@ fn a_missing_program_is_spawn_failed() {
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     assert!(msg.contains("/nonexistent/agent"), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
-    assert_nothing_started(&fx, "x6");
+    assert_nothing_left(&fx, "x6");
 }
 
 /// No `relay-shim` beside the host, on `PATH` or at the `shim` setting: the launch is refused
@@ -134,33 +123,14 @@ fn a_missing_program_is_spawn_failed() {
 #[test]
 fn a_missing_relay_shim_refuses_saying_where_it_looked() {
     let fx = Fx::new();
-    let lone = fx.root.join("lone");
-    fs::create_dir(&lone).unwrap();
     // Under another name: a lone `relay-host` runs itself as the shim (see below).
-    let host = lone.join("relay-host-copy");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("lone", "relay-host-copy");
+    let lone = host.parent().unwrap();
     let missing = fx.root.join("no-such-shim");
     fx.settings(json!({"claude_token_file": SETTING, "shim": missing,
                        "templates": [claude_template(&[], json!({}), &[])]}));
     let req = fx.request_file(&claude_req(&fx, "x7"));
-    let out = finish(
-        std::process::Command::new(&host)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", &fx.home)
-            .arg("--config-dir")
-            .arg(&fx.cfg)
-            .arg("--state-dir")
-            .arg(&fx.state)
-            .arg("launch")
-            .arg(&req)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-        TIMEOUT,
-    );
+    let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     for place in [
         lone.join("relay-shim").display().to_string(),
@@ -169,7 +139,7 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
     ] {
         assert!(msg.contains(&place), "{place:?} not in {msg}");
     }
-    assert_nothing_started(&fx, "x7");
+    assert_nothing_left(&fx, "x7");
 }
 
 /// The folders come from the flags, else `$RELAY_CONFIG_DIR` / `$RELAY_STATE_DIR`, else
@@ -189,7 +159,7 @@ fn folders_come_from_flags_then_the_environment_then_the_defaults() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let out = finish(cmd.spawn().unwrap(), TIMEOUT);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         serde_json::from_str(&out.stdout).unwrap()
     };
     let h = fx.home.display().to_string();

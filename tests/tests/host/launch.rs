@@ -7,12 +7,8 @@ use serde_json::json;
 
 use crate::*;
 
-fn claude_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.proj})
-}
-
 fn terminal_req(fx: &Fx, id: &str) -> serde_json::Value {
-    json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.proj})
+    json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.project})
 }
 
 /// Issue 5 (1): with the setting empty the template's value passes unchanged (9, no hash, no
@@ -27,7 +23,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
         .enumerate()
     {
         let out = fx.launch(req);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         let rec = &fx.wait_records(i + 1)[i];
         assert_no_token_fd(rec, Some("9"));
         assert_eq!(rec["env"][VAR], "9");
@@ -41,7 +37,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
         .enumerate()
     {
         let out = fx.launch(req);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         let rec = &fx.wait_records(i + 3)[i + 2];
         assert_eq!(rec["session_id"], ["b1", "b2"][i]);
         assert_no_token_fd(rec, None);
@@ -55,7 +51,7 @@ fn sandboxed_claude_session_gets_the_token_on_fd_5() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&claude_req(&fx, "c1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(1);
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0]["session_id"], "c1");
@@ -70,13 +66,13 @@ fn sandboxed_terminal_claude_code_gets_the_token_by_launch_and_run() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&terminal_req(&fx, "t1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token);
     assert_started(&fx, "t1", "fd");
 
-    let out = fx.host(&["run", "--project", fx.proj.to_str().unwrap()]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = fx.host(&["run", "--project", fx.project.to_str().unwrap()]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(2);
     assert_eq!(recs.len(), 2);
     assert_got_token(&recs[1], &fx.token);
@@ -91,14 +87,15 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let first = fx.token.clone();
-    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, 0);
+    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, Some(0));
     let second = relay_tests::fake_token();
     fx.write_token(&second);
-    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, 0);
+    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, Some(0));
     let third = relay_tests::fake_token();
     fx.write_token(&third);
-    let resume = json!({"kind": "claude", "session_id": "r3", "resume": "r1", "project": fx.proj});
-    assert_eq!(fx.launch(&resume).code, 0);
+    let resume =
+        json!({"kind": "claude", "session_id": "r3", "resume": "r1", "project": fx.project});
+    assert_eq!(fx.launch(&resume).code, Some(0));
     let recs = fx.wait_records(3);
     assert_got_token(&recs[0], &first);
     assert_got_token(&recs[1], &second);
@@ -122,14 +119,14 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
 #[test]
 fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
     let fx = Fx::new();
-    let cat = format!("cat '{}'; echo \"rc=$?\"", fx.token_path.display());
+    let cat = format!("cat '{}'; echo \"rc=$?\"", fx.token_file.display());
     fx.with_token(vec![claude_template(
         &["--sh", &cat],
         json!({}),
         &["~/.config"],
     )]);
     let out = fx.launch(&claude_req(&fx, "g1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let last = out.stdout.lines().last().unwrap_or_default();
     let rc = last
         .strip_prefix("rc=")
@@ -150,12 +147,12 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
         "cat '{}' > \"$TMPDIR/out\" 2>&1; echo $? > \"$TMPDIR/rc\"; \
          echo \"${{{VAR}-unset}}\" > \"$TMPDIR/var\"; \
          if [ -e /proc/$$/fd/5 ]; then echo open; else echo closed; fi > \"$TMPDIR/fd5\"",
-        fx.token_path.display()
+        fx.token_file.display()
     );
     let req = json!({"kind": "terminal", "template": "shell", "session_id": "sh1", "keep": true,
                      "extra_args": ["-c", script]});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_started(&fx, "sh1", "none");
     let tmp = fx.session_dir("sh1").join("tmp");
     let rc = fs::read_to_string(tmp.join("rc")).expect("the shell ran and wrote rc");
@@ -178,7 +175,7 @@ fn the_setting_wins_over_a_template_value() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({VAR: "9"}), &[])]);
     let out = fx.launch(&terminal_req(&fx, "w1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
 }
 
@@ -188,9 +185,10 @@ fn the_setting_wins_over_a_template_value() {
 fn unsandboxed_and_ssh_launches_get_no_token() {
     let mut fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let req = json!({"kind": "claude", "session_id": "u1", "project": fx.proj, "sandbox": false});
+    let req =
+        json!({"kind": "claude", "session_id": "u1", "project": fx.project, "sandbox": false});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
@@ -201,9 +199,9 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         "run",
         "--no-sandbox",
         "--project",
-        fx.proj.to_str().unwrap(),
+        fx.project.to_str().unwrap(),
     ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
@@ -216,10 +214,10 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         "PATH".into(),
         format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
     );
-    let req = json!({"kind": "claude", "session_id": "u2", "project": fx.proj,
+    let req = json!({"kind": "claude", "session_id": "u2", "project": fx.project,
                      "host": "build.example"});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(3)[2];
     let argv: Vec<&str> = rec["argv"]
         .as_array()
@@ -235,7 +233,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
         ["-F", "/dev/null", "-t", "--", "build.example"],
         "{argv:?}"
     );
-    assert_eq!(argv[6], agent());
+    assert_eq!(argv[6], fake_agent_arg());
     assert_no_token_fd(rec, None);
     assert_eq!(rec["fds"], json!([0, 1, 2]));
     assert_started(&fx, "u2", "none");
@@ -256,7 +254,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
         fx.host_env.insert(k.into(), v.into());
     }
     let out = fx.launch(&claude_req(&fx, "e1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token);
     let env = rec["env"].as_object().unwrap();
@@ -273,9 +271,10 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
 
     // Without a token (unsandboxed) the host's 7 is still dropped and no variable is set; the
     // person's own Anthropic login stays (the environment rules drop it only when a token is passed).
-    let req = json!({"kind": "claude", "session_id": "e2", "project": fx.proj, "sandbox": false});
+    let req =
+        json!({"kind": "claude", "session_id": "e2", "project": fx.project, "sandbox": false});
     let out = fx.launch(&req);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_no_token_fd(rec, None);
     let env = rec["env"].as_object().unwrap();
@@ -289,14 +288,14 @@ fn the_host_exits_with_the_sessions_code() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&["--exit", "3"], json!({}), &[])]);
     let out = fx.launch(&claude_req(&fx, "x3"));
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
     fx.with_token(vec![claude_template(
         &["--sh", "kill -TERM $PPID"],
         json!({}),
         &[],
     )]);
     let out = fx.launch(&claude_req(&fx, "x4"));
-    assert_eq!(out.code, 128 + 15, "{}", out.stderr);
+    assert_eq!(out.code, Some(128 + 15), "{}", out.stderr);
     let exits: Vec<_> = fx
         .log("events.jsonl")
         .into_iter()
@@ -316,9 +315,9 @@ fn the_state_folder_is_private() {
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let mut kept = claude_req(&fx, "p1");
     kept["keep"] = json!(true);
-    assert_eq!(fx.launch(&kept).code, 0);
+    assert_eq!(fx.launch(&kept).code, Some(0));
     let refused = json!({"kind": "claude", "session_id": "bad id"});
-    assert_eq!(fx.launch(&refused).code, 64);
+    assert_eq!(fx.launch(&refused).code, Some(64));
     let mut seen = 0;
     let mut stack = vec![fx.state.clone()];
     while let Some(d) = stack.pop() {
@@ -368,7 +367,7 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
         // Closed: the host reads the request to EOF. A session given this pipe would name it.
     }
     let out = finish(child, TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout, "/dev/null\n");
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
 }
@@ -382,7 +381,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
     let mut template = claude_template(&["--sleep", "3"], json!({}), &[]);
     template["request_env"] = json!(["REQ_VAR", "LD_PRELOAD"]);
     fx.with_token(vec![template]);
-    let req = json!({"kind": "claude", "session_id": "v1", "project": fx.proj,
+    let req = json!({"kind": "claude", "session_id": "v1", "project": fx.project,
                      "env": {"REQ_VAR": "seen"}});
     let running = fx.launch_bg(&req);
     let rec = fx.wait_records(1)[0].clone();
@@ -402,7 +401,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
         );
     }
     let out = running.finish(TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 
     // A request may not name the token descriptor itself, nor (on a launch that carries the
     // token) a variable the template does not list, nor a loader variable even when listed.
@@ -412,7 +411,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
         ("OTHER", "env \"OTHER\": not in the template's request_env list, so a launch that carries the token may not set it".to_string()),
         ("LD_PRELOAD", "env \"LD_PRELOAD\": a launch that carries the token may not set LD_* variables".to_string()),
     ] {
-        let req = json!({"kind": "claude", "session_id": "v2", "project": fx.proj,
+        let req = json!({"kind": "claude", "session_id": "v2", "project": fx.project,
                          "env": {var: "5"}});
         let out = fx.launch(&req);
         let msg = assert_refused(&fx, &out, 64, "invalid_spec");
@@ -427,14 +426,15 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
 #[test]
 fn a_session_ends_when_its_host_is_killed() {
     let fx = Fx::new();
-    let mark = format!("RELAY_KILL_TEST={}", Fx::hash(&fx.token));
+    let mark = format!("RELAY_KILL_TEST={}", sha256_hex(fx.token.as_bytes()));
     let (k, v) = mark.split_once('=').unwrap();
     fx.with_token(vec![claude_template(
         &["--sleep", "20"],
         json!({ k: v }),
         &[],
     )]);
-    let running = fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.proj}));
+    let running =
+        fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.project}));
     fx.wait_records(1);
     let before = relay_tests::fixture::processes_with_env(&mark);
     assert!(
@@ -535,7 +535,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
                               "templates": [claude_template(&[], json!({}), &[])]});
     fx.settings(settings.clone());
     let out = fx.launch(&claude_req(&fx, "d1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "d1", "fd");
 
@@ -543,7 +543,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     settings["bwrap"] = json!(wrapper);
     fx.settings(settings);
     let out = fx.launch(&claude_req(&fx, "d2"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_eq!(rec["session_id"], "d2");
     assert_got_token(rec, &fx.token);
@@ -575,12 +575,12 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     sorted.sort_unstable();
     assert_eq!(sorted, want, "{args:?}");
     assert!(dests.contains(&"/tmp"), "{dests:?}");
-    assert!(dests.contains(&fx.proj.to_str().unwrap()), "{dests:?}");
+    assert!(dests.contains(&fx.project.to_str().unwrap()), "{dests:?}");
     assert!(!args.iter().any(|a| a == "relay-sandbox-check"), "{args:?}");
     // After `--` the network's forwarder and the agent, no shell before them.
     let sep = args.iter().position(|a| a == "--").unwrap();
     assert!(!args[sep..].iter().any(|a| a == "/bin/sh"), "{args:?}");
-    assert!(args[sep..].contains(&agent()), "{args:?}");
+    assert!(args[sep..].contains(&fake_agent_arg()), "{args:?}");
     let mut want_fds = vec![0, 1, 2, 5, 6, 9];
     want_fds.extend(want);
     assert_eq!(fds, &want_fds, "what bwrap was handed");
@@ -598,7 +598,7 @@ fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": wrapper,
                        "templates": [claude_template(&[], json!({}), &[])]}));
     let out = fx.launch(&claude_req(&fx, "o1"));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "o1", "fd");
     let runs = wrapper_runs(&fx, "bwrap-old");

@@ -18,7 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::{fake_agent, fake_token, relay_host, sha256_hex, wait_for_records};
+pub use relay_tests::assert_no_token;
+pub use relay_tests::fake_agent_arg;
+use relay_tests::fixture::{Folders, Layout};
+pub use relay_tests::run::Out;
+use relay_tests::{fake_token, relay_host, sha256_hex, wait_for_records};
 use serde_json::{json, Value};
 
 mod disclosure;
@@ -37,15 +41,10 @@ pub const VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
 /// The setting every test with a token uses.
 pub const SETTING: &str = "~/.config/acme-ltt/token";
 
-/// One test's world.
+/// One test's world: its folders ([`Layout::agent`], the config folder `cfg`, the project
+/// `proj`) and how it runs `relay-host`.
 pub struct Fx {
-    _dir: tempfile::TempDir,
-    pub root: PathBuf,
-    pub home: PathBuf,
-    pub cfg: PathBuf,
-    pub state: PathBuf,
-    pub proj: PathBuf,
-    pub token_path: PathBuf,
+    folders: Folders,
     pub token: String,
     /// Where the fake agent records (the template's `FAKE_AGENT_RECORD`, in the project).
     pub record: PathBuf,
@@ -56,17 +55,12 @@ pub struct Fx {
     n: std::cell::Cell<u32>,
 }
 
-/// What a finished command printed.
-#[derive(Debug)]
-pub struct Out {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-fn mkdir(p: &Path, mode: u32) {
-    fs::create_dir_all(p).unwrap();
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+/// A world is its folders (`fx.home`, `fx.project`, ...) and how it runs the host.
+impl std::ops::Deref for Fx {
+    type Target = Folders;
+    fn deref(&self) -> &Folders {
+        &self.folders
+    }
 }
 
 impl Fx {
@@ -74,30 +68,15 @@ impl Fx {
     /// trim) and no settings yet.
     #[allow(clippy::new_without_default)] // makes folders and a token: not a default value
     pub fn new() -> Fx {
-        let dir = tempfile::Builder::new()
-            .prefix("relay-host-e2e.")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let root = dir.path().to_path_buf();
-        mkdir(&root, 0o755);
-        let home = root.join("home");
-        mkdir(&home.join(".config/acme-ltt"), 0o755);
-        mkdir(&home.join(".config"), 0o755);
-        mkdir(&home, 0o755);
-        let cfg = root.join("cfg");
-        mkdir(&cfg, 0o755);
-        let proj = root.join("proj");
-        mkdir(&proj, 0o755);
+        let folders = Folders::new(Layout {
+            config: "cfg",
+            project: "proj",
+            ..Layout::agent("relay-host-e2e.")
+        });
         let fx = Fx {
-            _dir: dir,
-            state: root.join("state"),
-            token_path: home.join(".config/acme-ltt/token"),
-            record: proj.join("rec.jsonl"),
+            record: folders.project.join("rec.jsonl"),
             token: fake_token(),
-            root,
-            home,
-            cfg,
-            proj,
+            folders,
             host_env: BTreeMap::new(),
             umask0: false,
             n: std::cell::Cell::new(0),
@@ -108,13 +87,13 @@ impl Fx {
 
     /// Rewrites the token file in place (0600, trailing newline).
     pub fn write_token(&self, token: &str) {
-        fs::write(&self.token_path, format!("{token}\n")).unwrap();
-        fs::set_permissions(&self.token_path, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&self.token_file, format!("{token}\n")).unwrap();
+        fs::set_permissions(&self.token_file, fs::Permissions::from_mode(0o600)).unwrap();
     }
 
     /// Writes `settings.json`.
     pub fn settings(&self, v: Value) {
-        let p = self.cfg.join("settings.json");
+        let p = self.config.join("settings.json");
         fs::write(&p, v.to_string()).unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
     }
@@ -127,20 +106,10 @@ impl Fx {
     /// A `relay-host` command with a cleared environment and the world's folders.
     pub fn host_cmd(&self) -> Command {
         let mut cmd = Command::new(relay_host());
-        cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .env("HOME", &self.home)
-            .env("LANG", "C.UTF-8")
+        self.host_setup(&mut cmd, &self.state)
             .envs(&self.host_env)
-            .arg("--config-dir")
-            .arg(&self.cfg)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so a deadline can kill the host and its shim together.
-            .process_group(0);
+            .stderr(Stdio::piped());
         if self.umask0 {
             // SAFETY: umask is async-signal-safe and touches no memory.
             unsafe {
@@ -196,21 +165,28 @@ impl Fx {
         wait_for_records(&self.record, n, TIMEOUT)
     }
 
-    /// The sha256 of a token as the session must read it (no newline).
-    pub fn hash(token: &str) -> String {
-        sha256_hex(token.as_bytes())
+    /// A copy of the built `relay-host` named `name` in the new folder `<root>/<folder>`, where
+    /// no `relay-shim` stands beside it.
+    pub fn lone_host(&self, folder: &str, name: &str) -> PathBuf {
+        let dir = self.root.join(folder);
+        fs::create_dir(&dir).unwrap();
+        let host = dir.join(name);
+        fs::copy(relay_tests::relay_host(), &host).unwrap();
+        host
     }
 
-    /// The rows of a state log.
-    pub fn log(&self, name: &str) -> Vec<Value> {
-        match fs::read_to_string(self.state.join(name)) {
-            Ok(t) => t
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name} {l:?}: {e}")))
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => panic!("read {name}: {e}"),
-        }
+    /// `HOST --config-dir C --state-dir S launch REQ` for a copied host (see
+    /// [`Fx::lone_host`]) on the world's folders ([`Folders::host_setup`]) with `PATH` of
+    /// `/usr/bin:/bin` only (no `relay-shim` on it), stdout and stderr piped.
+    pub fn lone_launch(&self, host: &Path, req: &Path) -> Command {
+        let mut cmd = Command::new(host);
+        self.host_setup(&mut cmd, &self.state)
+            .env("PATH", "/usr/bin:/bin")
+            .arg("launch")
+            .arg(req)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
     }
 
     /// The session folder of `id`.
@@ -245,56 +221,28 @@ impl Drop for Running {
     }
 }
 
-/// The fake agent's path as a string.
-pub fn agent() -> String {
-    fake_agent().to_str().unwrap().to_owned()
-}
-
 /// A `claude-code` template running the fake agent with `args`, recording into the project,
 /// with `env` added and the built-in grants plus `read`.
 pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
-    let mut command = vec![agent()];
-    command.extend(args.iter().map(|s| s.to_string()));
-    let mut e = json!({
-        "FAKE_AGENT_RECORD": "{project}/rec.jsonl",
-        "CLAUDE_CONFIG_DIR": "{claude_config}",
-    });
-    for (k, v) in env.as_object().cloned().unwrap_or_default() {
-        e[k] = v;
-    }
-    json!({
-        "id": "claude-code",
-        "command": command,
-        "env": e,
-        "sandbox": {"read": read, "read_write": ["{project}", "{claude_config}"]},
-    })
+    relay_tests::fake_agent_template(
+        args,
+        env,
+        json!({"read": read, "read_write": ["{project}", "{claude_config}"]}),
+    )
 }
 
 /// Waits for `child` under `timeout` (killed with its process group, and a panic, when it
 /// overruns), collecting its output; a descendant that keeps a pipe open fails the test instead
 /// of hanging it.
 pub fn finish(child: Child, timeout: Duration) -> Out {
-    let f = relay_tests::run::finish_with(child, timeout, &|| false);
-    assert!(!f.killed, "relay-host did not finish within {timeout:?}");
-    Out {
-        code: f
-            .code()
-            .unwrap_or_else(|| panic!("relay-host killed by signal {:?}", f.signal())),
-        stdout: f.stdout,
-        stderr: f.stderr,
-    }
-}
-
-/// Panics when `hay` holds the token, or its random part (so a partial copy is caught too).
-pub fn assert_no_token(what: &str, hay: &[u8], token: &str) {
-    let random = token.trim_start_matches("acme-fake-token-");
-    assert!(random.len() >= 16, "a fake token with a random part");
-    for needle in [token.as_bytes(), random.as_bytes()] {
-        assert!(
-            !hay.windows(needle.len()).any(|w| w == needle),
-            "{what} holds the token"
-        );
-    }
+    let out = relay_tests::run::finish_with(child, timeout, &|| false);
+    assert!(!out.killed, "relay-host did not finish within {timeout:?}");
+    assert!(
+        out.code.is_some(),
+        "relay-host killed by signal {:?}",
+        out.signal
+    );
+    out
 }
 
 /// The one line a refusal prints to stderr, parsed; panics unless stderr is exactly one JSON
@@ -313,7 +261,7 @@ pub fn refusal_line(out: &Out) -> Value {
 /// and an `error` audit row; returns the message. (The row's `token` is not checked: a launch
 /// refused after the token was read says `fd`, the way it would have passed it.)
 pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
-    assert_eq!(out.code, code, "exit code; stderr: {}", out.stderr);
+    assert_eq!(out.code, Some(code), "exit code; stderr: {}", out.stderr);
     let line = refusal_line(out);
     assert_eq!(line["event"], "launch");
     assert_eq!(line["error"], error, "{line}");
@@ -330,6 +278,32 @@ pub fn assert_refused(fx: &Fx, out: &Out, code: i32, error: &str) -> String {
         assert_eq!(last_audit["token"], "none", "{last_audit}");
     }
     message
+}
+
+/// A kind `claude` request for the project with session id `id`.
+pub fn claude_req(fx: &Fx, id: &str) -> Value {
+    json!({"kind": "claude", "session_id": id, "project": fx.project})
+}
+
+/// Asserts no session started (no start line) and no session folder is left for `id`.
+pub fn assert_nothing_started(fx: &Fx, id: &str) {
+    assert!(
+        fx.records().is_empty(),
+        "a session started: {:?}",
+        fx.records()
+    );
+    assert!(
+        !fx.session_dir(id).exists(),
+        "{} left behind",
+        fx.session_dir(id).display()
+    );
+}
+
+/// [`assert_nothing_started`], and the state folder holds nothing but the logs
+/// ([`assert_only_logs_left`]).
+pub fn assert_nothing_left(fx: &Fx, id: &str) {
+    assert_nothing_started(fx, id);
+    assert_only_logs_left(fx);
 }
 
 /// Asserts a refusal left nothing in the state folder but the logs ("a refusal leaves
@@ -372,7 +346,7 @@ pub fn assert_started(fx: &Fx, id: &str, token: &str) {
 pub fn assert_got_token(rec: &Value, token: &str) {
     assert_eq!(rec["token_fd_var"], "5", "{rec}");
     assert_eq!(rec["env"][VAR], "5");
-    assert_eq!(rec["token_sha256"], Fx::hash(token), "{rec}");
+    assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()), "{rec}");
     assert_eq!(rec["token_bytes"], token.len());
     assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
 }

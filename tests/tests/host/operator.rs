@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -61,21 +61,25 @@ fn import_takes_the_one_token_out_of_setup_token_output() {
     let fx = Fx::new();
     let token = oat_token();
     let out = import(&fx, &setup_token_output(&token), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_quiet(&out, &token);
     let path = default_token_path(&fx);
     let written = fs::read(&path).unwrap();
-    assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
+    assert_eq!(
+        sha256_hex(&written),
+        sha256_hex(format!("{token}\n").as_bytes())
+    );
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);
     let settings: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(fx.cfg.join("settings.json")).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(fx.config.join("settings.json")).unwrap())
+            .unwrap();
     assert_eq!(
         settings,
         json!({"claude_token_file": "~/.config/claude-ltt/token"})
     );
     let check = fx.host(&["token", "check", "--json"]);
-    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert_eq!(check.code, Some(0), "{}", check.stderr);
     let r: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["mode"], "0600");
@@ -91,28 +95,28 @@ fn import_takes_a_bare_token_and_keeps_the_settings_as_they_were() {
     let token = oat_token();
     // JSON: the key is added, everything else stays byte for byte.
     let json_text = "{\n    \"bwrap\": \"/usr/bin/bwrap\",\n    \"templates\": []\n}\n";
-    fs::write(fx.cfg.join("settings.json"), json_text).unwrap();
+    fs::write(fx.config.join("settings.json"), json_text).unwrap();
     let out = import(&fx, token.as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_quiet(&out, &token);
     assert_eq!(
-        fs::read_to_string(fx.cfg.join("settings.json")).unwrap(),
+        fs::read_to_string(fx.config.join("settings.json")).unwrap(),
         "{\n    \"claude_token_file\": \"~/.config/claude-ltt/token\",\n    \"bwrap\": \
          \"/usr/bin/bwrap\",\n    \"templates\": []\n}\n"
     );
     // TOML, with a comment and an empty value: only the value changes.
-    fs::remove_file(fx.cfg.join("settings.json")).unwrap();
+    fs::remove_file(fx.config.join("settings.json")).unwrap();
     let toml_text = "# mine\nclaude_token_file = \"\"\nbwrap = \"/usr/bin/bwrap\"\n";
-    fs::write(fx.cfg.join("settings.toml"), toml_text).unwrap();
+    fs::write(fx.config.join("settings.toml"), toml_text).unwrap();
     let out = import(&fx, format!("{token}\n").as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        fs::read_to_string(fx.cfg.join("settings.toml")).unwrap(),
+        fs::read_to_string(fx.config.join("settings.toml")).unwrap(),
         "# mine\nclaude_token_file = \"~/.config/claude-ltt/token\"\nbwrap = \"/usr/bin/bwrap\"\n"
     );
     // A set value is left alone, and the file it names is the one written.
     let out = import(&fx, oat_token().as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("replaced"), "{}", out.stdout);
     assert!(
         !out.stdout.contains("claude_token_file set"),
@@ -141,7 +145,7 @@ fn import_refuses_no_token_and_several_naming_how_many() {
     ];
     for (input, says) in cases {
         let out = import(&fx, &input, &[]);
-        assert_eq!(out.code, 64, "{}", out.stderr);
+        assert_eq!(out.code, Some(64), "{}", out.stderr);
         assert!(out.stderr.contains(says), "{says:?} in {}", out.stderr);
         assert_quiet(&out, &a);
         assert_quiet(&out, &b);
@@ -149,11 +153,11 @@ fn import_refuses_no_token_and_several_naming_how_many() {
             !default_token_path(&fx).exists(),
             "a refused import wrote a file"
         );
-        assert!(!fx.cfg.join("settings.json").exists());
+        assert!(!fx.config.join("settings.json").exists());
     }
     // The same token twice is one token.
     let out = import(&fx, format!("{a}\n{a}\n").as_bytes(), &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
 /// A reader in a loop never sees a partial or empty file while imports replace it.
@@ -169,9 +173,12 @@ fn import_replaces_the_file_atomically() {
             &["--file", path.to_str().unwrap()]
         )
         .code,
-        0
+        Some(0)
     );
-    let wanted: Vec<String> = tokens.iter().map(|t| Fx::hash(&format!("{t}\n"))).collect();
+    let wanted: Vec<String> = tokens
+        .iter()
+        .map(|t| sha256_hex(format!("{t}\n").as_bytes()))
+        .collect();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (stop, path, wanted) = (stop.clone(), path.clone(), wanted.clone());
@@ -191,7 +198,7 @@ fn import_replaces_the_file_atomically() {
             tokens[i % 2].as_bytes(),
             &["--file", path.to_str().unwrap()],
         );
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(reader.join().unwrap() > 0);
@@ -219,7 +226,7 @@ fn a_credentials_folder_token_is_read() {
                        "templates": [t]}),
     );
     let out = fx.host(&["token", "check", "--json"]);
-    assert_eq!(out.code, 78, "{}", out.stdout);
+    assert_eq!(out.code, Some(78), "{}", out.stdout);
     assert!(
         out.stderr.contains("CREDENTIALS_DIRECTORY"),
         "{}",
@@ -228,12 +235,12 @@ fn a_credentials_folder_token_is_read() {
     fx.host_env
         .insert("CREDENTIALS_DIRECTORY".into(), creds.display().to_string());
     let out = fx.host(&["token", "check", "--json"]);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["path"], file.display().to_string());
     assert_eq!(r["mode"], "0400");
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "c1", "project": fx.proj}));
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "c1", "project": fx.project}));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.records()[0], &fx.token);
 }
 
@@ -246,7 +253,7 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     let req = json!({"kind": "terminal", "template": "shell", "extra_args": ["-c", "true"]});
     for _ in 0..200 {
         let out = fx.launch(&req);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
     }
     let sessions = fx.state.join("sessions");
     let left: Vec<_> = fs::read_dir(&sessions).unwrap().collect();
@@ -254,10 +261,10 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     let mut kept = req.clone();
     kept["session_id"] = json!("kept1");
     kept["keep"] = json!(true);
-    assert_eq!(fx.launch(&kept).code, 0);
+    assert_eq!(fx.launch(&kept).code, Some(0));
     assert!(fx.session_dir("kept1").is_dir());
     let out = fx.host(&["gc", "--json"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r,
@@ -285,57 +292,47 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
 #[test]
 fn a_lone_relay_host_runs_itself_as_the_shim() {
     let fx = Fx::new();
-    let bin = fx.root.join("bin");
-    fs::create_dir(&bin).unwrap();
-    let host = bin.join("relay-host");
-    fs::copy(relay_tests::relay_host(), &host).unwrap();
+    let host = fx.lone_host("bin", "relay-host");
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let req = fx.request_file(&json!({"kind": "claude", "session_id": "l1", "project": fx.proj}));
-    let mut lone = std::process::Command::new(&host);
-    lone.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &fx.home)
-        .arg("--config-dir")
-        .arg(&fx.cfg)
-        .arg("--state-dir")
-        .arg(&fx.state)
-        .arg("launch")
-        .arg(&req)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = finish(lone.spawn().unwrap(), TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "l1", "project": fx.project}));
+    let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_started(&fx, "l1", "fd");
     assert_got_token(&fx.records()[0], &fx.token);
     let status = std::process::Command::new(&host)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap(), "status", "--json"])
+        .args([
+            "--config-dir",
+            fx.config.to_str().unwrap(),
+            "status",
+            "--json",
+        ])
         .output()
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(r["shim"]["path"], host.display().to_string());
 }
 
+/// `relay-host ARGS` of the world (see [`Fx::host_cmd`]) with stderr on a new pseudo-terminal
+/// (see [`on_a_terminal`]).
+fn host_on_a_terminal(fx: &Fx, args: &[&str]) -> (i32, String) {
+    let mut cmd = fx.host_cmd();
+    cmd.args(args);
+    on_a_terminal(cmd)
+}
+
+/// Panics, showing the terminal, unless it showed `text`.
+fn assert_shows(shown: &str, text: &str) {
+    assert!(shown.contains(text), "{shown}");
+}
+
 /// Runs `cmd` with stderr on a new pseudo-terminal; returns the exit code and what the terminal
 /// showed.
 pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just opened and nothing else owns them.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let (master, slave) = relay_tests::openpty();
     cmd.stderr(Stdio::from(slave));
     let out = finish(cmd.spawn().unwrap(), TIMEOUT);
     drop(cmd);
@@ -351,7 +348,7 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
         shown.extend_from_slice(&buf[..n]);
     }
     (
-        out.code,
+        out.code.expect("finish saw an exit code"),
         String::from_utf8_lossy(&shown).replace("\r\n", "\n"),
     )
 }
@@ -362,25 +359,22 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
 fn refusals_on_a_terminal_say_what_to_do() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    fs::remove_file(&fx.token_path).unwrap();
-    let req = fx.request_file(&json!({"kind": "claude", "session_id": "t1", "project": fx.proj}));
-    let mut cmd = fx.host_cmd();
-    cmd.arg("launch").arg(&req);
-    let (code, shown) = on_a_terminal(cmd);
+    fs::remove_file(&fx.token_file).unwrap();
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "t1", "project": fx.project}));
+    let (code, shown) = host_on_a_terminal(&fx, &["launch", req.to_str().unwrap()]);
     assert_eq!(code, 78);
     let want = format!(
         "relay-host: the launch was refused: read claude_token_file {}: no such file or \
          directory (sandbox_unavailable)\nhint: the token file is missing: make one with `claude \
          setup-token`, then store it with `relay-host token import`\n",
-        fx.token_path.display()
+        fx.token_file.display()
     );
     assert_eq!(shown, want);
     let event = fx.log("events.jsonl").pop().unwrap();
     assert_eq!(event["error"], "sandbox_unavailable");
     assert_eq!(event["status"], 400);
-    let mut cmd = fx.host_cmd();
-    cmd.arg("--json").arg("launch").arg(&req);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["--json", "launch", req.to_str().unwrap()]);
     assert_eq!(code, 78);
     let line: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
     assert_eq!(line, fx.log("events.jsonl").pop().unwrap());
@@ -402,7 +396,7 @@ fn each_common_refusal_has_a_hint() {
         ),
         (
             json!({"claude_token_file": SETTING, "bwrap": missing_bwrap, "templates": [t]}),
-            json!({"kind": "claude", "project": fx.proj}),
+            json!({"kind": "claude", "project": fx.project}),
             "install bubblewrap",
         ),
     ];
@@ -410,9 +404,7 @@ fn each_common_refusal_has_a_hint() {
     for (settings, req, hint) in cases {
         fx.settings(settings);
         let p = fx.request_file(&req);
-        let mut cmd = fx.host_cmd();
-        cmd.arg("launch").arg(&p);
-        let (code, shown) = on_a_terminal(cmd);
+        let (code, shown) = host_on_a_terminal(&fx, &["launch", p.to_str().unwrap()]);
         assert_ne!(code, 0);
         let lines: Vec<&str> = shown.lines().collect();
         assert_eq!(lines.len(), 2, "{shown}");
@@ -433,40 +425,32 @@ fn each_common_refusal_has_a_hint() {
     let copy = lone.join("relay-host-copy");
     fs::copy(relay_tests::relay_host(), &copy).unwrap();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let p = fx.request_file(&json!({"kind": "claude", "project": fx.proj}));
+    let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
     let mut cmd = std::process::Command::new(&copy);
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &fx.home)
-        .args(["--config-dir", fx.cfg.to_str().unwrap()])
+        .args(["--config-dir", fx.config.to_str().unwrap()])
         .args(["--state-dir", fx.state.to_str().unwrap(), "launch"])
         .arg(&p)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     let (code, shown) = on_a_terminal(cmd);
     assert_eq!(code, 71, "{shown}");
-    assert!(shown.contains("relay-shim not found"), "{shown}");
-    assert!(
-        shown.contains("\nhint: install relay-shim beside relay-host"),
-        "{shown}"
-    );
+    assert_shows(&shown, "relay-shim not found");
+    assert_shows(&shown, "\nhint: install relay-shim beside relay-host");
     // A pasted non-token in the file.
     fx.settings(
         json!({"claude_token_file": SETTING, "templates": [claude_template(&[], json!({}), &[])]}),
     );
     fs::write(
-        &fx.token_path,
+        &fx.token_file,
         "{\"claudeAiOauth\": {\"accessToken\": \"x\"}}\n",
     )
     .unwrap();
-    let p = fx.request_file(&json!({"kind": "claude", "project": fx.proj}));
-    let mut cmd = fx.host_cmd();
-    cmd.arg("launch").arg(&p);
-    let (_, shown) = on_a_terminal(cmd);
-    assert!(
-        shown.contains("hint: the token file must hold the token alone"),
-        "{shown}"
-    );
+    let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
+    let (_, shown) = host_on_a_terminal(&fx, &["launch", p.to_str().unwrap()]);
+    assert_shows(&shown, "hint: the token file must hold the token alone");
 }
 
 /// A Claude launch that gets no token says so to a person.
@@ -474,26 +458,15 @@ fn each_common_refusal_has_a_hint() {
 fn a_claude_launch_without_a_token_says_so() {
     let fx = Fx::new();
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
-    let mut cmd = fx.host_cmd();
-    cmd.args(["run", "-p", fx.proj.to_str().unwrap()]);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["run", "-p", fx.project.to_str().unwrap()]);
     assert_eq!(code, 0, "{shown}");
-    assert!(
-        shown.contains("this Claude session gets no token (claude_token_file is not set)"),
-        "{shown}"
+    assert_shows(
+        &shown,
+        "this Claude session gets no token (claude_token_file is not set)",
     );
-    let mut cmd = fx.host_cmd();
-    cmd.args([
-        "run",
-        "--no-sandbox",
-        "--project",
-        fx.proj.to_str().unwrap(),
-    ]);
-    let (_, shown) = on_a_terminal(cmd);
-    assert!(
-        shown.contains("an unsandboxed launch never gets it"),
-        "{shown}"
-    );
+    let project = fx.project.to_str().unwrap();
+    let (_, shown) = host_on_a_terminal(&fx, &["run", "--no-sandbox", "--project", project]);
+    assert_shows(&shown, "an unsandboxed launch never gets it");
 }
 
 /// A NUL in `extra_args`, an oversized `env` and an array as the request are `invalid_spec`
@@ -573,7 +546,7 @@ fn folders_follow_xdg_and_reading_creates_nothing() {
         "a read-only command made the config folder"
     );
     let out = run(&["status"], &[("RELAY_STATE_DIR", "rel/state".into())]);
-    assert_eq!(out.code, 64);
+    assert_eq!(out.code, Some(64));
     assert!(
         out.stderr
             .contains("RELAY_STATE_DIR \\\"rel/state\\\" is relative"),
@@ -637,7 +610,7 @@ fn the_readme_operator_walkthrough_runs() {
         let mut child = cmd.spawn().unwrap();
         child.stdin.take().unwrap().write_all(&printed).unwrap();
         let out = finish(child, TIMEOUT);
-        assert_eq!(out.code, 0, "{line}: {}{}", out.stdout, out.stderr);
+        assert_eq!(out.code, Some(0), "{line}: {}{}", out.stdout, out.stderr);
         assert_quiet(&out, &token);
         if line.starts_with("relay-host run") {
             let rec: serde_json::Value = out
@@ -658,20 +631,7 @@ fn the_readme_operator_walkthrough_runs() {
 fn import_on_a_terminal_echoes_nothing() {
     let fx = Fx::new();
     let token = oat_token();
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty writes two descriptors into the integers; the other arguments may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0);
-    // SAFETY: both descriptors were just opened and nothing else owns them.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let (master, slave) = relay_tests::openpty();
     let mut cmd = fx.host_cmd();
     cmd.args(["token", "import"])
         .stdin(Stdio::from(slave.try_clone().unwrap()))
@@ -690,7 +650,7 @@ fn import_on_a_terminal_echoes_nothing() {
     term.write_all(format!("{token}\n\u{4}").as_bytes())
         .unwrap();
     let out = finish(child, TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     // SAFETY: termios is plain old data; tcgetattr fills it from our copy of the terminal.
     let mut t: libc::termios = unsafe { std::mem::zeroed() };
     // SAFETY: `t` is a valid, writable termios; `slave` is open.
@@ -708,7 +668,10 @@ fn import_on_a_terminal_echoes_nothing() {
     assert_no_token("the terminal", &shown, &token);
     assert_quiet(&out, &token);
     let written = fs::read(default_token_path(&fx)).unwrap();
-    assert_eq!(sha256_hex(&written), Fx::hash(&format!("{token}\n")));
+    assert_eq!(
+        sha256_hex(&written),
+        sha256_hex(format!("{token}\n").as_bytes())
+    );
 }
 
 /// `status` says how a launch uses its bwrap: this machine's binds by descriptor and reports its
@@ -719,7 +682,7 @@ fn status_says_which_mode_the_bwrap_allows() {
     let fx = Fx::new();
     let mode = |fx: &Fx| {
         let out = fx.host(&["status", "--json"]);
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
         let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         (r["bwrap"]["binds"].clone(), r["bwrap"]["start"].clone())
     };
@@ -754,18 +717,18 @@ fn status_says_which_mode_the_bwrap_allows() {
 fn status_exits_78_when_a_part_is_unusable() {
     let fx = Fx::new();
     fx.settings(json!({"claude_token_file": SETTING}));
-    assert_eq!(fx.host(&["status"]).code, 0);
+    assert_eq!(fx.host(&["status"]).code, Some(0));
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": fx.root.join("no-bwrap")}));
     let out = fx.host(&["status", "--json"]);
-    assert_eq!(out.code, 78);
+    assert_eq!(out.code, Some(78));
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["bwrap"]["works"], false, "{r}");
-    fs::write(fx.cfg.join("settings.json"), "{\"claude_token_file\": ").unwrap();
-    assert_eq!(fx.host(&["status"]).code, 78);
+    fs::write(fx.config.join("settings.json"), "{\"claude_token_file\": ").unwrap();
+    assert_eq!(fx.host(&["status"]).code, Some(78));
     fx.settings(json!({"claude_token_file": SETTING}));
     fx.write_token("two words");
     let out = fx.host(&["status"]);
-    assert_eq!(out.code, 78);
+    assert_eq!(out.code, Some(78));
     assert!(
         out.stdout
             .contains("hint: the token file must hold the token alone"),
@@ -782,7 +745,7 @@ fn token_check_warns_on_shape_and_age() {
     let fx = Fx::new();
     fx.settings(json!({"claude_token_file": SETTING}));
     let out = fx.host(&["token", "check", "--json"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r["warnings"],
@@ -792,12 +755,12 @@ fn token_check_warns_on_shape_and_age() {
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(331 * 86400);
     fs::File::options()
         .append(true)
-        .open(&fx.token_path)
+        .open(&fx.token_file)
         .unwrap()
         .set_modified(old)
         .unwrap();
     let out = fx.host(&["token", "check"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stdout
             .contains("warning: written 331 days ago: setup-token tokens last one year"),
@@ -814,8 +777,8 @@ fn logs_print_times_filter_and_follow() {
     let fx = Fx::new();
     fx.settings(json!({}));
     let req = |id: &str| json!({"kind": "terminal", "template": "shell", "session_id": id, "extra_args": ["-c", "true"]});
-    assert_eq!(fx.launch(&req("a1")).code, 0);
-    assert_eq!(fx.launch(&req("a2")).code, 0);
+    assert_eq!(fx.launch(&req("a1")).code, Some(0));
+    assert_eq!(fx.launch(&req("a2")).code, Some(0));
     let out = fx.host(&["audit"]);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", out.stdout);
@@ -852,7 +815,7 @@ fn logs_print_times_filter_and_follow() {
             }
         }
     });
-    assert_eq!(fx.launch(&req("f1")).code, 0);
+    assert_eq!(fx.launch(&req("f1")).code, Some(0));
     let first: serde_json::Value =
         serde_json::from_str(&rx.recv_timeout(TIMEOUT).unwrap()).unwrap();
     // SAFETY: kill takes integers only; the group is the one this child leads.
@@ -870,12 +833,12 @@ fn logs_print_times_filter_and_follow() {
 fn the_claude_config_folder_is_seeded_once() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let seed = fx.cfg.join("claude-seed");
+    let seed = fx.config.join("claude-seed");
     fs::create_dir(&seed).unwrap();
     fs::write(seed.join("settings.json"), "{\"theme\": \"dark\"}\n").unwrap();
-    std::os::unix::fs::symlink(&fx.token_path, seed.join("CLAUDE.md")).unwrap();
-    let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.proj});
-    assert_eq!(fx.launch(&req("s1")).code, 0);
+    std::os::unix::fs::symlink(&fx.token_file, seed.join("CLAUDE.md")).unwrap();
+    let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.project});
+    assert_eq!(fx.launch(&req("s1")).code, Some(0));
     let claude = fx.state.join("claude");
     let copied = claude.join("settings.json");
     let meta = fs::symlink_metadata(&copied).unwrap();
@@ -891,7 +854,7 @@ fn the_claude_config_folder_is_seeded_once() {
     );
     // The session's own changes stay: the seed is not copied again.
     fs::write(&copied, "{\"theme\": \"light\"}\n").unwrap();
-    assert_eq!(fx.launch(&req("s2")).code, 0);
+    assert_eq!(fx.launch(&req("s2")).code, Some(0));
     assert_eq!(
         fs::read_to_string(&copied).unwrap(),
         "{\"theme\": \"light\"}\n"
@@ -911,7 +874,7 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
         import(&fx, other.as_bytes(), &[]),
     ];
     for out in outs {
-        assert_eq!(out.code, 78, "{}", out.stderr);
+        assert_eq!(out.code, Some(78), "{}", out.stderr);
         assert!(out.stderr.contains("claude_token_file"), "{}", out.stderr);
         assert_quiet(&out, &pasted);
         assert_quiet(&out, &other);
@@ -919,11 +882,9 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
     // A token-shaped session id in a refused request, on a terminal and not.
     let req = fx.request_file(&json!({"kind": "claude", "session_id": pasted}));
     let out = fx.host(&["launch", req.to_str().unwrap()]);
-    assert_eq!(out.code, 64, "{}", out.stderr);
+    assert_eq!(out.code, Some(64), "{}", out.stderr);
     assert_quiet(&out, &pasted);
-    let mut cmd = fx.host_cmd();
-    cmd.arg("launch").arg(&req);
-    let (code, shown) = on_a_terminal(cmd);
+    let (code, shown) = host_on_a_terminal(&fx, &["launch", req.to_str().unwrap()]);
     assert_eq!(code, 64, "{shown}");
     assert_no_token("the terminal", shown.as_bytes(), &pasted);
 }
@@ -940,7 +901,7 @@ fn import_refuses_a_token_folder_a_session_linked_elsewhere() {
     fs::create_dir_all(fx.home.join(".config")).unwrap();
     std::os::unix::fs::symlink(&trap, fx.home.join(".config/claude-ltt")).unwrap();
     let out = import(&fx, token.as_bytes(), &[]);
-    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert_eq!(out.code, Some(78), "{}", out.stderr);
     assert!(
         out.stderr.contains(&format!(
             "follows symlink \\\"{}\\\"",

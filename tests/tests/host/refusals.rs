@@ -10,20 +10,6 @@ use serde_json::json;
 
 use crate::*;
 
-/// Asserts no session started: no start line and no folder for `id`.
-fn assert_nothing_started(fx: &Fx, id: &str) {
-    assert!(
-        fx.records().is_empty(),
-        "a session started: {:?}",
-        fx.records()
-    );
-    assert!(
-        !fx.session_dir(id).exists(),
-        "{} left behind",
-        fx.session_dir(id).display()
-    );
-}
-
 /// Issue 5 (8): a missing token file refuses a sandboxed Claude launch with
 /// `sandbox_unavailable` (78) naming the path; no start line, an `error` audit row, no session
 /// folder.
@@ -31,14 +17,14 @@ fn assert_nothing_started(fx: &Fx, id: &str) {
 fn a_missing_token_file_refuses_the_launch() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    fs::remove_file(&fx.token_path).unwrap();
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "m1", "project": fx.proj}));
+    fs::remove_file(&fx.token_file).unwrap();
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "m1", "project": fx.project}));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert_eq!(
         msg,
         format!(
             "read claude_token_file {}: no such file or directory",
-            fx.token_path.display()
+            fx.token_file.display()
         )
     );
     let audit = fx.log("audit.jsonl").pop().unwrap();
@@ -48,7 +34,7 @@ fn a_missing_token_file_refuses_the_launch() {
     assert_only_logs_left(&fx);
     // `status` says the same, naming the setting as stored.
     let out = fx.host(&["status", "--json"]);
-    assert_eq!(out.code, 78, "an unusable token file: {}", out.stderr);
+    assert_eq!(out.code, Some(78), "an unusable token file: {}", out.stderr);
     let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(status["claude_token_file"], SETTING);
     assert_eq!(status["token"]["ok"], false, "{status}");
@@ -66,12 +52,13 @@ fn an_unreadable_token_file_refuses_the_launch() {
     fs::create_dir(&fx.state).unwrap();
     fs::set_permissions(&fx.state, fs::Permissions::from_mode(0o700)).unwrap();
     chown(&fx.state, nobody, nobody).unwrap();
-    chown(&fx.proj, nobody, nobody).unwrap();
+    chown(&fx.project, nobody, nobody).unwrap();
     assert_eq!(
-        fs::metadata(&fx.token_path).unwrap().permissions().mode() & 0o777,
+        fs::metadata(&fx.token_file).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let req = fx.request_file(&json!({"kind": "claude", "session_id": "n1", "project": fx.proj}));
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "n1", "project": fx.project}));
     let mut cmd = fx.host_cmd();
     let host_args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
     let mut wrapped = Command::new("setpriv");
@@ -98,7 +85,7 @@ fn an_unreadable_token_file_refuses_the_launch() {
         msg,
         format!(
             "read claude_token_file {}: permission denied",
-            fx.token_path.display()
+            fx.token_file.display()
         )
     );
     let audit = fx.log("audit.jsonl").pop().unwrap();
@@ -124,7 +111,7 @@ fn an_unreadable_token_file_refuses_the_launch() {
 fn bad_requests_are_invalid_spec() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let p = fx.proj.clone();
+    let p = fx.project.clone();
     let cases = [
         (
             json!({"kind": "claude", "project": p, "claude_token": "sk-ant-oat01-x"}),
@@ -174,10 +161,10 @@ fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let real = fx.home.join("real-ltt");
-    fs::rename(fx.token_path.parent().unwrap(), &real).unwrap();
+    fs::rename(fx.token_file.parent().unwrap(), &real).unwrap();
     let link = fx.home.join(".config/acme-ltt");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "l1", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "l1", "project": fx.project}));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(
         msg.contains(&format!("follows symlink \"{}\"", link.display())),
@@ -217,7 +204,7 @@ fn fake_bwrap(fx: &Fx, name: &str, body: &str) -> (PathBuf, PathBuf) {
 /// (the token pipe went to the shim, and with it to bwrap, which never started the session);
 /// nothing started, nothing left but the logs, the token nowhere. Returns the message.
 fn assert_refused_after_spawn(fx: &Fx, out: &Out, id: &str) -> String {
-    assert_eq!(out.code, 78, "stderr: {}", out.stderr);
+    assert_eq!(out.code, Some(78), "stderr: {}", out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{:?}", out.stderr);
     assert_eq!(lines[0], FAKE_COMPLAINT);
@@ -281,7 +268,7 @@ fn a_bwrap_that_fails_its_probe_refuses_before_anything_starts() {
     let fx = Fx::new();
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": "/bin/false",
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "f1", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "f1", "project": fx.project}));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert_eq!(
         msg,
@@ -310,7 +297,7 @@ fn a_bwrap_that_ends_before_the_sandbox_starts_refuses_the_launch() {
     );
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "e1", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "e1", "project": fx.project}));
     let msg = assert_refused_after_spawn(&fx, &out, "e1");
     assert_eq!(
         msg,
@@ -340,7 +327,7 @@ fn a_bwrap_that_never_works_is_named_by_its_probe_after_the_launch() {
     );
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "e2", "project": fx.proj}));
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "e2", "project": fx.project}));
     let msg = assert_refused_after_spawn(&fx, &out, "e2");
     assert_eq!(
         msg,
@@ -374,8 +361,8 @@ fn a_mount_bwrap_fails_after_its_start_report_ends_the_answered_session() {
     );
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": bwrap,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&json!({"kind": "claude", "session_id": "late1", "project": fx.proj}));
-    assert_eq!(out.code, 1, "stderr: {}", out.stderr);
+    let out = fx.launch(&json!({"kind": "claude", "session_id": "late1", "project": fx.project}));
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
     assert!(
         out.stderr.contains(&format!(
             "bwrap: Can't find source path {}",
