@@ -135,6 +135,7 @@ pub const NO_TOKEN: &[Entry] = &[
 
 /// What a folder of the list is to the launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Role {
     /// The home folder.
     Home,

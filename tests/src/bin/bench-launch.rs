@@ -349,22 +349,17 @@ fn latency(series: &Series, fx: &Fixture, n: usize) {
         s[7][1] - s[0][1],
         s[2][1] - s[7][1]
     );
-    println!(
-        "A' host sandboxed / sh launcher:   {:.2}x",
-        s[3][1] / s[1][1]
-    );
-    println!(
-        "B  host sandboxed / bwrap profile: {:.2}x (goal <= 1.25x)",
-        s[3][1] / s[5][1]
-    );
-    println!(
-        "B  host sandboxed / bwrap bare:    {:.2}x (goal <= 2.0x)",
-        s[3][1] / s[4][1]
-    );
-    println!(
-        "   bwrap profile / bwrap bare:     {:.2}x",
-        s[5][1] / s[4][1]
-    );
+    // (label, numerator series, denominator series): medians' ratios.
+    let ratios: [(&str, usize, usize); 4] = [
+        ("A' host sandboxed / sh launcher:   ", 3, 1),
+        ("B  host sandboxed / bwrap profile: ", 3, 5),
+        ("B  host sandboxed / bwrap bare:    ", 3, 4),
+        ("   bwrap profile / bwrap bare:     ", 5, 4),
+    ];
+    let goals = ["", " (goal <= 1.25x)", " (goal <= 2.0x)", ""];
+    for ((label, num, den), goal) in ratios.iter().zip(goals) {
+        println!("{label}{:.2}x{goal}", s[*num][1] / s[*den][1]);
+    }
     println!(
         "   host sandboxed - bwrap profile: {:.3} ms (host + shim)",
         s[3][1] - s[5][1]
@@ -377,6 +372,30 @@ fn latency(series: &Series, fx: &Fixture, n: usize) {
             s[9][1] / s[3][1]
         );
     }
+}
+
+/// What the harness holds after a series, against what it held before (`fds0`, `kids0`).
+fn harness_after(me: i32, fds0: usize, kids0: usize, left: &[i32]) -> String {
+    format!(
+        "harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
+        fds0,
+        open_fds(me).unwrap(),
+        kids0,
+        children_of(me).len(),
+        zombies_of(me),
+        left
+    )
+}
+
+/// The stand-in agent recorded one run, and it read `token` (by hash).
+fn assert_one_record_of(record: &std::path::Path, token: &str, what: &str) {
+    let recs = read_records(record);
+    assert_eq!(recs.len(), 1, "{what}: one record");
+    assert_eq!(
+        recs[0]["token_sha256"],
+        sha256_hex(token.as_bytes()),
+        "{what}: its own token"
+    );
 }
 
 /// `(VmRSS, RssAnon, RssFile, Private_Clean + Private_Dirty, Pss)` in KiB.
@@ -478,13 +497,7 @@ fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixt
         let st = fx.launch(&req).status().unwrap();
         times.push(t.elapsed());
         assert!(st.success(), "launch {i}: {st}");
-        let recs = read_records(&fx.record);
-        assert_eq!(recs.len(), 1, "launch {i}: one record");
-        assert_eq!(
-            recs[0]["token_sha256"],
-            sha256_hex(token.as_bytes()),
-            "launch {i}: its own token"
-        );
+        assert_one_record_of(&fx.record, &token, &format!("launch {i}"));
         reference.push(series.run(4, bare, None));
     }
     let total = start.elapsed();
@@ -518,15 +531,7 @@ fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixt
         last / first,
         r_last / r_first
     );
-    println!(
-        "   harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
-        fds0,
-        open_fds(me).unwrap(),
-        kids0,
-        children_of(me).len(),
-        zombies_of(me),
-        left
-    );
+    println!("   {}", harness_after(me, fds0, kids0, &left));
 }
 
 fn settle(record: &Path) -> Vec<i32> {
@@ -569,13 +574,7 @@ fn endurance_concurrent(agent: &Path, count: usize) {
     }
     let total = start.elapsed();
     for (i, (fx, token)) in fixtures.iter().zip(&tokens).enumerate() {
-        let recs = read_records(&fx.record);
-        assert_eq!(recs.len(), 1, "concurrent launch {i}: one record");
-        assert_eq!(
-            recs[0]["token_sha256"],
-            sha256_hex(token.as_bytes()),
-            "concurrent launch {i}: its own token"
-        );
+        assert_one_record_of(&fx.record, token, &format!("concurrent launch {i}"));
     }
     let left: Vec<i32> = fixtures.iter().flat_map(|f| settle(&f.record)).collect();
     let s = stats(&mut to_record);
@@ -586,14 +585,9 @@ fn endurance_concurrent(agent: &Path, count: usize) {
         s[0], s[1], s[2], s[3]
     );
     println!(
-        "   relay-host fds mid-session: min {} max {};  harness fds {} -> {}, children {} -> {}, zombies {:?}, processes left {:?}",
+        "   relay-host fds mid-session: min {} max {};  {}",
         host_fds[0],
         host_fds[host_fds.len() - 1],
-        fds0,
-        open_fds(me).unwrap(),
-        kids0,
-        children_of(me).len(),
-        zombies_of(me),
-        left
+        harness_after(me, fds0, kids0, &left)
     );
 }
