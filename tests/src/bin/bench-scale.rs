@@ -317,17 +317,12 @@ fn median(v: &mut [Duration]) -> f64 {
     v[v.len() / 2].as_secs_f64() * 1e3
 }
 
-fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(30);
-    let agent = fake_agent();
-    println!("relay-host: {}", relay_tests::relay_host().display());
-    let mut series: Vec<Series> = Vec::new();
-    let mut counts: Vec<(String, usize, usize, usize)> = Vec::new();
+/// One counted launch of a relay world: (world, bwrap arguments, placeholders, in the project).
+type Counted = (String, usize, usize, usize);
 
-    let (fx, path) = world(&agent, Value::Null);
+/// The built-in templates' series: `claude-code` (the token, the allow-list) and `shell`.
+fn builtin_series(agent: &Path, series: &mut Vec<Series>, counts: &mut Vec<Counted>) {
+    let (fx, path) = world(agent, Value::Null);
     let sleeping = claude_request(&fx, "count", &["--sleep", "0.5"]);
     let (args, ph, in_p, _) = count(&fx, &path, &sleeping, &fx.project);
     counts.push(("relay claude-code".into(), args, ph, in_p));
@@ -338,7 +333,7 @@ fn main() {
         token: true,
     });
 
-    let (fx, path) = world(&agent, Value::Null);
+    let (fx, path) = world(agent, Value::Null);
     let sleeping = shell_request(&fx, "count", "sleep 0.5");
     let (args, ph, in_p, _) = count(&fx, &path, &sleeping, &fx.home.join("proj"));
     counts.push(("relay shell".into(), args, ph, in_p));
@@ -348,16 +343,14 @@ fn main() {
         run: Run::Relay { fx, req, path },
         token: false,
     });
+}
 
-    series.push(replay_series(&agent));
-
-    // The peers' shared world (a plain folder as the project, the token file).
-    let (peers_fx, _) = world(&agent, Value::Null);
-    let p = peers_fx.project.clone();
+/// bwrap bare and bwrap with a profile comparable to relay's (`project` read-write).
+fn bwrap_series(agent: &Path, project: &Path, series: &mut Vec<Series>) {
     series.push(Series {
         name: "bwrap bare".into(),
         run: Run::Cmd {
-            argv: bwrap_cmd(&agent, &[], &[]),
+            argv: bwrap_cmd(agent, &[], &[]),
         },
         token: true,
     });
@@ -365,13 +358,18 @@ fn main() {
         name: "bwrap comparable".into(),
         run: Run::Cmd {
             argv: bwrap_cmd(
-                &agent,
+                agent,
                 &["--unshare-all", "--die-with-parent"],
-                std::slice::from_ref(&p),
+                &[project.to_path_buf()],
             ),
         },
         token: true,
     });
+}
+
+/// For each count of [`GRANTS`]: relay with that many more read-write grants, and bwrap with as
+/// many `--bind`.
+fn grant_series(agent: &Path, series: &mut Vec<Series>, counts: &mut Vec<Counted>) {
     for k in GRANTS {
         let template = |grants: &[PathBuf]| {
             let mut rw = vec![json!("{project}")];
@@ -379,7 +377,7 @@ fn main() {
             json!([{"id": "claude-code", "command": ["claude"], "network": "none",
                     "sandbox": {"read_write": rw}}])
         };
-        let (fx, path) = world(&agent, Value::Null);
+        let (fx, path) = world(agent, Value::Null);
         let gs = fx.grant_folders(k);
         std::fs::write(
             fx.config.join("settings.json"),
@@ -395,7 +393,7 @@ fn main() {
         series.push(Series {
             name: format!("bwrap {k} binds"),
             run: Run::Cmd {
-                argv: bwrap_cmd(&agent, &[], &binds),
+                argv: bwrap_cmd(agent, &[], &binds),
             },
             token: true,
         });
@@ -406,6 +404,11 @@ fn main() {
             token: true,
         });
     }
+}
+
+/// The installed peers (firejail, srt, codex), run in `project` (codex's workspace is the
+/// current folder; relay's launches and bwrap name every path absolutely).
+fn peer_series(agent: &Path, project: &Path, series: &mut Vec<Series>) {
     let peers: [(&str, Vec<String>); 3] = [
         (
             "firejail",
@@ -413,13 +416,13 @@ fn main() {
                 "--quiet".into(),
                 "--noprofile".into(),
                 "--read-only=/".into(),
-                format!("--read-write={}", p.display()),
+                format!("--read-write={}", project.display()),
                 "--net=none".into(),
             ],
         ),
         ("srt", vec![]),
         // codex 0.171: `codex sandbox [-c KEY=VALUE] -- COMMAND`; workspace-write makes the
-        // current folder (the peers' project, below) writable, the rest read-only.
+        // current folder writable, the rest read-only.
         (
             "codex",
             vec![
@@ -430,15 +433,13 @@ fn main() {
             ],
         ),
     ];
-    // The peers run in their project (codex's workspace is the current folder); relay's launches
-    // and bwrap name every path absolutely.
-    std::env::set_current_dir(&p).unwrap();
+    std::env::set_current_dir(project).unwrap();
     for (name, args) in peers {
         match on_path(name) {
             Some(prog) => {
                 let mut argv: Vec<OsString> = vec![prog.into()];
                 argv.extend(args.iter().map(OsString::from));
-                argv.push(agent.clone().into());
+                argv.push(agent.to_path_buf().into());
                 series.push(Series {
                     name: name.into(),
                     run: Run::Cmd { argv },
@@ -448,24 +449,16 @@ fn main() {
             None => println!("peer {name}: not installed, not measured"),
         }
     }
+}
 
-    println!("\nper launch (one counted launch of each relay world):");
-    println!(
-        "{:<20} {:>14} {:>14} {:>18}",
-        "world", "bwrap args", "placeholders", "in the project"
-    );
-    for (w, a, ph, inp) in &counts {
-        println!("{w:<20} {a:>14} {ph:>14} {inp:>18}");
-    }
-
-    // One run each with the record on: who got which token.
+/// One run of each series with the record on: each relay world's agent got its token (or, for
+/// a template without one, none); a peer just runs.
+fn check_tokens(series: &[Series], peers_token: &Path) {
     println!("\ntoken check (one run each, record on):");
-    for s in &series {
-        let token_file = s.token_file(&peers_fx.token_file);
-        let (rec_for, record_file) = match &s.run {
-            Run::Relay { fx, .. } | Run::Replay { fx, .. } => {
-                (fx.record.clone(), fx.record.clone())
-            }
+    for s in series {
+        let token_file = s.token_file(peers_token);
+        let record_file = match &s.run {
+            Run::Relay { fx, .. } | Run::Replay { fx, .. } => fx.record.clone(),
             Run::Cmd { .. } => {
                 // A peer's sandbox may have nothing writable for the record: it just runs.
                 s.run(token_file, &OsString::new());
@@ -474,7 +467,7 @@ fn main() {
             }
         };
         let _ = std::fs::remove_file(&record_file);
-        s.run(token_file, &rec_for.into_os_string());
+        s.run(token_file, &record_file.clone().into_os_string());
         let want = sha256_hex(&std::fs::read(token_file).unwrap());
         let got = read_records(&record_file)
             .first()
@@ -484,32 +477,36 @@ fn main() {
         } else {
             got.is_none()
         };
-        println!(
-            "  {:<20} {}",
-            s.name,
-            match (&got, ok) {
-                (Some(_), true) => "token received (hash matches)",
-                (None, true) => "no token (as designed)",
-                _ => "WRONG",
-            }
-        );
+        let said = match (&got, ok) {
+            (Some(_), true) => "token received (hash matches)",
+            (None, true) => "no token (as designed)",
+            _ => "WRONG",
+        };
+        println!("  {:<20} {said}", s.name);
         assert!(ok, "{}", s.name);
         let _ = std::fs::remove_file(&record_file);
     }
+}
 
+/// The median of each series over `n` interleaved rounds (after one untimed run each).
+fn medians(series: &[Series], peers_token: &Path, n: usize) -> Vec<f64> {
     let none = OsString::new();
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); series.len()];
-    for s in &series {
-        s.run(s.token_file(&peers_fx.token_file), &none);
+    for s in series {
+        s.run(s.token_file(peers_token), &none);
     }
     for round in 0..n {
         for k in 0..series.len() {
             let i = (k + round) % series.len();
             let s = &series[i];
-            times[i].push(s.run(s.token_file(&peers_fx.token_file), &none));
+            times[i].push(s.run(s.token_file(peers_token), &none));
         }
     }
-    let med: Vec<f64> = times.iter_mut().map(|v| median(v)).collect();
+    times.iter_mut().map(|v| median(v)).collect()
+}
+
+/// The medians' table and the ratios the goals are stated in.
+fn report(series: &[Series], med: &[f64], n: usize) {
     let at = |name: &str| series.iter().position(|s| s.name == name).map(|i| med[i]);
     let bare = at("bwrap bare").unwrap();
     let relay_cc = at("relay claude-code").unwrap();
@@ -553,4 +550,34 @@ fn main() {
             );
         }
     }
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(30);
+    let agent = fake_agent();
+    println!("relay-host: {}", relay_tests::relay_host().display());
+    let mut series: Vec<Series> = Vec::new();
+    let mut counts: Vec<Counted> = Vec::new();
+    builtin_series(&agent, &mut series, &mut counts);
+    series.push(replay_series(&agent));
+    // The peers' shared world (a plain folder as the project, the token file).
+    let (peers_fx, _) = world(&agent, Value::Null);
+    bwrap_series(&agent, &peers_fx.project, &mut series);
+    grant_series(&agent, &mut series, &mut counts);
+    peer_series(&agent, &peers_fx.project, &mut series);
+
+    println!("\nper launch (one counted launch of each relay world):");
+    println!(
+        "{:<20} {:>14} {:>14} {:>18}",
+        "world", "bwrap args", "placeholders", "in the project"
+    );
+    for (w, a, ph, inp) in &counts {
+        println!("{w:<20} {a:>14} {ph:>14} {inp:>18}");
+    }
+    check_tokens(&series, &peers_fx.token_file);
+    let med = medians(&series, &peers_fx.token_file, n);
+    report(&series, &med, n);
 }
