@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 
 /// The shared object (an ELF `.so` of about 2 KiB, built from `preload/nodump.rs` for this
 /// target by the crate's build script).
-/// Empty where the build script does not build it ([`AVAILABLE`] is false).
 #[cfg(relay_nodump)]
 pub static PRELOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/librelay_nodump.so"));
+/// The shared object: empty, since the build script builds none for this target
+/// ([`AVAILABLE`] is false).
 #[cfg(not(relay_nodump))]
-#[allow(missing_docs)]
 pub static PRELOAD: &[u8] = &[];
 
 /// Whether this build carries the preload: Linux on x86_64 and aarch64.
