@@ -55,7 +55,7 @@ pub enum Command {
     /// Remove the folders of ended sessions (kept ones once older than the retention)
     Gc {
         /// Keep a kept session's folder this many days after its session ended
-        #[arg(long, value_name = "DAYS", default_value_t = relay_runtime::host::state::DEFAULT_RETENTION_DAYS)]
+        #[arg(long, value_name = "DAYS", default_value_t = crate::state::DEFAULT_RETENTION_DAYS)]
         keep_days: u64,
     },
     /// Show the main job on a throwaway config, with a generated token

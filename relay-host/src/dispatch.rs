@@ -2,12 +2,12 @@
 
 use std::ffi::OsString;
 
+use crate::cli as cmd;
+use crate::logs::{parse_since, Query};
+use crate::state::{AUDIT_FILE, EVENTS_FILE};
+use crate::{demo, human, status, Host};
 use clap::Parser;
-use relay_runtime::exit::ExitCode;
-use relay_runtime::host::cli as cmd;
-use relay_runtime::host::logs::{parse_since, Query};
-use relay_runtime::host::state::{AUDIT_FILE, EVENTS_FILE};
-use relay_runtime::host::{demo, human, status, Host};
+use relay_shim::exit::ExitCode;
 
 use crate::args::{Cli, Command, LogArgs, RunArgs, TokenCommand};
 
@@ -26,7 +26,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         }
     };
     human::set_json(cli.json);
-    if let Err(e) = relay_runtime::host::harden_process() {
+    if let Err(e) = crate::harden_process() {
         human::print_error(&format!("cannot harden the process (prctl/setrlimit): {e}"));
         return ExitCode::Internal.code();
     }

@@ -13,8 +13,7 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
     // Into memory first: `generate` panics on a failed write (a closed stdout).
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "relay-host", &mut script);
-    let _ =
-        relay_runtime::host::human::write_out(format_args!("{}", String::from_utf8_lossy(&script)));
+    let _ = crate::human::write_out(format_args!("{}", String::from_utf8_lossy(&script)));
     0
 }
 
@@ -25,30 +24,24 @@ pub fn man(out_dir: Option<&Path>) -> i32 {
         None => {
             let mut page = Vec::new();
             clap_mangen::Man::new(cmd).render(&mut page).and_then(|()| {
-                relay_runtime::host::human::write_out(format_args!(
-                    "{}",
-                    String::from_utf8_lossy(&page)
-                ))
+                crate::human::write_out(format_args!("{}", String::from_utf8_lossy(&page)))
             })
         }
         Some(dir) => std::fs::create_dir_all(dir)
             .and_then(|()| clap_mangen::generate_to(cmd, dir))
             .and_then(|()| {
-                relay_runtime::host::human::write_out(format_args!(
-                    "man pages written to {}\n",
-                    dir.display()
-                ))
+                crate::human::write_out(format_args!("man pages written to {}\n", dir.display()))
             }),
     };
     match result {
         Ok(()) => 0,
         // A closed stdout: said by the caller (`human::stdout_error`).
-        Err(_) if relay_runtime::host::human::stdout_error().is_some() => {
-            relay_runtime::exit::ExitCode::Internal.code()
+        Err(_) if crate::human::stdout_error().is_some() => {
+            relay_shim::exit::ExitCode::Internal.code()
         }
         Err(e) => {
-            relay_runtime::host::human::print_error(&format!("man: {e}"));
-            relay_runtime::exit::ExitCode::Internal.code()
+            crate::human::print_error(&format!("man: {e}"));
+            relay_shim::exit::ExitCode::Internal.code()
         }
     }
 }

@@ -25,19 +25,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// Serializes spawns through [`FdMap`] in this process, so one spawn's parked guard is never
-/// taken for a shield by another spawn that then outlives it.
-static SPAWN_LOCK: Mutex<()> = Mutex::new(());
-
-/// Holds `SPAWN_LOCK`: for the crate's own descriptor churn (the token pipe's write end, its
-/// read end after a spawn), which must not free a number while a spawn relies on it being busy.
-pub fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
-    SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+use std::sync::Arc;
 
 use crate::sys;
+pub use crate::sys::spawn_lock;
 
 /// The descriptor number a Claude Code child reads its token from.
 pub const TOKEN_FD: RawFd = 5;
@@ -380,9 +371,14 @@ fn cloexec_range(lo: u32, hi: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// The descriptors this process holds open, from `/proc/self/fd` (or `/dev/fd`), sorted. For the
-/// demo's report; not used after fork.
-#[cfg(feature = "runtime")]
+/// The descriptors this process holds open, from `/proc/self/fd` (or `/dev/fd`), sorted. For a
+/// report (relay's demo prints what its child holds); it allocates, so never after fork.
+///
+/// ```
+/// let fds = relay_token::open_fds()?;
+/// assert!(fds.windows(2).all(|w| w[0] < w[1]));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn open_fds() -> io::Result<Vec<RawFd>> {
     let dir = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))?;
     let mut fds: Vec<RawFd> = dir

@@ -35,9 +35,11 @@
 //! | `sandbox` | `sandbox` (the profile, its bwrap and SBPL renderings) | nothing |
 //! | `net` | `net` (what a template may reach: the allow-list, an API gateway) | `sandbox`, serde |
 //!
-//! `relay-host` and `relay-shim` are built on this crate; their runtime (settings, requests,
-//! the launch, the shim, the allow-list's proxy) lives in the workspace's unpublished
-//! `relay-runtime` crate, not here.
+//! Two small modules hold what a launcher built on the crate needs to say each rule the crate's
+//! way: [`sys`] (the system-call wrappers) and, with `sandbox`, [`which`] (the one `PATH`
+//! lookup). `relay-host` and `relay-shim` are built on this crate; their logic (settings,
+//! requests, the launch, the shim, the allow-list's proxy) lives in their own crates' libraries,
+//! not here.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -47,7 +49,7 @@ mod path;
 mod pipe;
 mod read;
 mod redact;
-mod sys;
+pub mod sys;
 mod token;
 
 #[cfg(feature = "net")]
@@ -55,16 +57,14 @@ pub mod net;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 #[cfg(feature = "sandbox")]
-mod which;
-
-#[cfg(feature = "runtime")]
-#[doc(hidden)]
-pub mod __runtime;
+pub mod which;
 
 pub use env::ChildEnv;
-pub use fds::{FdMap, MAX_PASS_FDS, TOKEN_FD};
-pub use path::{claude_token_path, claude_token_path_in, TokenPathError, TokenPathReason};
-pub use pipe::{AttachedToken, TokenPipe, TOKEN_FD_VAR};
+pub use fds::{open_fds, spawn_lock, FdMap, MAX_PASS_FDS, TOKEN_FD};
+pub use path::{
+    claude_token_path, claude_token_path_in, clean_path, TokenPathError, TokenPathReason,
+};
+pub use pipe::{spawn_with_token_fd, AttachedToken, TokenPipe, TOKEN_FD_VAR};
 pub use read::{read_claude_token, TokenFileError, TokenFileReason, MAX_TOKEN_BYTES};
 pub use redact::{Redactor, MASK};
 pub use token::ClaudeToken;

@@ -136,7 +136,7 @@ pub fn claude_token_path_in(
         let Some(home) = home.filter(|h| h.is_absolute()) else {
             return fail(TokenPathReason::NoHome);
         };
-        return Ok(Some(clean(&home.join(rest))));
+        return Ok(Some(clean_path(&home.join(rest))));
     }
     if value.starts_with('~') && value.len() > 1 {
         return fail(TokenPathReason::OtherUsersHome);
@@ -144,7 +144,7 @@ pub fn claude_token_path_in(
     if !value.starts_with('/') {
         return fail(TokenPathReason::NotAbsolute);
     }
-    Ok(Some(clean(Path::new(value))))
+    Ok(Some(clean_path(Path::new(value))))
 }
 
 /// The prefix of a `claude_token_file` value in systemd's credentials folder.
@@ -159,12 +159,17 @@ pub fn credential_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, TokenP
     if name.is_empty() || name == "." || name == ".." || name.contains('/') {
         return Err(TokenPathReason::CredentialName);
     }
-    Ok(clean(&dir.join(name)))
+    Ok(clean_path(&dir.join(name)))
 }
 
 /// Lexically cleans an absolute path: drops `.` and empty parts, resolves `..` against what
 /// comes before it (never above `/`). No file system access, so symlinks are not resolved.
-pub fn clean(path: &Path) -> PathBuf {
+///
+/// ```
+/// use std::path::Path;
+/// assert_eq!(relay_token::clean_path(Path::new("/a/./b/../c//")), Path::new("/a/c"));
+/// ```
+pub fn clean_path(path: &Path) -> PathBuf {
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in path.components() {
         match c {
@@ -248,8 +253,11 @@ mod tests {
             r#"claude_token_file "./x": must be absolute or start with ~/"#,
         );
         err("a\0b", r#"claude_token_file "a\0b": holds a NUL byte"#);
-        assert_eq!(clean(Path::new("/a/./b/../../c//d/")), Path::new("/c/d"));
-        assert_eq!(clean(Path::new("/..")), Path::new("/"));
+        assert_eq!(
+            clean_path(Path::new("/a/./b/../../c//d/")),
+            Path::new("/c/d")
+        );
+        assert_eq!(clean_path(Path::new("/..")), Path::new("/"));
         assert_eq!(
             claude_token_path_in("~/x", None).unwrap_err().reason,
             TokenPathReason::NoHome

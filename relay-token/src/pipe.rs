@@ -194,7 +194,21 @@ impl Drop for AttachedToken {
 
 /// Spawns `cmd` with `token_fd` at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, plus the
 /// descriptors of `extra`; nothing else above 2. `token_fd` is only borrowed: the caller closes
-/// its copy after the spawn, success or not.
+/// its copy after the spawn, success or not. For a program that hands on a token descriptor it
+/// inherited (relay-shim) rather than one it filled itself ([`TokenPipe`]).
+///
+/// ```no_run
+/// use std::os::fd::BorrowedFd;
+/// use std::process::Command;
+/// // SAFETY: this process inherited fd 5 (the token) and nothing else in it uses that number.
+/// let inherited = unsafe { BorrowedFd::borrow_raw(5) };
+/// let child = relay_token::spawn_with_token_fd(
+///     &mut Command::new("claude"),
+///     inherited,
+///     relay_token::FdMap::new(),
+/// )?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn spawn_with_token_fd<'fd>(
     cmd: &mut Command,
     token_fd: BorrowedFd<'fd>,

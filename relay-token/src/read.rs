@@ -13,8 +13,7 @@ use zeroize::Zeroizing;
 use crate::sys;
 use crate::token::{is_token_bytes, ClaudeToken};
 
-/// The largest token accepted, in bytes (after trimming nothing: the file itself).
-pub const MAX_TOKEN_BYTES: usize = 4096;
+pub use crate::token::MAX_TOKEN_BYTES;
 
 /// A token file that could not be read as a token.
 ///

@@ -3,7 +3,12 @@
 //! Everything here returns `io::Result` built from `errno` ([`io::Error::last_os_error`]), which
 //! allocates nothing, and retries `EINTR` where a retry is the right answer. Descriptors are
 //! taken as `BorrowedFd`/`OwnedFd`; only [`fd_flags`] takes a number, because it asks whether
-//! that number is open at all. Private to the crate.
+//! that number is open at all.
+//!
+//! Public so that a launcher built on the crate (relay's own `relay-host` and `relay-shim`
+//! among them) makes each of these calls the one way the crate does, rather than again. Each
+//! wrapper says which call it makes; none allocates on the success path but
+//! [`errno_words`], so those that take no allocation are fit for a `pre_exec` hook.
 //!
 //! Linux and macOS differ here only: `pipe2` (macOS: `pipe`, then `FD_CLOEXEC`), the errno slot
 //! (`__errno_location` / `__error`) and the random source (`getrandom` / `arc4random_buf`).
@@ -13,6 +18,12 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// `open(path, flags | O_CLOEXEC)`, retried on `EINTR`.
+///
+/// ```
+/// let fd = relay_token::sys::open(c"/dev/null", libc::O_RDONLY)?;
+/// assert_eq!(relay_token::sys::read(&fd, &mut [0u8; 8])?, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     loop {
         // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
@@ -32,6 +43,13 @@ pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
 /// the kernel refuses (`ELOOP`) any symbolic link on the way, but a final one opened with
 /// `O_PATH | O_NOFOLLOW`, which yields the link itself. `ENOSYS` (before Linux 5.6) or `EPERM`
 /// (a seccomp filter that refuses the call) tell the caller to do without it.
+///
+/// ```
+/// match relay_token::sys::open_no_symlinks(c"/proc/self/exe", libc::O_RDONLY) {
+///     Err(e) => assert!(matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOSYS | libc::EPERM))),
+///     Ok(_) => panic!("/proc/self/exe is a link"),
+/// }
+/// ```
 #[cfg(all(target_os = "linux", feature = "sandbox"))]
 pub fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `open_how` is plain old data; all-zero is valid (no mode, no flags).
@@ -62,6 +80,12 @@ pub fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> 
 }
 
 /// `fstat(fd)`.
+///
+/// ```
+/// let fd = relay_token::sys::open(c"/dev/null", libc::O_RDONLY)?;
+/// assert_eq!(relay_token::sys::fstat(&fd)?.st_mode & libc::S_IFMT, libc::S_IFCHR);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     // SAFETY: `stat` is plain old data; an all-zero value is valid and is overwritten by fstat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -75,7 +99,12 @@ pub fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
 }
 
 /// `fstatvfs(fd)`: the file system's free space and flags.
-#[cfg(any(feature = "runtime", all(feature = "sandbox", target_os = "linux")))]
+///
+/// ```
+/// let fd = relay_token::sys::open(c"/", libc::O_RDONLY)?;
+/// assert!(relay_token::sys::fstatvfs(&fd)?.f_bsize > 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
     // SAFETY: `statvfs` is plain old data; an all-zero value is valid and is overwritten.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -89,6 +118,15 @@ pub fn fstatvfs(fd: impl AsFd) -> io::Result<libc::statvfs> {
 }
 
 /// `read(fd, buf)`, retried on `EINTR`. Returns the count read (0 at end of file).
+///
+/// ```
+/// let (r, w) = relay_token::sys::pipe2_cloexec()?;
+/// relay_token::sys::write_all(&w, b"hi")?;
+/// drop(w);
+/// let mut buf = [0u8; 4];
+/// assert_eq!(relay_token::sys::read(&r, &mut buf)?, 2);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     let raw = fd.as_fd().as_raw_fd();
     loop {
@@ -105,6 +143,12 @@ pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// `write(fd, buf)` until every byte is written, retried on `EINTR`.
+///
+/// ```
+/// let fd = relay_token::sys::open(c"/dev/null", libc::O_WRONLY)?;
+/// relay_token::sys::write_all(&fd, b"nothing to see")?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
     let raw = fd.as_fd().as_raw_fd();
     while !buf.is_empty() {
@@ -128,6 +172,14 @@ pub fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
 /// A close-on-exec pipe: `(read end, write end)`. `pipe2(O_CLOEXEC)` where the system has it;
 /// elsewhere (macOS) `pipe`, then `FD_CLOEXEC` on both ends under the crate's spawn lock, so no
 /// spawn through [`FdMap`](crate::FdMap) forks between the two calls.
+///
+/// ```
+/// use std::os::fd::{AsFd, AsRawFd};
+/// let (r, _w) = relay_token::sys::pipe2_cloexec()?;
+/// let flags = relay_token::sys::fd_flags(r.as_fd().as_raw_fd())?;
+/// assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1 as RawFd; 2];
     #[cfg(not(target_vendor = "apple"))]
@@ -141,7 +193,7 @@ pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     #[cfg(target_vendor = "apple")]
     {
-        let _serial = crate::fds::spawn_lock();
+        let _serial = spawn_lock();
         // SAFETY: `fds` is a valid array of two ints for pipe to fill.
         if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
             return Err(io::Error::last_os_error());
@@ -156,7 +208,15 @@ pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// `fcntl(fd, F_GETFD)`: the descriptor flags, or `EBADF` when `fd` is not open. It takes a bare
 /// number because it asks whether that number is open at all; it changes nothing.
-#[cfg(any(feature = "runtime", test))]
+///
+/// ```
+/// use std::os::fd::AsRawFd;
+/// let (r, _w) = relay_token::sys::pipe2_cloexec()?;
+/// assert_ne!(relay_token::sys::fd_flags(r.as_raw_fd())? & libc::FD_CLOEXEC, 0);
+/// let e = relay_token::sys::fd_flags(-1).unwrap_err();
+/// assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFD takes no pointer argument; any fd number is safe to ask about.
     let rc = unsafe { libc::fcntl(fd, libc::F_GETFD) };
@@ -168,7 +228,14 @@ pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
 }
 
 /// `fcntl(fd, F_SETFD, FD_CLOEXEC)` (or clears it when `on` is false).
-#[cfg(any(feature = "runtime", target_vendor = "apple", test))]
+///
+/// ```
+/// use std::os::fd::{AsFd, AsRawFd};
+/// let (r, _w) = relay_token::sys::pipe2_cloexec()?;
+/// relay_token::sys::set_cloexec(r.as_fd(), false)?;
+/// assert_eq!(relay_token::sys::fd_flags(r.as_raw_fd())? & libc::FD_CLOEXEC, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     let flags = if on { libc::FD_CLOEXEC } else { 0 };
     // SAFETY: F_SETFD takes an int argument and touches only the descriptor's flags.
@@ -181,6 +248,14 @@ pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
 }
 
 /// `fcntl(fd, F_DUPFD_CLOEXEC, min)`: a close-on-exec duplicate at the lowest free number `>= min`.
+///
+/// ```
+/// use std::os::fd::{AsFd, AsRawFd};
+/// let (r, _w) = relay_token::sys::pipe2_cloexec()?;
+/// let high = relay_token::sys::dup_cloexec_at_least(r.as_fd(), 100)?;
+/// assert!(high.as_raw_fd() >= 100);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC takes an int argument and returns a fresh descriptor or -1.
     let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
@@ -194,7 +269,14 @@ pub fn dup_cloexec_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedF
 /// `waitid(P_PID, pid, flags)`, retried on `EINTR`: the child's state change, as `siginfo_t`.
 /// With `WNOWAIT` the child is left waitable (an exited child stays a zombie, so its pid cannot
 /// be reused until the caller reaps it).
-#[cfg(feature = "runtime")]
+///
+/// ```
+/// let child = std::process::Command::new("true").spawn()?;
+/// let info = relay_token::sys::waitid(child.id() as libc::pid_t, libc::WEXITED)?;
+/// // SAFETY: waitid filled `info` for an exited child, so its status field is set.
+/// assert_eq!(unsafe { info.si_status() }, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_t> {
     loop {
         // SAFETY: `siginfo_t` is plain old data; waitid fills it.
@@ -212,7 +294,14 @@ pub fn waitid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<libc::siginfo_
 }
 
 /// This thread's `errno` slot, for a signal handler that must leave `errno` as it found it.
-#[cfg(feature = "runtime")]
+///
+/// ```
+/// let slot = relay_token::sys::errno_slot();
+/// // SAFETY: the slot is this thread's errno, valid for the thread's life.
+/// let saved = unsafe { *slot };
+/// // SAFETY: as above.
+/// unsafe { *slot = saved };
+/// ```
 pub fn errno_slot() -> *mut libc::c_int {
     #[cfg(target_vendor = "apple")]
     // SAFETY: __error takes no argument and returns this thread's errno slot.
@@ -224,6 +313,13 @@ pub fn errno_slot() -> *mut libc::c_int {
 
 /// Fills `buf` from the system's random source: `getrandom` on Linux (retried on `EINTR`),
 /// `arc4random_buf` on macOS (which cannot fail). The one random source of the crate.
+///
+/// ```
+/// let mut a = [0u8; 16];
+/// relay_token::sys::random_bytes(&mut a)?;
+/// assert_ne!(a, [0u8; 16]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     #[cfg(target_vendor = "apple")]
     {
@@ -253,6 +349,10 @@ pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
 
 /// The `strerror` text of an errno, in lower case as a sentence part
 /// (`ENOENT` → `no such file or directory`).
+///
+/// ```
+/// assert_eq!(relay_token::sys::errno_words(libc::ENOENT), "no such file or directory");
+/// ```
 pub fn errno_words(errno: i32) -> String {
     let mut buf = [0 as libc::c_char; 128];
     // SAFETY: `buf` is writable for its length; the XSI strerror_r writes a NUL-terminated string.
@@ -270,6 +370,24 @@ pub fn errno_words(errno: i32) -> String {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => text,
     }
+}
+
+/// Serializes spawns through [`FdMap`](crate::FdMap) in this process, so one spawn's parked guard is never
+/// taken for a shield by another spawn that then outlives it.
+static SPAWN_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the crate's spawn lock: for descriptor churn (the token pipe's write end, its read end
+/// after a spawn, a caller's own descriptor that a spawn relies on being busy), which must not
+/// free a number while a spawn through [`FdMap`](crate::FdMap) relies on it being busy.
+///
+/// ```
+/// let fd = std::fs::File::open("/dev/null")?;
+/// let _serial = relay_token::spawn_lock();
+/// drop(fd); // closed while no spawn of this process is between its fork and exec
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -24,6 +24,13 @@ use zeroize::Zeroize;
 /// ```
 pub struct ClaudeToken(SecretString);
 
+/// The largest token accepted, in bytes (after trimming nothing: the file itself).
+///
+/// ```
+/// assert_eq!(relay_token::MAX_TOKEN_BYTES, 4096);
+/// ```
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
 /// The token's fixed `Debug` form.
 pub const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
 
@@ -40,8 +47,7 @@ impl ClaudeToken {
     /// assert!(ClaudeToken::from_bytes(b"").is_none());
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Option<ClaudeToken> {
-        if bytes.is_empty() || bytes.len() > crate::read::MAX_TOKEN_BYTES || !is_token_bytes(bytes)
-        {
+        if bytes.is_empty() || bytes.len() > MAX_TOKEN_BYTES || !is_token_bytes(bytes) {
             return None;
         }
         // `to_vec` allocates exactly `bytes.len()`; `into_boxed_str` keeps that allocation since

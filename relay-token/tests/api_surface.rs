@@ -1,6 +1,6 @@
 //! The published library neither prints nor decides a process's exit: no code line of
 //! `relay-token/src` (doc examples aside) writes to stdout or stderr, exits, or returns an exit
-//! code. Those are the programs' business, in the unpublished `relay-runtime` crate.
+//! code. Those are the programs' business, in the `relay-host` and `relay-shim` crates.
 
 use std::path::{Path, PathBuf};
 

@@ -1066,8 +1066,8 @@ fn panics_of(cases: &[Vec<u8>], parse: &dyn Fn(&str)) -> Vec<(usize, String)> {
 #[test]
 fn fuzzed_requests_and_settings_never_panic_the_parsers() {
     let _turn = shared();
-    use relay_runtime::host::request::Request;
-    use relay_runtime::settings::Settings;
+    use relay_host::request::Request;
+    use relay_host::settings::Settings;
     let n = count(3000);
     let limit = Duration::from_secs(if long_form() { 1200 } else { 120 });
     let bad = within(limit, move || {

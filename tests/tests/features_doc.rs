@@ -157,14 +157,14 @@ fn readme_matches_the_binaries() {
         String::from_utf8_lossy(&out.stdout).trim_end()
     );
     let shim_help = block_after(&readme, "## `relay-shim`", "text");
-    assert_eq!(shim_help.trim_end(), relay_runtime::shim::USAGE);
+    assert_eq!(shim_help.trim_end(), relay_shim::USAGE);
 
     // The settings examples load, and say the same thing where they overlap.
     let json =
-        relay_runtime::settings::Settings::from_json(&block_after(&readme, "### Settings", "json"))
+        relay_host::settings::Settings::from_json(&block_after(&readme, "### Settings", "json"))
             .expect("README's JSON settings");
     let toml =
-        relay_runtime::settings::Settings::from_toml(&block_after(&readme, "### Settings", "toml"))
+        relay_host::settings::Settings::from_toml(&block_after(&readme, "### Settings", "toml"))
             .expect("README's TOML settings");
     assert_eq!(json.claude_token_file, "~/.config/claude-ltt/token");
     assert_eq!(toml.claude_token_file, json.claude_token_file);
@@ -177,7 +177,7 @@ fn readme_matches_the_binaries() {
 
     // The request example is a valid request; the answer lines are JSON.
     let request = block_after(&readme, "### Requests", "json");
-    let r = relay_runtime::host::request::Request::from_json(request.trim()).expect("request");
+    let r = relay_host::request::Request::from_json(request.trim()).expect("request");
     r.validate(&json).expect("the example request validates");
     for line in block_after(&readme, "### Answers", "json").lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("an answer line");

@@ -422,7 +422,7 @@ fn fdmap_spawned_shim_works_too() {
 /// the parser's error, printed as one line with the synopsis, exit 70, no status line, no target.
 #[test]
 fn pass_fds_and_sandbox_status_fd_usage_errors_name_the_descriptor() {
-    use relay_runtime::shim::{ShimOptions, UsageError, USAGE};
+    use relay_shim::{ShimOptions, UsageError, USAGE};
     let range = |v: &str| {
         (
             UsageError::BadFdRange(v.to_owned()),

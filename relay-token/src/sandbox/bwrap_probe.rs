@@ -31,7 +31,12 @@ pub fn find_bwrap(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
 }
 
 /// The `bwrap` to use, without running it: the `bwrap` setting when given (it must be an
-/// executable file), else `bwrap` on `PATH`.
+/// executable file), else `bwrap` on `PATH`. Exported as `sandbox::locate_bwrap`.
+///
+/// ```no_run
+/// let bwrap = relay_token::sandbox::locate_bwrap(None)?;
+/// # Ok::<(), relay_token::sandbox::SandboxError>(())
+/// ```
 pub fn locate(setting: Option<&Path>) -> Result<PathBuf, SandboxError> {
     match setting {
         Some(p) if crate::which::is_executable(p) => Ok(p.to_path_buf()),
@@ -90,7 +95,13 @@ impl BwrapFeatures {
     }
 }
 
-/// Runs `bwrap <flags> --ro-bind / / -- true` and waits for a clean exit.
+/// Runs `bwrap <flags> --ro-bind / / -- true` and waits for a clean exit. Exported as
+/// `sandbox::probe_bwrap`.
+///
+/// ```no_run
+/// relay_token::sandbox::probe_bwrap("/usr/bin/bwrap".as_ref())?;
+/// # Ok::<(), relay_token::sandbox::SandboxError>(())
+/// ```
 pub fn probe(bwrap: &Path) -> Result<(), SandboxError> {
     let broken = |detail: String| SandboxError::BwrapBroken {
         path: bwrap.to_path_buf(),

@@ -1,6 +1,6 @@
 //! A grant's value as written in settings, expanded to a path.
 
-use crate::path::clean;
+use crate::path::clean_path;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ pub fn expand_grant(
     if has_control(path.as_os_str()) {
         return fail(GrantReason::ControlCharacters);
     }
-    let path = clean(&path);
+    let path = clean_path(&path);
     if path == Path::new("/") {
         return fail(GrantReason::Root);
     }

@@ -62,8 +62,7 @@ use std::path::{Component, Path, PathBuf};
 
 pub use bwrap::NAMESPACE_FLAGS;
 pub use bwrap_probe::{find_bwrap, BwrapFeatures};
-#[cfg(all(feature = "runtime", not(target_os = "macos")))]
-#[doc(hidden)]
+#[cfg(not(target_os = "macos"))]
 pub use bwrap_probe::{locate as locate_bwrap, probe as probe_bwrap};
 pub use error::{GrantReason, SandboxError};
 pub use grant::expand_grant;
@@ -71,13 +70,12 @@ use grant::has_control;
 use ident::{identify_sources, Ident};
 pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
 use realpaths::canon;
-#[doc(hidden)]
 pub use realpaths::Realpaths;
 pub use resolved::Resolved;
 use resolved::{guards_between, Bind, Deny, Mask, Protect};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
-use crate::path::clean;
+use crate::path::clean_path;
 use crate::sys::errno_words;
 
 /// The error code a host reports for every [`SandboxError`]: the sandboxed launch is refused.
@@ -300,8 +298,19 @@ impl Profile {
         self.resolve_with(all_rw_grants, &Realpaths::default())
     }
 
-    /// [`resolve`](Self::resolve) with the launch's own real-path cache.
-    #[doc(hidden)]
+    /// [`resolve`](Self::resolve) with the launch's own real-path cache, so a launch that
+    /// resolves more than one profile (or checks paths before) makes each folder canonical
+    /// once.
+    ///
+    /// ```no_run
+    /// use std::path::PathBuf;
+    /// use relay_token::sandbox::{Profile, Realpaths};
+    /// let real = Realpaths::default();
+    /// let mut p = Profile::new();
+    /// p.read_write("/srv/project".into());
+    /// let resolved = p.resolve_with(&[PathBuf::from("/srv/project")], &real)?;
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
     pub fn resolve_with(
         &self,
         all_rw_grants: &[PathBuf],
@@ -407,7 +416,7 @@ impl Profile {
     ) -> Vec<PathBuf> {
         let mut writable: Vec<PathBuf> = Vec::new();
         for g in all_rw_grants.iter().chain(&self.read_write) {
-            writable.push(clean(g));
+            writable.push(clean_path(g));
             if let Ok(real) = real_of.of(g) {
                 writable.push(real);
             }
@@ -516,8 +525,14 @@ impl Profile {
 /// sandboxed session could have made (the rule of [`SandboxError::DenyFollowsLink`]): a planted
 /// `~/.config/claude-ltt -> <a grant>` would otherwise receive the token where sessions read.
 /// Only the part of `path` that exists is walked; `writable` is every read-write grant.
-#[cfg(feature = "runtime")]
-#[doc(hidden)]
+///
+/// ```
+/// use std::path::{Path, PathBuf};
+/// let home = tempfile::tempdir()?;
+/// let target = home.path().join(".config/claude-ltt/token");
+/// relay_token::sandbox::check_write_path(&target, &[home.path().to_path_buf()])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), SandboxError> {
     let existing = path
         .ancestors()

@@ -42,6 +42,12 @@ pub struct Realpaths {
 
 impl Realpaths {
     /// `p` made canonical (it must exist).
+    ///
+    /// ```
+    /// let real = relay_token::sandbox::Realpaths::default();
+    /// assert_eq!(real.of("/".as_ref())?, std::path::Path::new("/"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn of(&self, p: &Path) -> io::Result<PathBuf> {
         use std::os::unix::ffi::OsStrExt;
         // A trailing `/` or `/.` makes `lstat` follow a final symlink: the long way then.

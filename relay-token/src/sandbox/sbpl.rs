@@ -282,7 +282,6 @@ impl Resolved {
     /// );
     /// assert!(r.sbpl().contains(r#"(subpath "/Users/op/.config/claude-ltt"))"#));
     /// ```
-    #[doc(hidden)]
     pub fn unchecked_for_sbpl(
         grants: &[(PathBuf, bool)],
         tmp: Option<PathBuf>,

@@ -1,0 +1,238 @@
+//! `relay-host`'s commands, one function each: the binary parses the command line and calls
+//! these with what it parsed. Each returns the process's exit code.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::human::{path_json, print_error};
+use super::launch::{launch, refuse_early, LaunchError, Stdin};
+use super::logs::Query;
+use super::request::{Kind, Request};
+use super::token_file;
+use super::Host;
+use relay_shim::exit::ExitCode;
+
+/// `relay-host launch REQUEST|-`: one session from a JSON request file (`-`: stdin, and the
+/// session's stdin is then `/dev/null`).
+///
+/// ```no_run
+/// let host = relay_host::Host::locate(None, None)?;
+/// std::process::exit(relay_host::cli::launch_file(&host, "req.json".as_ref()));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn launch_file(host: &Host, request: &Path) -> i32 {
+    let (text, stdin) = if request.as_os_str() == "-" {
+        (super::request::read_request(std::io::stdin()), Stdin::Null)
+    } else {
+        match std::fs::File::open(request) {
+            Ok(f) => (super::request::read_request(f), Stdin::Inherit),
+            Err(e) => {
+                print_error(&format!("read the request {}: {e}", request.display()));
+                return ExitCode::Usage.code();
+            }
+        }
+    };
+    match text.and_then(|t| Request::from_json(&t)) {
+        Ok(r) => launch(host, r, stdin),
+        Err(e) => refuse_early(host, &LaunchError::from(e)),
+    }
+}
+
+/// What `relay-host run` was given.
+///
+/// ```
+/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// assert_eq!(args.template, "shell");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    /// The template id.
+    pub template: String,
+    /// The project folder (default: the current folder).
+    pub project: Option<PathBuf>,
+    /// `--no-sandbox`.
+    pub no_sandbox: bool,
+    /// `--keep`: keep the session folder after the session for a later resume.
+    pub keep: bool,
+    /// The session's arguments (after `--`).
+    pub args: Vec<String>,
+}
+
+/// `relay-host run`: a terminal launch built from flags, in the caller's terminal.
+///
+/// ```no_run
+/// use relay_host::{Host, cli::{run, RunArgs}};
+/// let host = Host::locate(None, None)?;
+/// let args = RunArgs { template: "claude-code".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// std::process::exit(run(&host, args));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn run(host: &Host, args: RunArgs) -> i32 {
+    let cwd = std::env::current_dir().ok();
+    let project = match (args.project, &cwd) {
+        (Some(p), Some(c)) if !p.is_absolute() => Some(c.join(p)),
+        (Some(p), _) => Some(p),
+        (None, c) => c.clone(),
+    };
+    let request = Request {
+        kind: Kind::Terminal,
+        template: Some(args.template),
+        session_id: None,
+        resume: None,
+        project: project.map(|p| relay_token::clean_path(&p)),
+        extra_args: args.args,
+        env: Default::default(),
+        sandbox: !args.no_sandbox,
+        host: None,
+        keep: args.keep,
+    };
+    launch(host, request, Stdin::Inherit)
+}
+
+/// `relay-host audit` / `relay-host events`: the log `name` of the state folder.
+///
+/// ```no_run
+/// let host = relay_host::Host::locate(None, None)?;
+/// relay_host::cli::print_log(&host, "audit.jsonl", false, &Default::default());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
+    match super::logs::print(&host.state_dir, name, json, query) {
+        Ok(()) => 0,
+        // The report could not be written: the binary says so (`human::stdout_error`).
+        Err(_) if super::human::stdout_error().is_some() => ExitCode::Internal.code(),
+        Err(e) => {
+            print_error(&format!(
+                "read {}: {e}",
+                host.state_dir.join(name).display()
+            ));
+            ExitCode::Internal.code()
+        }
+    }
+}
+
+/// `relay-host token import [--file PATH]`: reads stdin (echo off on a terminal), picks the one
+/// token, stores it, sets `claude_token_file` when empty. Prints what it did, never the token.
+///
+/// ```no_run
+/// let host = relay_host::Host::locate(None, None)?;
+/// std::process::exit(relay_host::cli::token_import(&host, None, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
+    let done = token_file::read_stdin_secret()
+        .and_then(|input| token_file::pick_token(&input))
+        .and_then(|token| token_file::import(host, &token, file));
+    match done {
+        Ok(d) => {
+            if json {
+                outln!(
+                    "{}",
+                    json!({"path": path_json(&d.path), "replaced": d.replaced,
+                           "settings_updated": d.settings_updated.as_deref().map(path_json)})
+                );
+            } else {
+                let verb = if d.replaced { "replaced" } else { "stored" };
+                outln!("token {verb}: {} (mode 0600)", d.path.display());
+                if let Some(s) = d.settings_updated {
+                    outln!("claude_token_file set in {}", s.display());
+                }
+            }
+            0
+        }
+        Err(e) => {
+            if e.echoes_nothing() {
+                // Fixed words and counts: nothing of the input.
+                super::human::print_error_as_is(&e.to_string());
+            } else {
+                print_error(&e.to_string());
+            }
+            e.exit_code().code()
+        }
+    }
+}
+
+/// `relay-host token check`: the token file's health; exit 0 when it reads as a token, 78 when
+/// not (or when `claude_token_file` is not set).
+///
+/// ```no_run
+/// let host = relay_host::Host::locate(None, None)?;
+/// std::process::exit(relay_host::cli::token_check(&host, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn token_check(host: &Host, json: bool) -> i32 {
+    let path = match token_file::configured_path(host) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let msg = format!("claude_token_file is not set; {}", super::human::MAKE_TOKEN);
+            if json {
+                outln!(
+                    "{}",
+                    json!({"configured": false, "ok": false, "error": msg})
+                );
+            } else {
+                print_error(&msg);
+            }
+            return ExitCode::Unavailable.code();
+        }
+        Err(e) => {
+            print_error(&e.to_string());
+            return ExitCode::Unavailable.code();
+        }
+    };
+    let r = token_file::check(&path);
+    if json {
+        outln!("{r}");
+    } else {
+        let _ = crate::human::write_out(format_args!("{}", super::status::token_text(&r)));
+    }
+    if r["ok"] == json!(true) {
+        0
+    } else {
+        ExitCode::Unavailable.code()
+    }
+}
+
+/// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than
+/// the retention) and, when no session of the state folder runs, the write-deny placeholders a
+/// killed host left (as the end of a session would have); a session whose host was lost gets its
+/// `exit` row (`"outcome": "host_lost"`). A missing state folder is left missing.
+///
+/// ```no_run
+/// let host = relay_host::Host::locate(None, None)?;
+/// std::process::exit(relay_host::cli::gc(&host, 7, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
+    let sessions = host.state_dir.join(super::state::SESSIONS_DIR);
+    let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
+    match super::state::gc_sessions(&sessions, retention) {
+        Ok(r) => {
+            // The placeholders a killed host left, once no session runs (under their lock).
+            let placeholders = super::placeholders::release(&host.state_dir);
+            if json {
+                outln!(
+                    "{}",
+                    json!({"removed": r.removed, "kept": r.kept, "running": r.running,
+                           "placeholders_removed": placeholders, "host_lost": r.lost})
+                );
+            } else {
+                outln!(
+                    "removed {} session folder(s) and {placeholders} leftover placeholder(s); \
+                     kept {} (younger than {keep_days} days), {} running; {} session(s) whose \
+                     host was lost got their exit row",
+                    r.removed,
+                    r.kept,
+                    r.running,
+                    r.lost
+                );
+            }
+            0
+        }
+        Err(e) => {
+            print_error(&format!("gc {}: {e}", sessions.display()));
+            ExitCode::Internal.code()
+        }
+    }
+}

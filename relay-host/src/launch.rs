@@ -1,0 +1,346 @@
+//! One launch, in the order of `docs/DESIGN.md`: validate → resolve and read the token → find
+//! `relay-shim` and the command → create the session folder (the profile's grants must exist to
+//! be resolved) → the network → build the profile → spawn `relay-shim` (status pipe at 3, token
+//! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
+//! session ends. Each step makes the next stage (`host/stage.rs`); a refusal is recorded with
+//! the audit row of the stage it reached, and leaves nothing behind but that row and its event:
+//! the folders this launch created are removed again.
+
+use std::ffi::OsString;
+use std::io::BufRead;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+pub use super::argv::SSH_CONFIG;
+use super::audit_row::{AuditRow, Refused};
+use super::confine;
+pub use super::error::LaunchError;
+use super::error::{RequestError, StartError};
+use super::launch_token::LaunchToken;
+use super::request::{Kind, Request, Validated};
+use super::session_folder::SessionFolder;
+pub use super::shim_command::Stdin;
+use super::stage::{Confined, Networked, Prepared, Session, SessionArgv, ShimCommand};
+pub use super::start::START_TIMEOUT;
+use super::state::State;
+use super::wiring::ShimWiring;
+use super::{argv, programs, start, Host};
+use crate::settings::Settings;
+use relay_shim::exit::ExitCode;
+use relay_token::sandbox::{self, SandboxNet};
+use relay_token::sys;
+
+/// Launches `request` and supervises the session until it ends. Returns the host's exit code:
+/// the session's own, or the refusal's code. Every outcome is written to the audit and event
+/// logs; a refusal is also printed to stderr.
+///
+/// ```no_run
+/// use relay_host::{Host, launch::{launch, Stdin}, request::Request};
+/// let host = Host::from_dirs("/etc/relay".into(), "/var/lib/relay".into())?;
+/// let code = launch(&host, Request::from_json(r#"{"kind": "claude"}"#)?, Stdin::Inherit);
+/// std::process::exit(code);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
+    // waits for the session's forwarding, or for the refusal's cleanup.
+    super::signals::defer();
+    let code = launch_deferred(host, request, stdin);
+    super::signals::undefer();
+    code
+}
+
+fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    let mut state = match State::open(&host.state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("relay-host: state folder {}: {e}", host.state_dir.display());
+            return ExitCode::Internal.code();
+        }
+    };
+    let code = match start_session(host, &mut state, request, stdin) {
+        Ok(session) => supervise(&state, session),
+        Err(r) => {
+            refuse(&state, &r.row, &r.error);
+            r.error.exit_code().code()
+        }
+    };
+    super::placeholders::release(state.path());
+    code
+}
+
+/// The launch, stage by stage, up to its running session; a refusal carries the audit row of
+/// the stage it reached (the request's words before validation, the token only once handed
+/// over).
+fn start_session(
+    host: &Host,
+    state: &mut State,
+    request: Request,
+    stdin: Stdin,
+) -> Result<Session, Box<Refused>> {
+    let row = AuditRow::of_request(&request);
+    let (settings, v) = accept(host, state, request).map_err(|e| row.refused(e))?;
+    let row = AuditRow::of_validated(&v);
+    let spawned = shim_for(host, state, &settings, v, stdin)
+        .and_then(start::spawn)
+        .map_err(|e| row.refused(e))?;
+    let row = row.spawned(spawned.launch.carries_token());
+    start::wait_started(state, &row, spawned).map_err(|e| row.refused(e))
+}
+
+/// The state folder checked, the settings read, the request validated.
+fn accept(
+    host: &Host,
+    state: &State,
+    request: Request,
+) -> Result<(Settings, Validated), LaunchError> {
+    // A session must never run without its audit row: a state folder that cannot take one
+    // (read-only, full, a log that cannot be opened) refuses the launch before anything starts.
+    state.check_writable().map_err(LaunchError::State)?;
+    let settings = host.settings()?;
+    let v = validate(host, state, &settings, request)?;
+    Ok((settings, v))
+}
+
+/// A validated launch's steps up to the shim's command: prepared → networked → confined.
+fn shim_for(
+    host: &Host,
+    state: &mut State,
+    settings: &Settings,
+    v: Validated,
+    stdin: Stdin,
+) -> Result<ShimCommand, LaunchError> {
+    let prepared = prepare(host, state, settings, v)?;
+    let networked = connect(prepared, state)?;
+    let confined = confine(host, state, settings, networked)?;
+    shim_command(confined, state, stdin)
+}
+
+/// The request checked against the settings, its project against the folder rules.
+fn validate(
+    host: &Host,
+    state: &State,
+    settings: &Settings,
+    request: Request,
+) -> Result<Validated, LaunchError> {
+    let v = request.validate(settings)?;
+    let Some(given) = v.project().map(Path::to_path_buf) else {
+        return Ok(v);
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let own = [host.config_dir.as_path(), host.state_dir.as_path()];
+    let real = super::project::check_project(&given, &own, me)?;
+    let claude_config = state.claude_config_dir();
+    if v.sandboxed() && !confine::grants_show(host, &v.template().sandbox, &real, &claude_config)? {
+        let template = v.template().id.clone();
+        let project = given;
+        return Err(RequestError::ProjectNotGranted { project, template }.into());
+    }
+    Ok(v.with_real_project(real))
+}
+
+/// The token read, the network checked against it, the programs found, the session folder
+/// made (and marked kept, and the Claude config seeded).
+fn prepare(
+    host: &Host,
+    state: &mut State,
+    settings: &Settings,
+    v: Validated,
+) -> Result<Prepared, LaunchError> {
+    let session_dir = state.session_dir(v.session_id());
+    if super::state::session_locked(&session_dir) {
+        let session_id = v.session_id().to_string();
+        return Err(RequestError::SessionRunning { session_id }.into());
+    }
+    let token = LaunchToken::read(host, state, settings, &v)?;
+    super::human::note_token(v.claude(), v.sandboxed(), token.carried());
+    if v.sandboxed() {
+        super::network::check(&v.template().network(), token.carried(), settings)?;
+    }
+    let claude_config = state.claude_config_dir();
+    let programs = programs::resolve(host, settings, &v, &claude_config)?;
+    let folder = SessionFolder::create(state.path(), &session_dir, &claude_config)?;
+    if v.request().keep {
+        let _ = state.mark_kept(v.session_id());
+    }
+    super::state::seed_claude_config(&host.config_dir, &claude_config);
+    if v.template().api_base_url.is_some() {
+        super::state::seed_onboarding(&claude_config);
+    }
+    Ok(Prepared {
+        v,
+        token,
+        programs,
+        folder,
+        claude_config,
+    })
+}
+
+/// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
+/// session.
+fn connect(launch: Prepared, state: &State) -> Result<Networked, LaunchError> {
+    if launch.programs.bwrap.is_none() {
+        let (net, proxy) = (None, None);
+        return Ok(Networked { launch, net, proxy });
+    }
+    let v = &launch.v;
+    let network = v.template().network();
+    let (net, proxy) = super::network::start(&network, launch.folder.dir(), state, v.session_id())?;
+    let net = Some(net);
+    Ok(Networked { launch, net, proxy })
+}
+
+/// The command line the shim runs around the session's own ([`argv::target_argv`]).
+fn confine(
+    host: &Host,
+    state: &State,
+    settings: &Settings,
+    n: Networked,
+) -> Result<Confined, LaunchError> {
+    let Networked { launch, net, proxy } = n;
+    let target = argv::target_argv(host, settings, &launch);
+    let argv = session_argv(host, state, settings, &launch, net, target)?;
+    Ok(Confined {
+        launch,
+        proxy,
+        argv,
+    })
+}
+
+/// bwrap around the target (sandboxed), ssh to the remote host, or the target itself.
+fn session_argv(
+    host: &Host,
+    state: &State,
+    settings: &Settings,
+    launch: &Prepared,
+    net: Option<SandboxNet>,
+    target: Vec<OsString>,
+) -> Result<SessionArgv, LaunchError> {
+    if let (Some(bwrap), Some(net)) = (&launch.programs.bwrap, net) {
+        let real = sandbox::Realpaths::default();
+        let inputs = confine::Inputs {
+            host,
+            settings,
+            launch,
+            bwrap,
+            net,
+            real: &real,
+        };
+        // The request's variables reach the sandboxed program only (bwrap's --setenv), never
+        // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
+        let setenv: Vec<(OsString, OsString)> = (launch.v.request().env.iter())
+            .map(|(k, val)| (k.into(), val.into()))
+            .collect();
+        return confine::sandbox_argv(&inputs, state.path(), &setenv, &target);
+    }
+    if let (Some(h), Some(ssh)) = (&launch.v.request().host, &launch.programs.ssh) {
+        return Ok(SessionArgv::plain(argv::ssh_argv(host, ssh, h, target)));
+    }
+    Ok(SessionArgv::plain(target))
+}
+
+/// The shim's wiring (a provider launch proves itself to the host: `--identity`, the secret at
+/// 3, status at 4) and its command.
+fn shim_command(c: Confined, state: &State, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
+    let v = &c.launch.v;
+    let identity = v.request().kind == Kind::Claude;
+    let wiring =
+        ShimWiring::new(identity, state.path(), v.session_id()).map_err(StartError::Bridge)?;
+    let cmd = super::shim_command::shim_command(&c, stdin, &wiring);
+    let Confined {
+        launch,
+        proxy,
+        argv,
+    } = c;
+    Ok(ShimCommand {
+        launch,
+        proxy,
+        argv,
+        wiring,
+        cmd,
+    })
+}
+
+/// Records a refusal: the event, the audit row of the stage the launch reached, the log line,
+/// the answer on stderr.
+fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
+    let message = e.message();
+    let answer = json!({
+        "event": "launch",
+        "status": e.status(),
+        "error": e.code(),
+        "message": state.redactor().redact(&message),
+        "session_id": row.session_id(),
+    });
+    let _ = state.event(&answer);
+    let _ = state.audit(row.row("error", &message));
+    state.log(&format!("launch refused: {e}"));
+    super::human::print_refusal(&answer, state.redactor());
+}
+
+/// Waits for the session to end: forwards SIGTERM and SIGHUP to the shim, ignores SIGINT and
+/// SIGQUIT (the terminal delivers those to the shim directly), records the exit.
+fn supervise(state: &State, mut session: Session) -> i32 {
+    let pid = session.shim.id() as i32;
+    if let Err(e) = super::signals::forward_to(pid) {
+        eprintln!("relay-host: signals will not reach the session: {e}");
+    }
+    super::signals::undefer();
+    let mut last: Option<Value> = None;
+    let mut line = String::new();
+    while session.status.read_line(&mut line).unwrap_or(0) > 0 {
+        if let Ok(v) = serde_json::from_str::<Value>(&line) {
+            if v.get("event").and_then(Value::as_str) == Some("exit") {
+                last = Some(v);
+            }
+        }
+        line.clear();
+    }
+    // Wait for the shim's exit without reaping it, stop forwarding, then reap: a signal that
+    // arrives in between must not reach another process that reused the pid.
+    let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
+    if let Err(e) = super::signals::stop_forwarding() {
+        eprintln!("relay-host: cannot restore signal dispositions: {e}");
+    }
+    // The exit row and the cleanup are not cut short either ([`launch`] lets them through).
+    super::signals::defer();
+    let code = match session.shim.wait() {
+        Ok(s) => super::exit_code_of(s),
+        Err(_) => ExitCode::Internal.code(),
+    };
+    let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
+    if let Some(Value::Object(m)) = last {
+        for k in ["status", "signal"] {
+            if let Some(x) = m.get(k) {
+                ev[k] = x.clone();
+            }
+        }
+    }
+    let _ = state.event(&ev);
+    state.log(&format!("session {} ended: exit code {code}", session.id));
+    state.end_session(&session.id);
+    code
+}
+
+/// Refuses a launch that failed before it could be validated (a request that is not JSON):
+/// writes the audit row and the event, prints the answer to stderr, returns the exit code.
+///
+/// ```no_run
+/// use relay_host::{Host, launch::refuse_early, request::Request};
+/// let host = Host::from_dirs("/c".into(), "/s".into())?;
+/// let e = Request::from_json("not json").unwrap_err();
+/// assert_eq!(refuse_early(&host, &e.into()), 64);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn refuse_early(host: &Host, e: &LaunchError) -> i32 {
+    match State::open(&host.state_dir) {
+        Ok(state) => refuse(&state, &AuditRow::early(), e),
+        Err(err) => errln!(
+            "relay-host: {e} (and the state folder {}: {err})",
+            host.state_dir.display()
+        ),
+    }
+    e.exit_code().code()
+}

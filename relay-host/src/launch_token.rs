@@ -1,0 +1,85 @@
+//! The token of one launch: the file every sandboxed launch denies while the setting is set,
+//! and the token itself, which only a sandboxed, local Claude launch carries.
+
+use std::path::{Path, PathBuf};
+
+use super::error::{LaunchError, RequestError, TokenError};
+use super::request::{check_token_request, Validated};
+use super::state::State;
+use super::{reach, Host};
+use crate::settings::Settings;
+use relay_token::claude_token_path_in;
+use relay_token::Redactor;
+use relay_token::{read_claude_token, sandbox, ClaudeToken};
+
+/// The token file a launch denies, and the token it carries.
+pub(crate) struct LaunchToken {
+    path: Option<PathBuf>,
+    token: Option<ClaudeToken>,
+    carried: bool,
+}
+
+impl LaunchToken {
+    /// Resolves and reads the token. Only a sandboxed, local Claude launch carries it, but every
+    /// sandboxed launch denies the file while the setting is set. Any error refuses the launch
+    /// before anything is written; so does a request that could send the token elsewhere. The
+    /// state's redactor learns the token.
+    pub(crate) fn read(
+        host: &Host,
+        state: &mut State,
+        settings: &Settings,
+        v: &Validated,
+    ) -> Result<LaunchToken, LaunchError> {
+        let path = match v.sandboxed() {
+            true => claude_token_path_in(&settings.claude_token_file, Some(&host.home))
+                .map_err(TokenError::Path)?,
+            false => None,
+        };
+        let Some(p) = path.as_deref().filter(|_| v.claude()) else {
+            let (token, carried) = (None, false);
+            return Ok(LaunchToken {
+                path,
+                token,
+                carried,
+            });
+        };
+        check_request(v)?;
+        let t = read_claude_token(p).map_err(TokenError::Read)?;
+        if let Some(e) = reach::token_file_problem(p) {
+            return Err(TokenError::Exposed(e).into());
+        }
+        state.set_redactor(Redactor::new(Some(&t)));
+        Ok(LaunchToken {
+            path,
+            token: Some(t),
+            carried: true,
+        })
+    }
+
+    /// The token file the sandbox denies, when the setting names one.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// True when the launch carries the token (also once it was handed over).
+    pub(crate) fn carried(&self) -> bool {
+        self.carried
+    }
+
+    /// The token, taken to be handed over (once; `None` after).
+    pub(crate) fn take(&mut self) -> Option<ClaudeToken> {
+        self.token.take()
+    }
+}
+
+/// Refuses a token launch whose request could send the token elsewhere: what it adds
+/// ([`check_token_request`]), or a project whose git data another folder's repository holds.
+fn check_request(v: &Validated) -> Result<(), LaunchError> {
+    check_token_request(v.request(), &v.template().request_env)?;
+    let project = v.project();
+    if let Some(file) = project.and_then(sandbox::git_guard::common_dir_redirect) {
+        let project = project.unwrap_or(&file).to_path_buf();
+        return Err(RequestError::GitRedirect { project, file }.into());
+    }
+    Ok(())
+}

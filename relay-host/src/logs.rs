@@ -1,0 +1,238 @@
+//! `relay-host audit` and `relay-host events`: the state folder's logs for people (times in
+//! RFC 3339, UTC) or as stored (`--json`), filtered by time and session, optionally followed.
+//! Reading never creates the state folder.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Which rows to print.
+///
+/// ```
+/// let q = relay_host::logs::Query { since: Some(0), session: None, follow: false };
+/// assert!(q.matches(&serde_json::json!({"ts": 5})));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// Only rows at or after this time (seconds since the epoch); rows without a time pass.
+    pub since: Option<u64>,
+    /// Only rows of this session.
+    pub session: Option<String>,
+    /// Keep printing rows as they are appended.
+    pub follow: bool,
+}
+
+impl Query {
+    /// True when `row` passes the filters.
+    ///
+    /// ```
+    /// use relay_host::logs::Query;
+    /// let q = Query { since: Some(10), session: Some("s-1".into()), follow: false };
+    /// assert!(q.matches(&serde_json::json!({"ts": 10, "session_id": "s-1"})));
+    /// assert!(!q.matches(&serde_json::json!({"ts": 9, "session_id": "s-1"})));
+    /// assert!(!q.matches(&serde_json::json!({"ts": 10, "session_id": "s-2"})));
+    /// ```
+    pub fn matches(&self, row: &Value) -> bool {
+        let time_ok = match (self.since, row.get("ts").and_then(Value::as_u64)) {
+            (Some(s), Some(t)) => t >= s,
+            _ => true,
+        };
+        let session_ok = match &self.session {
+            Some(id) => row.get("session_id").and_then(Value::as_str) == Some(id),
+            None => true,
+        };
+        time_ok && session_ok
+    }
+}
+
+/// Seconds since the epoch as RFC 3339 in UTC (`2026-12-02T19:48:13Z`).
+///
+/// ```
+/// use relay_host::logs::rfc3339;
+/// assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+/// assert_eq!(rfc3339(1_796_154_493), "2026-12-01T19:48:13Z");
+/// ```
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Days to a civil date (the proleptic Gregorian calendar), after Howard Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since the epoch of a civil date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A `--since` value that is neither a time, a date nor an age (the value as given).
+///
+/// ```
+/// let e = relay_host::logs::parse_since("soon", 0).unwrap_err();
+/// assert!(e.to_string().starts_with("--since \"soon\": give a time"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadSince(pub String);
+
+impl std::fmt::Display for BadSince {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--since {:?}: give a time (2026-12-02T19:00:00Z), a date (2026-12-02) or an age \
+             (30m, 2h, 7d)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadSince {}
+
+/// Parses a `--since` value: RFC 3339 in UTC (`2026-12-02T19:00:00Z`), a date (`2026-12-02`),
+/// or an age (`30s`, `15m`, `2h`, `7d`) counted back from `now`.
+///
+/// ```
+/// use relay_host::logs::parse_since;
+/// assert_eq!(parse_since("1970-01-02", 0), Ok(86400));
+/// assert_eq!(parse_since("1970-01-01T01:00:00Z", 0), Ok(3600));
+/// assert_eq!(parse_since("2h", 10_000), Ok(10_000 - 7200));
+/// assert!(parse_since("yesterday", 0).is_err());
+/// ```
+pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
+    let bad = || BadSince(value.to_string());
+    if let Some(unit) = value.chars().last().filter(|c| "smhd".contains(*c)) {
+        let n: u64 = value[..value.len() - 1].parse().map_err(|_| bad())?;
+        let per = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            _ => 86400,
+        };
+        return Ok(now.saturating_sub(n.saturating_mul(per)));
+    }
+    let (date, time) = match value.split_once(['T', ' ']) {
+        Some((d, t)) => (d, Some(t.strip_suffix('Z').ok_or_else(bad)?)),
+        None => (value, None),
+    };
+    let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
+    let parts: Vec<&str> = date.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let (y, m, d) = (num(y)?, num(m)?, num(d)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    let mut secs = days_from_civil(y, m, d) * 86400;
+    if let Some(t) = time {
+        let hms: Vec<&str> = t.split(':').collect();
+        let [h, mi, s] = hms.as_slice() else {
+            return Err(bad());
+        };
+        secs += num(h)? * 3600 + num(mi)? * 60 + num(s)?;
+    }
+    u64::try_from(secs).map_err(|_| bad())
+}
+
+/// One row for a person: the time first (RFC 3339), then `key=value` pairs.
+///
+/// ```
+/// let row = serde_json::json!({"event": "session_launch", "ts": 0, "outcome": "ok"});
+/// assert_eq!(relay_host::logs::text_line(&row), "1970-01-01T00:00:00Z event=session_launch outcome=ok");
+/// ```
+pub fn text_line(row: &Value) -> String {
+    let Value::Object(m) = row else {
+        return row.to_string();
+    };
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(t) = m.get("ts").and_then(Value::as_u64) {
+        parts.push(rfc3339(t));
+    }
+    for (k, v) in m.iter().filter(|(k, _)| *k != "ts") {
+        match v {
+            Value::String(s) => parts.push(format!("{k}={s}")),
+            other => parts.push(format!("{k}={other}")),
+        }
+    }
+    parts.join(" ")
+}
+
+/// Prints the rows of `dir/name` that match `query` (as stored with `json`, else as text
+/// lines); with `follow`, keeps printing rows as they are appended. A missing folder or file
+/// prints nothing and creates nothing.
+///
+/// ```no_run
+/// use relay_host::logs::{print, Query};
+/// print("/home/me/.local/state/relay".as_ref(), "audit.jsonl", false, &Query::default())?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn print(dir: &Path, name: &str, json: bool, query: &Query) -> io::Result<()> {
+    let path = dir.join(name);
+    let mut offset = 0u64;
+    loop {
+        offset = print_from(&path, offset, json, query)?;
+        if !query.follow {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Prints the whole lines from byte `offset` on; returns the offset after the last one.
+fn print_from(path: &Path, offset: u64, json: bool, query: &Query) -> io::Result<u64> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(offset),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    // A log that shrank was replaced: start again from its beginning.
+    let start = if len < offset { 0 } else { offset };
+    f.seek(SeekFrom::Start(start))?;
+    let mut reader = BufReader::new(f);
+    let mut at = start;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line)?;
+        if n == 0 || !line.ends_with('\n') {
+            return Ok(at);
+        }
+        at += n as u64;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let row = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()));
+        if !query.matches(&row) {
+            continue;
+        }
+        // A closed stdout ends the printing (and `--follow`) with the write's error.
+        if json {
+            try_outln!("{text}")?;
+        } else {
+            try_outln!("{}", text_line(&row))?;
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! A launch's network: the check that a token launch does not share the host's network unless
+//! the settings say so, and the proxy an allow-list session gets (started with the session,
+//! ended with it).
+
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::state::State;
+use crate::net::proxy::{Denied, Proxy};
+use crate::net::{token_network_allowed, HostNetworkRefused, Network};
+use crate::settings::Settings;
+use relay_token::sandbox::SandboxNet;
+
+/// The name of the proxy's socket in the session folder.
+pub const SOCKET_NAME: &str = "net.sock";
+
+/// Refuses (`sandbox_unavailable`) a sandboxed launch that carries the token with `network:
+/// "host"` unless the settings hold `"token_network": "host"`, and one whose allow-list has a
+/// wildcard entry unless they hold `"token_wildcards": true`.
+///
+/// ```
+/// use relay_host::{network::check, net::Network, settings::Settings};
+/// assert!(check(&Network::Host, true, &Settings::default()).is_err());
+/// assert!(check(&Network::Host, false, &Settings::default()).is_ok());
+/// ```
+pub fn check(
+    network: &Network,
+    carries_token: bool,
+    settings: &Settings,
+) -> Result<(), NetworkError> {
+    if !cfg!(target_os = "linux") && *network != Network::Host {
+        // No network namespace to put the session in: refused, never run on the host's network.
+        let network = network.word();
+        return Err(NetworkError::NeedsNamespace { network });
+    }
+    token_network_allowed(network, carries_token, settings.token_network)
+        .map_err(NetworkError::HostNetwork)?;
+    match network {
+        Network::Allow(list) if carries_token && !settings.token_wildcards => {
+            let hosts = list.wildcards();
+            match hosts.is_empty() {
+                true => Ok(()),
+                false => Err(NetworkError::Wildcards { hosts }),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The sandbox's network for `network`, and the running proxy when it is an allow-list: bound
+/// at `session_dir/net.sock`, each refusal written to the events as `network_denied` with the
+/// session, host and port. A proxy that cannot be set up refuses the launch
+/// (`sandbox_unavailable`, with the reason); there is no fall back to the host's network.
+///
+/// ```no_run
+/// use relay_host::{network::start, state::State, net::Network};
+/// let dir = tempfile::tempdir()?;
+/// let state = State::open(dir.path())?;
+/// let (net, proxy) = start(&Network::None, dir.path(), &state, "s1")?;
+/// assert!(proxy.is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn start(
+    network: &Network,
+    session_dir: &Path,
+    state: &State,
+    session_id: &str,
+) -> Result<(SandboxNet, Option<Proxy>), NetworkError> {
+    let list = match network {
+        Network::Host => return Ok((SandboxNet::Host, None)),
+        Network::None => return Ok((SandboxNet::Loopback, None)),
+        Network::Allow(list) => list.clone(),
+        // A network this build does not know: none at all.
+        _ => return Ok((SandboxNet::Loopback, None)),
+    };
+    let refuse = |what: String| move |source: io::Error| NetworkError::Proxy { what, source };
+    let forwarder = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(refuse("relay-host's own path".into()))?;
+    let socket = session_dir.join(SOCKET_NAME);
+    // A socket left by an earlier run of this session id (the session folder is the host's,
+    // and this launch holds the session's lock).
+    let _ = std::fs::remove_file(&socket);
+    let mut events = State::open(state.path()).map_err(refuse("state folder".into()))?;
+    // A refused host is the session's text: it may spell the token (`CONNECT <token>.x:443`).
+    events.set_redactor(state.redactor().clone());
+    let id = session_id.to_string();
+    let on_deny = Box::new(move |d: &Denied| {
+        let _ = events.event(&json!({
+            "event": "network_denied",
+            "session_id": id,
+            "host": d.host,
+            "port": d.port,
+            "reason": d.reason,
+        }));
+        events.log(&format!(
+            "session {id}: network refused {}:{} ({})",
+            d.host, d.port, d.reason
+        ));
+    });
+    let proxy = Proxy::start(&socket, list, on_deny)
+        .map_err(refuse(format!("socket {}", socket.display())))?;
+    Ok((SandboxNet::Proxy { socket, forwarder }, Some(proxy)))
+}
+
+/// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).
+///
+/// ```
+/// use relay_host::network::NetworkError;
+/// let e = NetworkError::Wildcards { hosts: vec![".example.com".into()] };
+/// assert!(e.to_string().starts_with("a launch with the token may reach .example.com only"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NetworkError {
+    /// This system has no network namespace for a network other than the host's.
+    NeedsNamespace {
+        /// The network's word (`none`, `allow-list`).
+        network: &'static str,
+    },
+    /// A token launch on the host's network without the operator's setting.
+    HostNetwork(HostNetworkRefused),
+    /// A token launch whose allow-list has wildcards without the operator's setting.
+    Wildcards {
+        /// The wildcard entries.
+        hosts: Vec<String>,
+    },
+    /// The allow-list's proxy cannot be set up.
+    Proxy {
+        /// What failed, with its path.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for NetworkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetworkError::NeedsNamespace { network } => write!(
+                f,
+                "network {network:?} needs a network namespace of the session's own (Linux); on \
+                 this system a template can use \"host\" only"
+            ),
+            NetworkError::HostNetwork(e) => write!(f, "{e}"),
+            NetworkError::Wildcards { hosts } => write!(
+                f,
+                "a launch with the token may reach {} only when the settings say \
+                 \"token_wildcards\": true (a wildcard covers hosts other people control); \
+                 list the exact host names instead",
+                hosts.join(", ")
+            ),
+            NetworkError::Proxy { what, source } => write!(
+                f,
+                "the network allow-list needs a proxy, which cannot be set up: {what}: {source}"
+            ),
+        }
+    }
+}
+
+impl Error for NetworkError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            NetworkError::HostNetwork(e) => Some(e),
+            NetworkError::Proxy { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The write-deny placeholders' life: a launch makes them under the state folder's lock
+//! ([`lock`]); the last session of the state folder to end removes them ([`release`]); `status`
+//! reports and `gc` removes those a killed host left ([`leftover`]).
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use relay_token::sandbox::write_deny::{self, Placeholders};
+
+/// The placeholders' lock (an exclusive `flock` on the state folder itself, so no lock file is
+/// left behind): held while placeholders are made, and while they are removed.
+pub(crate) fn lock(state_dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(state_dir)?;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Removes the placeholders once no session of this state folder runs any more (the last
+/// session to end removes them; `gc` removes those a killed host left). Called after a launch is
+/// refused, after a session ends (with this launch's own session lock already released) and by
+/// `gc`. Returns how many listed placeholders it removed.
+pub(crate) fn release(state_dir: &Path) -> usize {
+    if !state_dir.join(write_deny::PLACEHOLDERS_FILE).exists() {
+        return 0;
+    }
+    let Ok(_lock) = lock(state_dir) else {
+        return 0;
+    };
+    if any_session_running(state_dir) {
+        return 0;
+    }
+    let before = listed(state_dir);
+    if let Ok(mut ph) = Placeholders::open(state_dir) {
+        let _ = ph.remove_all();
+    }
+    before
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .count()
+}
+
+/// True while a session of this state folder holds its folder's lock.
+fn any_session_running(state_dir: &Path) -> bool {
+    let sessions = state_dir.join(super::state::SESSIONS_DIR);
+    std::fs::read_dir(&sessions)
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| super::state::session_locked(&e.path()))
+        })
+        .unwrap_or(false)
+}
+
+/// The placeholders `<state>/placeholders` lists that still exist (not followed when links).
+fn listed(state_dir: &Path) -> Vec<std::path::PathBuf> {
+    Placeholders::open(state_dir)
+        .map(|ph| ph.paths())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
+}
+
+/// The placeholders a host that ended without removing them left (listed, still there, and no
+/// session of this state folder running): what `status` reports and `gc` removes. Empty while a
+/// session runs, since its placeholders are then in use.
+pub(crate) fn leftover(state_dir: &Path) -> Vec<std::path::PathBuf> {
+    if any_session_running(state_dir) {
+        return Vec::new();
+    }
+    listed(state_dir)
+}

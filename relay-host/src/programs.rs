@@ -1,0 +1,140 @@
+//! The programs a launch runs, each found once as an absolute path: `relay-shim`, the
+//! template's command, bwrap (sandboxed) and ssh (remote); one a session could have planted is
+//! refused.
+
+use std::path::PathBuf;
+
+use super::error::{spawn_err, LaunchError, ProgramError};
+use super::reach;
+use super::request::Validated;
+use super::Host;
+use crate::settings::Settings;
+use relay_token::sandbox;
+
+/// The programs a launch runs, each found once, as absolute paths.
+pub(crate) struct Programs {
+    /// `relay-shim` (or this `relay-host`, which acts as it).
+    pub shim: PathBuf,
+    /// The template's command (a name on the other machine for a remote launch).
+    pub command: PathBuf,
+    /// bwrap (sandbox-exec on macOS), for a sandboxed launch.
+    pub bwrap: Option<PathBuf>,
+    /// What that bwrap can do (nothing on macOS, where `bwrap` is `sandbox-exec`).
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
+    pub features: sandbox::BwrapFeatures,
+    /// ssh, for a remote launch.
+    pub ssh: Option<PathBuf>,
+    /// Every template's read-write grants, expanded for this launch's project (worked out once:
+    /// the programs' checks and the sandbox's link checks share them).
+    pub rw_grants: Vec<PathBuf>,
+}
+
+/// Finds relay-shim, the template's command, bwrap (sandboxed) and ssh (remote); refuses one
+/// that a session could have planted (inside a read-write grant, outside the folders every
+/// sandbox keeps read-only).
+pub(crate) fn resolve(
+    host: &Host,
+    settings: &Settings,
+    v: &Validated,
+    claude_config: &std::path::Path,
+) -> Result<Programs, LaunchError> {
+    let shim = host.find_shim(settings).map_err(ProgramError::Shim)?;
+    let command = find_command(v)?;
+    let (bwrap, features) = match v.sandboxed() {
+        true => find_sandbox(settings).map(|(p, f)| (Some(p), f))?,
+        false => (None, Default::default()),
+    };
+    let ssh = match &v.request().host {
+        Some(_) => Some(relay_token::which::find_program("ssh").ok_or(ProgramError::SshNotFound)?),
+        None => None,
+    };
+    let rw_grants = reach::rw_grants_in(
+        host,
+        settings,
+        v.project(),
+        claude_config,
+        &sandbox::Realpaths::default(),
+    );
+    let programs = Programs {
+        shim,
+        command,
+        bwrap,
+        features,
+        ssh,
+        rw_grants,
+    };
+    check_planted(host, v, &programs)?;
+    real_command(v, programs)
+}
+
+/// The template's command on `PATH`; a remote (ssh) launch names a program on the other
+/// machine: it is not looked up here.
+fn find_command(v: &Validated) -> Result<PathBuf, ProgramError> {
+    let name = &v.template().command[0];
+    match &v.request().host {
+        Some(_) => Ok(PathBuf::from(name)),
+        None => relay_token::which::find_program(name)
+            .ok_or_else(|| ProgramError::CommandNotFound { name: name.clone() }),
+    }
+}
+
+/// The sandbox program: bwrap on Linux, sandbox-exec on macOS.
+fn find_sandbox(
+    settings: &Settings,
+) -> Result<(PathBuf, sandbox::BwrapFeatures), sandbox::SandboxError> {
+    #[cfg(target_os = "macos")]
+    let _ = settings;
+    #[cfg(target_os = "macos")]
+    return sandbox::find_sandbox_exec().map(|p| (p, Default::default()));
+    #[cfg(not(target_os = "macos"))]
+    return find_bwrap(settings);
+}
+
+/// Refuses a program a session could have planted.
+fn check_planted(host: &Host, v: &Validated, p: &Programs) -> Result<(), ProgramError> {
+    let guarded = reach::guarded_folders(host, &p.rw_grants);
+    let local = v
+        .request()
+        .host
+        .is_none()
+        .then_some(("command", &p.command));
+    let checks = [Some(("relay-shim", &p.shim)), local]
+        .into_iter()
+        .flatten()
+        .chain(p.bwrap.iter().map(|b| ("bwrap", b)))
+        .chain(p.ssh.iter().map(|b| ("ssh", b)));
+    for (what, path) in checks {
+        if let Some(e) = reach::program_problem(what, path, &p.rw_grants, &guarded) {
+            return Err(ProgramError::Planted(e));
+        }
+    }
+    Ok(())
+}
+
+/// A local command by its real path.
+fn real_command(v: &Validated, mut p: Programs) -> Result<Programs, LaunchError> {
+    if v.request().host.is_none() {
+        p.command = p
+            .command
+            .canonicalize()
+            .map_err(spawn_err(format!("command {}", p.command.display())))?;
+    }
+    Ok(p)
+}
+
+/// The bwrap of the settings (or `PATH`) and what it can do. One that reports the sandbox's
+/// start (`--json-status-fd`) is not run beforehand: one that cannot make the sandbox's
+/// namespaces (the probe's case) ends before that report ([`super::start`]). An older one is
+/// probed first, as it would only show after the launch was answered. A mount bwrap fails to
+/// make after its report ends the session instead (status 1, bwrap's message on its stderr).
+#[cfg(not(target_os = "macos"))]
+fn find_bwrap(
+    settings: &Settings,
+) -> Result<(PathBuf, sandbox::BwrapFeatures), sandbox::SandboxError> {
+    let path = sandbox::locate_bwrap(settings.bwrap.as_deref())?;
+    let features = sandbox::BwrapFeatures::of(&path);
+    if !features.json_status {
+        sandbox::probe_bwrap(&path)?;
+    }
+    Ok((path, features))
+}

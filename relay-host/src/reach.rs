@@ -1,0 +1,333 @@
+//! What sessions can write, and the checks that keep a later launch out of their reach.
+//!
+//! A session without the token must not change what a later launch runs, reads as
+//! configuration, or talks to. The launch and `relay-host status` share these checks: the
+//! programs that later hold the token, the `PATH` folders they are found in, the settings file
+//! and the token file itself.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::Host;
+use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+use relay_token::sandbox::{expand_grant, write_deny};
+
+/// Every template's read-write grants (built-in and configured), expanded against the home
+/// folder, `project` and the relay-owned Claude config folder, each with its real path too.
+/// A `{project}` grant is left out without a project.
+///
+/// ```
+/// use relay_host::{Host, reach::rw_grants};
+/// let host = Host::from_dirs("/c".into(), "/s".into())?;
+/// let grants = rw_grants(&host, &Default::default(), None, std::path::Path::new("/s/claude"));
+/// assert!(grants.contains(&host.home));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn rw_grants(
+    host: &Host,
+    settings: &Settings,
+    project: Option<&Path>,
+    claude_config: &Path,
+) -> Vec<PathBuf> {
+    rw_grants_in(
+        host,
+        settings,
+        project,
+        claude_config,
+        &relay_token::sandbox::Realpaths::default(),
+    )
+}
+
+/// [`rw_grants`] with the launch's real-path cache: each folder holding grants is made
+/// canonical once, a grant in it costs one `lstat` (a template the launch does not use costs a
+/// look at each of its read-write grants, no walk of each one's path).
+pub(crate) fn rw_grants_in(
+    host: &Host,
+    settings: &Settings,
+    project: Option<&Path>,
+    claude_config: &Path,
+    real_of: &relay_token::sandbox::Realpaths,
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    for t in templates(settings) {
+        let Sandbox::Grants(g) = &t.sandbox else {
+            continue;
+        };
+        for value in &g.read_write {
+            if value.starts_with(PROJECT_PLACEHOLDER) && project.is_none() {
+                continue;
+            }
+            let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
+            let Ok(p) = expand_grant(&v, &host.home, project) else {
+                continue;
+            };
+            let real = real_of.of(&p).ok();
+            for q in [Some(p), real].into_iter().flatten() {
+                if seen.insert(q.clone()) {
+                    out.push(q);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The built-in templates not replaced by the settings, then the configured ones.
+///
+/// ```
+/// let all = relay_host::reach::templates(&Default::default());
+/// assert_eq!(all.len(), 2);
+/// ```
+pub fn templates(settings: &Settings) -> Vec<crate::settings::Template> {
+    let mut all = crate::settings::builtin_templates();
+    all.retain(|b| settings.templates.iter().all(|t| t.id != b.id));
+    all.extend(settings.templates.iter().cloned());
+    all
+}
+
+/// The grant among `grants` that holds `path`, if any.
+fn holder<'a>(grants: &'a [PathBuf], path: &Path) -> Option<&'a PathBuf> {
+    grants.iter().find(|g| path.starts_with(g))
+}
+
+/// The folders every sandbox keeps read-only where a grant shows them: the write-deny list's
+/// folders under the home folder, and the `PATH` folders that can be kept so (not a symlink a
+/// session could replace). A program inside a read-write grant is safe only in one of these.
+///
+/// ```
+/// use relay_host::{Host, reach::guarded_folders};
+/// let host = Host::from_dirs("/c".into(), "/s".into())?;
+/// assert!(guarded_folders(&host, &[]).contains(&host.home.join(".local/bin")));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = write_deny::HOME
+        .iter()
+        .filter(|e| matches!(e, write_deny::Entry::Dir(_)))
+        .map(|e| host.home.join(e.rel()))
+        .collect();
+    for d in relay_token::which::path_folders() {
+        if path_folder_problem(&d, grants).is_none() {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// What a session could reach that a later launch relies on: each check's finding, with the
+/// paths it names. Its text is the refusal's or the warning's.
+///
+/// ```
+/// use relay_host::reach::Exposure;
+/// let e = Exposure::TokenMode { path: "/t".into(), mode: 0o644 };
+/// assert_eq!(e.to_string(), "read claude_token_file /t: mode 0644 lets others read it; chmod 600 it");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Exposure {
+    /// A `PATH` folder passes through a symlink inside a read-write grant.
+    PathFolderLink {
+        /// The `PATH` folder.
+        folder: PathBuf,
+        /// The symlink on its way.
+        link: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// A program (`what`: `relay-shim`, `command`, `bwrap`, `ssh`) lies inside a read-write
+    /// grant, outside every folder every sandbox keeps read-only.
+    Program {
+        /// Which program.
+        what: &'static str,
+        /// Its path (as found, or its real path).
+        path: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// The settings file's real path lies inside a read-write grant.
+    Settings {
+        /// Its real path.
+        real: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// The token file is readable or writable by group or others.
+    TokenMode {
+        /// The token file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token file is owned by neither the host's user nor root.
+    TokenOwner {
+        /// The token file.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// The user relay-host runs as.
+        me: u32,
+    },
+}
+
+impl std::fmt::Display for Exposure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let q = |p: &Path| p.display().to_string();
+        match self {
+            Exposure::PathFolderLink {
+                folder,
+                link,
+                grant,
+            } => write!(
+                f,
+                "PATH folder {:?} passes through the symlink {:?} inside the read-write grant \
+                 {:?}: it cannot be kept read-only, so it is skipped",
+                q(folder),
+                q(link),
+                q(grant)
+            ),
+            Exposure::Program { what, path, grant } => write!(
+                f,
+                "{what} {:?} lies inside the read-write grant {:?}, where a session could have \
+                 replaced it; install it outside every read-write grant or in ~/.local/bin",
+                q(path),
+                q(grant)
+            ),
+            Exposure::Settings { real, grant } => write!(
+                f,
+                "its real path {:?} lies inside the read-write grant {:?}, where a session could \
+                 rewrite it; keep the settings file itself in the config folder",
+                q(real),
+                q(grant)
+            ),
+            Exposure::TokenMode { path, mode } => write!(
+                f,
+                "read claude_token_file {}: mode {mode:04o} lets others read it; chmod 600 it",
+                path.display()
+            ),
+            Exposure::TokenOwner { path, uid, me } => write!(
+                f,
+                "read claude_token_file {}: owned by uid {uid}, not by the user relay-host runs \
+                 as (uid {me})",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Exposure {}
+
+/// Why a `PATH` folder inside a read-write grant cannot be kept read-only (it is, or passes
+/// through, a symlink a session could replace), or `None`.
+///
+/// ```
+/// use std::path::{Path, PathBuf};
+/// let grants = [PathBuf::from("/nonexistent-home")];
+/// assert!(relay_host::reach::path_folder_problem(Path::new("/usr/bin"), &grants).is_none());
+/// ```
+pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<Exposure> {
+    let g = holder(grants, folder)?;
+    let mut p = g.clone();
+    for c in folder.strip_prefix(g).ok()?.components() {
+        p.push(c);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(Exposure::PathFolderLink {
+                folder: folder.to_path_buf(),
+                link: p,
+                grant: g.clone(),
+            });
+        }
+    }
+    None
+}
+
+/// Why `program` (as found) could have been planted by a session, or `None`: its path or real
+/// path lies inside a read-write grant, outside every folder that every sandbox keeps
+/// read-only (`guarded`).
+///
+/// ```
+/// use std::path::{Path, PathBuf};
+/// use relay_host::reach::program_problem;
+/// let grants = [PathBuf::from("/home/me")];
+/// let guarded = [PathBuf::from("/home/me/.local/bin")];
+/// assert!(program_problem("claude", Path::new("/home/me/.local/bin/claude"), &grants, &guarded).is_none());
+/// let e = program_problem("bwrap", Path::new("/home/me/x/bwrap"), &grants, &guarded).unwrap();
+/// assert!(e.to_string().starts_with("bwrap \"/home/me/x/bwrap\" lies inside the read-write grant \"/home/me\""));
+/// ```
+pub fn program_problem(
+    what: &'static str,
+    program: &Path,
+    grants: &[PathBuf],
+    guarded: &[PathBuf],
+) -> Option<Exposure> {
+    let real = program
+        .canonicalize()
+        .unwrap_or_else(|_| program.to_path_buf());
+    for p in [program, real.as_path()] {
+        let Some(g) = holder(grants, p) else {
+            continue;
+        };
+        let folder = p.parent().unwrap_or(p);
+        if guarded.iter().any(|d| folder == d) {
+            continue;
+        }
+        return Some(Exposure::Program {
+            what,
+            path: p.to_path_buf(),
+            grant: g.clone(),
+        });
+    }
+    None
+}
+
+/// Why the settings file cannot be trusted, or `None`: its real path leaves the config folder
+/// (which every sandbox masks) for a read-write grant, through a symlink: a session could
+/// rewrite it there.
+///
+/// ```
+/// use std::path::{Path, PathBuf};
+/// let grants = [PathBuf::from("/home/me")];
+/// let file = Path::new("/home/me/dotfiles/relay.json");
+/// let e = relay_host::reach::settings_problem(file, Path::new("/home/me/.config/relay"), &grants);
+/// assert!(e.unwrap().to_string().contains("lies inside the read-write grant"));
+/// ```
+pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> Option<Exposure> {
+    let real = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+    let config = config_dir
+        .canonicalize()
+        .unwrap_or_else(|_| config_dir.to_path_buf());
+    if real.starts_with(&config) {
+        return None;
+    }
+    let grant = holder(grants, &real)?.clone();
+    Some(Exposure::Settings { real, grant })
+}
+
+/// Why the token file is exposed, or `None`: readable or writable by group or others, or owned
+/// by neither the user relay-host runs as nor root.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let f = dir.path().join("token");
+/// std::fs::write(&f, "x")?;
+/// # use std::os::unix::fs::PermissionsExt;
+/// std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644))?;
+/// let e = relay_host::reach::token_file_problem(&f).unwrap();
+/// assert!(e.to_string().ends_with("mode 0644 lets others read it; chmod 600 it"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn token_file_problem(path: &Path) -> Option<Exposure> {
+    let m = std::fs::metadata(path).ok()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let path = path.to_path_buf();
+    if m.mode() & 0o077 != 0 {
+        let mode = m.mode() & 0o7777;
+        return Some(Exposure::TokenMode { path, mode });
+    }
+    if m.uid() != me && m.uid() != 0 {
+        let uid = m.uid();
+        return Some(Exposure::TokenOwner { path, uid, me });
+    }
+    None
+}

@@ -1,0 +1,408 @@
+//! A launch request, as `relay-host launch` reads it, and its validation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::settings::{Sandbox, Settings, Template};
+
+/// The kinds of session a request may ask for.
+///
+/// ```
+/// use relay_host::request::Kind;
+/// let k: Kind = serde_json::from_str("\"claude\"").unwrap();
+/// assert_eq!(k, Kind::Claude);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Kind {
+    /// Claude Code, from the `claude-code` template.
+    Claude,
+    /// Any template, in a terminal (`claude-code` makes it a Claude launch).
+    Terminal,
+    /// The `pi` template.
+    Pi,
+    /// The `codex` template.
+    Codex,
+    /// The `chat` template.
+    Chat,
+}
+
+impl Kind {
+    /// The kind's name as it is written in a request.
+    ///
+    /// ```
+    /// assert_eq!(relay_host::request::Kind::Terminal.as_str(), "terminal");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Claude => "claude",
+            Kind::Terminal => "terminal",
+            Kind::Pi => "pi",
+            Kind::Codex => "codex",
+            Kind::Chat => "chat",
+        }
+    }
+}
+
+/// The id of the template Claude launches use.
+pub const CLAUDE_TEMPLATE: &str = "claude-code";
+
+/// A launch request. Unknown keys (such as `claude_token`: only the host sets a token) are
+/// refused.
+///
+/// ```
+/// use relay_host::request::Request;
+/// let r = Request::from_json(r#"{"kind": "claude", "project": "/srv/p"}"#).unwrap();
+/// assert!(r.sandbox);
+/// assert!(Request::from_json(r#"{"kind": "claude", "claude_token": "x"}"#).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The kind of session.
+    pub kind: Kind,
+    /// The template id (may be left out for `claude` and for the kinds named after a template).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The session id: `[A-Za-z0-9._-]`, 1 to 64 characters; generated when left out.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// A Claude conversation to resume (`--resume <id>` for Claude launches).
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// The project folder (absolute).
+    #[serde(default)]
+    pub project: Option<PathBuf>,
+    /// Arguments appended to the template's command.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Variables set after the template's env.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Sandboxed (the default) or not.
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// Run on another machine over ssh (never gets the token).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Keep the session folder after the session ends, for a later `resume` (`gc` removes it
+    /// once older than the retention); by default it is removed when the session ends.
+    #[serde(default)]
+    pub keep: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+pub use super::invalid_spec::{InvalidSpec, ProjectRule};
+
+/// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.` (no hidden
+/// or parent folder) nor `-` (never read as an option where it is passed on).
+///
+/// ```
+/// use relay_host::request::valid_session_id;
+/// assert!(valid_session_id("s-1"));
+/// assert!(!valid_session_id("../x"));
+/// assert!(!valid_session_id("-rf"));
+/// assert!(!valid_session_id(""));
+/// ```
+pub fn valid_session_id(id: &str) -> bool {
+    relay_shim::SessionId::parse(id).is_some()
+}
+
+/// A request checked against the settings: what to launch. Made only by [`Request::validate`].
+///
+/// ```
+/// use relay_host::request::Request;
+/// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell"}"#).unwrap();
+/// let v = r.validate(&Default::default()).unwrap();
+/// assert!(!v.claude());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Validated {
+    request: Request,
+    template: Template,
+    claude: bool,
+    sandboxed: bool,
+    session_id: String,
+}
+
+impl Validated {
+    /// The request.
+    ///
+    /// ```
+    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).unwrap().request().sandbox);
+    /// ```
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The template it resolved to.
+    ///
+    /// ```
+    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert_eq!(r.validate(&Default::default()).unwrap().template().id, "claude-code");
+    /// ```
+    pub fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
+    ///
+    /// ```
+    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).unwrap().claude());
+    /// ```
+    pub fn claude(&self) -> bool {
+        self.claude
+    }
+
+    /// True when it runs in the sandbox (the request asks for it and the template has one).
+    ///
+    /// ```
+    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude", "sandbox": false}"#).unwrap();
+    /// assert!(!r.validate(&Default::default()).unwrap().sandboxed());
+    /// ```
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
+    }
+
+    /// The session id (given or generated).
+    ///
+    /// ```
+    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude", "session_id": "s1"}"#).unwrap();
+    /// assert_eq!(r.validate(&Default::default()).unwrap().session_id(), "s1");
+    /// ```
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The project folder, once checked its real path.
+    ///
+    /// ```
+    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).unwrap().project().is_none());
+    /// ```
+    pub fn project(&self) -> Option<&Path> {
+        self.request.project.as_deref()
+    }
+
+    /// The request with its project replaced by the real path the launch checked.
+    pub(crate) fn with_real_project(mut self, real: PathBuf) -> Validated {
+        self.request.project = Some(real);
+        self
+    }
+}
+
+impl Request {
+    /// Parses a request; an error is `invalid_spec`.
+    ///
+    /// ```
+    /// let e = relay_host::request::Request::from_json(r#"{"kind": "claude", "colour": 1}"#).unwrap_err();
+    /// assert!(e.to_string().contains("colour"));
+    /// ```
+    pub fn from_json(text: &str) -> Result<Request, InvalidSpec> {
+        if text.trim_start().starts_with('[') {
+            return Err(InvalidSpec::Array);
+        }
+        serde_json::from_str(text).map_err(|e| {
+            if e.is_syntax() || e.is_eof() {
+                InvalidSpec::NotJson(e)
+            } else {
+                InvalidSpec::Shape(e)
+            }
+        })
+    }
+
+    /// Checks the request against the settings and picks the template.
+    ///
+    /// ```
+    /// use relay_host::request::Request;
+    /// let r = Request::from_json(r#"{"kind": "pi", "template": "claude-code"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).is_err());
+    /// ```
+    pub fn validate(self, settings: &Settings) -> Result<Validated, InvalidSpec> {
+        let template_id = match (self.kind, self.template.as_deref()) {
+            (Kind::Claude, None) | (Kind::Claude, Some(CLAUDE_TEMPLATE)) => CLAUDE_TEMPLATE,
+            (Kind::Claude, Some(t)) => {
+                return Err(InvalidSpec::ClaudeTemplate {
+                    expected: CLAUDE_TEMPLATE,
+                    given: t.to_string(),
+                })
+            }
+            (Kind::Terminal, Some(t)) => t,
+            (Kind::Terminal, None) => return Err(InvalidSpec::TerminalWithoutTemplate),
+            (k, None) => k.as_str(),
+            (k, Some(t)) if t == k.as_str() => t,
+            (k, Some(t)) => {
+                return Err(InvalidSpec::KindTemplate {
+                    kind: k.as_str(),
+                    given: t.to_string(),
+                })
+            }
+        };
+        let Some(template) = settings.template(template_id) else {
+            return Err(InvalidSpec::UnknownTemplate(template_id.to_string()));
+        };
+        let session_id = match &self.session_id {
+            Some(id) if valid_session_id(id) => id.clone(),
+            Some(id) => return Err(InvalidSpec::SessionId(id.clone())),
+            None => new_session_id(),
+        };
+        if let Some(r) = &self.resume {
+            if !valid_session_id(r) {
+                return Err(InvalidSpec::Resume(r.clone()));
+            }
+        }
+        if let Some(p) = &self.project {
+            if !p.is_absolute() {
+                return Err(InvalidSpec::ProjectNotAbsolute(p.clone()));
+            }
+        }
+        if let Some(h) = &self.host {
+            if h.is_empty() || h.starts_with('-') || h.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(InvalidSpec::Host(h.clone()));
+            }
+        }
+        check_sizes(&self)?;
+        for (k, val) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') || val.contains('\0') {
+                return Err(InvalidSpec::EnvEntry(k.clone()));
+            }
+            if k == relay_token::TOKEN_FD_VAR {
+                return Err(InvalidSpec::EnvTokenVar(k.clone()));
+            }
+        }
+        let claude =
+            template.id == CLAUDE_TEMPLATE && matches!(self.kind, Kind::Claude | Kind::Terminal);
+        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox != Sandbox::Off;
+        Ok(Validated {
+            request: self,
+            template,
+            claude,
+            sandboxed,
+            session_id,
+        })
+    }
+}
+
+/// Reads a request's text: at most 1 MiB ([`crate::settings::MAX_SETTINGS_BYTES`]), UTF-8; a
+/// larger one is `invalid_spec` without reading the rest.
+///
+/// ```
+/// use relay_host::request::read_request;
+/// assert_eq!(read_request(&b"{}"[..]).unwrap(), "{}");
+/// let big = vec![b' '; (1 << 20) + 1];
+/// assert_eq!(read_request(&big[..]).unwrap_err().to_string(), "request: larger than 1 MiB");
+/// ```
+pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
+    use std::io::Read;
+    let max = crate::settings::MAX_SETTINGS_BYTES;
+    let mut bytes = Vec::new();
+    r.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(InvalidSpec::Read)?;
+    if bytes.len() > max {
+        return Err(InvalidSpec::TooLarge);
+    }
+    String::from_utf8(bytes).map_err(|_| InvalidSpec::NotUtf8)
+}
+
+/// Variable names a token launch's request may never set, whatever a template allows: the
+/// loader's (`LD_*`), the API client's (`ANTHROPIC_*`), Claude Code's own (`CLAUDE*`) and Node's
+/// options. Each can send the token elsewhere or run code beside it.
+pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
+
+/// Claude Code flags a token launch's request may not pass: each loads settings, servers,
+/// plugins or folders that can change where requests go or what runs beside the token.
+pub const NEVER_CLAUDE_FLAGS: &[&str] = &[
+    "--settings",
+    "--setting-sources",
+    "--mcp-config",
+    "--plugin-dir",
+    "--plugin-url",
+    "--add-dir",
+    "--agents",
+];
+
+/// Checks what a request adds to a launch that carries the token: each `env` name must be in
+/// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; no `extra_args`
+/// entry may be one of [`NEVER_CLAUDE_FLAGS`] (also in its `--flag=value` form).
+///
+/// ```
+/// use relay_host::request::{check_token_request, Request};
+/// let r = Request::from_json(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#)?;
+/// let e = check_token_request(&r, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
+/// assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
+/// let r = Request::from_json(r#"{"kind": "claude", "extra_args": ["--settings={}"]}"#)?;
+/// assert!(check_token_request(&r, &[]).unwrap_err().to_string().contains("--settings"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<(), InvalidSpec> {
+    for k in request.env.keys() {
+        if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
+            return Err(InvalidSpec::EnvPrefix {
+                name: k.clone(),
+                prefix: p,
+            });
+        }
+        if !allowed_env.iter().any(|a| a == k) {
+            return Err(InvalidSpec::EnvNotAllowed(k.clone()));
+        }
+    }
+    for a in &request.extra_args {
+        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+        if NEVER_CLAUDE_FLAGS.contains(&flag) {
+            return Err(InvalidSpec::Flag(flag.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// The most bytes a request's `env` (names and values) or `extra_args` may hold together: well
+/// below the kernel's limit on an exec's arguments and environment.
+pub const MAX_REQUEST_BYTES: usize = 65536;
+
+/// Refuses `extra_args` with a NUL byte (an exec cannot carry it) and an `env` or `extra_args`
+/// larger than [`MAX_REQUEST_BYTES`], naming the field.
+fn check_sizes(r: &Request) -> Result<(), InvalidSpec> {
+    if let Some(i) = r.extra_args.iter().position(|a| a.contains('\0')) {
+        return Err(InvalidSpec::ArgNul(i));
+    }
+    let env: usize = r.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let args: usize = r.extra_args.iter().map(|a| a.len() + 1).sum();
+    for (field, n) in [("env", env), ("extra_args", args)] {
+        if n > MAX_REQUEST_BYTES {
+            return Err(InvalidSpec::TooBig {
+                field,
+                bytes: n,
+                max: MAX_REQUEST_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A fresh random session id (`s-` and 16 hex digits).
+///
+/// ```
+/// let id = relay_host::request::new_session_id();
+/// assert!(relay_host::request::valid_session_id(&id));
+/// ```
+pub fn new_session_id() -> String {
+    let mut buf = [0u8; 8];
+    if relay_token::sys::random_bytes(&mut buf).is_err() {
+        let t = super::state::now_secs() ^ ((std::process::id() as u64) << 32);
+        buf = t.to_le_bytes();
+    }
+    let mut s = String::from("s-");
+    for b in buf {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}

@@ -1,0 +1,155 @@
+//! The `relay-shim` command of one launch: its flags, environment, working folder and stdin,
+//! and a hook that ties it to the host's life (and, sandboxed, refuses `ptrace` to everything
+//! below it).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::process::{Command, Stdio};
+
+use super::argv::subst;
+use super::confine;
+use super::stage::{Confined, SessionArgv};
+use super::wiring::ShimWiring;
+use relay_token::sandbox;
+use relay_token::ChildEnv;
+
+/// How the session's stdin is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stdin {
+    /// The host's own stdin (a terminal launch, or a request read from a file).
+    Inherit,
+    /// `/dev/null` (the request came on stdin).
+    Null,
+}
+
+/// The `relay-shim` command that runs `c`: the environment ([`shim_env`]), the flags, the
+/// confined command line, the working folder and stdin.
+pub(crate) fn shim_command(c: &Confined, stdin: Stdin, wiring: &ShimWiring) -> Command {
+    let (launch, v) = (&c.launch, &c.launch.v);
+    let shim = &launch.programs.shim;
+    let mut cmd = Command::new(shim);
+    if shim.file_name().is_some_and(|n| n != "relay-shim") {
+        // This relay-host itself: started under the name relay-shim, it acts as the shim.
+        std::os::unix::process::CommandExt::arg0(&mut cmd, "relay-shim");
+    }
+    tie_to_host(&mut cmd, v.sandboxed());
+    if launch.carries_token() {
+        cmd.arg("--pass-token");
+    }
+    if v.sandboxed() && cfg!(target_os = "macos") {
+        cmd.arg("--sandbox-profile")
+            .arg(launch.folder.dir().join(confine::SBPL_FILE));
+    }
+    if let Some(range) = passed_fds(&c.argv) {
+        cmd.arg("--pass-fds").arg(range);
+    }
+    if let Some(n) = c.argv.status_fd {
+        cmd.arg("--sandbox-status-fd").arg(n.to_string());
+    }
+    cmd.args(wiring.args())
+        .arg("--session-id")
+        .arg(v.session_id())
+        .arg("--")
+        .args(&c.argv.argv);
+    shim_env(c).apply(&mut cmd);
+    // bwrap changes folder itself (`--chdir`); sandbox-exec runs where it is started.
+    if let (false, Some(p)) = (v.sandboxed() && cfg!(target_os = "linux"), launch.project()) {
+        cmd.current_dir(p);
+    }
+    if stdin == Stdin::Null {
+        cmd.stdin(Stdio::null());
+    }
+    cmd
+}
+
+/// The shim's environment: the template's variables (placeholders filled in), unsandboxed the
+/// request's too, the gateway's base URL, git's guard for a token launch, the session id and
+/// `TMPDIR`.
+fn shim_env(c: &Confined) -> ChildEnv {
+    let (launch, v) = (&c.launch, &c.launch.v);
+    let carries_token = launch.carries_token();
+    let mut env_vars: BTreeMap<String, String> = v
+        .template()
+        .env
+        .iter()
+        .map(|(k, val)| {
+            (
+                k.clone(),
+                subst(val, &launch.claude_config, launch.project()),
+            )
+        })
+        .collect();
+    if !v.sandboxed() {
+        // Unsandboxed, the request's variables go to the shim's environment too: no token is
+        // handed over, and the requester runs its program outside any sandbox anyway.
+        env_vars.extend(v.request().env.clone());
+    }
+    if let Some(g) = &v.template().api_base_url {
+        env_vars.insert(crate::settings::BASE_URL_VARIABLE.into(), g.url().into());
+    }
+    let mut env = ChildEnv::from_current(&env_vars, carries_token);
+    if carries_token {
+        // git in the session ignores what a session without the token could have planted.
+        for (k, val) in sandbox::git_guard::env() {
+            env.set(k, val);
+        }
+    }
+    env.set(relay_shim::SESSION_ID_VAR, v.session_id());
+    // bwrap binds the session's temp folder at /tmp; elsewhere (unsandboxed, or macOS, where
+    // the profile grants the folder itself) TMPDIR names it.
+    if v.sandboxed() && cfg!(target_os = "linux") {
+        env.set("TMPDIR", "/tmp");
+    } else {
+        env.set("TMPDIR", launch.folder.tmp());
+    }
+    env
+}
+
+/// `FIRST-LAST` of the descriptors the shim hands on to bwrap unread: its arguments file at
+/// [`confine::ARGS_FD`] and the bind descriptors after it, or `None` when there are none.
+fn passed_fds(argv: &SessionArgv) -> Option<String> {
+    let binds = argv.by_fd.as_ref().map_or(0, |r| r.bind_fds().len());
+    let binds = binds as std::os::fd::RawFd;
+    let first = match (&argv.args_file, binds) {
+        (Some(_), _) => confine::ARGS_FD,
+        (None, 0) => return None,
+        (None, _) => confine::BIND_FD_BASE,
+    };
+    // The bind descriptors follow the arguments file: the last is ARGS_FD + binds.
+    Some(format!("{first}-{}", confine::ARGS_FD + binds))
+}
+
+/// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
+/// forwards it to the session: nothing runs on unsupervised. Sandboxed, the shim also installs
+/// the no-tracing filter that bwrap and the session inherit (a session could otherwise stop
+/// bwrap's init and hang the launch, or read the token out of Claude Code's memory).
+fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
+    let host_pid = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs between fork and exec and makes raw system calls only (sigprocmask,
+    // prctl, getppid, and the filter's two prctl on static data); it allocates nothing and builds its
+    // error with `from_raw_os_error` / `last_os_error`.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            // The host defers these while it prepares; the shim must get them.
+            super::signals::undefer_in_child();
+            // Linux only: macOS has no parent-death signal.
+            #[cfg(target_os = "linux")]
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The host may have died before the prctl: then nobody would send the signal.
+            if libc::getppid() != host_pid {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // Linux only: the filter guards bwrap's init; macOS has no bwrap.
+            #[cfg(target_os = "linux")]
+            if sandboxed {
+                sandbox::seccomp::install_no_tracing()?;
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = sandboxed;
+            Ok(())
+        });
+    }
+}

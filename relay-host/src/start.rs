@@ -1,0 +1,237 @@
+//! The start of one session: spawn the shim with the status pipe at 3 (or 4), the token pipe at
+//! 5 and bwrap's bind descriptors from [`confine::BIND_FD_BASE`], wait for its `started`
+//! (after a confirmed `hello_ok` with the launch identity), record the start.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::audit_row::AuditRow;
+use super::confine;
+use super::error::{spawn_err, LaunchError, StartError};
+use super::stage::{Session, ShimCommand, Spawned};
+use super::state::State;
+use super::wiring::Gate;
+use relay_token::FdMap;
+use relay_token::{sys, ClaudeToken, TokenPipe};
+
+/// How long the host waits for the shim's `started` line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Spawns the shim of `s`, handing it the status pipe, the wiring's descriptors, bwrap's
+/// descriptors and the token (which is dropped here).
+pub(crate) fn spawn(s: ShimCommand) -> Result<Spawned, LaunchError> {
+    // Everything this launch made is recorded by now: a SIGTERM held back ends the host here,
+    // leaving what `gc` removes. Not later: forwarded the moment bwrap reports its sandbox, it
+    // can reach bwrap before the sandbox's init has tied itself to bwrap's life, and that init
+    // would run on alone.
+    super::signals::undefer();
+    let ShimCommand {
+        mut launch,
+        proxy,
+        argv,
+        wiring,
+        mut cmd,
+    } = s;
+    let (status_r, status_w) = sys::pipe2_cloexec().map_err(spawn_err("status pipe"))?;
+    let mut extra = FdMap::new();
+    extra.place(status_w.as_fd(), wiring.status_fd());
+    wiring.attach(&mut cmd, &mut extra);
+    let bind_fds = argv
+        .by_fd
+        .as_ref()
+        .map(|r| r.bind_fds())
+        .unwrap_or_default();
+    for &(fd, n) in &bind_fds {
+        extra.place(fd, n);
+    }
+    if let Some(f) = &argv.args_file {
+        extra.place(f.as_fd(), confine::ARGS_FD);
+    }
+    let spawned = spawn_with(&mut cmd, launch.token.take(), extra);
+    drop(status_w);
+    let shim = spawned?;
+    Ok(Spawned {
+        launch,
+        proxy,
+        _argv: argv,
+        shim,
+        status: BufReader::new(File::from(status_r)),
+        gate: wiring.start(START_TIMEOUT),
+    })
+}
+
+/// Spawns `cmd` with `extra` placed, and the token on its pipe at 5 when there is one.
+fn spawn_with(
+    cmd: &mut Command,
+    token: Option<ClaudeToken>,
+    extra: FdMap<'_>,
+) -> Result<Child, LaunchError> {
+    let spawned = match token {
+        Some(t) => {
+            let pipe = TokenPipe::new(&t).map_err(spawn_err("token pipe"));
+            drop(t);
+            pipe?.spawn_with(cmd, extra)
+        }
+        None => extra.spawn(cmd),
+    };
+    let shim = Path::new(cmd.get_program()).display().to_string();
+    spawned.map_err(spawn_err(format!("spawn {shim}")))
+}
+
+/// Waits for `started` and records it; a shim that fails first is killed and reaped, and one
+/// whose start cannot be recorded is stopped at once.
+pub(crate) fn wait_started(
+    state: &State,
+    row: &AuditRow,
+    mut s: Spawned,
+) -> Result<Session, LaunchError> {
+    let bwrap = s.launch.programs.bwrap.clone();
+    let pid = match read_started(&mut s.status, START_TIMEOUT, &mut s.gate, bwrap.as_deref()) {
+        Ok(pid) => pid,
+        Err(e) => {
+            let _ = s.shim.kill();
+            let _ = s.shim.wait();
+            return Err(e);
+        }
+    };
+    record_started(state, row, &s, pid).inspect_err(|_| {
+        // The disk filled (or the log went) since the check: the session is stopped at once
+        // rather than run unrecorded.
+        stop_at_once(&mut s.shim, pid);
+    })?;
+    Ok(Session {
+        id: s.launch.v.session_id().to_string(),
+        shim: s.shim,
+        status: s.status,
+        _proxy: s.proxy,
+        _lock: s.launch.folder.keep(),
+    })
+}
+
+/// Records a session that started: its earlier `ended` mark gone (a kept folder resumed), the
+/// identity events and the launch event, the audit row (an error when it cannot be written:
+/// the caller stops the session), the log line.
+fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Result<(), LaunchError> {
+    let v = &s.launch.v;
+    // Removed only now, so a refused resume leaves the folder as it was.
+    let _ = std::fs::remove_file(s.launch.folder.dir().join(super::state::ENDED_MARK));
+    for e in s.gate.events(v.session_id()) {
+        let _ = state.event(&e);
+    }
+    let answer =
+        json!({"event": "launch", "status": 201, "session_id": v.session_id(), "pid": pid});
+    let _ = state.event(&answer);
+    state.audit(row.row("ok", "started")).map_err(|source| {
+        let audit = state.path().join(super::state::AUDIT_FILE);
+        StartError::Unrecorded { audit, source }
+    })?;
+    state.log(&format!(
+        "session {} started: pid {pid}, template {}, sandbox {}, token {}",
+        v.session_id(),
+        v.template().id,
+        v.sandboxed(),
+        row.token_word()
+    ));
+    Ok(())
+}
+
+/// Kills a session that started: its program's process group (`pid` leads it; sandboxed, that is
+/// bwrap, whose sandbox dies with it) and the shim, and reaps the shim.
+fn stop_at_once(shim: &mut Child, pid: i64) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        if pgid > 1 {
+            // SAFETY: kill takes integers only. The group is the session's, led by the pid the
+            // shim reported a moment ago; were it already reaped, its number would not be given
+            // out again before the kernel's pid counter wraps.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    let _ = shim.kill();
+    let _ = shim.wait();
+}
+
+/// Reads status lines until `started` (its pid) or a failure; `gate` judges each line first.
+fn read_started(
+    status: &mut BufReader<File>,
+    timeout: Duration,
+    gate: &mut Gate,
+    bwrap: Option<&Path>,
+) -> Result<i64, LaunchError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Lines already buffered (one read can bring several) need no poll.
+        let buffered = !status.buffer().is_empty();
+        if !buffered && (left.is_zero() || !poll_readable(status.get_ref(), left)) {
+            let secs = timeout.as_secs();
+            return Err(StartError::Timeout { secs }.into());
+        }
+        let mut line = String::new();
+        match status.read_line(&mut line) {
+            Ok(0) => return Err(StartError::ShimEnded.into()),
+            Ok(_) => {}
+            Err(e) => return Err(spawn_err("status pipe")(e)),
+        }
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        gate.check(&v).map_err(StartError::Identity)?;
+        if let Some(end) = judge(&v, bwrap) {
+            return end;
+        }
+    }
+}
+
+/// What a status line ends: `started` (its pid), the sandbox's or the program's failure, or
+/// nothing (`None`: read on).
+fn judge(v: &Value, bwrap: Option<&Path>) -> Option<Result<i64, LaunchError>> {
+    match v.get("event").and_then(Value::as_str) {
+        Some("started") => Some(Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1))),
+        Some("sandbox_failed") => {
+            let status = v.get("status").and_then(Value::as_i64).unwrap_or(-1);
+            Some(Err(sandbox_failed(bwrap, status)))
+        }
+        Some("spawn_failed") => {
+            let errno = v.get("errno").and_then(Value::as_i64).unwrap_or(0) as i32;
+            Some(Err(StartError::Program { errno }.into()))
+        }
+        _ => None,
+    }
+}
+
+/// The refusal when bwrap ended before it reported the sandbox: the probe's words when bwrap
+/// fails even the plainest sandbox (how to install it), else bwrap's status.
+fn sandbox_failed(bwrap: Option<&Path>, status: i64) -> LaunchError {
+    #[cfg(not(target_os = "macos"))]
+    if let Some(Err(e)) = bwrap.map(relay_token::sandbox::probe_bwrap) {
+        return e.into();
+    }
+    let bwrap = bwrap.map(Path::to_path_buf);
+    StartError::SandboxEnded { bwrap, status }.into()
+}
+
+/// `poll(fd, POLLIN, timeout)`: true when readable (or at EOF/error, which a read reports).
+fn poll_readable(f: &File, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc >= 0 {
+            return rc > 0;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! `relay-host status`: paths and health. Names the token file, never its content.
+
+use serde_json::{json, Value};
+
+use std::path::PathBuf;
+
+use super::human::{path_json, paths_json};
+use super::{reach, Host};
+use crate::settings::Settings;
+use relay_token::claude_token_path_in;
+use relay_token::sandbox;
+use relay_token::Redactor;
+
+/// The status report as JSON.
+pub fn report(host: &Host) -> Value {
+    let (settings, file, settings_error) =
+        match crate::settings::Settings::load_with_path(&host.config_dir) {
+            Ok((s, f)) => (s, f, None),
+            Err(e) => (Default::default(), None, Some(e.to_string())),
+        };
+    let token = if settings.claude_token_file.is_empty() {
+        json!({"configured": false})
+    } else {
+        match claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
+            Err(e) => json!({"configured": true, "ok": false, "error": e.to_string()}),
+            Ok(None) => json!({"configured": false}),
+            Ok(Some(p)) => {
+                let mut check = super::token_file::check(&p);
+                check["configured"] = json!(true);
+                check
+            }
+        }
+    };
+    let bwrap = match sandbox::find_bwrap(settings.bwrap.as_deref()) {
+        Ok(p) => {
+            let (binds, start) = bwrap_mode(sandbox::BwrapFeatures::of(&p));
+            json!({"path": path_json(&p), "works": true, "binds": binds, "start": start})
+        }
+        Err(e) => json!({"works": false, "error": e.to_string()}),
+    };
+    let shim = match host.find_shim(&settings) {
+        Ok(p) => json!({"path": path_json(&p)}),
+        Err(e) => json!({"error": e.to_string()}),
+    };
+    let (problems, mut warnings) = reach_checks(host, &settings);
+    let settings_error = settings_error.or_else(|| host.settings().err().map(|e| e.to_string()));
+    if settings.token_network.is_some() {
+        warnings.push(
+            "token_network is \"host\": a template with network \"host\" hands the token to a \
+             session that can reach any host"
+                .to_string(),
+        );
+    }
+    warnings.extend(token_wildcard_warnings(&settings));
+    let leftovers = leftovers(host, &mut warnings);
+    let mut report = json!({
+        "leftovers": leftovers,
+        "config_dir": path_json(&host.config_dir),
+        "state_dir": path_json(&host.state_dir),
+        "settings_file": file.as_deref().map(path_json),
+        "settings_error": settings_error,
+        "claude_token_file": settings.claude_token_file,
+        "token": token,
+        "bwrap": bwrap,
+        "shim": shim,
+        "problems": problems,
+        "warnings": warnings,
+    });
+    // A token pasted into the setting instead of its path is printed nowhere: the same
+    // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
+    redact_strings(&mut report, &Redactor::default());
+    report
+}
+
+/// What a host that ended without cleaning up (`kill -9`) left in this state folder: the
+/// write-deny placeholders (in the user's home and project) and the session folders no session
+/// holds and none kept, and the sessions whose host was lost before it wrote their `exit` row
+/// (kept or not). Reported, with a warning naming `relay-host gc`, never removed here:
+/// `status` changes nothing.
+fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
+    let placeholders = super::placeholders::leftover(&host.state_dir);
+    let sessions_dir = host.state_dir.join(super::state::SESSIONS_DIR);
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&sessions_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d.is_dir() && !super::state::session_locked(d))
+        .filter(|d| !d.join(super::state::KEEP_MARK).exists())
+        .collect();
+    folders.sort();
+    let mut lost: Vec<String> = std::fs::read_dir(&sessions_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| super::state::host_lost(&e.path()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    lost.sort();
+    if !lost.is_empty() {
+        warnings.push(format!(
+            "{} session(s) whose host was lost (killed) before it recorded their end: {}; \
+             `relay-host gc` writes their exit row (outcome host_lost)",
+            lost.len(),
+            lost.join(", ")
+        ));
+    }
+    if !placeholders.is_empty() {
+        let list: Vec<String> = placeholders
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        warnings.push(format!(
+            "{} write-deny placeholder(s) left by a host that ended without removing them: {}; \
+             run `relay-host gc` to remove them",
+            placeholders.len(),
+            list.join(", ")
+        ));
+    }
+    if !folders.is_empty() {
+        warnings.push(format!(
+            "{} session folder(s) of ended sessions left in {}; run `relay-host gc` to remove them",
+            folders.len(),
+            sessions_dir.display()
+        ));
+    }
+    json!({"placeholders": paths_json(&placeholders), "session_folders": paths_json(&folders),
+           "lost_sessions": lost})
+}
+
+/// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken
+/// bwrap is noticed.
+fn bwrap_mode(f: sandbox::BwrapFeatures) -> (&'static str, &'static str) {
+    let binds = if f.bind_fd {
+        "by descriptor (--bind-fd): what bwrap mounts is what the host checked"
+    } else {
+        "by path, each mount checked inside the sandbox before the command runs"
+    };
+    let start = if f.json_status {
+        "reported by bwrap (--json-status-fd): no probe before a launch"
+    } else {
+        "probed before each launch"
+    };
+    (binds, start)
+}
+
+/// What would refuse a launch today because a session could have armed it (a program or the
+/// token file within a session's reach), and what is merely weaker than it should be (a `PATH`
+/// folder that cannot be kept read-only, so it is skipped).
+fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) {
+    let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
+    let grants = reach::rw_grants(host, settings, None, &claude_config);
+    let guarded = reach::guarded_folders(host, &grants);
+    let mut problems = Vec::new();
+    if let Ok(Some(p)) = claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
+        problems.extend(reach::token_file_problem(&p).map(|e| e.to_string()));
+    }
+    let mut programs: Vec<(&'static str, PathBuf)> = Vec::new();
+    programs.extend(host.find_shim(settings).ok().map(|p| ("relay-shim", p)));
+    programs.extend(
+        sandbox::find_bwrap(settings.bwrap.as_deref())
+            .ok()
+            .map(|p| ("bwrap", p)),
+    );
+    programs.extend(relay_token::which::find_program("ssh").map(|p| ("ssh", p)));
+    for t in reach::templates(settings) {
+        if let Some(p) = t
+            .command
+            .first()
+            .and_then(|c| relay_token::which::find_program(c))
+        {
+            programs.push(("command", p));
+        }
+    }
+    for (what, p) in &programs {
+        problems.extend(reach::program_problem(what, p, &grants, &guarded).map(|e| e.to_string()));
+    }
+    let warnings = relay_token::which::path_folders()
+        .iter()
+        .filter_map(|d| reach::path_folder_problem(d, &grants).map(|e| e.to_string()))
+        .collect();
+    (problems, warnings)
+}
+
+fn redact_strings(v: &mut Value, redactor: &Redactor) {
+    match v {
+        Value::String(s) => *s = redactor.redact(s),
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, redactor)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, redactor)),
+        _ => {}
+    }
+}
+
+/// True when every part a launch needs is usable: the settings load, the token file (when set)
+/// reads as a token, bwrap works and a shim is found; and no check of what a session could have
+/// armed fails (`problems`).
+///
+/// ```
+/// let r = serde_json::json!({"settings_error": null, "token": {"configured": false}, "bwrap": {"works": true}, "shim": {"path": "/s"}, "problems": []});
+/// assert!(relay_host::status::usable(&r));
+/// ```
+pub fn usable(r: &Value) -> bool {
+    r["settings_error"].is_null()
+        && (r["token"]["configured"] != json!(true) || r["token"]["ok"] == json!(true))
+        && r["bwrap"]["works"] == json!(true)
+        && !r["shim"]["path"].is_null()
+        && !r["problems"].as_array().is_some_and(|p| !p.is_empty())
+}
+
+/// The token file's health (from [`super::token_file::check`]) as text lines.
+///
+/// ```
+/// let r = relay_host::token_file::check("/nonexistent/token".as_ref());
+/// let text = relay_host::status::token_text(&r);
+/// assert!(text.contains("no such file or directory"));
+/// assert!(text.contains("hint: "));
+/// ```
+pub fn token_text(r: &Value) -> String {
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut out = format!("token file:        {}\n", s(&r["path"]));
+    if !r["mode"].is_null() {
+        let links = r["links"].as_u64().unwrap_or(0);
+        out += &format!(
+            "  mode {}, owner {}, {links} link{}, {} bytes, written {} days ago\n",
+            s(&r["mode"]),
+            s(&r["owner"]),
+            if links == 1 { "" } else { "s" },
+            s(&r["size"]),
+            s(&r["age_days"]),
+        );
+    }
+    if r["ok"] == json!(true) {
+        out += "  reads as a token: ok\n";
+    } else {
+        out += &format!("  reads as a token: no: {}\n", s(&r["error"]));
+    }
+    if let Some(h) = r["hint"].as_str() {
+        out += &format!("  hint: {h}\n");
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        out += &format!("  warning: {}\n", s(w));
+    }
+    out
+}
+
+/// Prints the report (`--json`: one JSON object); returns 0 when [`usable`], else 78.
+///
+/// ```no_run
+/// let host = relay_host::Host::from_dirs("/c".into(), "/s".into())?;
+/// relay_host::status::print(&host, false);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn print(host: &Host, json: bool) -> i32 {
+    let r = report(host);
+    let code = if usable(&r) { 0 } else { 78 };
+    if json {
+        outln!("{r}");
+        return code;
+    }
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    outln!("config folder:     {}", s(&r["config_dir"]));
+    outln!("state folder:      {}", s(&r["state_dir"]));
+    outln!("settings file:     {}", s(&r["settings_file"]));
+    if !r["settings_error"].is_null() {
+        outln!("settings error:    {}", s(&r["settings_error"]));
+    }
+    let stored = s(&r["claude_token_file"]);
+    if stored.is_empty() {
+        outln!("claude_token_file: (not set: Claude sessions get no token)");
+        outln!("  hint: {}", super::human::MAKE_TOKEN);
+    } else {
+        outln!("claude_token_file: {stored}");
+    }
+    let t = &r["token"];
+    if t["configured"] == json!(true) {
+        if t["path"].is_null() {
+            outln!("token:             {}", s(&t["error"]));
+        } else {
+            let _ = crate::human::write_out(format_args!("{}", token_text(t)));
+        }
+    }
+    let b = &r["bwrap"];
+    if b["works"] == json!(true) {
+        outln!("bwrap:             {} (works)", s(&b["path"]));
+        outln!("  binds:           {}", s(&b["binds"]));
+        outln!("  start:           {}", s(&b["start"]));
+    } else {
+        outln!("bwrap:             {}", s(&b["error"]));
+    }
+    let sh = &r["shim"];
+    outln!(
+        "relay-shim:        {}",
+        if sh["path"].is_null() {
+            s(&sh["error"])
+        } else {
+            s(&sh["path"])
+        }
+    );
+    for p in r["problems"].as_array().into_iter().flatten() {
+        outln!("problem:           {}", s(p));
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        outln!("warning:           {}", s(w));
+    }
+    code
+}
+
+/// A warning when the template that gets the token (`claude-code`) has wildcards on its
+/// allow-list: refused at launch unless `token_wildcards` is set, and named here either way.
+fn token_wildcard_warnings(settings: &Settings) -> Option<String> {
+    let t = settings.template(super::request::CLAUDE_TEMPLATE)?;
+    let crate::net::Network::Allow(list) = t.network() else {
+        return None;
+    };
+    let w = list.wildcards();
+    if w.is_empty() {
+        return None;
+    }
+    Some(if settings.token_wildcards {
+        format!(
+            "template {:?} gets the token and may reach {} (token_wildcards is true): a wildcard \
+             covers hosts other people control",
+            t.id,
+            w.join(", ")
+        )
+    } else {
+        format!(
+            "template {:?} lists {} on its allow-list: its launches with the token are refused \
+             unless the settings say \"token_wildcards\": true",
+            t.id,
+            w.join(", ")
+        )
+    })
+}

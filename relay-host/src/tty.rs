@@ -1,0 +1,78 @@
+//! Echo off on a terminal while a secret is pasted, restored however the read ends.
+
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+
+/// The terminal settings to restore, kept where a signal handler can reach them.
+static SAVED: OnceLock<(RawFd, libc::termios)> = OnceLock::new();
+
+/// Terminal echo turned off on a descriptor; dropped, it is turned back on. A SIGINT, SIGTERM or
+/// SIGHUP meanwhile restores it too, then ends the process as the signal would.
+///
+/// ```no_run
+/// let guard = relay_host::tty::EchoOff::new(0);
+/// // read the secret here
+/// drop(guard);
+/// ```
+pub struct EchoOff {
+    fd: RawFd,
+    saved: libc::termios,
+}
+
+extern "C" fn restore_and_die(sig: libc::c_int) {
+    if let Some((fd, t)) = SAVED.get() {
+        // SAFETY: tcsetattr, signal and raise are async-signal-safe; `t` is a valid termios.
+        unsafe { libc::tcsetattr(*fd, libc::TCSANOW, t) };
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+impl EchoOff {
+    /// Turns echo off on `fd` when it is a terminal; `None` when it is not (or cannot be set).
+    ///
+    /// ```
+    /// let dev_null = std::fs::File::open("/dev/null")?;
+    /// use std::os::fd::AsRawFd;
+    /// assert!(relay_host::tty::EchoOff::new(dev_null.as_raw_fd()).is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new(fd: RawFd) -> Option<EchoOff> {
+        // SAFETY: isatty takes an integer.
+        if unsafe { libc::isatty(fd) } != 1 {
+            return None;
+        }
+        // SAFETY: termios is plain old data; tcgetattr fills it.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: `saved` is a valid, writable termios.
+        if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
+            return None;
+        }
+        let _ = SAVED.set((fd, saved));
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: the handler only makes async-signal-safe calls.
+            unsafe { libc::signal(sig, restore_and_die as *const () as libc::sighandler_t) };
+        }
+        let mut quiet = saved;
+        quiet.c_lflag &= !(libc::ECHO | libc::ECHONL);
+        // SAFETY: `quiet` is a valid termios.
+        if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &quiet) } != 0 {
+            return None;
+        }
+        Some(EchoOff { fd, saved })
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        // SAFETY: `saved` is the valid termios read from this descriptor.
+        unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: restores the default action.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
+    }
+}
