@@ -20,6 +20,9 @@ use super::stage::{Prepared, SessionArgv};
 use super::Host;
 use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 use relay_token::sandbox::write_deny;
+
+/// Where a sandbox sees relay's no-dump preload (bound read-only).
+pub(crate) const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
 #[cfg(not(target_os = "macos"))]
 use relay_token::sandbox::write_deny::Placeholders;
 use relay_token::sandbox::{self, Profile};
@@ -109,7 +112,7 @@ fn bwrap_argv(
 /// A launch that gets the token preloads [`sandbox::nodump`] into its program, so the tools
 /// the program runs cannot read the token out of its memory: the preload is written into the
 /// session folder (which no sandbox reaches), shown read-only at
-/// [`sandbox::nodump::SANDBOX_PRELOAD`], and named by `LD_PRELOAD`, set last so a request's
+/// [`SANDBOX_PRELOAD`], and named by `LD_PRELOAD`, set last so a request's
 /// variables cannot replace it. Other launches are left as they are.
 #[cfg(not(target_os = "macos"))]
 fn preload_no_dump(
@@ -124,8 +127,8 @@ fn preload_no_dump(
             let dir = session_dir.to_path_buf();
             ConfineError::NoDump { dir, source }
         })?;
-        profile.place_file(so, sandbox::nodump::SANDBOX_PRELOAD);
-        env.push(("LD_PRELOAD".into(), sandbox::nodump::SANDBOX_PRELOAD.into()));
+        profile.place_file(so, SANDBOX_PRELOAD);
+        env.push(("LD_PRELOAD".into(), SANDBOX_PRELOAD.into()));
     }
     Ok(env)
 }

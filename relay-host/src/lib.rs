@@ -96,7 +96,7 @@ pub mod wiring;
 pub unsafe fn run_main(argv: Vec<std::ffi::OsString>) -> i32 {
     let called = argv.first().map(Path::new).and_then(Path::file_name);
     let rest = || argv.iter().skip(1).cloned();
-    if called.is_some_and(|n| n == relay_token::net::FORWARDER_NAME) {
+    if called.is_some_and(|n| n == net::FORWARDER_NAME) {
         // Inside an allow-list sandbox: the forwarder between 127.0.0.1 and the host's proxy.
         return net::forward::run(rest().collect());
     }

@@ -5,7 +5,38 @@
 pub mod forward;
 pub mod proxy;
 
+use std::fmt;
+use std::path::Path;
+
 pub use relay_token::net::*;
+use relay_token::sandbox::ProxyInside;
+
+/// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
+/// namespace, so it clashes with nothing on the host).
+pub const PROXY_PORT: u16 = 3128;
+
+/// Where the sandbox sees the host's proxy socket.
+pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
+
+/// Where the sandbox sees the forwarder (`relay-host`, bound read-only under this name).
+pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
+
+/// The name `relay-host` answers to as the forwarder (the file name of [`SANDBOX_FORWARDER`]).
+pub const FORWARDER_NAME: &str = "relay-net-forward";
+
+/// Where a session sees relay's proxy socket and forwarder: [`SANDBOX_SOCKET`],
+/// [`SANDBOX_FORWARDER`] and [`PROXY_PORT`].
+///
+/// ```
+/// assert_eq!(relay_host::net::relay_inside().url(), "http://127.0.0.1:3128");
+/// ```
+pub fn relay_inside() -> ProxyInside {
+    ProxyInside {
+        socket: Path::new(SANDBOX_SOCKET).to_path_buf(),
+        forwarder: Path::new(SANDBOX_FORWARDER).to_path_buf(),
+        port: PROXY_PORT,
+    }
+}
 
 /// Copies both ways between a Unix-socket connection and a TCP one until each side has ended,
 /// closing each write side as its reader ends: the proxy (session to upstream) and the
@@ -29,3 +60,83 @@ pub(crate) fn splice(
     let _ = up.join();
     Ok(())
 }
+
+/// The setting that lets a token launch share the host's network: `"token_network": "host"`.
+///
+/// ```
+/// use relay_host::net::TokenNetwork;
+/// assert_eq!(serde_json::from_str::<TokenNetwork>(r#""host""#).unwrap(), TokenNetwork::Host);
+/// assert!(serde_json::from_str::<TokenNetwork>(r#""none""#).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TokenNetwork {
+    /// A token launch may run with `network: "host"`.
+    Host,
+}
+
+/// The hosts the built-in `claude-code` template may reach: Anthropic's API only, which a
+/// logged-in Claude Code uses for every model call and for its start-up checks of the account.
+/// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
+/// `sentry.io` and its customer subdomains, in the firewall script of Claude Code's own
+/// development container) are switched off by the template's environment
+/// ([`CLAUDE_CODE_ENV`](crate::settings::CLAUDE_CODE_ENV)) instead of allowed: those services
+/// take data from anyone, so a session could post the token there.
+///
+/// ```
+/// assert_eq!(relay_host::net::CLAUDE_CODE_HOSTS, ["api.anthropic.com"]);
+/// ```
+pub const CLAUDE_CODE_HOSTS: &[&str] = &["api.anthropic.com"];
+
+/// The built-in `claude-code` template's network: [`CLAUDE_CODE_HOSTS`].
+///
+/// ```
+/// let n = relay_host::net::claude_code_network();
+/// assert_eq!(n.word(), "allow-list");
+/// ```
+pub fn claude_code_network() -> Network {
+    let entries: Vec<String> = CLAUDE_CODE_HOSTS.iter().map(|s| s.to_string()).collect();
+    Network::Allow(AllowList::parse(&entries).expect("the built-in list parses"))
+}
+
+/// Whether a launch's network may carry the token: `"host"` needs the operator's
+/// `"token_network": "host"`.
+///
+/// ```
+/// use relay_host::net::{token_network_allowed, Network};
+/// let err = token_network_allowed(&Network::Host, true, None).unwrap_err();
+/// assert!(err.to_string().contains("token_network"));
+/// assert!(token_network_allowed(&Network::None, true, None).is_ok());
+/// ```
+pub fn token_network_allowed(
+    network: &Network,
+    carries_token: bool,
+    setting: Option<TokenNetwork>,
+) -> Result<(), HostNetworkRefused> {
+    match (network, carries_token, setting) {
+        (Network::Host, true, None) => Err(HostNetworkRefused),
+        _ => Ok(()),
+    }
+}
+
+/// A launch with the token on the host's network without the operator's
+/// `"token_network": "host"`.
+///
+/// ```
+/// let m = relay_host::net::HostNetworkRefused.to_string();
+/// assert!(m.starts_with("a launch with the token runs with network \"host\" only"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostNetworkRefused;
+
+impl fmt::Display for HostNetworkRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a launch with the token runs with network \"host\" only when the settings say \
+             \"token_network\": \"host\"; give the template a network allow-list (or \"none\")",
+        )
+    }
+}
+
+impl std::error::Error for HostNetworkRefused {}

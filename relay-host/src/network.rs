@@ -74,8 +74,6 @@ pub fn start(
         Network::Host => return Ok((SandboxNet::Host, None)),
         Network::None => return Ok((SandboxNet::Loopback, None)),
         Network::Allow(list) => list.clone(),
-        // A network this build does not know: none at all.
-        _ => return Ok((SandboxNet::Loopback, None)),
     };
     let refuse = |what: String| move |source: io::Error| NetworkError::Proxy { what, source };
     let forwarder = std::env::current_exe()
@@ -104,7 +102,15 @@ pub fn start(
     });
     let proxy = Proxy::start(&socket, list, on_deny)
         .map_err(refuse(format!("socket {}", socket.display())))?;
-    Ok((SandboxNet::Proxy { socket, forwarder }, Some(proxy)))
+    let inside = crate::net::relay_inside();
+    Ok((
+        SandboxNet::Proxy {
+            socket,
+            forwarder,
+            inside,
+        },
+        Some(proxy),
+    ))
 }
 
 /// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).

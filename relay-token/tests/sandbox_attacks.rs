@@ -527,7 +527,6 @@ fn a_shared_folder_without_a_state_folder_is_refused() {
             fx.home
         )
     );
-    assert_eq!(err.code(), "sandbox_unavailable");
 }
 
 fn link_refused(fx: &Fx, deny: &Path, link: &Path) {
@@ -549,7 +548,6 @@ fn link_refused(fx: &Fx, deny: &Path, link: &Path) {
             link.display()
         )
     );
-    assert_eq!(err.code(), "sandbox_unavailable");
 }
 
 #[test]
@@ -689,7 +687,6 @@ fn bad_grants_are_refused() {
     ] {
         let err = expand_grant(value, home, None).unwrap_err();
         assert_eq!(err.to_string(), msg);
-        assert_eq!(err.code(), "sandbox_unavailable");
     }
     // `~` alone is the home folder (the built-in `shell` template's grant, as written).
     assert_eq!(expand_grant("~", home, None).unwrap(), home);
@@ -929,7 +926,6 @@ fn find_bwrap_probes_and_says_how_to_install() {
         err.to_string().contains("apt-get install bubblewrap"),
         "{err}"
     );
-    assert_eq!(err.code(), "sandbox_unavailable");
 
     // An executable that is not a working bwrap.
     let dir = root_dir();

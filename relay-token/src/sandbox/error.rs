@@ -3,18 +3,16 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::SANDBOX_UNAVAILABLE;
-
 /// Why a sandboxed launch is refused. Every message names paths only, never file contents.
 ///
-/// All variants map to the host's `sandbox_unavailable` refusal ([`SandboxError::code`]).
+/// Every variant means the sandboxed launch cannot be made safely: a launcher refuses it (relay-host
+/// answers `sandbox_unavailable`) and never runs it unsandboxed.
 ///
 /// ```
 /// use std::path::Path;
 /// use relay_token::sandbox::{expand_grant, SandboxError};
 /// let err = expand_grant("/", Path::new("/home/me"), None).unwrap_err();
 /// assert_eq!(err.to_string(), r#"grant "/": granting the whole file system is refused"#);
-/// assert_eq!(err.code(), "sandbox_unavailable");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -156,16 +154,3 @@ impl fmt::Display for SandboxError {
 }
 
 impl std::error::Error for SandboxError {}
-
-impl SandboxError {
-    /// The host's error code for this refusal: always `sandbox_unavailable`.
-    ///
-    /// ```
-    /// use relay_token::sandbox::{SandboxError, SANDBOX_UNAVAILABLE};
-    /// let err = SandboxError::BwrapNotFound { looked: "on PATH".into() };
-    /// assert_eq!(err.code(), SANDBOX_UNAVAILABLE);
-    /// ```
-    pub fn code(&self) -> &'static str {
-        SANDBOX_UNAVAILABLE
-    }
-}

@@ -68,7 +68,7 @@ pub use error::{GrantReason, SandboxError};
 pub use grant::expand_grant;
 use grant::has_control;
 use ident::{identify_sources, Ident};
-pub use net::{SandboxNet, PROXY_PORT, SANDBOX_FORWARDER, SANDBOX_SOCKET};
+pub use net::{ProxyInside, SandboxNet};
 use realpaths::canon;
 pub use realpaths::Realpaths;
 pub use resolved::Resolved;
@@ -77,9 +77,6 @@ pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
 use crate::path::clean_path;
 use crate::sys::errno_words;
-
-/// The error code a host reports for every [`SandboxError`]: the sandboxed launch is refused.
-pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
 
 /// The name of the empty, mode-0000 file [`Profile::resolve`] keeps in the state folder and binds
 /// over a token that shares its folder with other files.

@@ -1,18 +1,43 @@
-//! The session's network as bwrap renders it: shared, loopback only, or loopback plus the
-//! forwarder to the host's checking proxy.
+//! The session's network as bwrap renders it: shared, loopback only, or loopback plus a
+//! forwarder to the launcher's checking proxy.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
-/// namespace, so it clashes with nothing on the host).
-pub const PROXY_PORT: u16 = 3128;
+/// Where a session sees the parts of a proxied network: the launcher chooses them (relay-host
+/// uses folders of `/run/relay`), the profile only binds and names them.
+///
+/// ```
+/// use relay_token::sandbox::ProxyInside;
+/// let inside = ProxyInside {
+///     socket: "/run/me/net.sock".into(),
+///     forwarder: "/run/me/forward".into(),
+///     port: 8080,
+/// };
+/// assert_eq!(inside.url(), "http://127.0.0.1:8080");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyInside {
+    /// Where the session sees the launcher's proxy socket.
+    pub socket: PathBuf,
+    /// Where the session sees the forwarder's executable.
+    pub forwarder: PathBuf,
+    /// The port the forwarder listens on (`127.0.0.1`, inside the session's own network
+    /// namespace, so it clashes with nothing on the host).
+    pub port: u16,
+}
 
-/// Where the sandbox sees the host's proxy socket.
-pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
-
-/// Where the sandbox sees the forwarder (`relay-host`, bound read-only under this name).
-pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
+impl ProxyInside {
+    /// The proxy's URL as the session's programs are told it.
+    ///
+    /// ```
+    /// let i = relay_token::sandbox::ProxyInside { socket: "/s".into(), forwarder: "/f".into(), port: 3128 };
+    /// assert_eq!(i.url(), "http://127.0.0.1:3128");
+    /// ```
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
 
 /// The network a sandbox gets.
 ///
@@ -29,13 +54,15 @@ pub enum SandboxNet {
     Host,
     /// A network namespace of its own: only a loopback.
     Loopback,
-    /// A loopback namespace, the host's proxy socket and the forwarder that bridges
+    /// A loopback namespace, the launcher's proxy socket and the forwarder that bridges
     /// `127.0.0.1:PORT` inside to it.
     Proxy {
-        /// The host's proxy socket (a Unix socket in the session folder).
+        /// The launcher's proxy socket (a Unix socket on the host).
         socket: PathBuf,
-        /// The forwarder's executable (`relay-host`).
+        /// The forwarder's executable on the host.
         forwarder: PathBuf,
+        /// Where the session sees both, and the forwarder's port.
+        inside: ProxyInside,
     },
 }
 
@@ -55,19 +82,24 @@ impl SandboxNet {
     /// The read-only binds of the proxy's socket and the forwarder, as bwrap arguments.
     ///
     /// ```
-    /// use relay_token::sandbox::SandboxNet;
-    /// let n = SandboxNet::Proxy { socket: "/s/net.sock".into(), forwarder: "/bin/relay-host".into() };
+    /// use relay_token::sandbox::{ProxyInside, SandboxNet};
+    /// let inside = ProxyInside { socket: "/run/me/s".into(), forwarder: "/run/me/f".into(), port: 1 };
+    /// let n = SandboxNet::Proxy { socket: "/s/net.sock".into(), forwarder: "/bin/fwd".into(), inside };
     /// assert_eq!(n.binds().len(), 6);
     /// ```
     pub fn binds(&self) -> Vec<OsString> {
         match self {
-            SandboxNet::Proxy { socket, forwarder } => vec![
+            SandboxNet::Proxy {
+                socket,
+                forwarder,
+                inside,
+            } => vec![
                 "--ro-bind".into(),
                 forwarder.into(),
-                SANDBOX_FORWARDER.into(),
+                inside.forwarder.clone().into(),
                 "--ro-bind".into(),
                 socket.into(),
-                SANDBOX_SOCKET.into(),
+                inside.socket.clone().into(),
             ],
             _ => Vec::new(),
         }
@@ -77,15 +109,16 @@ impl SandboxNet {
     /// curl reads only `http_proxy` in lower case), `NO_PROXY` empty.
     ///
     /// ```
-    /// use relay_token::sandbox::SandboxNet;
-    /// let n = SandboxNet::Proxy { socket: "/s".into(), forwarder: "/f".into() };
+    /// use relay_token::sandbox::{ProxyInside, SandboxNet};
+    /// let inside = ProxyInside { socket: "/s".into(), forwarder: "/f".into(), port: 3128 };
+    /// let n = SandboxNet::Proxy { socket: "/s".into(), forwarder: "/f".into(), inside };
     /// assert!(n.env().iter().any(|(k, v)| k == "HTTPS_PROXY" && v == "http://127.0.0.1:3128"));
     /// ```
     pub fn env(&self) -> Vec<(OsString, OsString)> {
-        let SandboxNet::Proxy { .. } = self else {
+        let SandboxNet::Proxy { inside, .. } = self else {
             return Vec::new();
         };
-        let url = format!("http://127.0.0.1:{PROXY_PORT}");
+        let url = inside.url();
         let mut out = Vec::new();
         for name in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"] {
             out.push((name.into(), url.clone().into()));
@@ -96,20 +129,21 @@ impl SandboxNet {
         out
     }
 
-    /// What runs before the command: the forwarder, which listens, then `exec`s the command
-    /// (same pid, the command's own argv).
+    /// What runs before the command: the forwarder (`FORWARDER PORT SOCKET --`), which
+    /// listens, then `exec`s the command (same pid, the command's own argv).
     ///
     /// ```
-    /// use relay_token::sandbox::SandboxNet;
-    /// let n = SandboxNet::Proxy { socket: "/s".into(), forwarder: "/f".into() };
+    /// use relay_token::sandbox::{ProxyInside, SandboxNet};
+    /// let inside = ProxyInside { socket: "/s".into(), forwarder: "/f".into(), port: 1 };
+    /// let n = SandboxNet::Proxy { socket: "/s".into(), forwarder: "/f".into(), inside };
     /// assert_eq!(n.command_prefix().last().unwrap(), "--");
     /// ```
     pub fn command_prefix(&self) -> Vec<OsString> {
         match self {
-            SandboxNet::Proxy { .. } => vec![
-                SANDBOX_FORWARDER.into(),
-                PROXY_PORT.to_string().into(),
-                SANDBOX_SOCKET.into(),
+            SandboxNet::Proxy { inside, .. } => vec![
+                inside.forwarder.clone().into(),
+                inside.port.to_string().into(),
+                inside.socket.clone().into(),
                 "--".into(),
             ],
             _ => Vec::new(),
@@ -124,6 +158,9 @@ mod tests {
 
     use super::*;
     use crate::sandbox::Profile;
+
+    const SANDBOX_SOCKET: &str = "/run/x/net.sock";
+    const SANDBOX_FORWARDER: &str = "/run/x/forward";
 
     fn argv(net: SandboxNet) -> Vec<OsString> {
         let mut p = Profile::new();
@@ -159,6 +196,11 @@ mod tests {
         let a = argv(SandboxNet::Proxy {
             socket: "/state/sessions/s1/net.sock".into(),
             forwarder: "/opt/relay/relay-host".into(),
+            inside: ProxyInside {
+                socket: SANDBOX_SOCKET.into(),
+                forwarder: SANDBOX_FORWARDER.into(),
+                port: 3128,
+            },
         });
         assert_eq!(at(&a, "--unshare-net").len(), 1);
         let bind = at(&a, "/state/sessions/s1/net.sock")[0];

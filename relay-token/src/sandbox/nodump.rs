@@ -7,8 +7,8 @@
 //! the ptrace access check, and that check fails for a process without `CAP_SYS_PTRACE` when
 //! the target is *not dumpable*. Exec makes every program dumpable again, so the program must
 //! clear the flag itself: [`PRELOAD`] is a shared object whose only code is a constructor that
-//! calls `prctl(PR_SET_DUMPABLE, 0)`, and the sandbox preloads it (`LD_PRELOAD`,
-//! [`SANDBOX_PRELOAD`]) into the program of a launch that gets the token. Every sandbox drops
+//! calls `prctl(PR_SET_DUMPABLE, 0)`, and a launcher places it read-only in the sandbox (`place_file`)
+//! and preloads it (`LD_PRELOAD`) into the program of a launch that gets the token. Every sandbox drops
 //! all capabilities, as root too, so nothing inside can pass the check.
 //!
 //! What it does not cover: a statically linked program (the dynamic loader never runs; the
@@ -44,9 +44,6 @@ pub static PRELOAD: &[u8] = &[];
 /// assert!(relay_token::sandbox::nodump::AVAILABLE);
 /// ```
 pub const AVAILABLE: bool = cfg!(relay_nodump);
-
-/// Where a sandbox sees the preload (bound read-only).
-pub const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
 
 /// The preload's file name in a session folder on the host.
 pub const FILE_NAME: &str = "librelay_nodump.so";

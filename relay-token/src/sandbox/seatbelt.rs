@@ -23,7 +23,7 @@ pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 /// use relay_token::sandbox::{find_sandbox_exec, SANDBOX_EXEC};
 /// match find_sandbox_exec() {
 ///     Ok(path) => assert_eq!(path, Path::new(SANDBOX_EXEC)),
-///     Err(e) => assert_eq!(e.code(), "sandbox_unavailable"),
+///     Err(e) => assert!(e.to_string().contains("sandboxed launches are refused")),
 /// }
 /// ```
 pub fn find_sandbox_exec() -> Result<PathBuf, SandboxError> {
@@ -164,7 +164,6 @@ mod tests {
                 err.to_string(),
                 format!("sandbox-exec {path:?}: {why}: sandboxed launches are refused")
             );
-            assert_eq!(err.code(), "sandbox_unavailable");
         }
     }
 
