@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 pub use super::argv::SSH_CONFIG;
 use super::audit_row::{AuditRow, Refused};
@@ -28,6 +28,7 @@ use super::wiring::ShimWiring;
 use super::{argv, programs, start, Host};
 use crate::settings::Settings;
 use relay_shim::exit::ExitCode;
+use relay_shim::StatusEvent;
 use relay_token::sandbox::{self, SandboxNet};
 use relay_token::sys;
 
@@ -288,13 +289,13 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         eprintln!("relay-host: signals will not reach the session: {e}");
     }
     super::signals::undefer();
-    let mut last: Option<Value> = None;
+    let mut last: Option<StatusEvent> = None;
     let mut line = String::new();
     while session.status.read_line(&mut line).unwrap_or(0) > 0 {
-        if let Ok(v) = serde_json::from_str::<Value>(&line) {
-            if v.get("event").and_then(Value::as_str) == Some("exit") {
-                last = Some(v);
-            }
+        if let Ok(e @ (StatusEvent::Exited { .. } | StatusEvent::Signaled { .. })) =
+            StatusEvent::parse(&line)
+        {
+            last = Some(e);
         }
         line.clear();
     }
@@ -311,12 +312,10 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         Err(_) => ExitCode::Internal.code(),
     };
     let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
-    if let Some(Value::Object(m)) = last {
-        for k in ["status", "signal"] {
-            if let Some(x) = m.get(k) {
-                ev[k] = x.clone();
-            }
-        }
+    match last {
+        Some(StatusEvent::Exited { status }) => ev["status"] = json!(status),
+        Some(StatusEvent::Signaled { signal }) => ev["signal"] = json!(signal),
+        _ => {}
     }
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));

@@ -10,8 +10,10 @@ use super::argv::subst;
 use super::confine;
 use super::stage::{Confined, SessionArgv};
 use super::wiring::ShimWiring;
+use relay_shim::{SessionId, ShimOptions};
 use relay_token::sandbox;
 use relay_token::ChildEnv;
+use std::os::fd::RawFd;
 
 /// How the session's stdin is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,24 +36,7 @@ pub(crate) fn shim_command(c: &Confined, stdin: Stdin, wiring: &ShimWiring) -> C
         std::os::unix::process::CommandExt::arg0(&mut cmd, "relay-shim");
     }
     tie_to_host(&mut cmd, v.sandboxed());
-    if launch.carries_token() {
-        cmd.arg("--pass-token");
-    }
-    if v.sandboxed() && cfg!(target_os = "macos") {
-        cmd.arg("--sandbox-profile")
-            .arg(launch.folder.dir().join(confine::SBPL_FILE));
-    }
-    if let Some(range) = passed_fds(&c.argv) {
-        cmd.arg("--pass-fds").arg(range);
-    }
-    if let Some(n) = c.argv.status_fd {
-        cmd.arg("--sandbox-status-fd").arg(n.to_string());
-    }
-    cmd.args(wiring.args())
-        .arg("--session-id")
-        .arg(v.session_id())
-        .arg("--")
-        .args(&c.argv.argv);
+    cmd.args(shim_options(c, wiring).to_args());
     shim_env(c).apply(&mut cmd);
     // bwrap changes folder itself (`--chdir`); sandbox-exec runs where it is started.
     if let (false, Some(p)) = (v.sandboxed() && cfg!(target_os = "linux"), launch.project()) {
@@ -61,6 +46,26 @@ pub(crate) fn shim_command(c: &Confined, stdin: Stdin, wiring: &ShimWiring) -> C
         cmd.stdin(Stdio::null());
     }
     cmd
+}
+
+/// The shim's command line for `c`, as the shim's own [`ShimOptions`] type, so what the host
+/// writes is what the shim parses.
+fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
+    let (launch, v) = (&c.launch, &c.launch.v);
+    let mut argv = c.argv.argv.iter().cloned();
+    ShimOptions {
+        pass_token: launch.carries_token(),
+        identity: wiring.identity(),
+        pty: false,
+        sandbox_profile: (v.sandboxed() && cfg!(target_os = "macos"))
+            .then(|| launch.folder.dir().join(confine::SBPL_FILE)),
+        status_fd: wiring.status_fd(),
+        session_id: SessionId::parse(v.session_id()),
+        pass_fds: passed_fds(&c.argv),
+        sandbox_status_fd: c.argv.status_fd,
+        program: argv.next().unwrap_or_default(),
+        args: argv.collect(),
+    }
 }
 
 /// The shim's environment: the template's variables (placeholders filled in), unsandboxed the
@@ -106,9 +111,9 @@ fn shim_env(c: &Confined) -> ChildEnv {
     env
 }
 
-/// `FIRST-LAST` of the descriptors the shim hands on to bwrap unread: its arguments file at
-/// [`confine::ARGS_FD`] and the bind descriptors after it, or `None` when there are none.
-fn passed_fds(argv: &SessionArgv) -> Option<String> {
+/// The first and last of the descriptors the shim hands on to bwrap unread: its arguments file
+/// at [`confine::ARGS_FD`] and the bind descriptors after it, or `None` when there are none.
+fn passed_fds(argv: &SessionArgv) -> Option<(RawFd, RawFd)> {
     let binds = argv.by_fd.as_ref().map_or(0, |r| r.bind_fds().len());
     let binds = binds as std::os::fd::RawFd;
     let first = match (&argv.args_file, binds) {
@@ -117,7 +122,7 @@ fn passed_fds(argv: &SessionArgv) -> Option<String> {
         (None, _) => confine::BIND_FD_BASE,
     };
     // The bind descriptors follow the arguments file: the last is ARGS_FD + binds.
-    Some(format!("{first}-{}", confine::ARGS_FD + binds))
+    Some((first, confine::ARGS_FD + binds))
 }
 
 /// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use relay_shim::StatusEvent;
+use serde_json::json;
 
 use super::audit_row::AuditRow;
 use super::confine;
@@ -178,11 +179,11 @@ fn read_started(
             Ok(_) => {}
             Err(e) => return Err(spawn_err("status pipe")(e)),
         }
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+        let Ok(event) = StatusEvent::parse(&line) else {
             continue;
         };
-        gate.check(&v).map_err(StartError::Identity)?;
-        if let Some(end) = judge(&v, bwrap) {
+        gate.check(&event).map_err(StartError::Identity)?;
+        if let Some(end) = judge(&event, bwrap) {
             return end;
         }
     }
@@ -190,17 +191,13 @@ fn read_started(
 
 /// What a status line ends: `started` (its pid), the sandbox's or the program's failure, or
 /// nothing (`None`: read on).
-fn judge(v: &Value, bwrap: Option<&Path>) -> Option<Result<i64, LaunchError>> {
-    match v.get("event").and_then(Value::as_str) {
-        Some("started") => Some(Ok(v.get("pid").and_then(Value::as_i64).unwrap_or(-1))),
-        Some("sandbox_failed") => {
-            let status = v.get("status").and_then(Value::as_i64).unwrap_or(-1);
-            Some(Err(sandbox_failed(bwrap, status)))
+fn judge(event: &StatusEvent, bwrap: Option<&Path>) -> Option<Result<i64, LaunchError>> {
+    match *event {
+        StatusEvent::Started { pid } => Some(Ok(i64::from(pid))),
+        StatusEvent::SandboxFailed { status } => {
+            Some(Err(sandbox_failed(bwrap, i64::from(status))))
         }
-        Some("spawn_failed") => {
-            let errno = v.get("errno").and_then(Value::as_i64).unwrap_or(0) as i32;
-            Some(Err(StartError::Program { errno }.into()))
-        }
+        StatusEvent::SpawnFailed { errno } => Some(Err(StartError::Program { errno }.into())),
         _ => None,
     }
 }

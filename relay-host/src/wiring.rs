@@ -4,10 +4,14 @@
 //!
 //! ```no_run
 //! use relay_host::wiring::ShimWiring;
+//! use relay_shim::{SessionId, ShimOptions};
 //! use relay_token::FdMap;
 //! let wiring = ShimWiring::new(true, "/var/lib/relay".as_ref(), "s1")?;
+//! let mut opts = ShimOptions::parse(["--", "claude"])?;
+//! (opts.identity, opts.status_fd) = (wiring.identity(), wiring.status_fd());
+//! opts.session_id = SessionId::parse("s1");
 //! let mut cmd = std::process::Command::new("relay-shim");
-//! cmd.args(wiring.args()).args(["--session-id", "s1", "--", "claude"]);
+//! cmd.args(opts.to_args());
 //! let (status_r, status_w) = std::io::pipe()?;
 //! let mut map = FdMap::new();
 //! # use std::os::fd::AsFd;
@@ -15,12 +19,12 @@
 //! wiring.attach(&mut cmd, &mut map);
 //! let child = map.spawn(&mut cmd)?;
 //! let mut gate = wiring.start(std::time::Duration::from_secs(10));
-//! // For each status line `v`: gate.check(&v)?; until `started`.
+//! // For each status line: gate.check(&relay_shim::StatusEvent::parse(&line)?)?; until `started`.
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use relay_shim::identity::{BRIDGE_SOCKET_VAR, SECRET_FD};
-use relay_shim::{DEFAULT_STATUS_FD, IDENTITY_STATUS_FD};
+use relay_shim::{StatusEvent, DEFAULT_STATUS_FD, IDENTITY_STATUS_FD};
 use relay_token::sys;
 use relay_token::FdMap;
 use serde_json::{json, Value};
@@ -48,9 +52,9 @@ impl ShimWiring {
     /// ```
     /// let state = tempfile::tempdir()?;
     /// let w = relay_host::wiring::ShimWiring::new(false, state.path(), "s1")?;
-    /// assert_eq!((w.args(), w.status_fd()), (vec!["--status-fd", "3"], 3));
+    /// assert_eq!((w.identity(), w.status_fd()), (false, 3));
     /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
-    /// assert_eq!((w.args(), w.status_fd()), (vec!["--identity", "--status-fd", "4"], 4));
+    /// assert_eq!((w.identity(), w.status_fd()), (true, 4));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(identity: bool, state_dir: &Path, session_id: &str) -> Result<Self, BridgeError> {
@@ -81,19 +85,16 @@ impl ShimWiring {
         }
     }
 
-    /// The shim's options for this layout (`--identity` and `--status-fd N`).
+    /// Whether the shim proves the launch first (its `--identity`).
     ///
     /// ```
     /// # let state = tempfile::tempdir()?;
     /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
-    /// assert_eq!(w.args()[0], "--identity");
+    /// assert!(w.identity());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn args(&self) -> Vec<&'static str> {
-        match self.bridge {
-            Some(_) => vec!["--identity", "--status-fd", "4"],
-            None => vec!["--status-fd", "3"],
-        }
+    pub fn identity(&self) -> bool {
+        self.bridge.is_some()
     }
 
     /// With the identity: places the secret's pipe at fd 3 in `map` and names the socket in
@@ -124,7 +125,7 @@ impl ShimWiring {
     /// # let state = tempfile::tempdir()?;
     /// let w = relay_host::wiring::ShimWiring::new(false, state.path(), "s1")?;
     /// let mut gate = w.start(std::time::Duration::from_secs(1));
-    /// assert!(gate.check(&serde_json::json!({"event": "started", "pid": 9})).is_ok());
+    /// assert!(gate.check(&relay_shim::StatusEvent::Started { pid: 9 }).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn start(self, timeout: Duration) -> Gate {
@@ -175,7 +176,7 @@ pub struct Gate {
     confirmed: bool,
     cancel: Option<OwnedFd>,
     thread: Option<JoinHandle<()>>,
-    seen: Vec<Value>,
+    seen: Vec<StatusEvent>,
 }
 
 impl Drop for Gate {
@@ -197,21 +198,20 @@ impl Gate {
     /// # let state = tempfile::tempdir()?;
     /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
     /// let mut gate = w.start(std::time::Duration::from_secs(1));
-    /// let err = gate.check(&serde_json::json!({"event": "started", "pid": 9})).unwrap_err();
+    /// let err = gate.check(&relay_shim::StatusEvent::Started { pid: 9 }).unwrap_err();
     /// assert!(err.to_string().contains("started"), "{err}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn check(&mut self, line: &Value) -> Result<(), IdentityRefused> {
+    pub fn check(&mut self, event: &StatusEvent) -> Result<(), IdentityRefused> {
         if !self.identity {
             return Ok(());
         }
-        let event = line.get("event").and_then(Value::as_str).unwrap_or("");
-        let line_shown = shown(line);
+        let line_shown = event.line().trim_end().to_owned();
         match event {
-            "hello_ok" => match self.verdict.as_ref().map(Receiver::try_recv) {
+            StatusEvent::HelloOk { .. } => match self.verdict.as_ref().map(Receiver::try_recv) {
                 Some(Ok(Ok(()))) => {
                     self.confirmed = true;
-                    self.seen.push(line.clone());
+                    self.seen.push(*event);
                     Ok(())
                 }
                 Some(Ok(Err(e))) => Err(IdentityRefused::HelloRefused {
@@ -220,16 +220,18 @@ impl Gate {
                 }),
                 _ => Err(IdentityRefused::NoHello { line: line_shown }),
             },
-            "bad_secret" | "hello_refused" | "no_identity" => Err(IdentityRefused::NotProved {
+            StatusEvent::BadSecret { .. }
+            | StatusEvent::HelloRefused { .. }
+            | StatusEvent::NoIdentity => Err(IdentityRefused::NotProved {
                 line: line_shown,
                 bridge: self.bridge_note(),
             }),
-            "started" if !self.confirmed => Err(IdentityRefused::Unconfirmed {
+            StatusEvent::Started { .. } if !self.confirmed => Err(IdentityRefused::Unconfirmed {
                 line: line_shown,
                 bridge: self.bridge_note(),
             }),
-            "started" => {
-                self.seen.push(line.clone());
+            StatusEvent::Started { .. } => {
+                self.seen.push(*event);
                 Ok(())
             }
             _ => Ok(()),
@@ -246,9 +248,9 @@ impl Gate {
     pub fn events(&self, session_id: &str) -> Vec<Value> {
         self.seen
             .iter()
-            .map(|v| {
-                let mut e = json!({"event": v["event"], "session_id": session_id});
-                if let Some(pid) = v.get("pid").and_then(Value::as_u64) {
+            .map(|event| {
+                let mut e = json!({"event": event.name(), "session_id": session_id});
+                if let StatusEvent::HelloOk { pid } | StatusEvent::Started { pid } = event {
                     e["pid"] = json!(pid);
                 }
                 e
@@ -328,21 +330,6 @@ impl std::fmt::Display for IdentityRefused {
 
 impl std::error::Error for IdentityRefused {}
 
-/// A status line as a refusal message shows it: its `event` and `reason` only, and only when
-/// they are short words, so a shim cannot write arbitrary text into the host's logs.
-fn shown(line: &Value) -> String {
-    let word = |k: &str| {
-        line.get(k)
-            .and_then(Value::as_str)
-            .filter(|s| s.len() <= 32 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-    };
-    let mut v = json!({"event": word("event").unwrap_or("?")});
-    if let Some(r) = word("reason") {
-        v["reason"] = json!(r);
-    }
-    v.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,8 +350,8 @@ mod tests {
         let mut gate = w.start(Duration::from_secs(10));
         let sid = SessionId::parse("s1").unwrap();
         assert_eq!(say_hello(Some(&sock), &sid, &secret), Ok(()));
-        assert!(gate.check(&json!({"event": "hello_ok", "pid": 7})).is_ok());
-        assert!(gate.check(&json!({"event": "started", "pid": 8})).is_ok());
+        assert!(gate.check(&StatusEvent::HelloOk { pid: 7 }).is_ok());
+        assert!(gate.check(&StatusEvent::Started { pid: 8 }).is_ok());
         assert_eq!(
             gate.events("s1"),
             [
@@ -393,23 +380,28 @@ mod tests {
                 .start(Duration::from_secs(10))
         };
         let err = start()
-            .check(&json!({"event": "hello_ok", "pid": 7}))
+            .check(&StatusEvent::HelloOk { pid: 7 })
             .unwrap_err()
             .to_string();
         assert!(err.contains("the bridge got no Hello"), "{err}");
-        for line in [
-            json!({"event": "bad_secret", "reason": "length"}),
-            json!({"event": "hello_refused", "reason": "timeout"}),
-            json!({"event": "no_identity"}),
+        for (event, shown) in [
+            (
+                StatusEvent::BadSecret { reason: "length" },
+                r#"{"event":"bad_secret","reason":"length"}"#,
+            ),
+            (
+                StatusEvent::HelloRefused { reason: "timeout" },
+                r#"{"event":"hello_refused","reason":"timeout"}"#,
+            ),
+            (StatusEvent::NoIdentity, r#"{"event":"no_identity"}"#),
         ] {
-            let err = start().check(&line).unwrap_err().to_string();
-            assert!(err.contains(&shown(&line)), "{err}");
+            let err = start().check(&event).unwrap_err().to_string();
+            assert!(err.ends_with(shown), "{err}");
         }
-        let err = start()
-            .check(&json!({"event": "hello_refused", "reason": "Bearer abc\n"}))
-            .unwrap_err()
-            .to_string();
-        assert!(err.ends_with("{\"event\":\"hello_refused\"}"), "{err}");
+        // A line with words of its own never becomes an event, so never reaches a message.
+        assert!(
+            StatusEvent::parse(r#"{"event":"hello_refused","reason":"Bearer abc\n"}"#).is_err()
+        );
         // A dropped gate stops its bridge at once and leaves nothing behind.
         assert_eq!(fs::read_dir(state.path()).unwrap().count(), 0);
     }

@@ -95,6 +95,14 @@ pub enum SecretError {
 }
 
 impl SecretError {
+    /// Every word [`reason`](Self::reason) gives: what a status line's reader accepts.
+    ///
+    /// ```
+    /// use relay_shim::identity::SecretError;
+    /// assert!(SecretError::REASONS.contains(&SecretError::NotLowercaseHex.reason()));
+    /// ```
+    pub const REASONS: &'static [&'static str] = &["unreadable", "length", "not_lowercase_hex"];
+
     /// The word the status line carries (`unreadable`, `length`, `not_lowercase_hex`).
     ///
     /// ```
@@ -315,6 +323,22 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every word [`reason`](Self::reason) gives: what a status line's reader accepts.
+    ///
+    /// ```
+    /// use relay_shim::identity::Refusal;
+    /// assert!(Refusal::REASONS.contains(&Refusal::Timeout.reason()));
+    /// ```
+    pub const REASONS: &'static [&'static str] = &[
+        "no_socket",
+        "connect",
+        "send",
+        "timeout",
+        "too_long",
+        "closed",
+        "not_ok",
+    ];
+
     /// The word the status line carries.
     ///
     /// ```

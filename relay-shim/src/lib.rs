@@ -93,8 +93,8 @@ pub use options::{
 };
 pub use signals::FORWARDED_SIGNALS;
 use signals::*;
-pub use status::StatusEvent;
 use status::*;
+pub use status::{StatusEvent, StatusLineError};
 use terminal::*;
 
 /// Parses `args` (the arguments after the program name) and runs the shim: the whole of

@@ -442,6 +442,53 @@ impl ShimOptions {
     }
 }
 
+impl ShimOptions {
+    /// The command line that [`parse`](Self::parse) reads back as `self`: the flags in one
+    /// order (`--status-fd` always written out), `--`, the program and its arguments. relay-host
+    /// builds the shim's command line with it, so the two sides cannot drift.
+    ///
+    /// ```
+    /// use relay_shim::{SessionId, ShimOptions};
+    /// let opts = ShimOptions::parse(["--pass-token", "--session-id", "s1", "--", "claude"]).unwrap();
+    /// let args = opts.to_args();
+    /// assert_eq!(args, ["--pass-token", "--status-fd", "3", "--session-id", "s1", "--", "claude"]);
+    /// assert_eq!(ShimOptions::parse(args), Ok(opts));
+    /// ```
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        for (on, flag) in [
+            (self.pass_token, "--pass-token"),
+            (self.identity, "--identity"),
+            (self.pty, "--pty"),
+        ] {
+            if on {
+                a.push(flag.into());
+            }
+        }
+        let mut opt = |name: &str, value: OsString| {
+            a.push(name.into());
+            a.push(value);
+        };
+        if let Some(p) = &self.sandbox_profile {
+            opt("--sandbox-profile", p.clone().into_os_string());
+        }
+        opt("--status-fd", self.status_fd.to_string().into());
+        if let Some((lo, hi)) = self.pass_fds {
+            opt("--pass-fds", format!("{lo}-{hi}").into());
+        }
+        if let Some(n) = self.sandbox_status_fd {
+            opt("--sandbox-status-fd", n.to_string().into());
+        }
+        if let Some(id) = &self.session_id {
+            opt("--session-id", id.as_str().into());
+        }
+        a.push("--".into());
+        a.push(self.program.clone());
+        a.extend(self.args.iter().cloned());
+        a
+    }
+}
+
 /// A descriptor number: ASCII digits only, fitting an `i32`.
 pub(super) fn parse_fd(v: &str) -> Option<RawFd> {
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
@@ -456,4 +503,51 @@ pub(super) fn parse_fd_range(v: &str) -> Option<(RawFd, RawFd)> {
     let (lo, hi) = v.split_once('-')?;
     let (lo, hi) = (parse_fd(lo)?, parse_fd(hi)?);
     (lo > 2 && lo <= hi && ((hi - lo) as usize) < MAX_PASS_FDS).then_some((lo, hi))
+}
+
+#[cfg(test)]
+mod round_trip {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Options as a launcher may build them: each field set or not, values in their ranges.
+    fn any_options() -> impl Strategy<Value = ShimOptions> {
+        let fd = 6..200i32;
+        (
+            (any::<bool>(), any::<bool>(), any::<bool>()),
+            proptest::option::of(fd.clone()),
+            proptest::option::of((0..8i32, 300..400i32)),
+            proptest::option::of(fd),
+            proptest::option::of("[a-z0-9]{1,16}"),
+            "[a-z/]{1,12}",
+            proptest::collection::vec(".{0,8}", 0..4),
+        )
+            .prop_map(
+                |((pass_token, identity, pty), status, fds, sb, sid, prog, args)| {
+                    let status_fd = status.unwrap_or(if identity { 4 } else { 3 });
+                    ShimOptions {
+                        pass_token,
+                        identity,
+                        pty,
+                        sandbox_profile: None,
+                        status_fd,
+                        session_id: sid
+                            .or(identity.then(|| "s".into()))
+                            .and_then(|s| SessionId::parse(&s)),
+                        pass_fds: fds.map(|(lo, n)| (lo + 200, lo + 200 + n)),
+                        sandbox_status_fd: sb.filter(|&n| fds.is_none() && n != status_fd),
+                        program: prog.into(),
+                        args: args.into_iter().map(OsString::from).collect(),
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// What the host writes is what the shim reads: parse(to_args(o)) is o.
+        #[test]
+        fn to_args_reads_back_as_the_same_options(o in any_options()) {
+            prop_assert_eq!(ShimOptions::parse(o.to_args()), Ok(o));
+        }
+    }
 }

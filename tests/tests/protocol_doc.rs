@@ -1,0 +1,122 @@
+//! DESIGN.md's host–shim protocol tables say what the code does: every flag of the shim's
+//! synopsis has a row and every row is a flag the shim parses; every status line the shim can
+//! write has a row, and every row, its placeholders filled in, is a line the host reads back as
+//! the event of that name.
+
+use std::path::Path;
+
+use relay_shim::identity::{Refusal, SecretError};
+use relay_shim::{ShimOptions, StatusEvent, USAGE};
+
+/// The first cell of each row of the table whose header starts with `| {first} |`.
+fn first_cells(doc: &str, first: &str) -> Vec<String> {
+    let header = format!("| {first} |");
+    doc.lines()
+        .skip_while(|l| !l.starts_with(&header))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            row.split('|')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .trim_matches('`')
+                .to_owned()
+        })
+        .collect()
+}
+
+fn design() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/DESIGN.md");
+    std::fs::read_to_string(p).expect("docs/DESIGN.md")
+}
+
+/// The options of the synopsis, each with its value's name (`--status-fd N`).
+fn synopsis_flags() -> Vec<String> {
+    let opts = USAGE.split(" -- ").next().unwrap();
+    opts.split('[')
+        .skip(1)
+        .map(|o| o.split(']').next().unwrap().trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_flag_table_is_the_shims_synopsis() {
+    let table = first_cells(&design(), "flag");
+    assert_eq!(
+        table,
+        synopsis_flags(),
+        "DESIGN.md's flag table against USAGE"
+    );
+    // Each row is a flag the shim parses (its value filled in where it takes one).
+    for flag in &table {
+        let mut args: Vec<String> = flag.split(' ').map(String::from).collect();
+        if args.len() == 2 {
+            args[1] = match args[0].as_str() {
+                "--sandbox-profile" => "/p".into(),
+                "--pass-fds" => "10-12".into(),
+                "--session-id" => "s1".into(),
+                _ => "7".into(),
+            };
+        }
+        if flag == "--identity" {
+            args.extend(["--session-id".into(), "s1".into()]);
+        }
+        args.extend(["--".into(), "true".into()]);
+        match ShimOptions::parse(&args) {
+            Ok(o) => assert_eq!(ShimOptions::parse(o.to_args()), Ok(o)),
+            // A flag of the other platform is still a flag the shim knows.
+            Err(e) => assert!(
+                flag.starts_with("--sandbox-profile") && cfg!(not(target_os = "macos")),
+                "{flag}: {e}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn the_status_table_is_every_line_the_host_reads() {
+    let table = first_cells(&design(), "line");
+    let names: Vec<&str> = table
+        .iter()
+        .map(|l| {
+            let fill = l
+                .replace(":P", ":7")
+                .replace(":E", ":2")
+                .replace(":S", ":3")
+                .replace(":G", ":9")
+                .replace(
+                    ":R",
+                    &format!(
+                        ":\"{}\"",
+                        if l.contains("bad_secret") {
+                            SecretError::REASONS[0]
+                        } else {
+                            Refusal::REASONS[0]
+                        }
+                    ),
+                );
+            let e = StatusEvent::parse(&fill).unwrap_or_else(|e| panic!("{l}: {e}"));
+            assert_eq!(StatusEvent::parse(&e.line()), Ok(e));
+            e.name()
+        })
+        .collect();
+    for every in [
+        StatusEvent::NoIdentity,
+        StatusEvent::HelloOk { pid: 1 },
+        StatusEvent::BadSecret { reason: "length" },
+        StatusEvent::HelloRefused { reason: "timeout" },
+        StatusEvent::Started { pid: 1 },
+        StatusEvent::SpawnFailed { errno: 2 },
+        StatusEvent::SandboxFailed { status: 1 },
+        StatusEvent::Exited { status: 0 },
+        StatusEvent::Signaled { signal: 9 },
+    ] {
+        assert!(
+            names.contains(&every.name()),
+            "DESIGN.md has no row for {}",
+            every.line().trim_end()
+        );
+    }
+    assert_eq!(names.len(), 9, "{table:?}");
+}
