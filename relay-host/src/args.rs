@@ -73,8 +73,14 @@ pub enum Command {
     },
 }
 
-/// `relay-host run`'s options.
-#[derive(Debug, Args)]
+/// What `relay-host run` was given: its options, parsed once by clap and read by
+/// [`cli::run`](crate::cli::run).
+///
+/// ```
+/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// assert_eq!(args.template, "shell");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct RunArgs {
     /// The template to launch
     #[arg(short, long, value_name = "ID", default_value = "claude-code")]

@@ -1,7 +1,7 @@
 //! `relay-host`'s commands, one function each: the binary parses the command line and calls
 //! these with what it parsed. Each returns the process's exit code.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
@@ -39,25 +39,7 @@ pub fn launch_file(host: &Host, request: &Path) -> i32 {
     }
 }
 
-/// What `relay-host run` was given.
-///
-/// ```
-/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
-/// assert_eq!(args.template, "shell");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunArgs {
-    /// The template id.
-    pub template: String,
-    /// The project folder (default: the current folder).
-    pub project: Option<PathBuf>,
-    /// `--no-sandbox`.
-    pub no_sandbox: bool,
-    /// `--keep`: keep the session folder after the session for a later resume.
-    pub keep: bool,
-    /// The session's arguments (after `--`).
-    pub args: Vec<String>,
-}
+pub use crate::args::RunArgs;
 
 /// `relay-host run`: a terminal launch built from flags, in the caller's terminal.
 ///

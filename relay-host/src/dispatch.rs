@@ -9,7 +9,7 @@ use crate::{demo, human, status, Host};
 use clap::Parser;
 use relay_shim::exit::ExitCode;
 
-use crate::args::{Cli, Command, LogArgs, RunArgs, TokenCommand};
+use crate::args::{Cli, Command, LogArgs, TokenCommand};
 
 /// Parses `argv` (program name first) and runs the command.
 pub fn main(argv: Vec<OsString>) -> i32 {
@@ -70,7 +70,7 @@ fn stdout_checked(code: i32) -> i32 {
 fn run(host: &Host, command: Command, json: bool) -> i32 {
     match command {
         Command::Launch { request } => cmd::launch_file(host, &request),
-        Command::Run(a) => cmd::run(host, run_args(a)),
+        Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
         Command::Token { action } => match action {
             TokenCommand::Import { file } => cmd::token_import(host, file.as_deref(), json),
@@ -82,16 +82,6 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Demo | Command::Completions { .. } | Command::Man { .. } => {
             unreachable!("handled before the folders are located")
         }
-    }
-}
-
-fn run_args(a: RunArgs) -> cmd::RunArgs {
-    cmd::RunArgs {
-        template: a.template,
-        project: a.project,
-        no_sandbox: a.no_sandbox,
-        keep: a.keep,
-        args: a.args,
     }
 }
 
