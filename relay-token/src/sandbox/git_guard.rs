@@ -79,7 +79,7 @@ pub const SANDBOX_BIN: &str = "/run/relay/bin";
 /// ```
 pub const WRAPPER: &str = include_str!("git_wrapper.sh");
 
-/// Writes [`WRAPPER`] as `git` (0755) into `dir` (a folder no sandbox reaches, such as the
+/// Writes [`WRAPPER`] as `git` (0700: the owner runs it) into `dir` (a folder no sandbox reaches, such as the
 /// session folder); returns its path, to be shown at [`SANDBOX_GIT`].
 ///
 /// ```
@@ -95,7 +95,7 @@ pub fn write_wrapper(dir: &std::path::Path) -> std::io::Result<std::path::PathBu
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o755)
+        .mode(0o700)
         .open(&path)?;
     f.write_all(WRAPPER.as_bytes())?;
     Ok(path)
