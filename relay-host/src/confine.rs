@@ -79,6 +79,7 @@ fn bwrap_argv(
 ) -> Result<SessionArgv, LaunchError> {
     let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
     let setenv = &preload_no_dump(i, &mut profile, setenv)?;
+    let setenv = &guard_git(i, &mut profile, setenv, &rw)?;
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
     let mut resolved = profile.resolve_with(&i.launch.programs.rw_grants, i.real)?;
@@ -130,6 +131,42 @@ fn preload_no_dump(
         profile.place_file(so, SANDBOX_PRELOAD);
         env.push(("LD_PRELOAD".into(), SANDBOX_PRELOAD.into()));
     }
+    Ok(env)
+}
+
+/// A launch that gets the token runs git through [`sandbox::git_guard`]'s wrapper: written
+/// into the session folder, shown read-only at [`sandbox::git_guard::SANDBOX_GIT`], its folder
+/// first on `PATH` (so Claude Code's own `git status` goes through it too), told the real git,
+/// the project's repository and the read-write grants (`rw`), where other sessions may write.
+/// Other launches, and a host without git, are left as they are.
+#[cfg(not(target_os = "macos"))]
+fn guard_git(
+    i: &Inputs<'_>,
+    profile: &mut Profile,
+    setenv: &[(OsString, OsString)],
+    rw: &[PathBuf],
+) -> Result<Vec<(OsString, OsString)>, LaunchError> {
+    use sandbox::git_guard;
+    let mut env = setenv.to_vec();
+    let real = relay_token::which::find_program("git");
+    let (true, Some(real)) = (i.launch.carries_token(), real) else {
+        return Ok(env);
+    };
+    let wrapper =
+        git_guard::write_wrapper(i.launch.folder.dir()).map_err(spawn_err("git's wrapper"))?;
+    profile.place_file(wrapper, git_guard::SANDBOX_GIT);
+    let common = i.launch.project().and_then(git_guard::project_common_dir);
+    for (k, v) in git_guard::wrapper_env(&real, common.as_deref(), rw) {
+        env.push((k.into(), v));
+    }
+    let template_path = i.launch.v.template().env.get("PATH").map(OsString::from);
+    let path = template_path
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/bin:/bin".into());
+    let mut first = OsString::from(git_guard::SANDBOX_BIN);
+    first.push(":");
+    first.push(path);
+    env.push(("PATH".into(), first));
     Ok(env)
 }
 

@@ -83,8 +83,15 @@ pub enum InvalidSpec {
     },
     /// A token launch's `env` entry not in the template's `request_env`.
     EnvNotAllowed(String),
-    /// A token launch's `extra_args` flag that loads settings, servers, plugins or folders.
-    Flag(String),
+    /// A token launch's `extra_args` entry outside the allow-list of Claude Code flags.
+    Arg {
+        /// Its index in `extra_args`.
+        index: usize,
+        /// The argument.
+        arg: String,
+        /// The rule it breaks.
+        rule: crate::claude_args::ArgRule,
+    },
 }
 
 /// The rule a project breaks.
@@ -197,11 +204,9 @@ impl fmt::Display for InvalidSpec {
                 "env {k:?}: not in the template's request_env list, so a launch that carries the \
                  token may not set it"
             ),
-            Flag(flag) => write!(
-                f,
-                "extra_args {flag:?}: a launch that carries the token may not load settings, \
-                 servers, plugins or folders from its request"
-            ),
+            Arg { index, arg, rule } => {
+                write!(f, "extra_args[{index}] {arg:?}: {}", rule.words())
+            }
         }
     }
 }

@@ -46,6 +46,7 @@ mod args;
 mod argv;
 mod audit_row;
 pub mod bridge;
+pub mod claude_args;
 pub mod cli;
 mod confine;
 pub mod demo;

@@ -318,21 +318,9 @@ pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
 /// options. Each can send the token elsewhere or run code beside it.
 pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
 
-/// Claude Code flags a token launch's request may not pass: each loads settings, servers,
-/// plugins or folders that can change where requests go or what runs beside the token.
-pub const NEVER_CLAUDE_FLAGS: &[&str] = &[
-    "--settings",
-    "--setting-sources",
-    "--mcp-config",
-    "--plugin-dir",
-    "--plugin-url",
-    "--add-dir",
-    "--agents",
-];
-
 /// Checks what a request adds to a launch that carries the token: each `env` name must be in
-/// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; no `extra_args`
-/// entry may be one of [`NEVER_CLAUDE_FLAGS`] (also in its `--flag=value` form).
+/// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; `extra_args`
+/// pass [`crate::claude_args::check`]: allowed Claude Code flags only, never a subcommand.
 ///
 /// ```
 /// use relay_host::request::{check_token_request, Request};
@@ -355,13 +343,11 @@ pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<
             return Err(InvalidSpec::EnvNotAllowed(k.clone()));
         }
     }
-    for a in &request.extra_args {
-        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
-        if NEVER_CLAUDE_FLAGS.contains(&flag) {
-            return Err(InvalidSpec::Flag(flag.to_string()));
-        }
-    }
-    Ok(())
+    crate::claude_args::check(&request.extra_args).map_err(|(index, rule)| InvalidSpec::Arg {
+        index,
+        arg: request.extra_args[index].clone(),
+        rule,
+    })
 }
 
 /// The most bytes a request's `env` (names and values) or `extra_args` may hold together: well

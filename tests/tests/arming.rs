@@ -351,7 +351,7 @@ fn claude_after_planted_project_settings(trusted: bool) -> (World, AuthListener,
     }
     let req = w.request(
         &json!({"kind": "claude", "project": w.project, "session_id": "c1",
-                                "extra_args": ["-p", "hi"]}),
+                                "extra_args": ["-p", "say hi"]}),
     );
     let hash = sha256_hex(w.token.as_bytes());
     let seen = || listener.credential_hashes().contains(&hash);
@@ -863,8 +863,9 @@ fn a_token_launch_refuses_steering_variables() {
 }
 
 /// A token launch whose `extra_args` load settings or move requests (`--settings`, in both
-/// forms, `--mcp-config`, `--setting-sources`, `--plugin-dir`, `--add-dir`) is refused
-/// `invalid_spec` naming the flag, and no program runs.
+/// forms, `--mcp-config`, `--setting-sources`, `--plugin-dir`, `--add-dir`: none is on the
+/// allow-list of a token launch's flags) is refused `invalid_spec` naming the flag, and no
+/// program runs.
 #[test]
 fn a_token_launch_refuses_settings_flags() {
     let w = World::new();
@@ -884,7 +885,7 @@ fn a_token_launch_refuses_settings_flags() {
         (&["--setting-sources=project"], "--setting-sources"),
         (&["--plugin-dir", "d"], "--plugin-dir"),
         (&["--plugin-dir=d"], "--plugin-dir"),
-        (&["-p", "hi", "--add-dir", "d"], "--add-dir"),
+        (&["-p", "--add-dir", "d"], "extra_args[1] \"--add-dir\""),
         (&["--add-dir=d"], "--add-dir"),
     ];
     for (args, flag) in cases {
@@ -894,7 +895,7 @@ fn a_token_launch_refuses_settings_flags() {
     }
     // The control: plain arguments still pass.
     let out =
-        w.launch(&json!({"kind": "claude", "project": w.project, "extra_args": ["-p", "hi"]}));
+        w.launch(&json!({"kind": "claude", "project": w.project, "extra_args": ["-p", "say hi"]}));
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(relay_tests::read_records(&rec).len(), 1);
     w.assert_no_token_on_disk();

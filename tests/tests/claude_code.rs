@@ -517,7 +517,7 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     };
 
     point_at(b.port);
-    let out = fx.launch(&["-p", "hello"], "claude -p, base URL at B");
+    let out = fx.launch(&["-p", "hello there"], "claude -p, base URL at B");
     assert_ne!(out.code, Some(0), "{}", out.describe());
     assert_eq!(b.connections(), 0, "B was reached");
     let events = fx.log("events.jsonl");
@@ -529,7 +529,7 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     );
 
     point_at(a.port);
-    let out = fx.launch(&["-p", "hello"], "claude -p, base URL at A");
+    let out = fx.launch(&["-p", "hello there"], "claude -p, base URL at A");
     assert_ne!(out.code, Some(0), "{}", out.describe());
     let heads = a.heads();
     let messages: Vec<&String> = heads
@@ -556,5 +556,54 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
         );
     }
     assert_eq!(b.connections(), 0, "B was reached");
+    fx.assert_no_token_on_disk();
+}
+
+/// Each regular file under `dir` with the SHA-256 of its bytes, by path.
+fn file_hashes(dir: &Path) -> std::collections::BTreeMap<PathBuf, String> {
+    relay_tests::files_under(dir)
+        .into_iter()
+        .map(|f| {
+            let hash = relay_tests::sha256_hex(&std::fs::read(&f).unwrap());
+            (f, hash)
+        })
+        .collect()
+}
+
+/// Issue 31: a token launch's request that names a Claude Code subcommand (`mcp add-json -s
+/// user ...`, which would write a server into the relay-owned `.claude.json` for every later
+/// session to start) is refused `invalid_spec` (64) naming the argument, and no file of the
+/// Claude config folder changed; so is a prompt shaped like a command (`-p mcp`). Stopped by
+/// the allow-list of a token launch's `extra_args`.
+#[test]
+fn a_requests_subcommand_never_runs_with_the_token() {
+    let mut fx = Fixture::new();
+    fx.write_settings("~/.config/claude-ltt/token", false);
+    fx.write_token();
+    // A first session: the config folder holds what Claude Code writes.
+    let out = fx.launch(&["auth", "status", "--json"], "auth status");
+    assert_logged_in_by_oauth(&fx, &out, "auth status");
+    let before = file_hashes(&fx.claude_config());
+    assert!(!before.is_empty());
+    let server = r#"{"type":"stdio","command":"/bin/sh","args":["-c","true"]}"#;
+    for (args, named) in [
+        (
+            &["mcp", "add-json", "-s", "user", "planted", server][..],
+            "extra_args[0] \"mcp\"",
+        ),
+        (&["-p", "mcp"], "extra_args[1] \"mcp\""),
+    ] {
+        let out = fx.launch(args, "a request's subcommand");
+        assert_eq!(out.code, Some(64), "{args:?}: {}", out.describe());
+        let line: Value = serde_json::from_str(out.stderr.trim()).unwrap();
+        assert_eq!(line["error"], "invalid_spec", "{line}");
+        let msg = line["message"].as_str().unwrap();
+        assert!(msg.starts_with(named), "{msg}");
+        assert_eq!(
+            file_hashes(&fx.claude_config()),
+            before,
+            "{args:?}: the Claude config folder changed"
+        );
+    }
     fx.assert_no_token_on_disk();
 }

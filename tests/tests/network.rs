@@ -476,3 +476,51 @@ fn the_forwarder_outlives_an_interrupt_of_the_session() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "200\n");
     assert_eq!(a.connections(), 1);
 }
+
+/// The raw request a session sends through its proxy for [`a_header_with_a_bare_lf_never_reaches_the_upstream`]:
+/// a header value holding a bare LF, so an upstream that splits lines on LF alone reads a
+/// second `Host` the proxy never checked.
+const SMUGGLED: &str = "GET http://127.0.0.1:PORT/ HTTP/1.1\\r\\nHost: 127.0.0.1:PORT\\r\\n\
+                        X-A: a\\nHost: other.example\\r\\n\\r\\n";
+
+/// Issue 31: a request head holding a bare LF is refused by the proxy (400) and the upstream,
+/// listed on the allow-list, never sees a connection. The session sends the bytes itself
+/// (perl, to the proxy named in its `http_proxy`); a clean request on the same path reaches
+/// the upstream, so the check can fail.
+#[test]
+fn a_header_with_a_bare_lf_never_reaches_the_upstream() {
+    let _turn = turn();
+    let fx = Fixture::new(&fake_agent());
+    let a = Listener::start(HELLO);
+    let out = fx.project.join("out.txt");
+    let send = |name: &str, head: &str| {
+        format!(
+            "perl -MIO::Socket::INET -e '($h, $p) = $ENV{{http_proxy}} =~ m{{//([^:/]+):(\\d+)}}; \
+             $s = IO::Socket::INET->new(\"$h:$p\") or die; print $s \"{head}\"; $r = <$s>; \
+             print \"{name} $r\"' >> {out}\n",
+            head = head.replace("PORT", &a.port.to_string()),
+            out = out.display(),
+        )
+    };
+    let clean = "GET http://127.0.0.1:PORT/clean HTTP/1.1\\r\\nX-A: a\\r\\n\\r\\n";
+    let script = fx.project.join("probe.sh");
+    let text = format!(
+        "#!/bin/sh\n{}{}",
+        send("smuggled", SMUGGLED),
+        send("clean", clean)
+    );
+    std::fs::write(&script, text).unwrap();
+    let network = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
+    write_settings(&fx, &script, network, json!({}));
+    let done = launch(&fx, "lf");
+    assert!(done.status.success(), "{done:?}");
+    let answers = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        answers.contains("smuggled HTTP/1.1 400 Bad Request\r\n"),
+        "{answers:?}"
+    );
+    assert!(answers.contains("clean HTTP/1.1 200 OK\r\n"), "{answers:?}");
+    let heads = a.heads();
+    assert_eq!(a.connections(), 1, "the upstream saw: {heads:?}");
+    assert!(heads[0].starts_with("GET /clean HTTP/1.1\r\n"), "{heads:?}");
+}

@@ -333,17 +333,24 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Headers one request head may hold.
+const MAX_HEADERS: usize = 100;
+
 /// The request line and headers: `CONNECT host:port` (port 443 when left out), or `METHOD
 /// http://host[:port]/path` (port 80), rewritten to origin-form with `Connection: close` and
-/// without the proxy's own headers.
+/// without the proxy's own headers. The head is parsed by `httparse` (a byte HTTP does not
+/// allow in a method, a target, a header name or value is refused) after every line end is
+/// checked to be CR LF: a bare LF, which `httparse` reads as a line end, could make an
+/// upstream see a header the proxy never checked.
 fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
-    let text = std::str::from_utf8(head).map_err(|_| "the request head is not text")?;
-    let mut lines = text.split("\r\n");
-    let line = lines.next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    crlf_only(head)?;
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
+        _ => return Err("a malformed request head"),
+    }
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err("a malformed request line");
     };
     if method == "CONNECT" {
@@ -367,19 +374,51 @@ fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
         p if p.starts_with('/') => p.to_string(),
         p => format!("/{p}"),
     };
-    let mut out = format!("{method} {path} {version}\r\n");
+    let out = format!("{method} {path} HTTP/1.{minor}\r\n");
+    let (out, body_len) = forwarded_headers(out, req.headers, &host, port)?;
+    Ok(Target {
+        connect: false,
+        host,
+        port,
+        head: out.into_bytes(),
+        body_len,
+    })
+}
+
+/// Refuses a CR that does not start a CR LF, and an LF that does not end one.
+fn crlf_only(head: &[u8]) -> Result<(), &'static str> {
+    let bare = head.iter().enumerate().any(|(i, &b)| match b {
+        b'\r' => head.get(i + 1) != Some(&b'\n'),
+        b'\n' => i == 0 || head[i - 1] != b'\r',
+        _ => false,
+    });
+    if bare {
+        Err("a bare CR or LF in the request head")
+    } else {
+        Ok(())
+    }
+}
+
+/// Appends the headers sent upstream to `out` (the proxy's own dropped, the one `Host` the
+/// checked one, `Connection: close` last); returns the head and the body's length.
+fn forwarded_headers(
+    mut out: String,
+    headers: &[httparse::Header<'_>],
+    host: &str,
+    port: u16,
+) -> Result<(String, u64), &'static str> {
     let mut body_len: Option<u64> = None;
     let mut host_seen = false;
-    for h in lines.filter(|l| !l.is_empty()) {
-        let (name, value) = h.split_once(':').ok_or("a malformed header")?;
-        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+    for h in headers {
+        let value = std::str::from_utf8(h.value).map_err(|_| "a header value is not text")?;
+        let (name, value) = (h.name.to_ascii_lowercase(), value.trim());
         match name.as_str() {
             "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive" => continue,
             "host" => {
                 // The one host the request names is the one checked: a `Host` naming another
                 // site would be served by an upstream that hosts both.
                 let same = authority(value, 80)
-                    .is_ok_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port);
+                    .is_ok_and(|(h, p)| h.eq_ignore_ascii_case(host) && p == port);
                 if host_seen || !same {
                     return Err("the Host header differs from the request's host");
                 }
@@ -397,25 +436,18 @@ fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
             "transfer-encoding" => return Err("a request body must have a Content-Length"),
             _ => {}
         }
-        out.push_str(h);
-        out.push_str("\r\n");
+        out.push_str(&format!("{}: {value}\r\n", h.name));
     }
     if !host_seen {
         let shown = if port == 80 {
-            host.clone()
+            host.to_string()
         } else {
             format!("{host}:{port}")
         };
         out.push_str(&format!("Host: {shown}\r\n"));
     }
     out.push_str("Connection: close\r\n\r\n");
-    Ok(Target {
-        connect: false,
-        host,
-        port,
-        head: out.into_bytes(),
-        body_len: body_len.unwrap_or(0),
-    })
+    Ok((out, body_len.unwrap_or(0)))
 }
 
 fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
@@ -523,6 +555,17 @@ mod tests {
             b"POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"POST http://a.example/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
             b"POST http://a.example/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            // A bare LF or CR, in a value or as a line end; bytes no header may hold.
+            b"GET http://a.example/ HTTP/1.1\r\nX-A: a\nHost: b.example\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX-A: a\rHost: b.example\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\nX-A: a\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX-A: a\x00b\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX A: a\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX-A : a\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX-A: a\r\n folded\r\n\r\n",
+            b"GET http://a.example/\x7f HTTP/1.1\r\n\r\n",
+            b"G(T http://a.example/ HTTP/1.1\r\n\r\n",
+            b"GET http://a.example/ HTTP/2.0\r\n\r\n",
         ] {
             assert!(
                 parse_head(bad).is_err(),

@@ -108,6 +108,16 @@ impl AllowEntry {
         }
     }
 
+    /// True when this entry names this machine's loopback: `localhost` or an address in
+    /// 127.0.0.0/8 or `::1` (an IPv4-mapped one taken as IPv4).
+    pub(super) fn is_loopback(&self) -> bool {
+        match &self.host {
+            Pattern::Name(n) => n == "localhost",
+            Pattern::Ip(ip) => ip.is_loopback(),
+            Pattern::Below(_) => false,
+        }
+    }
+
     /// True when this entry names an address (so a name that resolves to it is not needed).
     fn is_ip(&self) -> bool {
         matches!(self.host, Pattern::Ip(_))

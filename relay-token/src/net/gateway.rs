@@ -17,8 +17,10 @@ use std::fmt;
 
 use super::AllowEntry;
 
-/// A parsed `api_base_url`: `http://` or `https://`, a host (a name or an IP literal), an
-/// optional port and path; no user name, query or fragment.
+/// A parsed `api_base_url`: `https://`, or `http://` to this machine's loopback (127.0.0.0/8,
+/// `::1`, `localhost`), a host (a name or an IP literal), an optional port and path; no user
+/// name, query or fragment. Plain `http://` to any other host is refused: the token rides in
+/// every request's `Authorization` and would cross the network in clear text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gateway {
     url: String,
@@ -41,6 +43,8 @@ pub enum GatewayError {
     Form(String),
     /// The host and port do not make an allow-list entry.
     Host(String),
+    /// Plain `http://` to a host that is not this machine's loopback.
+    PlainHttp(String),
 }
 
 impl fmt::Display for GatewayError {
@@ -54,6 +58,11 @@ impl fmt::Display for GatewayError {
                 "api_base_url {u:?}: holds a user name, a query, a fragment or spaces"
             ),
             GatewayError::Host(u) => write!(f, "api_base_url {u:?}: no valid host and port"),
+            GatewayError::PlainHttp(u) => write!(
+                f,
+                "api_base_url {u:?}: plain http:// would send the token in clear text; use \
+                 https:// (http:// only to a loopback host: 127.0.0.0/8, ::1, localhost)"
+            ),
         }
     }
 }
@@ -68,6 +77,8 @@ impl Gateway {
     /// assert!(Gateway::parse("https://user@llm.example").is_err());
     /// assert!(Gateway::parse("https://llm.example:0").is_err());
     /// assert!(Gateway::parse("https://[::1]:8443/v").is_ok());
+    /// assert!(Gateway::parse("http://localhost:8080").is_ok());
+    /// assert!(Gateway::parse("http://192.0.2.10:8080").is_err());
     /// ```
     pub fn parse(url: &str) -> Result<Gateway, GatewayError> {
         let (rest, default_port) = if let Some(r) = url.strip_prefix("https://") {
@@ -97,6 +108,9 @@ impl Gateway {
         if entry.starts_with("*.") {
             return Err(GatewayError::Host(url.to_string()));
         }
+        if default_port == 80 && !parsed.is_loopback() {
+            return Err(GatewayError::PlainHttp(url.to_string()));
+        }
         Ok(Gateway {
             url: url.to_string(),
             written: parsed.to_string(),
@@ -118,8 +132,8 @@ impl Gateway {
     /// The allow-list entry for the gateway: `host:port`, the scheme's port when none is given.
     ///
     /// ```
-    /// let g = relay_token::net::Gateway::parse("http://Gateway.Example")?;
-    /// assert_eq!(g.allow_entry(), "gateway.example:80");
+    /// let g = relay_token::net::Gateway::parse("http://LocalHost")?;
+    /// assert_eq!(g.allow_entry(), "localhost:80");
     /// # Ok::<(), relay_token::net::GatewayError>(())
     /// ```
     pub fn allow_entry(&self) -> &str {
@@ -178,11 +192,38 @@ mod tests {
     }
 
     #[test]
+    fn plain_http_reaches_only_the_loopback() {
+        for ok in [
+            "http://127.0.0.1:8080",
+            "http://127.9.8.7",
+            "http://[::1]:9/v1",
+            "http://localhost:8080",
+            "http://LOCALHOST./x",
+            "http://[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(Gateway::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://192.0.2.10:8080",
+            "http://gateway.internal:8080",
+            "http://localhost.example",
+            "http://[::2]",
+            "http://0.0.0.0:80",
+        ] {
+            assert_eq!(
+                Gateway::parse(bad),
+                Err(GatewayError::PlainHttp(bad.to_string())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn the_entry_names_the_port_the_scheme_implies() {
         let e = |u: &str| Gateway::parse(u).unwrap().allow_entry().to_string();
         assert_eq!(e("https://b.example"), "b.example:443");
         assert_eq!(e("https://b.example/anthropic/"), "b.example:443");
-        assert_eq!(e("http://b.example:8080/x"), "b.example:8080");
+        assert_eq!(e("https://b.example:8080/x"), "b.example:8080");
         assert_eq!(e("http://[::1]:8443"), "[::1]:8443");
         assert_eq!(e("http://[::1]"), "[::1]:80");
     }

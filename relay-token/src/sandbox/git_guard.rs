@@ -9,6 +9,19 @@
 //! repository's own configuration, hooks, `info/`, `modules/` and `worktrees/` read-only;
 //! these overrides make git in a token session ignore the rest of what decides what it runs.
 //!
+//! Those overrides cannot name every driver: a filter, a `textconv` or a diff or merge driver
+//! is configured under a name of the repository's choosing (`filter.<name>.clean`), and git has
+//! no switch that ignores them all. So the `git` a token session finds first on `PATH` is
+//! [`WRAPPER`], shown read-only at [`SANDBOX_GIT`]: it asks the real git (`rev-parse`, which
+//! runs no driver, filter, hook or monitor) which repository a command would use. In the
+//! project's own repository (whose configuration, hooks and `info/` the write-deny list keeps
+//! read-only), it runs git with that repository pinned (`GIT_DIR`, `GIT_COMMON_DIR`,
+//! `GIT_WORK_TREE`), so a `commondir` or a `.git` another session writes meanwhile redirects
+//! nothing. A repository anywhere else inside a folder another session may write (a
+//! repository in a subfolder of the project, a redirected common folder) is refused: its
+//! configuration is another session's. Elsewhere (the session's private `/tmp`) git runs as it
+//! is.
+//!
 //! They are set as git's command-line configuration (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_n`,
 //! `GIT_CONFIG_VALUE_n`), which git reads after every file, so no configuration file can undo
 //! them, and which git passes on to the git it starts inside a submodule.
@@ -48,6 +61,111 @@ pub fn env() -> Vec<(String, String)> {
         out.push((format!("GIT_CONFIG_VALUE_{i}"), v.to_string()));
     }
     out
+}
+
+/// Where the wrapper stands inside a token session's sandbox; [`SANDBOX_BIN`] comes first on
+/// its `PATH`.
+pub const SANDBOX_GIT: &str = "/run/relay/bin/git";
+
+/// The folder of [`SANDBOX_GIT`].
+pub const SANDBOX_BIN: &str = "/run/relay/bin";
+
+/// The wrapper, a POSIX shell script. It reads `RELAY_GIT` (the real git), `RELAY_GIT_COMMON_DIR`
+/// (the project's repository, if any) and `RELAY_GIT_SHARED` (the folders other sessions may
+/// write, one a line): see [`wrapper_env`].
+///
+/// ```
+/// assert!(relay_token::sandbox::git_guard::WRAPPER.starts_with("#!/bin/sh\n"));
+/// ```
+pub const WRAPPER: &str = include_str!("git_wrapper.sh");
+
+/// Writes [`WRAPPER`] as `git` (0700: the owner runs it) into `dir` (a folder no sandbox reaches, such as the
+/// session folder); returns its path, to be shown at [`SANDBOX_GIT`].
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let p = relay_token::sandbox::git_guard::write_wrapper(dir.path())?;
+/// assert_eq!(std::fs::read_to_string(&p)?, relay_token::sandbox::git_guard::WRAPPER);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn write_wrapper(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("git");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)?;
+    f.write_all(WRAPPER.as_bytes())?;
+    Ok(path)
+}
+
+/// The variables [`WRAPPER`] reads: the real git, the common folder of the project's
+/// repository (empty when it has none) and the folders other sessions may write, one a line.
+///
+/// ```
+/// use std::path::{Path, PathBuf};
+/// let env = relay_token::sandbox::git_guard::wrapper_env(
+///     Path::new("/usr/bin/git"), Some(Path::new("/p/.git")), &[PathBuf::from("/p")]);
+/// assert_eq!(env[1], ("RELAY_GIT_COMMON_DIR".to_string(), "/p/.git".into()));
+/// ```
+pub fn wrapper_env(
+    real_git: &std::path::Path,
+    common_dir: Option<&std::path::Path>,
+    shared: &[std::path::PathBuf],
+) -> Vec<(String, std::ffi::OsString)> {
+    let mut lines = std::ffi::OsString::new();
+    for s in shared {
+        lines.push(s);
+        lines.push("\n");
+    }
+    vec![
+        ("RELAY_GIT".to_string(), real_git.into()),
+        (
+            "RELAY_GIT_COMMON_DIR".to_string(),
+            common_dir.map(|c| c.into()).unwrap_or_default(),
+        ),
+        ("RELAY_GIT_SHARED".to_string(), lines),
+    ]
+}
+
+/// The common folder of the repository git uses in `project` (the first `.git` found walking
+/// up; a `.git` file names a linked worktree's or a submodule's git folder, whose `commondir`
+/// names the common one), made canonical; `None` when there is none.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let p = dir.path().canonicalize()?;
+/// std::fs::create_dir_all(p.join(".git"))?;
+/// std::fs::write(p.join(".git/HEAD"), "ref: refs/heads/main\n")?;
+/// std::fs::create_dir(p.join("sub"))?;
+/// let common = relay_token::sandbox::git_guard::project_common_dir(&p.join("sub"));
+/// assert_eq!(common, Some(p.join(".git")));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn project_common_dir(project: &std::path::Path) -> Option<std::path::PathBuf> {
+    for dir in project.ancestors() {
+        let dot_git = dir.join(".git");
+        let Ok(m) = std::fs::symlink_metadata(&dot_git) else {
+            continue;
+        };
+        let git_dir = if m.is_dir() {
+            if std::fs::symlink_metadata(dot_git.join("HEAD")).is_err() {
+                continue;
+            }
+            dot_git
+        } else {
+            let text = std::fs::read_to_string(&dot_git).ok()?;
+            dir.join(text.strip_prefix("gitdir:")?.trim())
+        };
+        let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+            Ok(c) => git_dir.join(c.trim()),
+            Err(_) => git_dir,
+        };
+        return common.canonicalize().ok();
+    }
+    None
 }
 
 /// Why git in `project` would read another folder's repository data than the project's own: a

@@ -396,3 +396,39 @@ fn a_mount_bwrap_fails_after_its_start_report_ends_the_answered_session() {
         assert_no_token(&f.display().to_string(), &fs::read(&f).unwrap(), &fx.token);
     }
 }
+
+/// Issue 31: a gateway reached by plain `http://` on a host other than this machine's
+/// loopback is refused when the settings are read, naming the key and saying to use https:
+/// every request carries the token. `status` shows it and exits 78; a launch is refused with
+/// the same words and nothing starts. An `http://` gateway on the loopback is accepted.
+#[test]
+fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
+    let fx = Fx::new();
+    let url = "http://192.0.2.10:8080";
+    let mut t = claude_template(&[], json!({}), &[]);
+    t["api_base_url"] = json!(url);
+    fx.with_token(vec![t.clone()]);
+    let words = format!(
+        "api_base_url {url:?}: plain http:// would send the token in clear text; use https:// \
+         (http:// only to a loopback host: 127.0.0.0/8, ::1, localhost)"
+    );
+    let out = fx.host(&["status", "--json"]);
+    assert_eq!(out.code, Some(78), "{}", out.stderr);
+    let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let settings = fx.config.join("settings.json");
+    let error = status["settings_error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!("{}: {words}", settings.display())),
+        "{error}"
+    );
+    let out = fx.launch(&claude_req(&fx, "gw"));
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    assert!(msg.contains(&words), "{msg}");
+    assert_nothing_started(&fx, "gw");
+    // The loopback is this machine: plain http:// to it is accepted.
+    t["api_base_url"] = json!("http://127.0.0.1:8080");
+    fx.with_token(vec![t]);
+    let out = fx.host(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(status["settings_error"].is_null(), "{status}");
+}

@@ -1,0 +1,67 @@
+#!/bin/sh
+# git for a session that holds the token: relay_token::sandbox::git_guard explains it.
+# In the project's repository, git runs with that repository pinned (GIT_DIR, GIT_COMMON_DIR,
+# GIT_WORK_TREE), so a `commondir` or a `.git` written meanwhile by another session redirects
+# nothing; in another repository inside a folder another session may write, git does not run.
+real=$RELAY_GIT
+if [ -z "$real" ]; then
+    echo "relay: RELAY_GIT is not set" >&2
+    exit 128
+fi
+q() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+globals=
+take=0
+for a in "$@"; do
+    if [ "$take" = 1 ]; then
+        globals="$globals$(q "$a")"
+        take=0
+        continue
+    fi
+    case $a in
+    -C | -c | --git-dir | --work-tree | --namespace | --config-env | --super-prefix | --attr-source)
+        globals="$globals$(q "$a")"
+        take=1
+        ;;
+    --*=* | -p | -P | --paginate | --no-pager | --bare | --no-replace-objects | --no-lazy-fetch | \
+        --literal-pathspecs | --glob-pathspecs | --noglob-pathspecs | --icase-pathspecs | \
+        --no-optional-locks | --no-advice)
+        globals="$globals$(q "$a")"
+        ;;
+    *) break ;;
+    esac
+done
+# Where git would work: rev-parse runs no driver, filter, hook or monitor.
+found=$(eval "exec \"\$real\" $globals rev-parse --path-format=absolute --git-dir --git-common-dir --is-inside-work-tree" 2>/dev/null) ||
+    exec "$real" "$@"
+gitdir=$(printf '%s\n' "$found" | sed -n 1p)
+common=$(printf '%s\n' "$found" | sed -n 2p)
+inside=$(printf '%s\n' "$found" | sed -n 3p)
+own=$RELAY_GIT_COMMON_DIR
+within() { case $1/ in "$2"/*) return 0 ;; esac; return 1; }
+shared() {
+    printf '%s\n' "$RELAY_GIT_SHARED" | {
+        while IFS= read -r d; do
+            [ -n "$d" ] && within "$1" "$d" && exit 0
+        done
+        exit 1
+    }
+}
+if [ -n "$own" ] && within "$gitdir" "$own" && { [ "$common" = "$own" ] || within "$common" "$own/modules"; }; then
+    if [ "$inside" = true ]; then
+        GIT_WORK_TREE=$(eval "exec \"\$real\" $globals rev-parse --show-toplevel") || exit 128
+        export GIT_WORK_TREE
+    fi
+    GIT_DIR=$gitdir
+    GIT_COMMON_DIR=$common
+    export GIT_DIR GIT_COMMON_DIR
+    if [ "$inside" != true ]; then
+        # In the git folder itself: no work tree, as git would have it.
+        exec "$real" --bare "$@"
+    fi
+    exec "$real" "$@"
+fi
+if shared "$gitdir" || shared "$common"; then
+    echo "relay: git beside the token runs only in the project's repository${own:+ ($own)}; $gitdir is a repository another session may have written" >&2
+    exit 128
+fi
+exec "$real" "$@"
