@@ -23,6 +23,13 @@ use relay_token::sandbox::write_deny;
 
 /// Where a sandbox sees relay's no-dump preload (bound read-only).
 pub(crate) const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
+
+/// Where a token session's sandbox sees relay's git wrapper; [`SANDBOX_BIN`] comes first on its
+/// `PATH`.
+pub(crate) const SANDBOX_GIT: &str = "/run/relay/bin/git";
+
+/// The folder of [`SANDBOX_GIT`].
+pub(crate) const SANDBOX_BIN: &str = "/run/relay/bin";
 #[cfg(not(target_os = "macos"))]
 use relay_token::sandbox::write_deny::Placeholders;
 use relay_token::sandbox::{self, Profile};
@@ -135,7 +142,7 @@ fn preload_no_dump(
 }
 
 /// A launch that gets the token runs git through [`sandbox::git_guard`]'s wrapper: written
-/// into the session folder, shown read-only at [`sandbox::git_guard::SANDBOX_GIT`], its folder
+/// into the session folder, shown read-only at [`SANDBOX_GIT`], its folder
 /// first on `PATH` (so Claude Code's own `git status` goes through it too), told the real git,
 /// the project's repository and the read-write grants (`rw`), where other sessions may write.
 /// Other launches, and a host without git, are left as they are.
@@ -154,7 +161,7 @@ fn guard_git(
     };
     let wrapper =
         git_guard::write_wrapper(i.launch.folder.dir()).map_err(spawn_err("git's wrapper"))?;
-    profile.place_file(wrapper, git_guard::SANDBOX_GIT);
+    profile.place_file(wrapper, SANDBOX_GIT);
     let common = i.launch.project().and_then(git_guard::project_common_dir);
     for (k, v) in git_guard::wrapper_env(&real, common.as_deref(), rw) {
         env.push((k.into(), v));
@@ -163,7 +170,7 @@ fn guard_git(
     let path = template_path
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_else(|| "/usr/bin:/bin".into());
-    let mut first = OsString::from(git_guard::SANDBOX_BIN);
+    let mut first = OsString::from(SANDBOX_BIN);
     first.push(":");
     first.push(path);
     env.push(("PATH".into(), first));

@@ -12,7 +12,7 @@
 //! Those overrides cannot name every driver: a filter, a `textconv` or a diff or merge driver
 //! is configured under a name of the repository's choosing (`filter.<name>.clean`), and git has
 //! no switch that ignores them all. So the `git` a token session finds first on `PATH` is
-//! [`WRAPPER`], shown read-only at [`SANDBOX_GIT`]: it asks the real git (`rev-parse`, which
+//! [`WRAPPER`], placed read-only in a folder of the launcher's choosing: it asks the real git (`rev-parse`, which
 //! runs no driver, filter, hook or monitor) which repository a command would use. In the
 //! project's own repository (whose configuration, hooks and `info/` the write-deny list keeps
 //! read-only), it runs git with that repository pinned (`GIT_DIR`, `GIT_COMMON_DIR`,
@@ -63,13 +63,6 @@ pub fn env() -> Vec<(String, String)> {
     out
 }
 
-/// Where the wrapper stands inside a token session's sandbox; [`SANDBOX_BIN`] comes first on
-/// its `PATH`.
-pub const SANDBOX_GIT: &str = "/run/relay/bin/git";
-
-/// The folder of [`SANDBOX_GIT`].
-pub const SANDBOX_BIN: &str = "/run/relay/bin";
-
 /// The wrapper, a POSIX shell script. It reads `RELAY_GIT` (the real git), `RELAY_GIT_COMMON_DIR`
 /// (the project's repository, if any) and `RELAY_GIT_SHARED` (the folders other sessions may
 /// write, one a line): see [`wrapper_env`].
@@ -80,7 +73,8 @@ pub const SANDBOX_BIN: &str = "/run/relay/bin";
 pub const WRAPPER: &str = include_str!("git_wrapper.sh");
 
 /// Writes [`WRAPPER`] as `git` (0700: the owner runs it) into `dir` (a folder no sandbox reaches, such as the
-/// session folder); returns its path, to be shown at [`SANDBOX_GIT`].
+/// session folder); returns its path, to be shown read-only inside the sandbox, in a folder
+/// that comes first on the session's `PATH`.
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
