@@ -153,3 +153,79 @@ fn the_checker_finds_a_circle() {
         Some(["a", "b", "a"].map(String::from).to_vec())
     );
 }
+
+/// The code lines of a source file: up to its `#[cfg(test)] mod` (unit tests are not counted).
+fn code_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i].starts_with("#[cfg(test)]")
+                && lines.get(i + 1).is_some_and(|l| l.starts_with("mod "))
+        })
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// Each `fn` of `lines` with its length in lines, from its signature to the `}` at its indent.
+fn functions<'a>(lines: &[&'a str]) -> Vec<(&'a str, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        let body = l.trim_start();
+        let indent = &l[..l.len() - body.len()];
+        let is_fn = body.split("fn ").next().is_some_and(|pre| {
+            pre.split_whitespace().all(|w| {
+                w.starts_with("pub") || ["const", "unsafe", "async", "extern", "\"C\""].contains(&w)
+            })
+        }) && body.contains("fn ")
+            && !body.starts_with("//");
+        if is_fn && !body.ends_with(';') {
+            let close = format!("{indent}}}");
+            let end = (i..lines.len())
+                .find(|&j| lines[j].trim_end() == close)
+                .unwrap_or(lines.len() - 1);
+            out.push((l, end - i + 1));
+            i = end;
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn no_file_over_700_lines_no_function_over_80_in_library_or_binary_code() {
+    let mut long = Vec::new();
+    let mut counted = 0;
+    for (dir, _) in source_folders() {
+        for (name, text) in folder(&dir).0 {
+            let lines = code_lines(&text);
+            if lines.len() > 700 {
+                long.push(format!(
+                    "{}/{name}.rs: {} lines",
+                    dir.display(),
+                    lines.len()
+                ));
+            }
+            for (sig, n) in functions(&lines) {
+                counted += 1;
+                if n > 80 {
+                    long.push(format!(
+                        "{}/{name}.rs: {n} lines: {}",
+                        dir.display(),
+                        sig.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(counted > 300, "saw {counted} functions");
+    assert!(long.is_empty(), "too long:\n{}", long.join("\n"));
+}
+
+#[test]
+fn the_length_check_sees_a_long_function() {
+    let body = format!("pub fn f() {{\n{}}}\n", "    x();\n".repeat(90));
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(functions(&lines), [("pub fn f() {", 92)]);
+}
