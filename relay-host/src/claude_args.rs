@@ -186,7 +186,7 @@ fn value_ok(takes: Takes, v: &str) -> bool {
     match takes {
         Takes::Nothing => false,
         Takes::OneOf(words) => words.contains(&v),
-        Takes::SessionId => crate::request::valid_session_id(v),
+        Takes::SessionId => relay_shim::SessionId::parse(v).is_some(),
         Takes::Model => {
             (1..=200).contains(&v.len())
                 && !v.starts_with('-')
