@@ -25,7 +25,7 @@ use super::stage::{Confined, Networked, Prepared, Session, SessionArgv, ShimComm
 pub use super::start::START_TIMEOUT;
 use super::state::State;
 use super::wiring::ShimWiring;
-use super::{argv, programs, start, Host};
+use super::{argv, claude_config, programs, start, Host};
 use crate::settings::Settings;
 use relay_shim::exit::ExitCode;
 use relay_shim::StatusEvent;
@@ -133,7 +133,7 @@ fn validate(
     let me = unsafe { libc::geteuid() };
     let own = [host.config_dir.as_path(), host.state_dir.as_path()];
     let real = super::project::check_project(&given, &own, me)?;
-    let claude_config = state.claude_config_dir();
+    let claude_config = claude_config::launch_dir(&state.session_dir(v.session_id()));
     if v.sandboxed() && !confine::grants_show(host, &v.template().sandbox, &real, &claude_config)? {
         let template = v.template().id.clone();
         let project = given;
@@ -160,16 +160,13 @@ fn prepare(
     if v.sandboxed() {
         super::network::check(&v.template().network(), token.carried(), settings)?;
     }
-    let claude_config = state.claude_config_dir();
+    let claude_config = claude_config::launch_dir(&session_dir);
     let programs = programs::resolve(host, settings, &v, &claude_config)?;
-    let folder = SessionFolder::create(state.path(), &session_dir, &claude_config)?;
+    let folder = SessionFolder::create(state.path(), &session_dir, &state.claude_config_dir())?;
     if v.request().keep {
         let _ = state.mark_kept(v.session_id());
     }
-    super::state::seed_claude_config(&host.config_dir, &claude_config);
-    if v.template().api_base_url.is_some() {
-        super::state::seed_onboarding(&claude_config);
-    }
+    seed_claude_config(host, state, &v, &claude_config)?;
     Ok(Prepared {
         v,
         token,
@@ -177,6 +174,45 @@ fn prepare(
         folder,
         claude_config,
     })
+}
+
+/// The launch's own Claude config folder ([`claude_config`]), seeded from the operator's
+/// `claude-seed/`, relay's defaults and the persistent folder's named state.
+fn seed_claude_config(
+    host: &Host,
+    state: &State,
+    v: &Validated,
+    launch_dir: &Path,
+) -> Result<(), LaunchError> {
+    let seed = claude_config::Seed {
+        config_dir: &host.config_dir,
+        persistent: &state.claude_config_dir(),
+        onboard: v.template().api_base_url.is_some(),
+        resume: resumes(v),
+    };
+    claude_config::seed(launch_dir, &seed)
+        .map_err(super::error::spawn_err(format!("Claude config folder {}", launch_dir.display())))
+}
+
+/// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of them
+/// (`--continue`, which picks the newest), or none.
+fn resumes(v: &Validated) -> Option<Option<&str>> {
+    let r = v.request();
+    if let (true, Some(id)) = (v.claude(), &r.resume) {
+        return Some(Some(id.as_str()));
+    }
+    let args = &r.extra_args;
+    for (i, a) in args.iter().enumerate() {
+        match a.as_str() {
+            "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
+            "-c" | "--continue" => return Some(None),
+            _ => {}
+        }
+        if let Some(id) = a.strip_prefix("--resume=") {
+            return Some(Some(id));
+        }
+    }
+    None
 }
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
@@ -319,6 +355,10 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     }
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
+    let launch_dir = claude_config::launch_dir(&state.session_dir(&session.id));
+    if let Err(e) = claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {
+        state.log(&format!("session {}: Claude config not carried back: {e}", session.id));
+    }
     state.end_session(&session.id);
     code
 }

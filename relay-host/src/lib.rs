@@ -47,6 +47,7 @@ mod argv;
 mod audit_row;
 pub mod bridge;
 pub mod claude_args;
+pub mod claude_config;
 pub mod cli;
 mod confine;
 pub mod demo;

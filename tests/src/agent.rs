@@ -213,12 +213,18 @@ impl Setup {
     /// Runs one `-p` turn with `prompt` through `relay-host launch` (kind `terminal`, template
     /// `claude-code`, sandboxed), its tools allowed without a prompt.
     pub fn turn(&self, prompt: &str) -> Turn {
+        self.turn_with(&print_args(prompt))
+    }
+
+    /// A turn through `relay-host launch` as [`Setup::turn`], with `extra_args` as given (such
+    /// as [`print_args`] after `--resume ID`).
+    pub fn turn_with(&self, extra_args: &[String]) -> Turn {
         let req = self.root.join("request.json");
         let body = json!({
             "kind": "terminal",
             "template": "claude-code",
             "project": self.project,
-            "extra_args": print_args(prompt),
+            "extra_args": extra_args,
         });
         std::fs::write(&req, body.to_string()).unwrap();
         let launch = ["launch", req.to_str().unwrap()];

@@ -1,0 +1,381 @@
+//! Claude Code's configuration folder of one launch, out of every session's reach.
+//!
+//! A launch's `{claude_config}` (its grant and its `CLAUDE_CONFIG_DIR`) is a fresh folder in its
+//! own session folder ([`launch_dir`]), never the relay-owned persistent folder in the state
+//! folder, which no sandbox sees. At launch it is seeded from the operator's `claude-seed/`
+//! (vetted, outside every grant), relay's defaults (onboarding done behind a gateway) and the
+//! persistent folder's named state only; when the session ends, only named state is carried
+//! back ([`carry_back`]):
+//!
+//! - `.claude.json`: the keys of [`STATE_KEYS`] and, per project, of [`PROJECT_KEYS`], each of
+//!   its expected type, parsed and written again (never `mcpServers`, `env`, hooks, helpers);
+//! - conversation transcripts, `projects/<folder>/<id>.jsonl`, for a later `--resume` or
+//!   `--continue` (copied into a launch only when it resumes).
+//!
+//! Nothing else a session writes there (`settings*.json`, `CLAUDE.md`, `commands/`, `agents/`,
+//! `skills/`, `plugins/`, `output-styles/`, `.credentials.json`, a project's `memory/`) reaches
+//! a later session. Files are read without following links (regular files only, size-capped);
+//! the persistent folder is written by new files renamed into place, under its lock.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::state::{self, CLAUDE_STATE_FILE};
+
+/// The launch's Claude config folder in its session folder.
+const LAUNCH_DIR: &str = "claude";
+/// Claude Code's transcripts folder in a config folder.
+const PROJECTS: &str = "projects";
+/// The largest `.claude.json` read.
+const MAX_STATE_BYTES: u64 = 4 << 20;
+/// The largest transcript carried.
+const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
+/// The most project entries (and transcripts per project folder) carried.
+const MAX_ENTRIES: usize = 10_000;
+/// The longest string value carried.
+const MAX_STRING: usize = 256;
+
+/// The type a carried key must have.
+#[derive(Clone, Copy)]
+enum Kind {
+    Bool,
+    Number,
+    Text,
+}
+
+/// The top-level keys of `.claude.json` carried between sessions: first-run state only.
+pub const STATE_KEYS: &[&str] = &[
+    "hasCompletedOnboarding",
+    "lastOnboardingVersion",
+    "numStartups",
+    "firstStartTime",
+    "userID",
+];
+
+const STATE_KINDS: [Kind; 5] = [Kind::Bool, Kind::Text, Kind::Number, Kind::Text, Kind::Text];
+
+/// The keys of a `projects.<path>` entry carried between sessions: the trust answer and the
+/// project's onboarding.
+pub const PROJECT_KEYS: &[&str] = &[
+    "hasTrustDialogAccepted",
+    "hasCompletedProjectOnboarding",
+    "projectOnboardingSeenCount",
+];
+
+const PROJECT_KINDS: [Kind; 3] = [Kind::Bool, Kind::Bool, Kind::Number];
+
+/// The launch's Claude config folder inside its session folder.
+pub(crate) fn launch_dir(session_dir: &Path) -> PathBuf {
+    session_dir.join(LAUNCH_DIR)
+}
+
+/// `.claude.json`'s named state: [`STATE_KEYS`] and, per project (an absolute path),
+/// [`PROJECT_KEYS`], each only of its type (a string of at most 256 bytes); everything else
+/// (`mcpServers`, a project's `mcpServers`, `allowedTools`, `enabledMcpjsonServers`, ...) is left
+/// out.
+///
+/// ```
+/// let planted = serde_json::json!({
+///     "hasCompletedOnboarding": true,
+///     "mcpServers": {"x": {"command": "/bin/sh"}},
+///     "projects": {"/p": {"hasTrustDialogAccepted": true, "mcpServers": {}}, "rel": {}},
+/// });
+/// let kept = relay_host::claude_config::named_state(&planted);
+/// assert_eq!(kept, serde_json::json!({
+///     "hasCompletedOnboarding": true,
+///     "projects": {"/p": {"hasTrustDialogAccepted": true}},
+/// }));
+/// ```
+pub fn named_state(v: &Value) -> Value {
+    let mut out = pick(v, STATE_KEYS, &STATE_KINDS);
+    let projects: Map<String, Value> = (v["projects"].as_object().into_iter().flatten())
+        .filter(|(p, _)| p.starts_with('/') && p.len() <= 4096)
+        .take(MAX_ENTRIES)
+        .map(|(p, e)| (p.clone(), pick(e, PROJECT_KEYS, &PROJECT_KINDS)))
+        .filter(|(_, e)| e.as_object().is_some_and(|o| !o.is_empty()))
+        .collect();
+    if !projects.is_empty() {
+        out["projects"] = Value::Object(projects);
+    }
+    out
+}
+
+/// The keys of `v` named in `keys`, each only of its kind.
+fn pick(v: &Value, keys: &[&str], kinds: &[Kind]) -> Value {
+    let mut out = Map::new();
+    for (k, kind) in keys.iter().zip(kinds) {
+        let ok = match (kind, &v[*k]) {
+            (Kind::Bool, Value::Bool(_)) | (Kind::Number, Value::Number(_)) => true,
+            (Kind::Text, Value::String(s)) => s.len() <= MAX_STRING,
+            _ => false,
+        };
+        if ok {
+            out.insert(k.to_string(), v[*k].clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// `over`'s named state laid over `base`'s (per project, key by key).
+fn merged(base: Value, over: Value) -> Value {
+    let mut out = base;
+    let Value::Object(over) = over else {
+        return out;
+    };
+    for (k, v) in over {
+        match (k.as_str(), v, out.get_mut("projects")) {
+            ("projects", Value::Object(ps), Some(Value::Object(have))) => {
+                for (p, e) in ps {
+                    let old = have.remove(&p).unwrap_or(Value::Null);
+                    have.insert(p, merged(old, e));
+                }
+            }
+            (_, v, _) => {
+                if !out.is_object() {
+                    out = Value::Object(Map::new());
+                }
+                out[k] = v;
+            }
+        }
+    }
+    out
+}
+
+/// What a launch reads of the persistent folder.
+pub(crate) struct Seed<'a> {
+    /// Relay's config folder (its `claude-seed/`).
+    pub config_dir: &'a Path,
+    /// The relay-owned persistent Claude config folder.
+    pub persistent: &'a Path,
+    /// Onboarding marked done (a template behind a gateway).
+    pub onboard: bool,
+    /// The transcripts to copy in: none, one conversation (`Some(Some(id))`), or all
+    /// (`Some(None)`, for `--continue`).
+    pub resume: Option<Option<&'a str>>,
+}
+
+/// Makes the launch's folder afresh (whatever a previous launch of this session id left there
+/// is removed, links not followed) and seeds it: the operator's `claude-seed/`, the persistent
+/// folder's named state, onboarding, the transcripts a resume needs.
+pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
+    match fs::symlink_metadata(launch) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(launch)?,
+        Ok(_) => fs::remove_file(launch)?,
+        Err(_) => {}
+    }
+    state::private_dir(launch)?;
+    state::seed_claude_config(s.config_dir, launch);
+    if let Some(v) = read_state(&s.persistent.join(CLAUDE_STATE_FILE)) {
+        write_new(&launch.join(CLAUDE_STATE_FILE), &named_state(&v))?;
+    }
+    if s.onboard {
+        state::seed_onboarding(launch);
+    }
+    if let Some(which) = s.resume {
+        let want = |name: &str| which.is_none_or(|id| name == format!("{id}.jsonl"));
+        copy_transcripts(&s.persistent.join(PROJECTS), &launch.join(PROJECTS), &want)?;
+    }
+    Ok(())
+}
+
+/// After the session: carries the launch folder's named state back into the persistent folder
+/// (under its lock): `.claude.json`'s named state laid over the persistent one's, and the
+/// transcripts that are new or changed. Nothing else is read.
+pub(crate) fn carry_back(launch: &Path, persistent: &Path) -> io::Result<()> {
+    if !fs::symlink_metadata(launch).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    state::private_dir(persistent)?;
+    let lock = open_dir(persistent)?;
+    // SAFETY: flock on a descriptor we own; it waits for another session's carry-back only.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut result = Ok(());
+    if let Some(new) = read_state(&launch.join(CLAUDE_STATE_FILE)) {
+        let path = persistent.join(CLAUDE_STATE_FILE);
+        let old = read_state(&path).map(|v| named_state(&v));
+        let want = merged(old.clone().unwrap_or(Value::Null), named_state(&new));
+        if old.as_ref() != Some(&want) {
+            result = replace(&path, &mut serde_json::to_vec(&want)?.as_slice(), None);
+        }
+    }
+    let all = |_: &str| true;
+    let copied = copy_transcripts(&launch.join(PROJECTS), &persistent.join(PROJECTS), &all);
+    result.and(copied)
+}
+
+/// `path`'s JSON when it is a regular file (not followed when a link) of at most 4 MiB.
+fn read_state(path: &Path) -> Option<Value> {
+    let (f, _) = open_regular(path, MAX_STATE_BYTES).ok()?;
+    let mut bytes = Vec::new();
+    f.take(MAX_STATE_BYTES).read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Opens a regular file of at most `max` bytes, never through a link.
+fn open_regular(path: &Path, max: u64) -> io::Result<(File, fs::Metadata)> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() || meta.len() > max {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    Ok((f, meta))
+}
+
+/// Opens a folder, never through a link.
+fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY)
+        .open(path)
+}
+
+/// The names in an opened folder (read through its descriptor, so a link swapped in for the
+/// folder is not followed).
+fn names(dir: &File) -> io::Result<Vec<String>> {
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let mut out = Vec::new();
+    for e in fs::read_dir(by_fd)?.take(MAX_ENTRIES) {
+        if let Ok(name) = e?.file_name().into_string() {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// Copies `from/<folder>/<name>.jsonl` (real folders and regular files only, `want(name)`) into
+/// `to/<folder>/`, unless the copy there has the same size and time already.
+fn copy_transcripts(from: &Path, to: &Path, want: &dyn Fn(&str) -> bool) -> io::Result<()> {
+    let Ok(top) = open_dir(from) else {
+        return Ok(());
+    };
+    let fd_path = |d: &File, name: &str| format!("/proc/self/fd/{}/{name}", d.as_raw_fd());
+    for folder in names(&top)? {
+        let Ok(sub) = open_dir(Path::new(&fd_path(&top, &folder))) else {
+            continue;
+        };
+        for name in names(&sub)? {
+            if !name.ends_with(".jsonl") || !want(&name) {
+                continue;
+            }
+            let Ok((src, meta)) = open_regular(Path::new(&fd_path(&sub, &name)), MAX_TRANSCRIPT_BYTES)
+            else {
+                continue;
+            };
+            let dest = to.join(&folder).join(&name);
+            if fs::symlink_metadata(&dest)
+                .is_ok_and(|d| d.len() == meta.len() && d.mtime() == meta.mtime())
+            {
+                continue;
+            }
+            state::private_dir(&to.join(&folder))?;
+            let mtime = meta.modified().ok();
+            replace(&dest, &mut src.take(MAX_TRANSCRIPT_BYTES), mtime)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `path` as a new 0600 file (never through an existing name) holding `v`.
+fn write_new(path: &Path, v: &Value) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(&serde_json::to_vec(v)?)
+}
+
+/// Replaces `path` by what `from` holds: a new 0600 file beside it, renamed over it (with
+/// `mtime` when given).
+fn replace(path: &Path, from: &mut dyn Read, mtime: Option<std::time::SystemTime>) -> io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.{}.new", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let done = io::copy(from, &mut f).and_then(|_| match mtime {
+        Some(t) => f.set_modified(t),
+        None => Ok(()),
+    });
+    match done.and_then(|_| fs::rename(&tmp, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn steering_keys_are_never_carried() {
+        let planted = json!({
+            "hasCompletedOnboarding": "yes",
+            "numStartups": 3,
+            "env": {"ANTHROPIC_BASE_URL": "http://x"},
+            "hooks": {}, "apiKeyHelper": "x", "mcpServers": {},
+            "projects": {"/p": {
+                "hasTrustDialogAccepted": true, "mcpServers": {}, "allowedTools": ["Bash"],
+                "enabledMcpjsonServers": ["x"], "enableAllProjectMcpServers": true,
+            }},
+        });
+        let kept = named_state(&planted);
+        assert_eq!(
+            kept,
+            json!({"numStartups": 3, "projects": {"/p": {"hasTrustDialogAccepted": true}}})
+        );
+    }
+
+    #[test]
+    fn a_session_state_is_laid_over_the_persistent_one() {
+        let base = json!({"numStartups": 1, "projects": {"/a": {"hasTrustDialogAccepted": true}}});
+        let over = json!({"numStartups": 2, "projects": {"/b": {"hasTrustDialogAccepted": true}}});
+        assert_eq!(
+            merged(base, over),
+            json!({"numStartups": 2, "projects": {
+                "/a": {"hasTrustDialogAccepted": true}, "/b": {"hasTrustDialogAccepted": true}}})
+        );
+        assert_eq!(merged(Value::Null, json!({"a": 1})), json!({"a": 1}));
+    }
+
+    #[test]
+    fn only_transcripts_come_back_and_links_are_not_followed() {
+        let (launch, persistent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let l = launch.path();
+        fs::create_dir_all(l.join("projects/-p/memory")).unwrap();
+        fs::write(l.join("projects/-p/a.jsonl"), "{}\n").unwrap();
+        fs::write(l.join("projects/-p/memory/MEMORY.md"), "obey\n").unwrap();
+        fs::write(l.join("settings.json"), "{\"hooks\": {}}").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", l.join("projects/-p/b.jsonl")).unwrap();
+        std::os::unix::fs::symlink("/etc", l.join("projects/-q")).unwrap();
+        fs::write(l.join(".claude.json"), "{\"mcpServers\": {}, \"numStartups\": 2}").unwrap();
+        carry_back(l, persistent.path()).unwrap();
+        let p = persistent.path();
+        assert_eq!(fs::read_to_string(p.join("projects/-p/a.jsonl")).unwrap(), "{}\n");
+        assert!(!p.join("projects/-p/b.jsonl").exists());
+        assert!(!p.join("projects/-p/memory").exists());
+        assert!(!p.join("projects/-q").exists());
+        assert!(!p.join("settings.json").exists());
+        let state = fs::read_to_string(p.join(".claude.json")).unwrap();
+        assert_eq!(state, "{\"numStartups\":2}");
+    }
+}
