@@ -19,7 +19,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -192,7 +192,7 @@ pub(crate) fn carry_back(launch: &Path, persistent: &Path) -> io::Result<()> {
     }
     state::private_dir(persistent)?;
     let lock = open_dir(persistent)?;
-    // SAFETY: flock on a descriptor we own; it waits for another session's carry-back only.
+    // SAFETY: flock on a folder descriptor we own; it waits for another session's carry-back.
     if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -224,6 +224,11 @@ fn open_regular(path: &Path, max: u64) -> io::Result<(File, fs::Metadata)> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)?;
+    regular(f, max)
+}
+
+/// `f` when it is a regular file of at most `max` bytes.
+fn regular(f: File, max: u64) -> io::Result<(File, fs::Metadata)> {
     let meta = f.metadata()?;
     if !meta.is_file() || meta.len() > max {
         return Err(io::ErrorKind::InvalidInput.into());
@@ -239,12 +244,25 @@ fn open_dir(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// The names in an opened folder (read through its descriptor, so a link swapped in for the
-/// folder is not followed).
-fn names(dir: &File) -> io::Result<Vec<String>> {
-    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+/// Opens `name` in the opened folder `dir` for reading, never through a link (`openat` with
+/// `O_NOFOLLOW`, so a folder swapped for a link after it was opened leads nowhere).
+fn open_in(dir: &File, name: &str, flags: libc::c_int) -> io::Result<File> {
+    let c = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let flags = flags | libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: `dir` is an open folder descriptor and `c` a NUL-terminated name, both alive for
+    // the call; the descriptor returned is owned by the `File` made of it.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened by this call and is owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// The names in `path` (at most [`MAX_ENTRIES`]; each is opened with [`open_in`]).
+fn names(path: &Path) -> io::Result<Vec<String>> {
     let mut out = Vec::new();
-    for e in fs::read_dir(by_fd)?.take(MAX_ENTRIES) {
+    for e in fs::read_dir(path)?.take(MAX_ENTRIES) {
         if let Ok(name) = e?.file_name().into_string() {
             out.push(name);
         }
@@ -258,17 +276,16 @@ fn copy_transcripts(from: &Path, to: &Path, want: &dyn Fn(&str) -> bool) -> io::
     let Ok(top) = open_dir(from) else {
         return Ok(());
     };
-    let fd_path = |d: &File, name: &str| format!("/proc/self/fd/{}/{name}", d.as_raw_fd());
-    for folder in names(&top)? {
-        let Ok(sub) = open_dir(Path::new(&fd_path(&top, &folder))) else {
+    for folder in names(from)? {
+        let Ok(sub) = open_in(&top, &folder, libc::O_DIRECTORY) else {
             continue;
         };
-        for name in names(&sub)? {
+        for name in names(&from.join(&folder))? {
             if !name.ends_with(".jsonl") || !want(&name) {
                 continue;
             }
-            let Ok((src, meta)) = open_regular(Path::new(&fd_path(&sub, &name)), MAX_TRANSCRIPT_BYTES)
-            else {
+            let opened = open_in(&sub, &name, 0).and_then(|f| regular(f, MAX_TRANSCRIPT_BYTES));
+            let Ok((src, meta)) = opened else {
                 continue;
             };
             let dest = to.join(&folder).join(&name);
@@ -298,7 +315,11 @@ fn write_new(path: &Path, v: &Value) -> io::Result<()> {
 
 /// Replaces `path` by what `from` holds: a new 0600 file beside it, renamed over it (with
 /// `mtime` when given).
-fn replace(path: &Path, from: &mut dyn Read, mtime: Option<std::time::SystemTime>) -> io::Result<()> {
+fn replace(
+    path: &Path,
+    from: &mut dyn Read,
+    mtime: Option<std::time::SystemTime>,
+) -> io::Result<()> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.{}.new", std::process::id()));
     let _ = fs::remove_file(&tmp);
@@ -367,10 +388,17 @@ mod tests {
         fs::write(l.join("settings.json"), "{\"hooks\": {}}").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", l.join("projects/-p/b.jsonl")).unwrap();
         std::os::unix::fs::symlink("/etc", l.join("projects/-q")).unwrap();
-        fs::write(l.join(".claude.json"), "{\"mcpServers\": {}, \"numStartups\": 2}").unwrap();
+        fs::write(
+            l.join(".claude.json"),
+            "{\"mcpServers\": {}, \"numStartups\": 2}",
+        )
+        .unwrap();
         carry_back(l, persistent.path()).unwrap();
         let p = persistent.path();
-        assert_eq!(fs::read_to_string(p.join("projects/-p/a.jsonl")).unwrap(), "{}\n");
+        assert_eq!(
+            fs::read_to_string(p.join("projects/-p/a.jsonl")).unwrap(),
+            "{}\n"
+        );
         assert!(!p.join("projects/-p/b.jsonl").exists());
         assert!(!p.join("projects/-p/memory").exists());
         assert!(!p.join("projects/-q").exists());

@@ -190,8 +190,10 @@ fn seed_claude_config(
         onboard: v.template().api_base_url.is_some(),
         resume: resumes(v),
     };
-    claude_config::seed(launch_dir, &seed)
-        .map_err(super::error::spawn_err(format!("Claude config folder {}", launch_dir.display())))
+    claude_config::seed(launch_dir, &seed).map_err(super::error::spawn_err(format!(
+        "Claude config folder {}",
+        launch_dir.display()
+    )))
 }
 
 /// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of them
@@ -357,7 +359,10 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     state.log(&format!("session {} ended: exit code {code}", session.id));
     let launch_dir = claude_config::launch_dir(&state.session_dir(&session.id));
     if let Err(e) = claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {
-        state.log(&format!("session {}: Claude config not carried back: {e}", session.id));
+        state.log(&format!(
+            "session {}: Claude config not carried back: {e}",
+            session.id
+        ));
     }
     state.end_session(&session.id);
     code

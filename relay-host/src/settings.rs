@@ -479,8 +479,9 @@ pub const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 /// The project-folder placeholder in grants.
 pub const PROJECT_PLACEHOLDER: &str = "{project}";
 
-/// The placeholder for the relay-owned Claude config folder in the state folder (used by the
-/// built-in `claude-code` template in its grants and as `CLAUDE_CONFIG_DIR`).
+/// The placeholder for the launch's own Claude config folder in its session folder (used by the
+/// built-in `claude-code` template in its grants and as `CLAUDE_CONFIG_DIR`; see
+/// [`crate::claude_config`]).
 pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 
 /// The built-in `claude-code` template's environment, besides `CLAUDE_CONFIG_DIR`:

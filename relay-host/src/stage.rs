@@ -30,7 +30,7 @@ pub(crate) struct Prepared {
     pub programs: Programs,
     /// Its session folder, locked.
     pub folder: SessionFolder,
-    /// The relay-owned Claude config folder.
+    /// The launch's own Claude config folder ([`crate::claude_config`]).
     pub claude_config: PathBuf,
 }
 

@@ -53,8 +53,16 @@ fn setup() -> (Setup, MessagesApi) {
 /// session 2.
 fn plant_then_plain(s: &Setup, evil: &MessagesApi, what: &str) -> (usize, Vec<String>) {
     let first = s.turn("Run the scripted command.");
-    assert_eq!(first.code, Some(0), "{what}: session 1: {}", first.describe());
-    assert!(s.project.join(".planted").exists(), "{what}: nothing planted");
+    assert_eq!(
+        first.code,
+        Some(0),
+        "{what}: session 1: {}",
+        first.describe()
+    );
+    assert!(
+        s.project.join(".planted").exists(),
+        "{what}: nothing planted"
+    );
     let after_first = evil.seen().len();
     eprintln!("{what}: the planted URL saw {after_first} requests during session 1");
     std::fs::remove_dir_all(s.project.join("marks")).unwrap();
@@ -78,7 +86,10 @@ fn assert_not_steered(s: &Setup, evil: &MessagesApi, after_first: usize, marks: 
         after_first,
         "session 2 sent requests to the planted base URL (and ran {marks:?})"
     );
-    assert!(marks.is_empty(), "planted commands ran in session 2: {marks:?}");
+    assert!(
+        marks.is_empty(),
+        "planted commands ran in session 2: {marks:?}"
+    );
     let main = s.api.main_requests();
     assert!(
         main.iter().filter(|r| r.step == Some(0)).count() >= 2,
@@ -87,7 +98,10 @@ fn assert_not_steered(s: &Setup, evil: &MessagesApi, after_first: usize, marks: 
     s.assert_bearer_everywhere();
     let config = s.claude_config();
     for name in ["settings.json", "settings.local.json", "CLAUDE.md"] {
-        assert!(!config.join(name).exists(), "{name} in the relay-owned folder");
+        assert!(
+            !config.join(name).exists(),
+            "{name} in the relay-owned folder"
+        );
     }
     let state = std::fs::read_to_string(config.join(".claude.json")).unwrap();
     assert!(!state.contains("mcpServers"), "{state}");
@@ -114,7 +128,10 @@ fn a_planted_base_url_and_session_start_hook_do_not_steer_the_next_session() {
 fn a_planted_mcp_server_does_not_run_in_the_next_session() {
     let (s, evil) = setup();
     let server = |name: &str| {
-        let cmd = format!("touch {}/marks/{name}; exec cat >/dev/null", s.project.display());
+        let cmd = format!(
+            "touch {}/marks/{name}; exec cat >/dev/null",
+            s.project.display()
+        );
         json!({"type": "stdio", "command": "/bin/sh", "args": ["-c", cmd]})
     };
     let project = s.project.to_str().unwrap();
@@ -131,7 +148,10 @@ fn a_planted_mcp_server_does_not_run_in_the_next_session() {
 #[test]
 fn planted_hooks_and_api_key_helper_do_not_run_in_the_next_session() {
     let (s, evil) = setup();
-    let helper = format!("touch {}/marks/apiKeyHelper; echo sk-planted", s.project.display());
+    let helper = format!(
+        "touch {}/marks/apiKeyHelper; echo sk-planted",
+        s.project.display()
+    );
     let settings = json!({
         "apiKeyHelper": helper,
         "hooks": {

@@ -826,21 +826,23 @@ fn logs_print_times_filter_and_follow() {
     assert_eq!(first["status"], 201);
 }
 
-/// The operator's `claude-seed/settings.json` and `CLAUDE.md` are copied (not linked) into the
-/// relay-owned Claude config folder on its first run, and never over a file already there; a
-/// seed that is a link is not followed.
+/// The operator's `claude-seed/settings.json` and `CLAUDE.md` are copied (not linked) into each
+/// launch's own Claude config folder (in its session folder), never into the relay-owned
+/// persistent one; a seed that is a link is not followed; what a session writes over its copy
+/// does not reach the next launch, which gets the operator's seed again.
 #[test]
-fn the_claude_config_folder_is_seeded_once() {
+fn the_claude_config_folder_is_seeded_at_each_launch() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let seed = fx.config.join("claude-seed");
     fs::create_dir(&seed).unwrap();
     fs::write(seed.join("settings.json"), "{\"theme\": \"dark\"}\n").unwrap();
     std::os::unix::fs::symlink(&fx.token_file, seed.join("CLAUDE.md")).unwrap();
-    let req = |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.project});
+    let req =
+        |id: &str| json!({"kind": "claude", "session_id": id, "project": fx.project, "keep": true});
     assert_eq!(fx.launch(&req("s1")).code, Some(0));
-    let claude = fx.state.join("claude");
-    let copied = claude.join("settings.json");
+    let own = |id: &str| fx.state.join("sessions").join(id).join("claude");
+    let copied = own("s1").join("settings.json");
     let meta = fs::symlink_metadata(&copied).unwrap();
     assert!(meta.is_file(), "a copy, not a link");
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -849,16 +851,18 @@ fn the_claude_config_folder_is_seeded_once() {
         "{\"theme\": \"dark\"}\n"
     );
     assert!(
-        !claude.join("CLAUDE.md").exists(),
+        !own("s1").join("CLAUDE.md").exists(),
         "a linked seed was followed"
     );
-    // The session's own changes stay: the seed is not copied again.
+    assert!(!fx.state.join("claude/settings.json").exists());
+    // A session's own change stays in its folder: the next launch gets the seed again.
     fs::write(&copied, "{\"theme\": \"light\"}\n").unwrap();
     assert_eq!(fx.launch(&req("s2")).code, Some(0));
     assert_eq!(
-        fs::read_to_string(&copied).unwrap(),
-        "{\"theme\": \"light\"}\n"
+        fs::read_to_string(own("s2").join("settings.json")).unwrap(),
+        "{\"theme\": \"dark\"}\n"
     );
+    assert!(!fx.state.join("claude/settings.json").exists());
 }
 
 /// A token pasted as `claude_token_file`'s value is printed by no command's error.
