@@ -252,17 +252,18 @@ impl Fixture {
 }
 
 /// Checks `auth status --json` output: logged in with the OAuth token, no API key, and the
-/// relay-owned config folder.
+/// launch's own config folder.
 fn assert_logged_in_by_oauth(fx: &Fixture, out: &Out, what: &str) {
     assert_eq!(out.code, Some(0), "{what}: {}", out.describe());
     let v = out.json(what);
     assert_eq!(v["loggedIn"], true, "{what}: {v}");
     assert_eq!(v["authMethod"], "oauth_token", "{what}: {v}");
     assert!(v.get("apiKeySource").is_none(), "{what}: {v}");
-    assert_eq!(
-        v["configDirectory"],
-        fx.claude_config().to_str().unwrap(),
-        "{what}: Claude Code did not use the relay-owned config folder: {v}"
+    // The launch's own folder (`<state>/sessions/<id>/claude`), never the persistent one.
+    let dir = PathBuf::from(v["configDirectory"].as_str().unwrap_or_default());
+    assert!(
+        dir.starts_with(fx.state.join("sessions")) && dir.ends_with("claude"),
+        "{what}: Claude Code did not use the launch's own config folder: {v}"
     );
 }
 
