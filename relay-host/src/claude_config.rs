@@ -177,7 +177,7 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
         state::seed_onboarding(launch);
     }
     if let Some(which) = s.resume {
-        let want = |name: &str| which.is_none_or(|id| name == format!("{id}.jsonl"));
+        let want = |name: &str| which.map_or(true, |id| name == format!("{id}.jsonl"));
         copy_transcripts(&s.persistent.join(PROJECTS), &launch.join(PROJECTS), &want)?;
     }
     Ok(())
