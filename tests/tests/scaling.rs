@@ -96,7 +96,13 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
     let script = "sleep 1; git status --porcelain --untracked-files=all \
                   | grep -v -e '^?? status.txt$' -e '^?? record.jsonl$' > status.txt; \
                   echo done >> status.txt";
-    let req = fx.request("git", true, "git", &["--sh", script]);
+    // A token launch's request passes no agent flag: the template's command carries the script.
+    let path = fx.config.join("settings.json");
+    let mut settings: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let agent = settings["templates"][0]["command"][0].clone();
+    settings["templates"][0]["command"] = json!([agent, "--sh", script]);
+    std::fs::write(&path, settings.to_string()).unwrap();
+    let req = fx.request("git", true, "git", &[]);
     let mut cmd = fx.launch(&req);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
