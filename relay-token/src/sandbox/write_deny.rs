@@ -86,7 +86,10 @@ impl Entry {
 }
 
 /// Read from the home folder: shell start-up files, git's user configuration, ripgrep's, ssh's
-/// folder, and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`).
+/// folder, and the folders programs are commonly installed to: `~/.local/bin`, `~/bin`, Claude
+/// Code's native installer's versions (`~/.local/bin/claude` links to
+/// `~/.local/share/claude/versions/<version>`), and npm's user prefixes (`~/.npm-global`, and
+/// `~/.local`'s packages in `~/.local/lib/node_modules`), where a link in a `bin` folder leads.
 pub const HOME: &[Entry] = &[
     Entry::File(".bashrc"),
     Entry::File(".bash_profile"),
@@ -102,6 +105,9 @@ pub const HOME: &[Entry] = &[
     Entry::Dir(".ssh"),
     Entry::Dir(".local/bin"),
     Entry::Dir("bin"),
+    Entry::Dir(".local/share/claude"),
+    Entry::Dir(".npm-global"),
+    Entry::Dir(".local/lib/node_modules"),
 ];
 
 /// Read from a project folder: its submodule list, MCP server list and editor folders.
