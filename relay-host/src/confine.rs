@@ -84,6 +84,9 @@ fn bwrap_argv(
     setenv: &[(OsString, OsString)],
     target: &[OsString],
 ) -> Result<SessionArgv, LaunchError> {
+    if let Some(p) = i.launch.project() {
+        super::git_binds::bind_linked_repository(&mut profile, p, i.real);
+    }
     let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
     let setenv = &preload_no_dump(i, &mut profile, setenv)?;
     let setenv = &guard_git(i, &mut profile, setenv, &rw)?;
@@ -450,6 +453,14 @@ fn deny_write(
     listed: &write_deny::Listed,
 ) -> Result<(), LaunchError> {
     let path = listed.path.as_path();
+    if listed.writable {
+        // Checked like any listed path: no symlink on the way from the grant.
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            check_no_link(grant, path)?;
+            profile.read_write(path.to_path_buf());
+        }
+        return Ok(());
+    }
     let mut p = grant.to_path_buf();
     let rel = path.strip_prefix(grant).unwrap_or(Path::new(""));
     for c in rel.components() {
@@ -481,6 +492,24 @@ fn deny_write(
         }
     }
     profile.protect(path.to_path_buf());
+    Ok(())
+}
+
+/// Refuses a symlink between `grant` and `path` (a session could replace it).
+#[cfg(not(target_os = "macos"))]
+fn check_no_link(grant: &Path, path: &Path) -> Result<(), LaunchError> {
+    let mut p = grant.to_path_buf();
+    for c in path
+        .strip_prefix(grant)
+        .unwrap_or(Path::new(""))
+        .components()
+    {
+        p.push(c);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            let grant = grant.to_path_buf();
+            return Err(ConfineError::WriteDenySymlink { path: p, grant }.into());
+        }
+    }
     Ok(())
 }
 

@@ -55,6 +55,7 @@ mod digest;
 mod dispatch;
 mod docs;
 pub mod error;
+mod git_binds;
 pub mod human;
 mod invalid_spec;
 pub mod launch;

@@ -189,7 +189,8 @@ impl std::fmt::Display for Exposure {
             Exposure::Program { what, path, grant } => write!(
                 f,
                 "{what} {:?} lies inside the read-write grant {:?}, where a session could have \
-                 replaced it; install it outside every read-write grant or in ~/.local/bin",
+                 replaced it; install it outside every read-write grant, in ~/.local/bin or with \
+                 Claude Code's native installer",
                 q(path),
                 q(grant)
             ),
@@ -243,14 +244,18 @@ pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<Exposure
 
 /// Why `program` (as found) could have been planted by a session, or `None`: its path or real
 /// path lies inside a read-write grant, outside every folder that every sandbox keeps
-/// read-only (`guarded`).
+/// read-only (`guarded`). A guarded folder keeps everything beneath it read-only (Claude Code's
+/// native installer's `~/.local/share/claude/versions/<version>`), unless a read-write grant
+/// lies deeper still.
 ///
 /// ```
 /// use std::path::{Path, PathBuf};
 /// use relay_host::reach::program_problem;
 /// let grants = [PathBuf::from("/home/me")];
-/// let guarded = [PathBuf::from("/home/me/.local/bin")];
+/// let guarded = [PathBuf::from("/home/me/.local/bin"), PathBuf::from("/home/me/.local/share/claude")];
 /// assert!(program_problem("claude", Path::new("/home/me/.local/bin/claude"), &grants, &guarded).is_none());
+/// let native = Path::new("/home/me/.local/share/claude/versions/2.1.332");
+/// assert!(program_problem("claude", native, &grants, &guarded).is_none());
 /// let e = program_problem("bwrap", Path::new("/home/me/x/bwrap"), &grants, &guarded).unwrap();
 /// assert!(e.to_string().starts_with("bwrap \"/home/me/x/bwrap\" lies inside the read-write grant \"/home/me\""));
 /// ```
@@ -268,7 +273,16 @@ pub fn program_problem(
             continue;
         };
         let folder = p.parent().unwrap_or(p);
-        if guarded.iter().any(|d| folder == d) {
+        let below_every_grant = |d: &PathBuf| {
+            grants
+                .iter()
+                .filter(|g| p.starts_with(g))
+                .all(|g| d.starts_with(g))
+        };
+        if guarded
+            .iter()
+            .any(|d| folder.starts_with(d) && below_every_grant(d))
+        {
             continue;
         }
         return Some(Exposure::Program {

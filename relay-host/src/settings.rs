@@ -492,7 +492,12 @@ pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 /// - `DISABLE_ERROR_REPORTING=1`, `DISABLE_TELEMETRY=1`: the same two switches by their own
 ///   names, for a version that reads only those;
 /// - `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1`: Claude Code strips credentials from the environment
-///   of the tools it runs.
+///   of the tools it runs;
+/// - `DISABLE_AUTOUPDATER=1`: no update check or self-update inside a session (without it and
+///   the non-essential-traffic switch, 2.1.332's terminal UI runs `npm view
+///   @anthropic-ai/claude-code@latest version`; with it, nothing), whichever switch above is
+///   kept: a session cannot replace the installed Claude Code anyway (its folders are
+///   read-only in every sandbox), so an update could only fail or half-run.
 ///
 /// ```
 /// let env = relay_host::settings::CLAUDE_CODE_ENV;
@@ -501,6 +506,7 @@ pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 pub const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
     ("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
     ("DISABLE_ERROR_REPORTING", "1"),
     ("DISABLE_TELEMETRY", "1"),
 ];

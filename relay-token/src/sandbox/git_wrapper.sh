@@ -46,7 +46,12 @@ shared() {
         exit 1
     }
 }
-if [ -n "$own" ] && within "$gitdir" "$own" && { [ "$common" = "$own" ] || within "$common" "$own/modules"; }; then
+# The project's repository: its own git folder or a linked worktree's, with its own common
+# folder; or a submodule's git folder, which is its own common folder (a `commondir` planted
+# there would name a folder of a session's making).
+main_or_worktree() { [ "$common" = "$own" ] && { [ "$gitdir" = "$own" ] || within "$gitdir" "$own/worktrees"; }; }
+submodule() { within "$gitdir" "$own/modules" && [ "$common" = "$gitdir" ]; }
+if [ -n "$own" ] && { main_or_worktree || submodule; }; then
     if [ "$inside" = true ]; then
         GIT_WORK_TREE=$(eval "exec \"\$real\" $globals rev-parse --show-toplevel") || exit 128
         export GIT_WORK_TREE

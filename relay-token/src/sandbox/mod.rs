@@ -40,6 +40,7 @@
 mod bwrap;
 mod bwrap_probe;
 mod error;
+pub mod git_dirs;
 pub mod git_guard;
 mod grant;
 mod ident;

@@ -31,7 +31,10 @@
 //!   project is anywhere beneath the grant would read what a session wrote there.
 //! - **A repository** (the first `.git` found walking up from a home, project or grant folder,
 //!   as git finds it: a `.git` folder without `HEAD` is skipped): its `config`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
-//!   *file* (a linked worktree, a submodule) is kept read-only itself. In the home folder, the
+//!   *file* (a linked worktree, a submodule) is kept read-only itself. Each existing linked
+//!   worktree's and submodule's git folder inside `modules/` and `worktrees/` is writable again
+//!   (a commit there writes its index, refs and objects), but for what decides what git runs
+//!   there ([`git_dirs::STEERING`](super::git_dirs::STEERING)). In the home folder, the
 //!   project and every folder above them up to their repository (all the way up when there is
 //!   none) that a grant makes writable, a missing `.git` is held by an empty read-only folder:
 //!   git skips an empty `.git` and looks further up, and no session can make a repository there
@@ -86,7 +89,10 @@ impl Entry {
 }
 
 /// Read from the home folder: shell start-up files, git's user configuration, ripgrep's, ssh's
-/// folder, and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`).
+/// folder, and the folders programs are commonly installed to: `~/.local/bin`, `~/bin`, Claude
+/// Code's native installer's versions (`~/.local/bin/claude` links to
+/// `~/.local/share/claude/versions/<version>`), and npm's user prefixes (`~/.npm-global`, and
+/// `~/.local`'s packages in `~/.local/lib/node_modules`), where a link in a `bin` folder leads.
 pub const HOME: &[Entry] = &[
     Entry::File(".bashrc"),
     Entry::File(".bash_profile"),
@@ -102,6 +108,9 @@ pub const HOME: &[Entry] = &[
     Entry::Dir(".ssh"),
     Entry::Dir(".local/bin"),
     Entry::Dir("bin"),
+    Entry::Dir(".local/share/claude"),
+    Entry::Dir(".npm-global"),
+    Entry::Dir(".local/lib/node_modules"),
 ];
 
 /// Read from a project folder: its submodule list, MCP server list and editor folders.
@@ -157,6 +166,9 @@ pub struct Listed {
     /// The placeholder is an empty folder even for a file (an empty folder is invisible to
     /// `git status`).
     pub folder_placeholder: bool,
+    /// Writable again inside a read-only entry (a linked worktree's or a submodule's git
+    /// folder); kept so only if it exists.
+    pub writable: bool,
 }
 
 /// The paths the list names for one session, by the rule of this module: the entries of each
@@ -205,7 +217,21 @@ impl Out {
                 dir,
                 hold,
                 folder_placeholder,
+                writable: false,
             });
+        }
+    }
+
+    /// A linked worktree's or a submodule's git folder, writable again, and its steering
+    /// entries read-only.
+    fn reopen(&mut self, git_dir: PathBuf) {
+        for s in super::git_dirs::STEERING {
+            self.add(git_dir.join(s.rel), s.dir, s.hold, false);
+        }
+        let fresh = !self.seen.contains(&git_dir);
+        self.add(git_dir, true, false, false);
+        if let (true, Some(l)) = (fresh, self.list.last_mut()) {
+            l.writable = true;
         }
     }
 
@@ -250,9 +276,22 @@ fn lay(out: &mut Out, at: &Path, role: Role, token: bool) {
         }
     }
     match repo {
-        Some((top, true)) => out.entries(&top, REPOSITORY, true, false),
-        Some((top, false)) => out.add(top.join(".git"), false, false, false),
+        Some((top, true)) => lay_repository(out, &top),
+        Some((top, false)) => {
+            out.add(top.join(".git"), false, false, false);
+            if let Some(owner) = super::git_dirs::owner_of_git_file(&top.join(".git")) {
+                lay_repository(out, &owner);
+            }
+        }
         None => {}
+    }
+}
+
+/// A repository's entries (`top` holds its `.git` folder) and its linked git folders'.
+fn lay_repository(out: &mut Out, top: &Path) {
+    out.entries(top, REPOSITORY, true, false);
+    for g in super::git_dirs::linked(&top.join(".git")) {
+        out.reopen(g);
     }
 }
 
@@ -618,5 +657,27 @@ mod tests {
         let again = rels(&plan(&[(p.clone(), Role::Project)], true, &[]), &p);
         assert!(again.contains(&".git".to_string()), "{again:?}");
         assert!(!again.iter().any(|e| e.starts_with(".git/")), "{again:?}");
+    }
+
+    /// A worktree's and a submodule's git folder are writable again inside the read-only
+    /// `worktrees/` and `modules/`, with their steering entries read-only.
+    #[test]
+    fn linked_git_folders_are_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().canonicalize().unwrap();
+        let git = p.join(".git");
+        for d in [git.join("worktrees/wt"), git.join("modules/sub")] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(git.join("modules/sub/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let list = plan(&[(p.clone(), Role::Project)], true, &[]);
+        let get = |rel: &str| list.iter().find(|l| l.path == p.join(rel)).unwrap();
+        for rel in [".git/worktrees", ".git/modules", ".git/modules/sub/config"] {
+            assert!(!get(rel).writable, "{rel}");
+        }
+        assert!(get(".git/worktrees/wt").writable && get(".git/modules/sub").writable);
+        assert!(get(".git/worktrees/wt/config.worktree").hold);
+        assert!(!get(".git/modules/sub/commondir").hold);
     }
 }

@@ -1,0 +1,241 @@
+//! Claude Code installed the way people install it: the native installer's layout
+//! (`~/.local/bin/claude` linking to `~/.local/share/claude/versions/<version>`), an npm global
+//! install under a system prefix (outside every grant), and under a user prefix (`~/.npm-global`,
+//! `~/.local`). Each layout holds the fake agent where the installer puts `claude`; the built-in
+//! `claude-code` template as shipped finds it on `PATH`, the launch starts, and the agent reads
+//! the token on fd 5 (checked by hash). A `shell` session (read-write `~`) can write nothing into
+//! the installer's versions folder, whether it exists or not: a later token launch would run
+//! what it wrote.
+//!
+//! Needs the built binaries (`cargo build --workspace --bins`) and a working `bwrap`.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use relay_tests::fixture::{mkdir, Folders, Layout, HOST_PATH};
+use relay_tests::run::{finish_with, Out};
+use relay_tests::{fake_agent, relay_host, sha256_hex};
+use serde_json::{json, Value};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The version the native layout names its file after.
+const VERSION: &str = "2.1.332";
+
+/// One test's folders, its token and the `PATH` relay-host runs with.
+struct World {
+    f: Folders,
+    token: String,
+    path: OsString,
+}
+
+impl World {
+    /// Folders with the project inside the home, the token written, the built-in templates
+    /// (no `templates` in the settings) and `bin` first on `PATH`.
+    fn new(bin: impl Fn(&Path, &Path) -> PathBuf) -> World {
+        let f = Folders::new(Layout {
+            config: "cfg",
+            project: "home/proj",
+            ..Layout::agent("relay-install.")
+        });
+        let token = relay_tests::claude_fake_token();
+        write(&f.token_file, &format!("{token}\n"), 0o600);
+        let mut settings = json!({"claude_token_file": "~/.config/acme-ltt/token"});
+        if let Some(b) = relay_tests::settings_bwrap() {
+            settings["bwrap"] = json!(b);
+        }
+        write(
+            &f.config.join("settings.json"),
+            &settings.to_string(),
+            0o644,
+        );
+        let first = bin(&f.home, &f.root);
+        let path = format!("{}:{HOST_PATH}", first.display()).into();
+        World { f, token, path }
+    }
+
+    /// `relay-host launch` of `req`, to the end; neither stream holds the token.
+    fn launch(&self, req: &Value) -> Out {
+        let file = self.f.root.join("req.json");
+        write(&file, &req.to_string(), 0o644);
+        let mut cmd = Command::new(relay_host());
+        self.f
+            .host_setup(&mut cmd, &self.f.state)
+            .env("PATH", &self.path)
+            .arg("launch")
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false);
+        let both = format!("{}{}", out.stdout, out.stderr);
+        relay_tests::assert_no_token("the output", both.as_bytes(), &self.token);
+        out
+    }
+
+    /// A `claude` launch in the project (the built-in template): it ran the agent at `real`,
+    /// which read the token on fd 5, with the built-in environment (no auto-updater).
+    fn assert_claude_runs(&self, real: &Path) {
+        let out = self.launch(&json!({"kind": "claude", "project": self.f.project}));
+        assert_eq!(out.code, Some(0), "{}", out.describe());
+        let rec = out
+            .stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v.get("token_fd_var").is_some())
+            .unwrap_or_else(|| panic!("no agent record: {}", out.describe()));
+        assert_eq!(rec["token_fd_var"], "5", "{rec}");
+        assert_eq!(
+            rec["token_sha256"],
+            sha256_hex(self.token.as_bytes()),
+            "{rec}"
+        );
+        assert_eq!(rec["argv"][0], json!(real), "{rec}");
+        assert_eq!(rec["env"]["DISABLE_AUTOUPDATER"], "1", "{rec}");
+        let scan = relay_tests::scan_for_tokens(&self.f.root, &self.f.token_file, &[&self.token]);
+        scan.assert_clean(0);
+    }
+
+    /// A `shell` session (`/bin/sh -c SCRIPT`, no project); panics unless it ran.
+    fn shell(&self, script: &str) -> Out {
+        let script = format!("{script}\necho relay-session-ran");
+        let req = json!({"kind": "terminal", "template": "shell", "extra_args": ["-c", script]});
+        let out = self.launch(&req);
+        assert!(
+            out.stdout.contains("relay-session-ran"),
+            "the shell session did not run: {}",
+            out.describe()
+        );
+        out
+    }
+}
+
+fn write(p: &Path, text: &str, mode: u32) {
+    std::fs::write(p, text).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Copies the fake agent to `to` (0755), making its folders (0755).
+fn place_agent(to: &Path) {
+    mkdir(to.parent().unwrap(), 0o755);
+    std::fs::copy(fake_agent(), to).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The native installer's layout in `home`: the versioned file and the link to it; returns
+/// `~/.local/bin`.
+fn native_layout(home: &Path) -> PathBuf {
+    let version = home.join(".local/share/claude/versions").join(VERSION);
+    place_agent(&version);
+    let bin = home.join(".local/bin");
+    mkdir(&bin, 0o755);
+    std::os::unix::fs::symlink(&version, bin.join("claude")).unwrap();
+    bin
+}
+
+/// An npm global install under `prefix`: the package's binary in
+/// `lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe` and the relative link
+/// `bin/claude` to it, as npm makes them; returns `<prefix>/bin`.
+fn npm_layout(prefix: &Path) -> PathBuf {
+    let package = prefix.join("lib/node_modules/@anthropic-ai/claude-code");
+    place_agent(&package.join("bin/claude.exe"));
+    let bin = prefix.join("bin");
+    mkdir(&bin, 0o755);
+    let rel = "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe";
+    std::os::unix::fs::symlink(rel, bin.join("claude")).unwrap();
+    bin
+}
+
+/// The native installer's `~/.local/bin/claude` -> `~/.local/share/claude/versions/<v>` runs,
+/// by its real path, with the token on fd 5.
+#[test]
+fn the_native_installers_layout_runs() {
+    let w = World::new(|home, _| native_layout(home));
+    let real = w.f.home.join(".local/share/claude/versions").join(VERSION);
+    w.assert_claude_runs(&real.canonicalize().unwrap());
+}
+
+/// npm's global install under a system prefix (a root-owned folder outside every grant, as
+/// `/usr/local` is) runs.
+#[test]
+fn an_npm_install_under_a_system_prefix_runs() {
+    let w = World::new(|_, root| npm_layout(&root.join("usr-local")));
+    let real =
+        w.f.root
+            .join("usr-local/lib/node_modules/@anthropic-ai/claude-code/bin");
+    w.assert_claude_runs(&real.join("claude.exe").canonicalize().unwrap());
+}
+
+/// npm's global install under the user prefixes `~/.npm-global` and `~/.local` runs.
+#[test]
+fn an_npm_install_under_a_user_prefix_runs() {
+    for prefix in [".npm-global", ".local"] {
+        let w = World::new(|home, _| npm_layout(&home.join(prefix)));
+        let package = w.f.home.join(prefix).join("lib/node_modules/@anthropic-ai");
+        let real = package.join("claude-code/bin/claude.exe");
+        w.assert_claude_runs(&real.canonicalize().unwrap());
+    }
+}
+
+/// The script that tries to plant a version in the installer's folder, replace the installed
+/// one and repoint it, reporting each as `wrote`/`denied`.
+fn plant_versions(home: &Path) -> String {
+    let versions = home.join(".local/share/claude/versions");
+    let v = |name: &str| versions.join(name).display().to_string();
+    let attempts = [
+        ("mkdir", format!("mkdir -p '{}'", versions.display())),
+        ("new", format!("cp /bin/sh '{}'", v("2.1.333"))),
+        (
+            "replace",
+            format!("printf '#!/bin/sh\\n' > '{}'", v(VERSION)),
+        ),
+        (
+            "move",
+            format!("mv '{}' '{}'", versions.display(), v("../old")),
+        ),
+    ];
+    let mut script = String::new();
+    for (name, cmd) in attempts {
+        script.push_str(&format!(
+            "if {cmd} 2>/dev/null; then echo 'wrote {name}'; else echo 'denied {name}'; fi\n"
+        ));
+    }
+    script
+}
+
+/// A `shell` session cannot write into `~/.local/share/claude` (a new version, the installed
+/// one replaced, the folder renamed away), whether the native install exists yet or not, and
+/// leaves nothing there; a later claude launch still runs the installed one with the token.
+#[test]
+fn a_shell_session_cannot_write_the_installers_versions() {
+    for installed in [true, false] {
+        let w = World::new(|home, _| match installed {
+            true => native_layout(home),
+            false => home.join(".local/bin"),
+        });
+        let share = w.f.home.join(".local/share/claude");
+        let before = relay_tests::entries_under(&w.f.home).len();
+        let out = w.shell(&plant_versions(&w.f.home));
+        for name in ["new", "replace", "move"] {
+            assert!(
+                out.stdout.contains(&format!("denied {name}")),
+                "installed {installed}: {name} worked: {}",
+                out.describe()
+            );
+        }
+        assert!(!share.join("versions/2.1.333").exists());
+        assert_eq!(relay_tests::entries_under(&w.f.home).len(), before);
+        if installed {
+            let real = share.join("versions").join(VERSION).canonicalize().unwrap();
+            assert_eq!(
+                sha256_hex(&std::fs::read(&real).unwrap()),
+                sha256_hex(&std::fs::read(fake_agent()).unwrap())
+            );
+            w.assert_claude_runs(&real);
+        } else {
+            assert!(!share.exists(), "{}", out.describe());
+        }
+    }
+}
