@@ -3,6 +3,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
+use relay_tests::run::signals_in_child;
 use serde_json::json;
 
 use crate::*;
@@ -422,9 +423,17 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
 
 /// A host that dies (SIGKILL, so it cannot forward anything) takes its session with it: the shim
 /// gets SIGTERM from the kernel (its parent-death signal) and forwards it; bwrap's
-/// `--die-with-parent` ends the sandbox. No process of the session is left.
+/// `--die-with-parent` ends the sandbox. No process of the session is left. Also when the host
+/// was started with SIGTERM ignored (`trap '' TERM` in its parent): the shim, which keeps an
+/// inherited ignored signal ignored, must still act on its parent-death signal.
 #[test]
 fn a_session_ends_when_its_host_is_killed() {
+    for term_ignored in [false, true] {
+        session_ends_when_its_host_is_killed(term_ignored);
+    }
+}
+
+fn session_ends_when_its_host_is_killed(term_ignored: bool) {
     let fx = Fx::new();
     let mark = format!("RELAY_KILL_TEST={}", sha256_hex(fx.token.as_bytes()));
     let (k, v) = mark.split_once('=').unwrap();
@@ -433,8 +442,12 @@ fn a_session_ends_when_its_host_is_killed() {
         json!({ k: v }),
         &[],
     )]);
-    let running =
-        fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.project}));
+    let req = json!({"kind": "claude", "session_id": "k1", "project": fx.project});
+    let running = fx.launch_bg_with(&req, |cmd| {
+        if term_ignored {
+            signals_in_child(cmd, &[libc::SIGTERM], libc::SIG_IGN);
+        }
+    });
     fx.wait_records(1);
     let before = relay_tests::fixture::processes_with_env(&mark);
     assert!(
@@ -451,7 +464,7 @@ fn a_session_ends_when_its_host_is_killed() {
     }
     assert!(
         left.is_empty(),
-        "processes of the session outlived the host: {left:?}"
+        "SIGTERM ignored {term_ignored}: processes of the session outlived the host: {left:?}"
     );
 }
 
