@@ -374,6 +374,8 @@ fn hold_target(
 }
 
 /// `(st_dev, st_ino)`: which open file a descriptor refers to.
+// The casts are no-ops on Linux only: macOS's `st_dev` is an `i32`.
+#[allow(clippy::unnecessary_cast)]
 fn file_id(st: &libc::stat) -> (u64, u64) {
     (st.st_dev as u64, st.st_ino as u64)
 }

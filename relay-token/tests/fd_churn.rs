@@ -10,6 +10,7 @@
 //! the other test files.
 
 use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,12 +49,12 @@ fn stop_churn(stop: Arc<AtomicBool>, handles: Vec<std::thread::JoinHandle<u64>>)
     handles.into_iter().map(|h| h.join().unwrap()).sum()
 }
 
-/// One spawn of `sh` that prints what it reads at 3, then at 5, through a map with a pipe's read
-/// end at 3 and the token at 5. Returns the child's output or the spawn's error.
+/// One spawn of `sh` that prints what it reads at 3, then at 5, through a map with a file holding
+/// `marker` at 3 and the token at 5. Returns the child's output or the spawn's error.
 fn spawn_once(token: &ClaudeToken, marker: &str) -> std::io::Result<String> {
-    let (r3, mut w3) = std::io::pipe()?;
-    std::io::Write::write_all(&mut w3, marker.as_bytes())?;
-    drop(w3);
+    let mut r3 = tempfile::tempfile()?;
+    r3.write_all(marker.as_bytes())?;
+    r3.seek(SeekFrom::Start(0))?;
     let mut extra = FdMap::new();
     extra.place(r3.as_fd(), 3);
     let mut cmd = Command::new("sh");
