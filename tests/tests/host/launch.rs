@@ -379,7 +379,9 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
 #[test]
 fn a_requests_env_reaches_only_the_sandboxed_program() {
     let fx = Fx::new();
-    let mut template = claude_template(&["--sleep", "3"], json!({}), &[]);
+    // The agent runs until the environments have been read.
+    let done = fx.project.join(".read");
+    let mut template = claude_template(&["--wait-for", done.to_str().unwrap()], json!({}), &[]);
     template["request_env"] = json!(["REQ_VAR", "LD_PRELOAD"]);
     fx.with_token(vec![template]);
     let req = json!({"kind": "claude", "session_id": "v1", "project": fx.project,
@@ -401,6 +403,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
             "{what} got the request's LD_PRELOAD"
         );
     }
+    fs::write(&done, "").unwrap();
     let out = running.finish(TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 
