@@ -15,16 +15,19 @@
 //!   CLOSE_RANGE_CLOEXEC)`, or `fcntl` one by one where that call is missing) and lets `exec`
 //!   close them.
 //! - Threads: spawns through this module (and the token pipe's own descriptor churn) are
-//!   serialized by one lock, so one spawn's guard never shields another. The parent also records
-//!   what each target number holds once parked; if that changed by the time the child runs
-//!   (another thread closed a busy target), the hook fails with `EAGAIN` instead of overwriting
-//!   whatever now sits there: a refused spawn, never a failed `exec` taken for a success.
+//!   serialized by one lock, so one spawn's guard never shields another. Other threads still open
+//!   and close descriptors at will: a target number found busy may hold another thread's file,
+//!   closed a moment later. The parent records what each target number holds (a number freed
+//!   while it looks is parked instead, never reported as `EBADF`); if that changed by the time
+//!   the child runs, std's channel may sit there, so the hook fails with `EAGAIN` instead of
+//!   overwriting it, and [`FdMap::spawn`] parks and records again and spawns anew. A failed
+//!   `exec` is never taken for a success, and another thread's churn never refuses a spawn.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::sys;
@@ -66,12 +69,25 @@ pub struct FdMap<'fd> {
 #[derive(Clone, Copy)]
 struct Plan {
     pairs: [(RawFd, RawFd); MAX_PLACED],
-    /// `(st_dev, st_ino)` of what each target number held in the parent once parked.
-    held: [(u64, u64); MAX_PLACED],
-    /// False for an `exec` in this very process, where nothing is parked or can change.
-    check_held: bool,
     len: usize,
 }
+
+/// What the hook of an armed spawn shares with the parent: whether it is still armed, and
+/// `(st_dev, st_ino)` of what each target number held (in the plan's order) when the parent last
+/// looked, renewed before each attempt. Atomics only: the child reads them without a lock.
+struct Shared {
+    armed: AtomicBool,
+    held: Box<[(AtomicU64, AtomicU64)]>,
+}
+
+/// How many times [`FdMap::spawn`] spawns again after the child refused (`EAGAIN`) because a
+/// target number that another thread's descriptor held changed before the fork.
+const SPAWN_RETRIES: u32 = 100;
+
+/// Before a retry, how many times a target held by another thread's descriptor is looked at
+/// again (yielding between looks) in the hope of finding it free and parking it: a number that
+/// flips between busy and free is then ours for the attempt; one held for good stays a shield.
+const INSIST: u32 = 32;
 
 impl<'fd> FdMap<'fd> {
     /// An empty map: the child keeps 0, 1 and 2 only.
@@ -134,8 +150,6 @@ impl<'fd> FdMap<'fd> {
         let mut moved: Vec<OwnedFd> = Vec::new();
         let mut plan = Plan {
             pairs: [(-1, -1); MAX_PLACED],
-            held: [(0, 0); MAX_PLACED],
-            check_held: true,
             len: self.placed.len(),
         };
         for (i, &(src, dst)) in self.placed.iter().enumerate() {
@@ -169,15 +183,15 @@ impl<'fd> FdMap<'fd> {
     /// eprintln!("exec failed: {err}");
     /// ```
     pub fn exec(&self, cmd: &mut Command) -> io::Error {
-        let (mut plan, moved) = match self.plan() {
+        let (plan, moved) = match self.plan() {
             Ok(p) => p,
             Err(e) => return e,
         };
-        plan.check_held = false;
         // SAFETY: with `exec` the hook runs in this process just before execve, after std has
-        // set up stdio; it reads a `Copy` plan and makes only raw system calls.
+        // set up stdio; it reads a `Copy` plan and makes only raw system calls. Nothing is
+        // parked, and nothing can change, so nothing is checked.
         unsafe {
-            cmd.pre_exec(move || child_apply(&plan));
+            cmd.pre_exec(move || child_apply(&plan, &[]));
         }
         let err = cmd.exec();
         drop(moved);
@@ -189,6 +203,12 @@ impl<'fd> FdMap<'fd> {
     /// The hook it installs is armed for this one spawn: spawning the same `Command` again fails
     /// with `EBADF` rather than placing whatever then holds the old numbers.
     ///
+    /// Other threads may open and close descriptors meanwhile. A target number that another
+    /// thread's descriptor holds can be freed at any moment, and std's exec-error channel could
+    /// then be opened there; the child checks, refuses, and the spawn is tried again (at most
+    /// 100 times), so a spawn is never refused, nor a failed `exec` taken for a success, because
+    /// of another thread.
+    ///
     /// ```
     /// use std::process::Command;
     /// let out = relay_token::FdMap::new()
@@ -199,8 +219,17 @@ impl<'fd> FdMap<'fd> {
     /// ```
     pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
         let serial = spawn_lock();
-        let armed = self.arm(cmd)?;
-        let result = cmd.spawn();
+        let mut armed = self.arm(cmd)?;
+        let mut retries = 0;
+        let result = loop {
+            match cmd.spawn() {
+                Err(e) if armed.may_retry(&e) && retries < SPAWN_RETRIES => {
+                    retries += 1;
+                    armed.hold(INSIST)?;
+                }
+                result => break result,
+            }
+        };
         drop(armed);
         drop(serial);
         result
@@ -211,71 +240,148 @@ impl<'fd> FdMap<'fd> {
     /// there), records what each target holds, and installs the hook. The hook stays armed while
     /// the returned [`Armed`] lives; the caller spawns, then drops it.
     ///
-    /// Should a target number change before the fork (another thread closed a busy target), std's
-    /// channel may sit there; the hook then refuses (`EAGAIN`) rather than overwrite it.
+    /// Should a target number that another thread's descriptor held change before the fork,
+    /// std's channel may sit there; the hook then refuses (`EAGAIN`) rather than overwrite it.
     pub(crate) fn arm(&self, cmd: &mut Command) -> io::Result<Armed> {
-        let (mut plan, moved) = self.plan()?;
-        let mut parked: Vec<OwnedFd> = Vec::new();
-        let mut devnull: Option<OwnedFd> = None;
-        for &(_, dst) in &self.placed {
-            if let Some(p) = park(dst, &mut devnull)? {
-                parked.push(p);
-            }
-        }
-        drop(devnull);
-        for i in 0..plan.len {
-            let dst = plan.pairs[i].1;
-            // SAFETY: only borrowed for one fstat; an fd closed meanwhile gives EBADF.
-            let st = sys::fstat(unsafe { BorrowedFd::borrow_raw(dst) })?;
-            plan.held[i] = (st.st_dev as u64, st.st_ino as u64);
-        }
-        let flag = Arc::new(AtomicBool::new(true));
-        let hook_flag = Arc::clone(&flag);
+        let (plan, moved) = self.plan()?;
+        let targets: Vec<Target> = plan.pairs[..plan.len]
+            .iter()
+            .map(|&(_, dst)| Target {
+                dst,
+                // A source of this map sitting on the number: the caller's, open for `'fd`.
+                own: self.placed.iter().any(|&(src, _)| src.as_raw_fd() == dst),
+                guard: None,
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            armed: AtomicBool::new(true),
+            held: targets.iter().map(|_| Default::default()).collect(),
+        });
+        let mut armed = Armed {
+            shared: Arc::clone(&shared),
+            targets,
+            _moved: moved,
+        };
+        armed.hold(0)?;
         // SAFETY: the closure runs in the child between fork and exec. It reads a `Copy` plan
-        // and an atomic, and makes only raw system calls (fstat, fcntl, dup2, close_range,
-        // getrlimit); it neither allocates nor takes locks, and builds errors with
-        // `from_raw_os_error` or `last_os_error`, which do not allocate.
+        // and atomics allocated before the fork, and makes only raw system calls (fstat, fcntl,
+        // dup2, close_range, getrlimit); it neither allocates nor takes locks, and builds errors
+        // with `from_raw_os_error` or `last_os_error`, which do not allocate.
         unsafe {
             cmd.pre_exec(move || {
-                if !hook_flag.load(Ordering::SeqCst) {
+                if !shared.armed.load(Ordering::SeqCst) {
                     return Err(io::Error::from_raw_os_error(libc::EBADF));
                 }
-                child_apply(&plan)
+                child_apply(&plan, &shared.held)
             });
         }
-        Ok(Armed {
-            flag,
-            _parked: parked,
-            _moved: moved,
-        })
+        Ok(armed)
     }
 }
 
-/// A prepared spawn's parent side: the hook's arming flag, the parked guards and the moved
-/// sources. Dropping it disarms the hook (a later spawn of the same `Command` fails with
-/// `EBADF`), then closes the guards and the moved copies.
+/// One target number of an armed spawn, as the parent holds it.
+struct Target {
+    dst: RawFd,
+    /// One of the map's own sources sits on it (it stays open until the spawn returns).
+    own: bool,
+    /// The parked `/dev/null`, when the number was free.
+    guard: Option<OwnedFd>,
+}
+
+/// A prepared spawn's parent side: the state shared with the hook, the targets with their parked
+/// guards, and the moved sources. Dropping it disarms the hook (a later spawn of the same
+/// `Command` fails with `EBADF`), then closes the guards and the moved copies.
 pub(crate) struct Armed {
-    flag: Arc<AtomicBool>,
-    _parked: Vec<OwnedFd>,
+    shared: Arc<Shared>,
+    targets: Vec<Target>,
     _moved: Vec<OwnedFd>,
+}
+
+impl Armed {
+    /// Parks every target number that is free and records what each one holds, for the hook's
+    /// check. A number another thread holds is looked at `insist` more times in the hope of
+    /// parking it (0: take it as it is). A guard parked earlier is kept.
+    fn hold(&mut self, insist: u32) -> io::Result<()> {
+        let mut devnull: Option<OwnedFd> = None;
+        for (t, held) in self.targets.iter_mut().zip(self.shared.held.iter()) {
+            if t.guard.is_none() {
+                let insist = if t.own { 0 } else { insist };
+                let (guard, id) = hold_target(t.dst, insist, &mut devnull)?;
+                t.guard = guard;
+                held.0.store(id.0, Ordering::SeqCst);
+                held.1.store(id.1, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a failed spawn is the hook's refusal over a target that another thread's
+    /// descriptor held (so may change): `EAGAIN` while such a target exists. Only those can
+    /// change before the fork; a parked guard or one of the map's sources cannot.
+    fn may_retry(&self, err: &io::Error) -> bool {
+        err.raw_os_error() == Some(libc::EAGAIN)
+            && self.targets.iter().any(|t| t.guard.is_none() && !t.own)
+    }
 }
 
 impl Drop for Armed {
     fn drop(&mut self) {
-        self.flag.store(false, Ordering::SeqCst);
+        self.shared.armed.store(false, Ordering::SeqCst);
     }
 }
 
 impl std::fmt::Debug for Armed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Armed")
-            .field("armed", &self.flag.load(Ordering::SeqCst))
+            .field("armed", &self.shared.armed.load(Ordering::SeqCst))
             .finish_non_exhaustive()
     }
 }
 
+/// How many times in a row [`hold_target`] may find a number freed between parking and looking
+/// before it gives up (each time it tries to park it again).
+const FREED_LIMIT: u32 = 1000;
+
+/// Holds target number `fd` for one attempt: parks it when free (the guard is returned), or
+/// records what another descriptor there is. Returns the guard and `(st_dev, st_ino)` of what the
+/// number holds.
+///
+/// A number held by another thread's descriptor may be freed between the look that found it busy
+/// and the `fstat` (`EBADF`): it is then parked. With `insist` above 0, a busy number is looked at
+/// that many more times, yielding between looks, in the hope of finding it free.
+fn hold_target(
+    fd: RawFd,
+    insist: u32,
+    devnull: &mut Option<OwnedFd>,
+) -> io::Result<(Option<OwnedFd>, (u64, u64))> {
+    let (mut busy, mut freed) = (0, 0);
+    loop {
+        if let Some(guard) = park(fd, devnull)? {
+            let id = file_id(&sys::fstat(&guard)?);
+            return Ok((Some(guard), id));
+        }
+        // SAFETY: only borrowed for one fstat; a number freed since `park` gives EBADF.
+        match sys::fstat(unsafe { BorrowedFd::borrow_raw(fd) }) {
+            Ok(st) if busy >= insist => return Ok((None, file_id(&st))),
+            Ok(_) => {
+                busy += 1;
+                std::thread::yield_now();
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) && freed < FREED_LIMIT => freed += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `(st_dev, st_ino)`: which open file a descriptor refers to.
+// The casts are no-ops on Linux only: macOS's `st_dev` is an `i32`.
+#[allow(clippy::unnecessary_cast)]
+fn file_id(st: &libc::stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
 /// If `fd` is free in this process, occupies it with a close-on-exec `/dev/null` and returns the
-/// guard; if it is busy, returns `None` (the busy descriptor shields it already).
+/// guard; if it is busy, returns `None`.
 ///
 /// Race-free: it asks for the lowest free number `>= fd` and keeps the result only if it is `fd`,
 /// so it never replaces a descriptor another thread has just opened.
@@ -293,16 +399,17 @@ fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>>
     Ok((dup.as_raw_fd() == fd).then_some(dup))
 }
 
-/// Runs in the child after fork: places each pair, then marks everything else above 2
-/// close-on-exec. Async-signal-safe.
-fn child_apply(plan: &Plan) -> io::Result<()> {
-    let checked = if plan.check_held { plan.len } else { 0 };
-    for (&(_, dst), &held) in plan.pairs[..checked].iter().zip(&plan.held) {
+/// Runs in the child after fork: checks that each target number still holds what the parent
+/// recorded in `held` (in the plan's order; empty: no check), places each pair, then marks
+/// everything else above 2 close-on-exec. Async-signal-safe.
+fn child_apply(plan: &Plan, held: &[(AtomicU64, AtomicU64)]) -> io::Result<()> {
+    for (&(_, dst), held) in plan.pairs[..plan.len].iter().zip(held) {
         // SAFETY: `stat` is plain old data; fstat fills it. No allocation.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `st` is a valid, writable stat; fstat on an int fd.
         let rc = unsafe { libc::fstat(dst, &mut st) };
-        if rc != 0 || (st.st_dev as u64, st.st_ino as u64) != held {
+        let want = (held.0.load(Ordering::SeqCst), held.1.load(Ordering::SeqCst));
+        if rc != 0 || file_id(&st) != want {
             return Err(io::Error::from_raw_os_error(libc::EAGAIN));
         }
     }

@@ -139,7 +139,8 @@ impl Folders {
     /// arguments that follow) to run on these folders: a cleared environment but `PATH`
     /// ([`HOST_PATH`]), `HOME` and `LANG=C.UTF-8`; `--config-dir` and `--state-dir STATE`;
     /// stdin `/dev/null`; a process group of its own, so a deadline can kill the host and its
-    /// shim together. The caller adds the command and sets stdout and stderr.
+    /// shim together; the signals a test sends at their default action
+    /// ([`crate::run::default_signals`]). The caller adds the command and sets stdout and stderr.
     ///
     /// ```no_run
     /// use relay_tests::fixture::{Folders, Layout};
@@ -149,7 +150,8 @@ impl Folders {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn host_setup<'c>(&self, cmd: &'c mut Command, state: &Path) -> &'c mut Command {
-        cmd.env_clear()
+        crate::run::default_signals(cmd)
+            .env_clear()
             .env("PATH", HOST_PATH)
             .env("HOME", &self.home)
             .env("LANG", "C.UTF-8")
@@ -316,7 +318,8 @@ impl Fixture {
     }
 
     /// `relay-host --config-dir C --state-dir S launch REQ` with `HOME` and `FAKE_AGENT_RECORD`
-    /// set and stdio on `/dev/null` (change it on the returned command if wanted).
+    /// set, stdio on `/dev/null` (change it on the returned command if wanted) and the signals a
+    /// test sends at their default action ([`crate::run::default_signals`]).
     ///
     /// ```no_run
     /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
@@ -325,7 +328,8 @@ impl Fixture {
     /// ```
     pub fn launch(&self, request: &Path) -> Command {
         let mut cmd = Command::new(&self.host);
-        cmd.arg("--config-dir")
+        crate::run::default_signals(&mut cmd)
+            .arg("--config-dir")
             .arg(&self.config)
             .arg("--state-dir")
             .arg(&self.state)

@@ -2,7 +2,8 @@
 //!
 //! The binaries (`relay-host`, `relay-shim`, `fake-agent`) are found beside the running test or
 //! tool: a test runs from `target/<profile>/deps/`, a tool from `target/<profile>/`; both look in
-//! `target/<profile>/`. Build them first: `cargo build --workspace --bins`.
+//! `target/<profile>/`. Under `cargo test` the first test that needs them builds them (see
+//! [`bin`]); a test executable run by hand needs `cargo build --workspace --bins` first.
 #![deny(missing_docs)]
 
 use std::io::Read;
@@ -14,40 +15,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-/// The folder that holds the workspace's built binaries for the running profile
-/// (`target/debug/` or `target/release/`).
-///
-/// ```
-/// assert!(relay_tests::bin_dir().is_dir());
-/// ```
-pub fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut dir = exe.parent().expect("the executable's folder").to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    dir
-}
-
-/// The path of the built binary `name` in [`bin_dir`]; panics, saying how to build it, when it
-/// is missing.
-///
-/// ```no_run
-/// let shim = relay_tests::bin("relay-shim");
-/// assert!(shim.ends_with("relay-shim"));
-/// ```
-pub fn bin(name: &str) -> PathBuf {
-    let path = bin_dir().join(name);
-    if !path.is_file() {
-        panic!(
-            "{} is missing: run `cargo build --workspace --bins` (add --release for a release \
-             run) before the tests",
-            path.display()
-        );
-    }
-    path
-}
 
 /// The built `relay-shim`.
 ///
@@ -472,6 +439,9 @@ pub fn spawn_with_fds(
     drop(held);
     child
 }
+
+mod bins;
+pub use bins::{bin, bin_dir};
 
 /// relay's bwrap command line captured from a launch and replayed (see the module).
 pub mod capture;

@@ -1,9 +1,10 @@
 //! Waiting for a spawned command under a deadline and collecting its output: the one way the
-//! end-to-end tests finish a `relay-host` they started.
+//! end-to-end tests finish a `relay-host` they started. And the signal dispositions a test sets
+//! in the programs it starts.
 
 use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
-use std::process::Child;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -128,5 +129,68 @@ pub fn finish_with(mut child: Child, timeout: Duration, stop: &dyn Fn() -> bool)
         killed,
         stdout: text(out_rx),
         stderr: text(err_rx),
+    }
+}
+
+/// The signals the end-to-end tests send to the programs they run (directly, or through the
+/// host's forwarding and its shim's parent-death signal).
+pub const SENT_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
+
+/// Gives [`SENT_SIGNALS`] their default action, unblocked, in the child `cmd` starts, whatever
+/// this test process inherited: `nohup`, a non-interactive shell's `&` (SIGINT and SIGQUIT) and
+/// `trap ''` leave signals ignored, and a child inherits that (std clears only the mask). A test
+/// that signals a program it started relies on this; the fixtures' host and shim commands set it.
+///
+/// ```
+/// use std::os::unix::process::ExitStatusExt;
+/// // This process ignores SIGINT, as a non-interactive shell's `&` leaves it.
+/// // SAFETY: signal takes two integers; nothing in this example handles SIGINT.
+/// unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+/// let mut cmd = std::process::Command::new("sh");
+/// cmd.args(["-c", "kill -INT $$; echo survived"]);
+/// relay_tests::run::default_signals(&mut cmd);
+/// assert_eq!(cmd.output()?.status.signal(), Some(libc::SIGINT));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn default_signals(cmd: &mut Command) -> &mut Command {
+    signals_in_child(cmd, &SENT_SIGNALS, libc::SIG_DFL)
+}
+
+/// Sets `action` (`SIG_DFL` or `SIG_IGN`) for each of `signals` in the child `cmd` starts, and
+/// unblocks them there. Hooks run in the order they were added: a later call wins.
+///
+/// ```
+/// let mut cmd = std::process::Command::new("sh");
+/// cmd.args(["-c", "kill -TERM $$; echo alive"]);
+/// relay_tests::run::signals_in_child(&mut cmd, &[libc::SIGTERM], libc::SIG_IGN);
+/// assert_eq!(cmd.output()?.stdout, b"alive\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn signals_in_child<'c>(
+    cmd: &'c mut Command,
+    signals: &'static [libc::c_int],
+    action: libc::sighandler_t,
+) -> &'c mut Command {
+    // SAFETY: the hook runs between fork and exec and makes raw calls only (sigemptyset,
+    // sigaddset, sigaction, sigprocmask) on stack values; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = action;
+            libc::sigemptyset(&mut act.sa_mask);
+            for &sig in signals {
+                if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::sigaddset(&mut set, sig);
+            }
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use relay_tests::run::default_signals;
 use relay_tests::shim::{devnull, pipe_cloexec, record_dir, status_lines, token_pipe, ShimRun};
 use relay_tests::{
     fake_agent_arg, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds,
@@ -18,10 +19,12 @@ use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// `relay-shim ARGS` with a clean environment for the token variable and the record file set.
+/// `relay-shim ARGS` with a clean environment for the token variable and the record file set,
+/// and the signals a test sends at their default action whatever this process inherited.
 fn shim_cmd(record: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(relay_shim());
-    cmd.args(args)
+    default_signals(&mut cmd)
+        .args(args)
         .env("FAKE_AGENT_RECORD", record)
         .env_remove("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR")
         .env_remove("RELAY_SESSION_ID")

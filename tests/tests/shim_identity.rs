@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use relay_tests::run::default_signals;
 use relay_tests::shim::{devnull, pipe_cloexec, record_dir, token_pipe, ShimRun};
 use relay_tests::{
     fake_agent_arg, fake_token, read_records, relay_shim, sha256_hex, spawn_with_fds,
@@ -381,7 +382,9 @@ fn pty_target_leads_a_session_on_the_terminal_and_gets_ctrl_c() {
     );
     let sigfile = dir.path().join("signal");
     let mut cmd = Command::new(relay_shim());
-    cmd.args(["--pty", "--", &fake_agent_arg(), "--record-signal"])
+    // The terminal's SIGINT must reach the target: not ignored by inheritance.
+    default_signals(&mut cmd)
+        .args(["--pty", "--", &fake_agent_arg(), "--record-signal"])
         .arg(&sigfile)
         .args(["--sleep", "30"])
         .env("FAKE_AGENT_RECORD", &record)

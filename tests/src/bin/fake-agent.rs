@@ -20,6 +20,8 @@
 //! - `--record-signal FILE`: before recording, installs a SIGTERM/SIGINT/SIGHUP/SIGQUIT handler
 //!   that writes the signal number and a newline to FILE and exits with 128 + the signal;
 //! - `--sleep SECS`: sleeps (after recording) that many seconds (a decimal is fine);
+//! - `--wait-for FILE`: after recording and sleeping, waits until FILE exists (a test makes it
+//!   once it has looked at the running session), polling every 10 ms, at most 300 s;
 //! - `--sh CMD`: runs `/bin/sh -c CMD` after recording and sleeping, with inherited stdio, and
 //!   exits with its status (128 + signal when it was killed);
 //! - `--exit N`: exit status when there is no `--sh` (default 0);
@@ -49,38 +51,15 @@ fn main() {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let mut no_read = false;
-    let mut sleep: Option<f64> = None;
-    let mut sh: Option<String> = None;
-    let mut exit_code = 0;
-    let mut record_signal: Option<String> = None;
-    let mut ptrace_init = false;
-    let mut i = 1;
-    while i < argv.len() {
-        let next = argv.get(i + 1).cloned();
-        match argv[i].as_str() {
-            "--no-read" => no_read = true,
-            "--ptrace-init" => ptrace_init = true,
-            "--sleep" => {
-                sleep = next.as_deref().and_then(|s| s.parse().ok());
-                i += 1;
-            }
-            "--sh" => {
-                sh = next;
-                i += 1;
-            }
-            "--exit" => {
-                exit_code = next.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0);
-                i += 1;
-            }
-            "--record-signal" => {
-                record_signal = next;
-                i += 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
+    let Opts {
+        no_read,
+        sleep,
+        wait_for,
+        sh,
+        exit_code,
+        record_signal,
+        ptrace_init,
+    } = Opts::parse(&argv);
 
     if let Some(file) = &record_signal {
         let c = CString::new(file.as_bytes()).expect("--record-signal FILE holds a NUL");
@@ -139,6 +118,12 @@ fn main() {
     if let Some(secs) = sleep {
         std::thread::sleep(std::time::Duration::from_secs_f64(secs.max(0.0)));
     }
+    if let Some(file) = wait_for {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while !std::path::Path::new(&file).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
     if let Some(cmd) = sh {
         let status = std::process::Command::new("/bin/sh")
             .arg("-c")
@@ -151,6 +136,41 @@ fn main() {
         std::process::exit(code);
     }
     std::process::exit(exit_code);
+}
+
+/// The options (see the module); anything else is only recorded.
+#[derive(Default)]
+struct Opts {
+    no_read: bool,
+    sleep: Option<f64>,
+    wait_for: Option<String>,
+    sh: Option<String>,
+    exit_code: i32,
+    record_signal: Option<String>,
+    ptrace_init: bool,
+}
+
+impl Opts {
+    fn parse(argv: &[String]) -> Opts {
+        let mut o = Opts::default();
+        let mut i = 1;
+        while i < argv.len() {
+            let next = argv.get(i + 1).cloned();
+            let mut takes_value = true;
+            match argv[i].as_str() {
+                "--no-read" => (o.no_read, takes_value) = (true, false),
+                "--ptrace-init" => (o.ptrace_init, takes_value) = (true, false),
+                "--sleep" => o.sleep = next.as_deref().and_then(|s| s.parse().ok()),
+                "--wait-for" => o.wait_for = next,
+                "--sh" => o.sh = next,
+                "--exit" => o.exit_code = next.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0),
+                "--record-signal" => o.record_signal = next,
+                _ => takes_value = false,
+            }
+            i += if takes_value { 2 } else { 1 };
+        }
+        o
+    }
 }
 
 /// The open descriptors, sorted, without the one `read_dir` used.

@@ -130,7 +130,13 @@ fn scan_files(dir: &Path, skip: &Path, token: &str, seen: &mut Vec<PathBuf>) {
     }
 }
 
-/// Runs `req` in the background, scans the process tree while the agent sleeps, then waits.
+/// The file the agent waits for (`--wait-for`) before it exits: made once the scans are done.
+fn scanned(fx: &Fx) -> PathBuf {
+    fx.project.join(".scanned")
+}
+
+/// Runs `req` in the background, scans the process tree while the agent waits, lets the agent
+/// end, then waits.
 fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
     let child = fx.launch_bg(req);
     let pid = child.id();
@@ -138,7 +144,9 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
     assert_got_token(&recs[n - 1], &fx.token);
     scan_processes(pid, &fx.token);
     scan_memory(pid, fx);
+    fs::write(scanned(fx), "").unwrap();
     let out = child.finish(TIMEOUT);
+    fs::remove_file(scanned(fx)).unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     out
 }
@@ -151,7 +159,12 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
 #[test]
 fn the_token_is_never_disclosed() {
     let fx = Fx::new();
-    fx.with_token(vec![claude_template(&["--sleep", "3"], json!({}), &[])]);
+    let wait = scanned(&fx);
+    fx.with_token(vec![claude_template(
+        &["--wait-for", wait.to_str().unwrap()],
+        json!({}),
+        &[],
+    )]);
     let mut outs = Vec::new();
     outs.push(launch_and_scan(
         &fx,

@@ -3,6 +3,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
+use relay_tests::run::signals_in_child;
 use serde_json::json;
 
 use crate::*;
@@ -380,7 +381,9 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
 #[test]
 fn a_requests_env_reaches_only_the_sandboxed_program() {
     let fx = Fx::new();
-    let mut template = claude_template(&["--sleep", "3"], json!({}), &[]);
+    // The agent runs until the environments have been read.
+    let done = fx.project.join(".read");
+    let mut template = claude_template(&["--wait-for", done.to_str().unwrap()], json!({}), &[]);
     template["request_env"] = json!(["REQ_VAR", "LD_PRELOAD"]);
     fx.with_token(vec![template]);
     let req = json!({"kind": "claude", "session_id": "v1", "project": fx.project,
@@ -402,6 +405,7 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
             "{what} got the request's LD_PRELOAD"
         );
     }
+    fs::write(&done, "").unwrap();
     let out = running.finish(TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 
@@ -424,9 +428,17 @@ fn a_requests_env_reaches_only_the_sandboxed_program() {
 
 /// A host that dies (SIGKILL, so it cannot forward anything) takes its session with it: the shim
 /// gets SIGTERM from the kernel (its parent-death signal) and forwards it; bwrap's
-/// `--die-with-parent` ends the sandbox. No process of the session is left.
+/// `--die-with-parent` ends the sandbox. No process of the session is left. Also when the host
+/// was started with SIGTERM ignored (`trap '' TERM` in its parent): the shim, which keeps an
+/// inherited ignored signal ignored, must still act on its parent-death signal.
 #[test]
 fn a_session_ends_when_its_host_is_killed() {
+    for term_ignored in [false, true] {
+        session_ends_when_its_host_is_killed(term_ignored);
+    }
+}
+
+fn session_ends_when_its_host_is_killed(term_ignored: bool) {
     let fx = Fx::new();
     let mark = format!("RELAY_KILL_TEST={}", sha256_hex(fx.token.as_bytes()));
     let (k, v) = mark.split_once('=').unwrap();
@@ -435,8 +447,12 @@ fn a_session_ends_when_its_host_is_killed() {
         json!({ k: v }),
         &[],
     )]);
-    let running =
-        fx.launch_bg(&json!({"kind": "claude", "session_id": "k1", "project": fx.project}));
+    let req = json!({"kind": "claude", "session_id": "k1", "project": fx.project});
+    let running = fx.launch_bg_with(&req, |cmd| {
+        if term_ignored {
+            signals_in_child(cmd, &[libc::SIGTERM], libc::SIG_IGN);
+        }
+    });
     fx.wait_records(1);
     let before = relay_tests::fixture::processes_with_env(&mark);
     assert!(
@@ -453,7 +469,7 @@ fn a_session_ends_when_its_host_is_killed() {
     }
     assert!(
         left.is_empty(),
-        "processes of the session outlived the host: {left:?}"
+        "SIGTERM ignored {term_ignored}: processes of the session outlived the host: {left:?}"
     );
 }
 

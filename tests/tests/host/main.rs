@@ -142,9 +142,16 @@ impl Fx {
     /// `relay-host launch REQ.json`, left running (its process group is killed if the test ends
     /// before [`Running::finish`]).
     pub fn launch_bg(&self, req: &Value) -> Running {
+        self.launch_bg_with(req, |_| {})
+    }
+
+    /// [`Fx::launch_bg`] with `setup` applied to the host's command last (a signal ignored in
+    /// it, say).
+    pub fn launch_bg_with(&self, req: &Value, setup: impl FnOnce(&mut Command)) -> Running {
         let p = self.request_file(req);
         let mut cmd = self.host_cmd();
         cmd.arg("launch").arg(&p);
+        setup(&mut cmd);
         Running(Some(cmd.spawn().unwrap()))
     }
 
