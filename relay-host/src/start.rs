@@ -41,18 +41,21 @@ pub(crate) fn spawn(s: ShimCommand) -> Result<Spawned, LaunchError> {
     } = s;
     let (status_r, status_w) = sys::pipe2_cloexec().map_err(spawn_err("status pipe"))?;
     let mut extra = FdMap::new();
-    extra.place(status_w.as_fd(), wiring.status_fd());
-    wiring.attach(&mut cmd, &mut extra);
+    let placing = |e: relay_token::PlaceError| spawn_err("the shim's descriptors")(e.into());
+    extra
+        .place(status_w.as_fd(), wiring.status_fd())
+        .map_err(placing)?;
+    wiring.attach(&mut cmd, &mut extra).map_err(placing)?;
     let bind_fds = argv
         .by_fd
         .as_ref()
         .map(|r| r.bind_fds())
         .unwrap_or_default();
     for &(fd, n) in &bind_fds {
-        extra.place(fd, n);
+        extra.place(fd, n).map_err(placing)?;
     }
     if let Some(f) = &argv.args_file {
-        extra.place(f.as_fd(), confine::ARGS_FD);
+        extra.place(f.as_fd(), confine::ARGS_FD).map_err(placing)?;
     }
     let spawned = spawn_with(&mut cmd, launch.token.take(), extra);
     drop(status_w);

@@ -15,8 +15,8 @@
 //! let (status_r, status_w) = std::io::pipe()?;
 //! let mut map = FdMap::new();
 //! # use std::os::fd::AsFd;
-//! map.place(status_w.as_fd(), wiring.status_fd());
-//! wiring.attach(&mut cmd, &mut map);
+//! map.place(status_w.as_fd(), wiring.status_fd())?;
+//! wiring.attach(&mut cmd, &mut map)?;
 //! let child = map.spawn(&mut cmd)?;
 //! let mut gate = wiring.start(std::time::Duration::from_secs(10));
 //! // For each status line: gate.check(&relay_shim::StatusEvent::parse(&line)?)?; until `started`.
@@ -106,15 +106,20 @@ impl ShimWiring {
     /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
     /// let mut cmd = std::process::Command::new("true");
     /// let mut map = relay_token::FdMap::new();
-    /// w.attach(&mut cmd, &mut map);
+    /// w.attach(&mut cmd, &mut map)?;
     /// assert_eq!(map.targets(), vec![3]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn attach<'a>(&'a self, cmd: &mut Command, map: &mut FdMap<'a>) {
+    pub fn attach<'a>(
+        &'a self,
+        cmd: &mut Command,
+        map: &mut FdMap<'a>,
+    ) -> Result<(), relay_token::PlaceError> {
         if let Some((bridge, secret)) = &self.bridge {
+            map.place(secret.as_fd(), SECRET_FD)?;
             cmd.env(BRIDGE_SOCKET_VAR, bridge.socket_path());
-            map.place(secret.as_fd(), SECRET_FD);
         }
+        Ok(())
     }
 
     /// Once the shim is spawned: closes the host's copy of the secret's pipe and lets the bridge

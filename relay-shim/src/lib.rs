@@ -418,15 +418,18 @@ fn spawn_target(
         }
     };
     let mut map = FdMap::new();
+    // The options were checked for collisions when parsed; a refusal here is an internal error.
+    let mut placed: io::Result<()> = Ok(());
     for fd in &fds.passed {
-        map.place(fd.as_fd(), fd.as_raw_fd());
+        placed = placed.and_then(|()| Ok(map.place(fd.as_fd(), fd.as_raw_fd()).map(drop)?));
     }
     if let (Some((_, w)), Some(n)) = (&pipe, fds.sandbox_status) {
-        map.place(w.as_fd(), n);
+        placed = placed.and_then(|()| Ok(map.place(w.as_fd(), n).map(drop)?));
     }
-    let spawned = match &fds.token {
-        Some(fd) => relay_token::spawn_with_token_fd(cmd, fd.as_fd(), map),
-        None => map.spawn(cmd),
+    let spawned = match (placed, &fds.token) {
+        (Err(e), _) => Err(e),
+        (Ok(()), Some(fd)) => relay_token::spawn_with_token_fd(cmd, fd.as_fd(), map),
+        (Ok(()), None) => map.spawn(cmd),
     };
     // Our copies of the token and passed descriptors (and the pipe's write end) go now.
     let read_end = pipe.map(|(r, _)| r);

@@ -65,6 +65,42 @@ pub struct FdMap<'fd> {
     placed: Vec<(BorrowedFd<'fd>, RawFd)>,
 }
 
+/// Why [`FdMap::place`] refused a descriptor.
+///
+/// ```
+/// let e: std::io::Error = relay_token::PlaceError::Taken(5).into();
+/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+/// assert_eq!(e.to_string(), "fd 5 is placed already");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlaceError {
+    /// The number is 0, 1 or 2 (stdio, which std sets up itself).
+    Stdio(RawFd),
+    /// The number is placed already (two sources for one number).
+    Taken(RawFd),
+    /// More than [`MAX_PASS_FDS`] + 16 descriptors.
+    TooMany,
+}
+
+impl std::fmt::Display for PlaceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlaceError::Stdio(n) => write!(f, "fd {n} is stdio; place descriptors above 2"),
+            PlaceError::Taken(n) => write!(f, "fd {n} is placed already"),
+            PlaceError::TooMany => write!(f, "at most {MAX_PLACED} placed descriptors"),
+        }
+    }
+}
+
+impl std::error::Error for PlaceError {}
+
+impl From<PlaceError> for io::Error {
+    fn from(e: PlaceError) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, e)
+    }
+}
+
 /// The plan as the hook sees it: plain integers in a fixed array, copied into the closure.
 #[derive(Clone, Copy)]
 struct Plan {
@@ -103,28 +139,32 @@ impl<'fd> FdMap<'fd> {
     /// Places `src` in the child at number `dst` (above 2). The parent's `src` is left as it is;
     /// closing it after the spawn is the caller's business.
     ///
-    /// Panics when `dst` is 0, 1 or 2, when `dst` is placed twice, or past 3,016 placed
-    /// descriptors.
+    /// Refuses (and places nothing) when `dst` is 0, 1 or 2, when `dst` is placed already, or
+    /// past 3,016 placed descriptors: a caller's mistake is an error, never a panic (an
+    /// `io::Error` of kind `InvalidInput` through `?`).
     ///
     /// ```
     /// use std::os::fd::AsFd;
+    /// use relay_token::{FdMap, PlaceError};
     /// let devnull = std::fs::File::open("/dev/null")?;
-    /// let mut map = relay_token::FdMap::new();
-    /// map.place(devnull.as_fd(), 3);
+    /// let mut map = FdMap::new();
+    /// map.place(devnull.as_fd(), 3)?;
+    /// assert_eq!(map.place(devnull.as_fd(), 3).unwrap_err(), PlaceError::Taken(3));
+    /// assert_eq!(map.place(devnull.as_fd(), 1).unwrap_err(), PlaceError::Stdio(1));
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn place(&mut self, src: BorrowedFd<'fd>, dst: RawFd) -> &mut Self {
-        assert!(dst > 2, "fd {dst} is stdio; place descriptors above 2");
-        assert!(
-            self.placed.iter().all(|&(_, d)| d != dst),
-            "fd {dst} placed twice"
-        );
-        assert!(
-            self.placed.len() < MAX_PLACED,
-            "at most {MAX_PLACED} placed fds"
-        );
+    pub fn place(&mut self, src: BorrowedFd<'fd>, dst: RawFd) -> Result<&mut Self, PlaceError> {
+        if dst <= 2 {
+            return Err(PlaceError::Stdio(dst));
+        }
+        if self.placed.iter().any(|&(_, d)| d == dst) {
+            return Err(PlaceError::Taken(dst));
+        }
+        if self.placed.len() >= MAX_PLACED {
+            return Err(PlaceError::TooMany);
+        }
         self.placed.push((src, dst));
-        self
+        Ok(self)
     }
 
     /// The numbers this map places in the child, in the order given.
@@ -133,7 +173,7 @@ impl<'fd> FdMap<'fd> {
     /// let devnull = std::fs::File::open("/dev/null")?;
     /// # use std::os::fd::AsFd;
     /// let mut map = relay_token::FdMap::new();
-    /// map.place(devnull.as_fd(), 5);
+    /// map.place(devnull.as_fd(), 5)?;
     /// assert_eq!(map.targets(), vec![5]);
     /// # Ok::<(), std::io::Error>(())
     /// ```

@@ -60,7 +60,7 @@ pub mod sandbox;
 pub mod which;
 
 pub use env::ChildEnv;
-pub use fds::{open_fds, spawn_lock, FdMap, MAX_PASS_FDS, TOKEN_FD};
+pub use fds::{open_fds, spawn_lock, FdMap, PlaceError, MAX_PASS_FDS, TOKEN_FD};
 pub use path::{
     claude_token_path, claude_token_path_in, clean_path, TokenPathError, TokenPathReason,
 };

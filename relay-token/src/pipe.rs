@@ -78,7 +78,7 @@ impl TokenPipe {
     /// # use relay_token::{ClaudeToken, FdMap, TokenPipe};
     /// let devnull = std::fs::File::open("/dev/null")?;
     /// let mut extra = FdMap::new();
-    /// extra.place(devnull.as_fd(), 3);
+    /// extra.place(devnull.as_fd(), 3)?;
     /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
     /// let status = pipe.spawn_with(Command::new("sh").args(["-c", "test -e /dev/fd/3"]), extra)?.wait()?;
     /// assert!(status.success());
@@ -109,7 +109,9 @@ impl TokenPipe {
     /// ```
     pub fn exec(self, cmd: &mut Command) -> io::Error {
         let mut map = FdMap::new();
-        place_token(cmd, &mut map, self.read.as_fd());
+        if let Err(e) = place_token(cmd, &mut map, self.read.as_fd()) {
+            return e;
+        }
         map.exec(cmd)
     }
 
@@ -140,7 +142,7 @@ impl TokenPipe {
     /// ```
     pub fn attach(self, cmd: &mut Command) -> io::Result<AttachedToken> {
         let mut map = FdMap::new();
-        place_token(cmd, &mut map, self.read.as_fd());
+        place_token(cmd, &mut map, self.read.as_fd())?;
         let armed = map.arm(cmd)?;
         Ok(AttachedToken {
             armed: Some(armed),
@@ -214,13 +216,19 @@ pub fn spawn_with_token_fd<'fd>(
     token_fd: BorrowedFd<'fd>,
     mut extra: FdMap<'fd>,
 ) -> io::Result<Child> {
-    place_token(cmd, &mut extra, token_fd);
+    place_token(cmd, &mut extra, token_fd)?;
     extra.spawn(cmd)
 }
 
 /// The one place the variable is set: beside the placement of its descriptor, last, so it wins
 /// over a value already on `cmd`, and never without the descriptor.
-fn place_token<'fd>(cmd: &mut Command, map: &mut FdMap<'fd>, token_fd: BorrowedFd<'fd>) {
-    map.place(token_fd, TOKEN_FD);
+/// A caller's map that places something at 5 already is refused before anything is set.
+fn place_token<'fd>(
+    cmd: &mut Command,
+    map: &mut FdMap<'fd>,
+    token_fd: BorrowedFd<'fd>,
+) -> io::Result<()> {
+    map.place(token_fd, TOKEN_FD)?;
     cmd.env(TOKEN_FD_VAR, TOKEN_FD.to_string());
+    Ok(())
 }

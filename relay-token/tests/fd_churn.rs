@@ -56,7 +56,7 @@ fn spawn_once(token: &ClaudeToken, marker: &str) -> std::io::Result<String> {
     r3.write_all(marker.as_bytes())?;
     r3.seek(SeekFrom::Start(0))?;
     let mut extra = FdMap::new();
-    extra.place(r3.as_fd(), 3);
+    extra.place(r3.as_fd(), 3).unwrap();
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "cat <&3; echo; cat <&5"])
         .stdin(Stdio::null())

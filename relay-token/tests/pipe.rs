@@ -345,7 +345,11 @@ fn raw_into_fd_form() {
     let fd = TokenPipe::new(&t).unwrap().into_fd();
     let mut cmd = probe_command();
     cmd.env(TOKEN_FD_VAR, "5");
-    let child = FdMap::new().place(fd.as_fd(), 5).spawn(&mut cmd).unwrap();
+    let child = FdMap::new()
+        .place(fd.as_fd(), 5)
+        .unwrap()
+        .spawn(&mut cmd)
+        .unwrap();
     drop(fd);
     assert_eq!(parse_probe(finish(child)), expected_probe(&t));
     drop(scene);
@@ -632,4 +636,22 @@ fn hook_refuses_when_fd_5_changed_since_the_parent_looked() {
         assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "busy={busy}: {e}");
         drop(scene);
     }
+}
+
+/// A caller's map that already places a descriptor at 5 is refused with an error naming the
+/// number (as command-fds does on a collision), never a panic, and the child never runs.
+#[test]
+fn a_callers_map_with_fd_5_taken_is_an_error_not_a_panic() {
+    let devnull = std::fs::File::open("/dev/null").unwrap();
+    let mut extra = FdMap::new();
+    extra.place(devnull.as_fd(), 5).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap()).unwrap();
+    let mut cmd = std::process::Command::new("touch");
+    cmd.arg(&ran);
+    let err = pipe.spawn_with(&mut cmd, extra).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(err.to_string(), "fd 5 is placed already");
+    assert!(!ran.exists(), "the child ran");
 }

@@ -213,7 +213,7 @@ fn run_by_fd(
     assert!(!binds.is_empty(), "a sandbox bound by descriptor");
     let mut map = FdMap::new();
     for &(fd, n) in binds.iter().chain(extra) {
-        map.place(fd, n);
+        map.place(fd, n).unwrap();
     }
     // The other tests' threads open and close descriptors at these numbers too: `FdMap` then
     // refuses the spawn (`EAGAIN`, nothing ran) rather than place whatever sits there now. Its

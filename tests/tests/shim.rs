@@ -407,9 +407,9 @@ fn fdmap_spawned_shim_works_too() {
     let pipe = token_pipe(&token);
     let (r, w) = pipe_cloexec();
     let mut extra = FdMap::new();
-    extra.place(w.as_fd(), 3);
+    extra.place(w.as_fd(), 3).unwrap();
     let mut cmd = shim_cmd(&record, &["--pass-token", "--", &fake_agent_arg()]);
-    extra.place(pipe.as_fd(), relay_token::TOKEN_FD);
+    extra.place(pipe.as_fd(), relay_token::TOKEN_FD).unwrap();
     cmd.env(relay_token::TOKEN_FD_VAR, "5");
     let child = extra.spawn(&mut cmd).unwrap();
     drop((pipe, w));

@@ -66,7 +66,7 @@ fn main() {
         let pipe = TokenPipe::new(&token).unwrap();
         let (r, w) = pipe_cloexec().unwrap();
         let mut extra = FdMap::new();
-        extra.place(w.as_fd(), 3);
+        extra.place(w.as_fd(), 3).unwrap();
         let t = Instant::now();
         let st = pipe
             .spawn_with(
