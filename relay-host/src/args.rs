@@ -43,6 +43,9 @@ pub enum Command {
     /// Folders, settings, the token file's health, bwrap and relay-shim; exit 78 when one is
     /// not usable
     Status,
+    /// List the running sessions: id, template, pid, start time, token, network, project
+    #[command(visible_alias = "sessions")]
+    Ps,
     /// Store or check the token file
     Token {
         #[command(subcommand)]

@@ -205,6 +205,7 @@ fn sandboxed_probe(
             request_env: vec![],
             network: None,
             api_base_url: None,
+            same_project: None,
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),

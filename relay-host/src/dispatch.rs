@@ -72,6 +72,7 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Launch { request } => cmd::launch_file(host, &request),
         Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
+        Command::Ps => crate::sessions::print(host, json),
         Command::Token { action } => match action {
             TokenCommand::Import { file } => cmd::token_import(host, file.as_deref(), json),
             TokenCommand::Check => cmd::token_check(host, json),

@@ -272,6 +272,14 @@ pub enum RequestError {
         /// The session id.
         session_id: String,
     },
+    /// A Claude session already runs in the project, and the template's `same_project` is
+    /// `"refuse"`.
+    ProjectBusy {
+        /// The project (its real path).
+        project: PathBuf,
+        /// The session that runs there.
+        session_id: String,
+    },
     /// The session folder's lock cannot be taken.
     SessionLock {
         /// The session folder.
@@ -301,6 +309,15 @@ impl fmt::Display for RequestError {
             RequestError::SessionRunning { session_id } => {
                 write!(f, "session {session_id:?} is already running")
             }
+            RequestError::ProjectBusy {
+                project,
+                session_id,
+            } => write!(
+                f,
+                "project {:?}: Claude session {session_id:?} already runs there (the template's \
+                 same_project is \"refuse\")",
+                project.display().to_string()
+            ),
             RequestError::SessionLock { dir, source } => {
                 write!(f, "session {}: {source}", dir.display())
             }

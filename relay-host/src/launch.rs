@@ -155,6 +155,7 @@ fn prepare(
         let session_id = v.session_id().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
+    super::sessions::check_same_project(state, &v)?;
     let token = LaunchToken::read(host, state, settings, &v)?;
     super::human::note_token(v.claude(), v.sandboxed(), token.carried());
     if v.sandboxed() {

@@ -87,6 +87,10 @@ pub struct Template {
     /// allow-list. Only settings can name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_base_url: Option<crate::net::Gateway>,
+    /// What a Claude launch does in a project where a Claude session already runs: `"warn"`
+    /// (left out), `"refuse"` or `"allow"` (see [`crate::sessions::SameProject`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_project: Option<crate::sessions::SameProject>,
 }
 
 impl Template {
@@ -538,6 +542,7 @@ pub fn builtin_templates() -> Vec<Template> {
             request_env: vec![],
             network: Some(crate::net::claude_code_network()),
             api_base_url: None,
+            same_project: None,
         },
         Template {
             id: "shell".into(),
@@ -550,6 +555,7 @@ pub fn builtin_templates() -> Vec<Template> {
             request_env: vec![],
             network: Some(Network::Host),
             api_base_url: None,
+            same_project: None,
         },
     ]
 }

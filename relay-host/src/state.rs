@@ -477,7 +477,11 @@ pub(crate) fn lock_session(dir: &Path) -> io::Result<File> {
 }
 
 /// Seconds since the Unix epoch.
-pub(crate) fn now_secs() -> u64 {
+///
+/// ```
+/// assert!(relay_host::state::now_secs() > 0);
+/// ```
+pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -59,6 +59,7 @@ fn expected() -> Settings {
                 request_env: vec![],
                 network: None,
                 api_base_url: None,
+                same_project: None,
             },
             Template {
                 id: "plain".into(),
@@ -68,6 +69,7 @@ fn expected() -> Settings {
                 request_env: vec![],
                 network: None,
                 api_base_url: None,
+                same_project: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),
