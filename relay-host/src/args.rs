@@ -46,6 +46,13 @@ pub enum Command {
     /// List the running sessions: id, template, pid, start time, token, network, project
     #[command(visible_alias = "sessions")]
     Ps,
+    /// Print the effective templates (built-in ones included) in the settings' format, to copy
+    /// from
+    Templates {
+        /// Print TOML (settings.toml's format); --json prints JSON; else the settings file's
+        #[arg(long)]
+        toml: bool,
+    },
     /// Store or check the token file
     Token {
         #[command(subcommand)]

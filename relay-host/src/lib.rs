@@ -78,6 +78,8 @@ mod stage;
 mod start;
 pub mod state;
 pub mod status;
+mod template_entry;
+pub mod templates_cmd;
 pub mod time;
 pub mod token_file;
 pub mod tty;

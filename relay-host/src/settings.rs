@@ -26,8 +26,13 @@ pub struct Settings {
     /// The token file (`""`: no token). See [`relay_token::claude_token_path`].
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub claude_token_file: String,
-    /// Templates; an entry with the id of a built-in one replaces it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Templates, effective: an entry with the id of a built-in one extends it (the rule:
+    /// `template_entry.rs`, and the README).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::template_entry::deserialize"
+    )]
     pub templates: Vec<Template>,
     /// The `bwrap` to use instead of the one on `PATH`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

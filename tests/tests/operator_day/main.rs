@@ -14,6 +14,7 @@ use relay_tests::run::{finish_with, Out};
 use serde_json::{json, Value};
 
 mod sessions;
+mod templates;
 
 /// The deadline of one `relay-host` command.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
