@@ -340,6 +340,10 @@ pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> O
 /// ```
 pub fn token_file_problem(path: &Path) -> Option<Exposure> {
     let m = std::fs::metadata(path).ok()?;
+    if !m.is_file() {
+        // A folder or a device: the read says "not a regular file", which is the cause.
+        return None;
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let path = path.to_path_buf();

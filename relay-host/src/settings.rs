@@ -233,6 +233,14 @@ pub enum SettingsError {
         /// The parser's message.
         message: String,
     },
+    /// The file lies where a session could have written it (inside a read-write grant): the
+    /// launch cannot be made safe (`sandbox_unavailable`), whatever the file says.
+    Reachable {
+        /// The file.
+        path: PathBuf,
+        /// Why it is within a session's reach.
+        message: String,
+    },
     /// The file parses, but a value is not usable.
     Invalid {
         /// The file (empty when parsed from a string).
@@ -261,11 +269,64 @@ impl fmt::Display for SettingsError {
             SettingsError::Io { path, error } => write!(f, "read {}: {error}", path.display()),
             SettingsError::Parse { path, message } => write!(f, "{}: {message}", at(path)),
             SettingsError::Invalid { path, message } => write!(f, "{}: {message}", at(path)),
+            SettingsError::Reachable { path, message } => write!(f, "{}: {message}", at(path)),
         }
     }
 }
 
-impl std::error::Error for SettingsError {}
+impl std::error::Error for SettingsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SettingsError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl SettingsError {
+    /// The settings file (or the config folder) the error is about; `None` when parsed from a
+    /// string.
+    ///
+    /// ```
+    /// let e = relay_host::settings::Settings::from_json("{").unwrap_err();
+    /// assert_eq!(e.path(), None);
+    /// ```
+    pub fn path(&self) -> Option<&Path> {
+        let p = match self {
+            SettingsError::BothPresent { json, .. } => json,
+            SettingsError::Io { path, .. }
+            | SettingsError::Parse { path, .. }
+            | SettingsError::Invalid { path, .. }
+            | SettingsError::Reachable { path, .. } => path,
+        };
+        (!p.as_os_str().is_empty()).then_some(p.as_path())
+    }
+
+    /// True when the file is fine but lies within a session's reach
+    /// ([`SettingsError::Reachable`]): a refusal for safety, not a mistake in the file.
+    ///
+    /// ```
+    /// assert!(!relay_host::settings::Settings::from_json("{").unwrap_err().unsafe_place());
+    /// ```
+    pub fn unsafe_place(&self) -> bool {
+        matches!(self, SettingsError::Reachable { .. })
+    }
+}
+
+/// A parser's error with the key path it happened at (`templates[0].env.FOO: ...`); the root's
+/// path (`.`) is left out.
+fn with_path<E: fmt::Display>(
+    e: serde_path_to_error::Error<E>,
+    words: impl Fn(&E) -> String,
+) -> String {
+    let path = e.path().to_string();
+    let inner = words(e.inner());
+    if path == "." || path.is_empty() {
+        inner
+    } else {
+        format!("{path}: {inner}")
+    }
+}
 
 /// The two file names settings are read from.
 pub const FILE_NAMES: [&str; 2] = ["settings.json", "settings.toml"];
@@ -278,9 +339,13 @@ impl Settings {
     /// assert!(err.to_string().contains("colour"));
     /// ```
     pub fn from_json(text: &str) -> Result<Settings, SettingsError> {
-        let s: Settings = serde_json::from_str(text).map_err(|e| SettingsError::Parse {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| with_path(e, serde_json::Error::to_string))
+            .and_then(|s: Settings| de.end().map(|()| s).map_err(|e| e.to_string()));
+        let s = parsed.map_err(|message| SettingsError::Parse {
             path: PathBuf::new(),
-            message: e.to_string(),
+            message,
         })?;
         s.validate(Path::new(""))?;
         Ok(s)
@@ -293,9 +358,15 @@ impl Settings {
     /// assert_eq!(s, Default::default());
     /// ```
     pub fn from_toml(text: &str) -> Result<Settings, SettingsError> {
-        let s: Settings = toml::from_str(text).map_err(|e| SettingsError::Parse {
+        let parsed = toml::Deserializer::parse(text)
+            .map_err(|e| one_line(&e.to_string()))
+            .and_then(|de| {
+                serde_path_to_error::deserialize(de)
+                    .map_err(|e| with_path(e, |e| one_line(&e.to_string())))
+            });
+        let s: Settings = parsed.map_err(|message| SettingsError::Parse {
             path: PathBuf::new(),
-            message: one_line(&e.to_string()),
+            message,
         })?;
         s.validate(Path::new(""))?;
         Ok(s)

@@ -792,7 +792,7 @@ fn a_fifo_as_settings_answers_at_once() {
         "the launch hung on the FIFO: {}",
         out.describe()
     );
-    assert_refused(&out, 78, "sandbox_unavailable", &[fifo.to_str().unwrap()]);
+    assert_refused(&out, 78, "settings_invalid", &[fifo.to_str().unwrap()]);
 }
 
 /// `settings.json` is a symlink to `/dev/zero`: a launch and `status` are refused (with
@@ -808,7 +808,7 @@ fn dev_zero_as_settings_is_refused_without_running_out_of_memory() {
                                "extra_args": ["-c", "true"]}),
     );
     assert!(!out.killed, "{}", out.describe());
-    assert_refused(&out, 78, "sandbox_unavailable", &[]);
+    assert_refused(&out, 78, "settings_invalid", &[]);
     let status = w.host(&["status"]);
     assert!(
         status.signal.is_none() && !status.killed,

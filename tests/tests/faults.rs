@@ -432,7 +432,7 @@ fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
     assert!(!f.killed);
     assert_eq!(f.code, Some(78), "stderr {}", f.stderr);
     let line: serde_json::Value = serde_json::from_str(f.stderr.trim()).unwrap();
-    assert_eq!(line["error"], "sandbox_unavailable", "{line}");
+    assert_eq!(line["error"], "settings_invalid", "{line}");
     assert_eq!(line["message"], want.as_str(), "{line}");
 }
 
@@ -1175,8 +1175,13 @@ fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes()
         if f.code != Some(0) {
             let r = refusal(&f);
             assert!(
-                ["invalid_spec", "sandbox_unavailable", "spawn_failed"]
-                    .contains(&r["error"].as_str().unwrap_or_default()),
+                [
+                    "invalid_spec",
+                    "sandbox_unavailable",
+                    "settings_invalid",
+                    "spawn_failed"
+                ]
+                .contains(&r["error"].as_str().unwrap_or_default()),
                 "{what}: {r}"
             );
         }

@@ -253,9 +253,9 @@ fn assert_refused_after_spawn(fx: &Fx, out: &Out, id: &str) -> String {
 /// The words of a bwrap that fails its probe (`bwrap --unshare-user ... --ro-bind / / -- true`).
 fn probe_failed(bwrap: &std::path::Path, detail: &str) -> String {
     format!(
-        "bwrap {:?} does not work ({detail}): sandboxed launches are refused; install a working \
-         bubblewrap with `apt-get install bubblewrap` and make sure user namespaces are enabled \
-         (sysctl kernel.unprivileged_userns_clone=1)",
+        "bwrap {:?} does not work: sandboxed launches are refused; install a working bubblewrap \
+         with `apt-get install bubblewrap`, with user namespaces allowed; its test run said: \
+         {detail}",
         bwrap.display().to_string()
     )
 }

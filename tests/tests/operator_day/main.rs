@@ -13,7 +13,10 @@ use relay_tests::fixture::{descendants, Fixture};
 use relay_tests::run::{finish_with, Out};
 use serde_json::{json, Value};
 
+mod hints;
 mod sessions;
+mod settings_errors;
+mod status;
 mod templates;
 
 /// The deadline of one `relay-host` command.
