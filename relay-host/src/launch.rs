@@ -313,6 +313,7 @@ fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
         "error": e.code(),
         "message": state.redactor().redact(&message),
         "session_id": row.session_id(),
+        "ts": super::state::now_secs(),
     });
     let _ = state.event(&answer);
     let _ = state.audit(row.row("error", &message));

@@ -18,6 +18,7 @@ mod sessions;
 mod settings_errors;
 mod status;
 mod templates;
+mod times;
 
 /// The deadline of one `relay-host` command.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
