@@ -87,7 +87,7 @@ pub enum Command {
 /// [`cli::run`](crate::cli::run).
 ///
 /// ```
-/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, resume: None, continue_last: false, args: vec![] };
 /// assert_eq!(args.template, "shell");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
@@ -101,10 +101,16 @@ pub struct RunArgs {
     /// Run without the sandbox (a Claude session then gets no token)
     #[arg(long)]
     pub no_sandbox: bool,
-    /// Keep the session folder after the session ends, for a later resume (gc removes it
-    /// after the retention)
+    /// Keep the session folder (the session's /tmp) after the session ends; gc removes it after
+    /// the retention. Not needed to resume a conversation
     #[arg(long)]
     pub keep: bool,
+    /// Resume this Claude conversation, in the sandbox with the token (Claude's --resume)
+    #[arg(short, long, value_name = "ID", conflicts_with = "continue_last")]
+    pub resume: Option<String>,
+    /// Continue the project's most recent Claude conversation (Claude's --continue)
+    #[arg(short, long = "continue")]
+    pub continue_last: bool,
     /// Arguments for the session's program, after --
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,

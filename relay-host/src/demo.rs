@@ -224,6 +224,7 @@ fn sandboxed_probe(
         template: None,
         session_id: Some(session.into()),
         resume: None,
+        continue_last: false,
         project: None,
         extra_args: vec![],
         env: BTreeMap::new(),

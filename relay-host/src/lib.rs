@@ -69,6 +69,7 @@ mod programs;
 pub mod project;
 pub mod reach;
 pub mod request;
+pub mod resume;
 mod session_folder;
 pub mod sessions;
 pub mod settings;

@@ -14,6 +14,7 @@ use relay_tests::run::{finish_with, Out};
 use serde_json::{json, Value};
 
 mod hints;
+mod resume;
 mod sessions;
 mod settings_errors;
 mod status;
