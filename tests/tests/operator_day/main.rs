@@ -13,6 +13,7 @@ use relay_tests::fixture::{descendants, Fixture};
 use relay_tests::run::{finish_with, Out};
 use serde_json::{json, Value};
 
+mod crash;
 mod hints;
 mod resume;
 mod sessions;
