@@ -80,7 +80,6 @@ mod stage;
 mod start;
 pub mod state;
 pub mod status;
-mod template_entry;
 pub mod templates_cmd;
 pub mod time;
 pub mod token_file;

@@ -15,6 +15,7 @@ use super::error::{LaunchError, RequestError};
 use super::human::path_json;
 use super::request::Validated;
 use super::state::{self, SESSIONS_DIR};
+use crate::settings::SameProject;
 
 /// The record's file name in a session folder.
 pub const RECORD_FILE: &str = "session.json";
@@ -134,28 +135,6 @@ pub fn running(state_dir: &Path) -> Vec<Record> {
         .collect();
     out.sort_by(|a, b| (&a.started, &a.id).cmp(&(&b.started, &b.id)));
     out
-}
-
-/// What a Claude launch does in a project where a Claude session already runs (the template's
-/// `same_project`): both would share Claude's state in the relay-owned config folder and the
-/// project's files.
-///
-/// ```
-/// use relay_host::sessions::SameProject;
-/// assert_eq!(serde_json::from_str::<SameProject>(r#""refuse""#)?, SameProject::Refuse);
-/// assert_eq!(SameProject::default(), SameProject::Warn);
-/// # Ok::<(), serde_json::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SameProject {
-    /// Launch, and say on stderr (and in the host log) which session already runs there.
-    #[default]
-    Warn,
-    /// Refuse the launch (`invalid_spec`), naming the session that runs there.
-    Refuse,
-    /// Launch without a word.
-    Allow,
 }
 
 /// Before a Claude launch: the Claude sessions already running in its project, by the

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::net::{Network, TokenNetwork};
 
+// A settings file's template entry and how it extends a built-in template (the merge rule).
+#[path = "template_entry.rs"]
+mod entry;
+pub use entry::SameProject;
+
 /// The settings of `relay-host`.
 ///
 /// ```
@@ -31,7 +36,7 @@ pub struct Settings {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "crate::template_entry::deserialize"
+        deserialize_with = "entry::deserialize"
     )]
     pub templates: Vec<Template>,
     /// The `bwrap` to use instead of the one on `PATH`.
@@ -93,9 +98,9 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_base_url: Option<crate::net::Gateway>,
     /// What a Claude launch does in a project where a Claude session already runs: `"warn"`
-    /// (left out), `"refuse"` or `"allow"` (see [`crate::sessions::SameProject`]).
+    /// (left out), `"refuse"` or `"allow"` (see [`SameProject`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub same_project: Option<crate::sessions::SameProject>,
+    pub same_project: Option<SameProject>,
 }
 
 impl Template {

@@ -14,11 +14,32 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
+use super::{builtin_templates, Sandbox, Template};
 use crate::net::{AllowEntry, Network};
-use crate::sessions::SameProject;
-use crate::settings::{builtin_templates, Sandbox, Template};
+
+/// What a Claude launch does in a project where a Claude session already runs (the template's
+/// `same_project`): both would share Claude's state in the relay-owned config folder and the
+/// project's files.
+///
+/// ```
+/// use relay_host::settings::SameProject;
+/// assert_eq!(serde_json::from_str::<SameProject>(r#""refuse""#)?, SameProject::Refuse);
+/// assert_eq!(SameProject::default(), SameProject::Warn);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SameProject {
+    /// Launch, and say on stderr (and in the host log) which session already runs there.
+    #[default]
+    Warn,
+    /// Refuse the launch (`invalid_spec`), naming the session that runs there.
+    Refuse,
+    /// Launch without a word.
+    Allow,
+}
 
 /// One `templates` entry as written: every field but `id` may be left out.
 #[derive(Debug, Deserialize)]
@@ -36,7 +57,7 @@ struct Entry {
 
 /// `templates` of a settings file, each entry resolved ([`resolve`]) where it is read, so an
 /// error carries its place (`templates[1]`).
-pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Template>, D::Error> {
+pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Template>, D::Error> {
     struct Resolved(Template);
     impl<'de> Deserialize<'de> for Resolved {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Resolved, D::Error> {
