@@ -310,14 +310,14 @@ pub fn print(host: &Host, json: bool) -> i32 {
         outln!("bwrap:             {}", s(&b["error"]));
     }
     let sh = &r["shim"];
-    outln!(
-        "relay-shim:        {}",
-        if sh["path"].is_null() {
-            s(&sh["error"])
-        } else {
-            s(&sh["path"])
-        }
-    );
+    let shim = s(&sh["path"]);
+    if sh["path"].is_null() {
+        outln!("relay-shim:        {}", s(&sh["error"]));
+    } else if shim.ends_with("/relay-host") {
+        outln!("relay-shim:        {shim} (this relay-host, acting as the shim)");
+    } else {
+        outln!("relay-shim:        {shim}");
+    }
     for p in r["problems"].as_array().into_iter().flatten() {
         outln!("problem:           {}", s(p));
     }

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 mod crash;
 mod hints;
+mod release;
 mod resume;
 mod sessions;
 mod settings_errors;
