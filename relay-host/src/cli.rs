@@ -197,6 +197,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     let sessions = host.state_dir.join(super::state::SESSIONS_DIR);
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
+    super::claude_config::carry_back_unsupervised(&host.state_dir);
     match super::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
             // The placeholders a killed host left, once no session runs (under their lock).

@@ -204,6 +204,9 @@ fn resumes(v: &Validated) -> Option<Option<&str>> {
     if let (true, Some(id)) = (v.claude(), &r.resume) {
         return Some(Some(id.as_str()));
     }
+    if v.claude() && r.continue_last {
+        return Some(None);
+    }
     let args = &r.extra_args;
     for (i, a) in args.iter().enumerate() {
         match a.as_str() {

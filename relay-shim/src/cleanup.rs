@@ -54,10 +54,43 @@ impl Cleanup {
         let _ = record_loss(state, &id, end);
         let kept = self.session_dir.join("keep").exists();
         let _ = append(&self.session_dir.join("ended"), b"");
-        if !kept {
+        if !kept && holds_transcripts(&self.session_dir) {
+            // The conversation is carried back by relay-host (`gc`), which knows what may be:
+            // everything else goes now.
+            remove_all_but(&self.session_dir, &[CLAUDE_DIR, "ended"]);
+        } else if !kept {
             let _ = std::fs::remove_dir_all(&self.session_dir);
         }
         let _ = release_placeholders(state);
+    }
+}
+
+/// The launch's Claude config folder in a session folder (relay-host's `claude_config`).
+const CLAUDE_DIR: &str = "claude";
+
+/// True when the session's Claude config folder holds a conversation transcript
+/// (`claude/projects/<folder>/<id>.jsonl`).
+fn holds_transcripts(session_dir: &Path) -> bool {
+    std::fs::read_dir(session_dir.join(CLAUDE_DIR).join("projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| std::fs::read_dir(p.path()).ok())
+        .flat_map(|f| f.flatten())
+        .any(|f| f.path().extension().is_some_and(|x| x == "jsonl"))
+}
+
+/// Removes every entry of `dir` but those named `keep` (links not followed).
+fn remove_all_but(dir: &Path, keep: &[&str]) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if keep.iter().any(|k| e.file_name() == *k) {
+            continue;
+        }
+        let p = e.path();
+        let _ = match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+            _ => std::fs::remove_file(&p),
+        };
     }
 }
 

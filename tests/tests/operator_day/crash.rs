@@ -112,3 +112,59 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
         "{gc}"
     );
 }
+
+#[test]
+fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let project_before = tree(&fx.project);
+    let write = "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/-p\" && \
+                 echo '{}' > \"$CLAUDE_CONFIG_DIR/projects/-p/c0ffee.jsonl\" && sleep 30";
+    let t = relay_tests::fake_agent_template(
+        &["--sh", write],
+        json!({}),
+        json!({"read_write": ["{project}", "{claude_config}"]}),
+    );
+    settings(
+        &fx,
+        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}),
+    );
+    let req = request(
+        &fx,
+        "c9",
+        &json!({"kind": "claude", "project": fx.project, "session_id": "c9"}),
+    );
+    let bg = Bg::launch(&fx, &req);
+    assert!(
+        wait_until(TIMEOUT, &|| !named_below(bg.pid(), "sleep").is_empty()),
+        "the session's sleep never ran"
+    );
+    let session = descendants(bg.pid());
+    // SAFETY: kill takes integers only; the host is this test's child.
+    assert_eq!(unsafe { libc::kill(bg.pid(), libc::SIGKILL) }, 0);
+    let ended = wait_until(Duration::from_secs(10), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    assert!(ended, "the session outlived its host");
+    drop(bg);
+    let mut project_after = tree(&fx.project);
+    project_after.retain(|p| p != "rec.jsonl");
+    assert_eq!(
+        project_after, project_before,
+        "a placeholder stayed in the project"
+    );
+    // The session folder holds the conversation only, until gc carries it back.
+    let left: Vec<String> = std::fs::read_dir(fx.state.join("sessions/c9"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, ["claude", "ended"], "only the conversation is kept");
+    let gc = run(&fx, &["--json", "gc"]).json("gc --json");
+    assert_eq!(gc["removed"], 1, "{gc}");
+    assert!(!fx.state.join("sessions/c9").exists());
+    assert!(
+        fx.state.join("claude/projects/-p/c0ffee.jsonl").is_file(),
+        "gc carried the conversation back for a later --resume"
+    );
+}

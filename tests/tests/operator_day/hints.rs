@@ -13,7 +13,7 @@ fn a_folder_at_the_token_path_is_not_a_regular_file_not_a_mode_problem() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "d1", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "d1")));
     assert_eq!(out.code, Some(78), "{}", out.stderr);
     let message = out.answer()["message"].as_str().unwrap().to_string();
     assert!(message.ends_with(": not a regular file"), "{message}");
@@ -96,7 +96,7 @@ fn the_user_namespace_hint_names_the_cause_found_and_bwraps_line_comes_after_rel
     );
 
     // A launch: one line, relay's sentence first and bwrap's own line after it.
-    let req = sleeping_claude(&fx, "u1", "0");
+    let req = claude_req(&fx, "u1");
     let out = with_max_userns_zero(&fx, &["launch", req.to_str().unwrap()]);
     assert_eq!(out.code, Some(78), "{}", out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();

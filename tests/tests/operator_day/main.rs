@@ -130,12 +130,23 @@ pub fn named_below(pid: i32, name: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A kind `claude` request for the fixture's project, the fake agent sleeping `secs`.
-pub fn sleeping_claude(fx: &Fixture, id: &str, secs: &str) -> std::path::PathBuf {
+/// A kind `claude` request for the fixture's project (sandboxed, with the token: no
+/// `extra_args`, which a token launch limits to Claude Code's own flags).
+pub fn claude_req(fx: &Fixture, id: &str) -> std::path::PathBuf {
     request(
         fx,
         id,
-        &json!({"kind": "claude", "project": fx.project, "session_id": id,
-                "extra_args": ["--sleep", secs]}),
+        &json!({"kind": "claude", "project": fx.project, "session_id": id}),
     )
+}
+
+/// The fixture's settings with the `claude-code` template's command given `args` after the fake
+/// agent.
+pub fn agent_args(fx: &Fixture, args: &[&str]) {
+    let path = fx.config.join("settings.json");
+    let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut command = vec![json!(relay_tests::fake_agent_arg())];
+    command.extend(args.iter().map(|a| json!(a)));
+    s["templates"][0]["command"] = json!(command);
+    settings(fx, &s);
 }

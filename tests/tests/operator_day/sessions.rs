@@ -2,9 +2,17 @@
 
 use super::*;
 
-/// Starts session `id` (the fake agent sleeping 30 s) and waits until `ps` lists it.
-fn start(fx: &Fixture, id: &str) -> Bg {
-    let bg = Bg::launch(fx, &sleeping_claude(fx, id, "30"));
+/// Starts session `id` (the fake agent sleeping 30 s; `sandbox`: with the token, the sleep in
+/// the template's command, else in the request's `extra_args`) and waits until `ps` lists it.
+fn start(fx: &Fixture, id: &str, sandbox: bool) -> Bg {
+    let mut req = json!({"kind": "claude", "project": fx.project, "session_id": id,
+                         "sandbox": sandbox});
+    if sandbox {
+        agent_args(fx, &["--sleep", "30"]);
+    } else {
+        req["extra_args"] = json!(["--sleep", "30"]);
+    }
+    let bg = Bg::launch(fx, &request(fx, id, &req));
     let listed = wait_until(TIMEOUT, &|| ps(fx).iter().any(|s| s["id"] == id));
     assert!(listed, "ps never listed {id}");
     bg
@@ -14,7 +22,7 @@ fn start(fx: &Fixture, id: &str) -> Bg {
 fn ps_lists_each_running_session_and_no_stale_record() {
     let fx = Fixture::new(&relay_tests::fake_agent());
     assert_eq!(ps(&fx), Vec::<Value>::new(), "nothing runs yet");
-    let bg = start(&fx, "ps-one");
+    let bg = start(&fx, "ps-one", true);
     let list = ps(&fx);
     assert_eq!(list.len(), 1, "{list:?}");
     let s = &list[0];
@@ -70,9 +78,11 @@ fn ps_lists_each_running_session_and_no_stale_record() {
 #[test]
 fn a_second_claude_launch_in_a_running_project_is_warned_or_refused() {
     let fx = Fixture::new(&relay_tests::fake_agent());
-    let _first = start(&fx, "first");
+    // The first without the sandboxed token (so it may sleep through its extra_args), the
+    // others with it.
+    let _first = start(&fx, "first", false);
     // Default ("warn"): the launch runs, and stderr names the session already there.
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "second", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "second")));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let warning: Value = serde_json::from_str(out.stderr.lines().next().unwrap()).unwrap();
     let text = warning["warning"].as_str().expect("a warning line");
@@ -85,7 +95,7 @@ fn a_second_claude_launch_in_a_running_project_is_warned_or_refused() {
     let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     s["templates"][0]["same_project"] = json!("refuse");
     settings(&fx, &s);
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "third", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "third")));
     assert_eq!(out.code, Some(64), "{}", out.stderr);
     let answer = out.answer();
     assert_eq!(answer["error"], "invalid_spec", "{answer}");
@@ -98,7 +108,7 @@ fn a_second_claude_launch_in_a_running_project_is_warned_or_refused() {
     // "allow": no word.
     s["templates"][0]["same_project"] = json!("allow");
     settings(&fx, &s);
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "fourth", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "fourth")));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("warning"), "{}", out.stderr);
 }

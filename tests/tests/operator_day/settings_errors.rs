@@ -13,7 +13,7 @@ fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
          \"command\": [\"a\"],\n   \"env\": {\"FOO\": 5}}]}\n",
     )
     .unwrap();
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "s1", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "s1")));
     assert_eq!(out.code, Some(78), "{}", out.stderr);
     let answer = out.answer();
     assert_eq!(answer["error"], "settings_invalid", "{answer}");
@@ -58,7 +58,7 @@ fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
         "[[templates]]\nid = \"x\"\ncommand = [\"a\"]\nenv = { FOO = 5 }\n",
     )
     .unwrap();
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "s2", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "s2")));
     let answer = out.answer();
     assert_eq!(answer["error"], "settings_invalid", "{answer}");
     let message = answer["message"].as_str().unwrap();
@@ -69,7 +69,7 @@ fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
     assert!(message.contains("line 4"), "{message}");
     // A template with another id and no command says which.
     std::fs::write(&toml_file, "[[templates]]\nid = \"pi\"\n").unwrap();
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "s3", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "s3")));
     let message = out.answer()["message"].as_str().unwrap().to_string();
     assert!(
         message.contains("settings.toml: templates[0]: "),

@@ -35,7 +35,7 @@ fn an_entry_with_a_builtin_id_changes_only_the_fields_it_gives() {
         "allow-list entries add: {t}"
     );
     // The launch the operator meant: the built-in grants show the project.
-    let out = finish(host(&fx, &["launch"]).arg(sleeping_claude(&fx, "ext", "0")));
+    let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "ext")));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = relay_tests::read_records(&fx.record)
         .pop()
