@@ -69,6 +69,11 @@ impl Check {
     }
 
     /// The check as JSON (`name`, `ok`, `detail`, `hint`, `claude`).
+    ///
+    /// ```
+    /// let c = relay_host::checks::Check::ok("bwrap", "works", true);
+    /// assert_eq!(c.to_json()["ok"], true);
+    /// ```
     pub fn to_json(&self) -> Value {
         json!({"name": self.name, "ok": self.ok, "detail": self.detail, "hint": self.hint,
                "claude": self.claude})
@@ -77,6 +82,13 @@ impl Check {
 
 /// Every check, in order: the settings, the token, bwrap, user namespaces, relay-shim, each
 /// template's command. `settings` are the loaded ones, or the error that kept them from loading.
+///
+/// ```
+/// let host = relay_host::Host::from_dirs("/nonexistent/c".into(), "/nonexistent/s".into())?;
+/// let checks = relay_host::checks::run(&host, Err("settings.json: bad".into()));
+/// assert_eq!((checks.len(), checks[0].ok), (1, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn run(host: &Host, settings: Result<&Settings, String>) -> Vec<Check> {
     let s = match settings {
         Ok(s) => s,

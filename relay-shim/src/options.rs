@@ -104,7 +104,7 @@ pub struct ShimOptions {
     /// `--sandbox-status-fd N`: the target (bwrap) reports the sandbox's start on a pipe at N.
     pub sandbox_status_fd: Option<RawFd>,
     /// `--cleanup DIR` (absolute): the session folder (`STATE/sessions/ID`) the shim cleans up
-    /// when its host was lost before the session ended (see [`cleanup`](super::cleanup)).
+    /// when its host was lost before the session ended (DESIGN.md, the flag table).
     pub cleanup: Option<PathBuf>,
     /// The program to run (looked up on `PATH` when it holds no `/`).
     pub program: OsString,

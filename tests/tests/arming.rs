@@ -1109,7 +1109,9 @@ fn a_session_cannot_stop_bwraps_init() {
 #[test]
 fn status_fails_on_a_token_file_wider_than_0600() {
     let w = World::new();
-    w.with_token(json!([]));
+    // A claude-code whose command is found (`claude` is not installed here): the control is
+    // a Claude session that would start logged in.
+    w.with_token(json!([{"id": "claude-code", "command": ["/bin/true"]}]));
     let ok = w.host(&["status"]);
     assert_eq!(ok.code, Some(0), "the control: {}", ok.describe());
     std::fs::set_permissions(&w.token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
