@@ -43,6 +43,16 @@ pub enum Command {
     /// Folders, settings, the token file's health, bwrap and relay-shim; exit 78 when one is
     /// not usable
     Status,
+    /// List the running sessions: id, template, pid, start time, token, network, project
+    #[command(visible_alias = "sessions")]
+    Ps,
+    /// Print the effective templates (built-in ones included) in the settings' format, to copy
+    /// from
+    Templates {
+        /// Print TOML (settings.toml's format); --json prints JSON; else the settings file's
+        #[arg(long)]
+        toml: bool,
+    },
     /// Store or check the token file
     Token {
         #[command(subcommand)]
@@ -77,7 +87,7 @@ pub enum Command {
 /// [`cli::run`](crate::cli::run).
 ///
 /// ```
-/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, resume: None, continue_last: false, args: vec![] };
 /// assert_eq!(args.template, "shell");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
@@ -91,10 +101,16 @@ pub struct RunArgs {
     /// Run without the sandbox (a Claude session then gets no token)
     #[arg(long)]
     pub no_sandbox: bool,
-    /// Keep the session folder after the session ends, for a later resume (gc removes it
-    /// after the retention)
+    /// Keep the session folder (the session's /tmp) after the session ends; gc removes it after
+    /// the retention. Not needed to resume a conversation
     #[arg(long)]
     pub keep: bool,
+    /// Resume this Claude conversation, in the sandbox with the token (Claude's --resume)
+    #[arg(short, long, value_name = "ID", conflicts_with = "continue_last")]
+    pub resume: Option<String>,
+    /// Continue the project's most recent Claude conversation (Claude's --continue)
+    #[arg(short, long = "continue")]
+    pub continue_last: bool,
     /// Arguments for the session's program, after --
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,

@@ -35,6 +35,9 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
         target.push("--resume".into());
         target.push(r.into());
     }
+    if v.claude() && v.request().continue_last {
+        target.push("--continue".into());
+    }
     target.extend(v.request().extra_args.iter().map(OsString::from));
     target
 }

@@ -210,6 +210,19 @@ pub(crate) fn carry_back(launch: &Path, persistent: &Path) -> io::Result<()> {
     result.and(copied)
 }
 
+/// Before `gc` removes the folders of sessions that no host supervises (a host lost with
+/// `kill -9`, whose shim kept the launch's Claude config folder for its conversation): their
+/// named state and transcripts carried back, as the end of the session would have.
+pub(crate) fn carry_back_unsupervised(state_dir: &Path) {
+    let persistent = state_dir.join(state::CLAUDE_CONFIG_DIR);
+    let sessions = state_dir.join(state::SESSIONS_DIR);
+    for e in fs::read_dir(sessions).into_iter().flatten().flatten() {
+        if !state::session_locked(&e.path()) {
+            let _ = carry_back(&launch_dir(&e.path()), &persistent);
+        }
+    }
+}
+
 /// `path`'s JSON when it is a regular file (not followed when a link) of at most 4 MiB.
 fn read_state(path: &Path) -> Option<Value> {
     let (f, _) = open_regular(path, MAX_STATE_BYTES).ok()?;

@@ -46,7 +46,7 @@ pub use crate::args::RunArgs;
 /// ```no_run
 /// use relay_host::{Host, cli::{run, RunArgs}};
 /// let host = Host::locate(None, None)?;
-/// let args = RunArgs { template: "claude-code".into(), project: None, no_sandbox: false, keep: false, args: vec![] };
+/// let args = RunArgs { template: "claude-code".into(), project: None, no_sandbox: false, keep: false, resume: None, continue_last: false, args: vec![] };
 /// std::process::exit(run(&host, args));
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -57,11 +57,13 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
         (Some(p), _) => Some(p),
         (None, c) => c.clone(),
     };
+    let claude = args.template == super::request::CLAUDE_TEMPLATE;
     let request = Request {
         kind: Kind::Terminal,
         template: Some(args.template),
         session_id: None,
-        resume: None,
+        resume: args.resume,
+        continue_last: args.continue_last,
         project: project.map(|p| relay_token::clean_path(&p)),
         extra_args: args.args,
         env: Default::default(),
@@ -69,7 +71,13 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
         host: None,
         keep: args.keep,
     };
-    launch(host, request, Stdin::Inherit)
+    let project = request.project.clone();
+    let started = std::time::SystemTime::now();
+    let code = launch(host, request, Stdin::Inherit);
+    if claude {
+        super::resume::say_how_to_resume(host, project.as_deref(), started);
+    }
+    code
 }
 
 /// `relay-host audit` / `relay-host events`: the log `name` of the state folder.
@@ -189,6 +197,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     let sessions = host.state_dir.join(super::state::SESSIONS_DIR);
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
+    super::claude_config::carry_back_unsupervised(&host.state_dir);
     match super::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
             // The placeholders a killed host left, once no session runs (under their lock).

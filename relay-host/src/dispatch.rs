@@ -72,6 +72,12 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Launch { request } => cmd::launch_file(host, &request),
         Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
+        Command::Ps => crate::sessions::print(host, json),
+        Command::Templates { toml } => {
+            use crate::templates_cmd::{print, Format};
+            let format = (toml.then_some(Format::Toml)).or(json.then_some(Format::Json));
+            print(host, format)
+        }
         Command::Token { action } => match action {
             TokenCommand::Import { file } => cmd::token_import(host, file.as_deref(), json),
             TokenCommand::Check => cmd::token_check(host, json),

@@ -34,6 +34,9 @@ pub enum Refusal {
     SandboxUnavailable,
     /// The session could not be started (500, exit 71).
     SpawnFailed,
+    /// The settings file does not load: it does not parse, holds an unknown key or a value that
+    /// cannot be used (400, exit 78, the configuration error of `sysexits.h`).
+    SettingsInvalid,
 }
 
 impl Refusal {
@@ -47,6 +50,7 @@ impl Refusal {
             Refusal::InvalidSpec => "invalid_spec",
             Refusal::SandboxUnavailable => "sandbox_unavailable",
             Refusal::SpawnFailed => "spawn_failed",
+            Refusal::SettingsInvalid => "settings_invalid",
         }
     }
 
@@ -58,7 +62,7 @@ impl Refusal {
     pub fn status(self) -> u16 {
         match self {
             Refusal::SpawnFailed => 500,
-            Refusal::InvalidSpec | Refusal::SandboxUnavailable => 400,
+            Refusal::InvalidSpec | Refusal::SandboxUnavailable | Refusal::SettingsInvalid => 400,
         }
     }
 
@@ -72,7 +76,7 @@ impl Refusal {
     pub fn exit_code(self) -> ExitCode {
         match self {
             Refusal::InvalidSpec => ExitCode::Usage,
-            Refusal::SandboxUnavailable => ExitCode::Unavailable,
+            Refusal::SandboxUnavailable | Refusal::SettingsInvalid => ExitCode::Unavailable,
             Refusal::SpawnFailed => ExitCode::SpawnFailed,
         }
     }
@@ -92,7 +96,7 @@ impl Refusal {
 pub enum LaunchError {
     /// The state folder cannot take the launch's audit row (`spawn_failed`).
     State(io::Error),
-    /// The settings cannot be read or trusted (`sandbox_unavailable`).
+    /// The settings cannot be read (`settings_invalid`) or trusted (`sandbox_unavailable`).
     Settings(SettingsError),
     /// The request cannot be launched as written (`invalid_spec`).
     Request(RequestError),
@@ -134,6 +138,7 @@ impl LaunchError {
     pub fn refusal(&self) -> Refusal {
         match self {
             LaunchError::Request(_) => Refusal::InvalidSpec,
+            LaunchError::Settings(e) if !e.unsafe_place() => Refusal::SettingsInvalid,
             LaunchError::Settings(_)
             | LaunchError::Token(_)
             | LaunchError::Network(_)
@@ -272,6 +277,14 @@ pub enum RequestError {
         /// The session id.
         session_id: String,
     },
+    /// A Claude session already runs in the project, and the template's `same_project` is
+    /// `"refuse"`.
+    ProjectBusy {
+        /// The project (its real path).
+        project: PathBuf,
+        /// The session that runs there.
+        session_id: String,
+    },
     /// The session folder's lock cannot be taken.
     SessionLock {
         /// The session folder.
@@ -301,6 +314,15 @@ impl fmt::Display for RequestError {
             RequestError::SessionRunning { session_id } => {
                 write!(f, "session {session_id:?} is already running")
             }
+            RequestError::ProjectBusy {
+                project,
+                session_id,
+            } => write!(
+                f,
+                "project {:?}: Claude session {session_id:?} already runs there (the template's \
+                 same_project is \"refuse\")",
+                project.display().to_string()
+            ),
             RequestError::SessionLock { dir, source } => {
                 write!(f, "session {}: {source}", dir.display())
             }

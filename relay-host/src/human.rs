@@ -144,6 +144,21 @@ const HINTS: &[(&[&str], &str)] = &[
          claude_token_file to the file's own path",
     ),
     (
+        &["lies inside the read-write grant"],
+        "a session could have rewritten that file: keep the settings file itself in the config \
+         folder (not a link into a grant), then check with `relay-host status`",
+    ),
+    (
+        &["settings.json: "],
+        "fix the settings file at the key and line named (`relay-host status` checks it again; \
+         `relay-host templates` prints valid templates to copy from)",
+    ),
+    (
+        &["settings.toml: "],
+        "fix the settings file at the key and line named (`relay-host status` checks it again; \
+         `relay-host templates` prints valid templates to copy from)",
+    ),
+    (
         &["relay's own folder"],
         "the current folder is the cause: `run` takes it as the project, and it holds the relay's \
          own folders (as ~ does); run from a project folder or name one: \
@@ -165,9 +180,10 @@ const HINTS: &[(&[&str], &str)] = &[
          bubblewrap` on Fedora), or set \"bwrap\" in the settings to its path",
     ),
     (
-        &["bwrap", "does not work"],
-        "check that user namespaces are enabled (`sysctl kernel.unprivileged_userns_clone=1`) \
-         and that `bwrap --ro-bind / / true` runs",
+        &["claude_token_file", "not a regular file"],
+        "the token path names a folder (or a device), not a file: set claude_token_file to the \
+         token file itself (`~/.config/claude-ltt/token`), or store one there with \
+         `relay-host token import`",
     ),
     (
         &["not found or not executable"],
@@ -184,6 +200,10 @@ const HINTS: &[(&[&str], &str)] = &[
 /// assert_eq!(hint("something else"), None);
 /// ```
 pub fn hint(message: &str) -> Option<&'static str> {
+    if message.contains("bwrap") && message.contains("does not work") {
+        // By the cause found on this machine, each with its own fix.
+        return Some(super::userns::cause().fix());
+    }
     HINTS
         .iter()
         .find(|(parts, _)| parts.iter().all(|p| message.contains(p)))

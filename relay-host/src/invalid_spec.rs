@@ -177,7 +177,7 @@ impl fmt::Display for InvalidSpec {
                 f,
                 "session_id {id:?}: use 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)"
             ),
-            Resume(r) => write!(f, "resume {r:?}: not a session id"),
+            Resume(r) => write!(f, "resume {r:?}: not a session id, or given with continue"),
             ProjectNotAbsolute(p) => {
                 write!(f, "project {:?}: must be absolute", p.display().to_string())
             }

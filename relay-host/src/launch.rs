@@ -155,6 +155,7 @@ fn prepare(
         let session_id = v.session_id().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
+    super::sessions::check_same_project(state, &v)?;
     let token = LaunchToken::read(host, state, settings, &v)?;
     super::human::note_token(v.claude(), v.sandboxed(), token.carried());
     if v.sandboxed() {
@@ -202,6 +203,9 @@ fn resumes(v: &Validated) -> Option<Option<&str>> {
     let r = v.request();
     if let (true, Some(id)) = (v.claude(), &r.resume) {
         return Some(Some(id.as_str()));
+    }
+    if v.claude() && r.continue_last {
+        return Some(None);
     }
     let args = &r.extra_args;
     for (i, a) in args.iter().enumerate() {
@@ -312,6 +316,7 @@ fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
         "error": e.code(),
         "message": state.redactor().redact(&message),
         "session_id": row.session_id(),
+        "ts": super::state::now_secs(),
     });
     let _ = state.event(&answer);
     let _ = state.audit(row.row("error", &message));

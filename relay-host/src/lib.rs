@@ -46,6 +46,7 @@ mod args;
 mod argv;
 mod audit_row;
 pub mod bridge;
+pub mod checks;
 pub mod claude_args;
 pub mod claude_config;
 pub mod cli;
@@ -68,7 +69,9 @@ mod programs;
 pub mod project;
 pub mod reach;
 pub mod request;
+pub mod resume;
 mod session_folder;
+pub mod sessions;
 pub mod settings;
 mod settings_edit;
 mod shim_command;
@@ -77,8 +80,11 @@ mod stage;
 mod start;
 pub mod state;
 pub mod status;
+pub mod templates_cmd;
+pub mod time;
 pub mod token_file;
 pub mod tty;
+pub mod userns;
 pub mod wiring;
 
 /// The whole of the `relay-host` program: `argv` is its command line, program name first. Picks
@@ -224,7 +230,7 @@ impl Host {
             let claude_config = self.state_dir.join(state::CLAUDE_CONFIG_DIR);
             let grants = reach::rw_grants(self, &settings, None, &claude_config);
             if let Some(message) = reach::settings_problem(&file, &self.config_dir, &grants) {
-                return Err(SettingsError::Invalid {
+                return Err(SettingsError::Reachable {
                     path: file,
                     message: message.to_string(),
                 });

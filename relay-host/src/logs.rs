@@ -56,35 +56,7 @@ impl Query {
 /// assert_eq!(rfc3339(1_796_154_493), "2026-12-01T19:48:13Z");
 /// ```
 pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Days to a civil date (the proleptic Gregorian calendar), after Howard Hinnant's algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since the epoch of a civil date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    crate::time::rfc3339(secs)
 }
 
 /// A `--since` value that is neither a time, a date nor an age (the value as given).
@@ -109,7 +81,8 @@ impl std::fmt::Display for BadSince {
 
 impl std::error::Error for BadSince {}
 
-/// Parses a `--since` value: RFC 3339 in UTC (`2026-12-02T19:00:00Z`), a date (`2026-12-02`),
+/// Parses a `--since` value: RFC 3339 (`2026-12-02T19:00:00Z`, or with an offset), a date
+/// (`2026-12-02`, its start in UTC),
 /// or an age (`30s`, `15m`, `2h`, `7d`) counted back from `now`.
 ///
 /// ```
@@ -118,6 +91,8 @@ impl std::error::Error for BadSince {}
 /// assert_eq!(parse_since("1970-01-01T01:00:00Z", 0), Ok(3600));
 /// assert_eq!(parse_since("2h", 10_000), Ok(10_000 - 7200));
 /// assert!(parse_since("yesterday", 0).is_err());
+/// assert!(parse_since("2026-02-31", 0).is_err(), "no such day");
+/// assert!(parse_since("2026-02-28T25:00:00Z", 0).is_err(), "no such hour");
 /// ```
 pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
     let bad = || BadSince(value.to_string());
@@ -131,27 +106,18 @@ pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
         };
         return Ok(now.saturating_sub(n.saturating_mul(per)));
     }
-    let (date, time) = match value.split_once(['T', ' ']) {
-        Some((d, t)) => (d, Some(t.strip_suffix('Z').ok_or_else(bad)?)),
-        None => (value, None),
+    let secs = match value.parse::<jiff::civil::Date>() {
+        // A date alone: its start, in UTC. jiff refuses a day the month does not have.
+        Ok(date) if !value.contains(['T', 't', ' ']) => date
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .map_err(|_| bad())?
+            .timestamp()
+            .as_second(),
+        _ => value
+            .parse::<jiff::Timestamp>()
+            .map_err(|_| bad())?
+            .as_second(),
     };
-    let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
-    let parts: Vec<&str> = date.split('-').collect();
-    let [y, m, d] = parts.as_slice() else {
-        return Err(bad());
-    };
-    let (y, m, d) = (num(y)?, num(m)?, num(d)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return Err(bad());
-    }
-    let mut secs = days_from_civil(y, m, d) * 86400;
-    if let Some(t) = time {
-        let hms: Vec<&str> = t.split(':').collect();
-        let [h, mi, s] = hms.as_slice() else {
-            return Err(bad());
-        };
-        secs += num(h)? * 3600 + num(mi)? * 60 + num(s)?;
-    }
     u64::try_from(secs).map_err(|_| bad())
 }
 

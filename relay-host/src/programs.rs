@@ -133,7 +133,9 @@ fn find_bwrap(
 ) -> Result<(PathBuf, sandbox::BwrapFeatures), sandbox::SandboxError> {
     let path = sandbox::locate_bwrap(settings.bwrap.as_deref())?;
     let features = sandbox::BwrapFeatures::of(&path);
-    if !features.json_status {
+    // Also probed where this machine's settings block user namespaces: the refusal then says
+    // relay's sentence first, before bwrap's own line reaches the session's stderr.
+    if !features.json_status || super::userns::blocked_by_settings() {
         sandbox::probe_bwrap(&path)?;
     }
     Ok((path, features))

@@ -73,16 +73,24 @@ pub(crate) fn rw_grants_in(
     out
 }
 
-/// The built-in templates not replaced by the settings, then the configured ones.
+/// The effective templates: the built-in ones (as the settings extend them), then the settings'
+/// other ones.
 ///
 /// ```
 /// let all = relay_host::reach::templates(&Default::default());
 /// assert_eq!(all.len(), 2);
 /// ```
 pub fn templates(settings: &Settings) -> Vec<crate::settings::Template> {
-    let mut all = crate::settings::builtin_templates();
-    all.retain(|b| settings.templates.iter().all(|t| t.id != b.id));
-    all.extend(settings.templates.iter().cloned());
+    let builtins = crate::settings::builtin_templates();
+    let mut all: Vec<_> = builtins
+        .iter()
+        .map(|b| settings.template(&b.id).unwrap_or_else(|| b.clone()))
+        .collect();
+    all.extend(
+        (settings.templates.iter())
+            .filter(|t| builtins.iter().all(|b| b.id != t.id))
+            .cloned(),
+    );
     all
 }
 
@@ -332,6 +340,10 @@ pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> O
 /// ```
 pub fn token_file_problem(path: &Path) -> Option<Exposure> {
     let m = std::fs::metadata(path).ok()?;
+    if !m.is_file() {
+        // A folder or a device: the read says "not a regular file", which is the cause.
+        return None;
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let path = path.to_path_buf();

@@ -73,6 +73,10 @@ pub struct Request {
     /// A Claude conversation to resume (`--resume <id>` for Claude launches).
     #[serde(default)]
     pub resume: Option<String>,
+    /// Continue the project's most recent Claude conversation (`--continue` for Claude
+    /// launches); not with `resume`.
+    #[serde(default, rename = "continue")]
+    pub continue_last: bool,
     /// The project folder (absolute).
     #[serde(default)]
     pub project: Option<PathBuf>,
@@ -255,7 +259,7 @@ impl Request {
             None => new_session_id(),
         };
         if let Some(r) = &self.resume {
-            if !valid_session_id(r) {
+            if !valid_session_id(r) || self.continue_last {
                 return Err(InvalidSpec::Resume(r.clone()));
             }
         }

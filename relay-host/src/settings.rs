@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::net::{Network, TokenNetwork};
 
+// A settings file's template entry and how it extends a built-in template (the merge rule).
+#[path = "template_entry.rs"]
+mod entry;
+pub use entry::SameProject;
+
 /// The settings of `relay-host`.
 ///
 /// ```
@@ -26,8 +31,13 @@ pub struct Settings {
     /// The token file (`""`: no token). See [`relay_token::claude_token_path`].
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub claude_token_file: String,
-    /// Templates; an entry with the id of a built-in one replaces it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Templates, effective: an entry with the id of a built-in one extends it (the rule:
+    /// `template_entry.rs`, and the README).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "entry::deserialize"
+    )]
     pub templates: Vec<Template>,
     /// The `bwrap` to use instead of the one on `PATH`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,6 +97,10 @@ pub struct Template {
     /// allow-list. Only settings can name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_base_url: Option<crate::net::Gateway>,
+    /// What a Claude launch does in a project where a Claude session already runs: `"warn"`
+    /// (left out), `"refuse"` or `"allow"` (see [`SameProject`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_project: Option<SameProject>,
 }
 
 impl Template {
@@ -224,6 +238,14 @@ pub enum SettingsError {
         /// The parser's message.
         message: String,
     },
+    /// The file lies where a session could have written it (inside a read-write grant): the
+    /// launch cannot be made safe (`sandbox_unavailable`), whatever the file says.
+    Reachable {
+        /// The file.
+        path: PathBuf,
+        /// Why it is within a session's reach.
+        message: String,
+    },
     /// The file parses, but a value is not usable.
     Invalid {
         /// The file (empty when parsed from a string).
@@ -252,11 +274,64 @@ impl fmt::Display for SettingsError {
             SettingsError::Io { path, error } => write!(f, "read {}: {error}", path.display()),
             SettingsError::Parse { path, message } => write!(f, "{}: {message}", at(path)),
             SettingsError::Invalid { path, message } => write!(f, "{}: {message}", at(path)),
+            SettingsError::Reachable { path, message } => write!(f, "{}: {message}", at(path)),
         }
     }
 }
 
-impl std::error::Error for SettingsError {}
+impl std::error::Error for SettingsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SettingsError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl SettingsError {
+    /// The settings file (or the config folder) the error is about; `None` when parsed from a
+    /// string.
+    ///
+    /// ```
+    /// let e = relay_host::settings::Settings::from_json("{").unwrap_err();
+    /// assert_eq!(e.path(), None);
+    /// ```
+    pub fn path(&self) -> Option<&Path> {
+        let p = match self {
+            SettingsError::BothPresent { json, .. } => json,
+            SettingsError::Io { path, .. }
+            | SettingsError::Parse { path, .. }
+            | SettingsError::Invalid { path, .. }
+            | SettingsError::Reachable { path, .. } => path,
+        };
+        (!p.as_os_str().is_empty()).then_some(p.as_path())
+    }
+
+    /// True when the file is fine but lies within a session's reach
+    /// ([`SettingsError::Reachable`]): a refusal for safety, not a mistake in the file.
+    ///
+    /// ```
+    /// assert!(!relay_host::settings::Settings::from_json("{").unwrap_err().unsafe_place());
+    /// ```
+    pub fn unsafe_place(&self) -> bool {
+        matches!(self, SettingsError::Reachable { .. })
+    }
+}
+
+/// A parser's error with the key path it happened at (`templates[0].env.FOO: ...`); the root's
+/// path (`.`) is left out.
+fn with_path<E: fmt::Display>(
+    e: serde_path_to_error::Error<E>,
+    words: impl Fn(&E) -> String,
+) -> String {
+    let path = e.path().to_string();
+    let inner = words(e.inner());
+    if path == "." || path.is_empty() {
+        inner
+    } else {
+        format!("{path}: {inner}")
+    }
+}
 
 /// The two file names settings are read from.
 pub const FILE_NAMES: [&str; 2] = ["settings.json", "settings.toml"];
@@ -269,9 +344,13 @@ impl Settings {
     /// assert!(err.to_string().contains("colour"));
     /// ```
     pub fn from_json(text: &str) -> Result<Settings, SettingsError> {
-        let s: Settings = serde_json::from_str(text).map_err(|e| SettingsError::Parse {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| with_path(e, serde_json::Error::to_string))
+            .and_then(|s: Settings| de.end().map(|()| s).map_err(|e| e.to_string()));
+        let s = parsed.map_err(|message| SettingsError::Parse {
             path: PathBuf::new(),
-            message: e.to_string(),
+            message,
         })?;
         s.validate(Path::new(""))?;
         Ok(s)
@@ -284,9 +363,15 @@ impl Settings {
     /// assert_eq!(s, Default::default());
     /// ```
     pub fn from_toml(text: &str) -> Result<Settings, SettingsError> {
-        let s: Settings = toml::from_str(text).map_err(|e| SettingsError::Parse {
+        let parsed = toml::Deserializer::parse(text)
+            .map_err(|e| one_line(&e.to_string()))
+            .and_then(|de| {
+                serde_path_to_error::deserialize(de)
+                    .map_err(|e| with_path(e, |e| one_line(&e.to_string())))
+            });
+        let s: Settings = parsed.map_err(|message| SettingsError::Parse {
             path: PathBuf::new(),
-            message: one_line(&e.to_string()),
+            message,
         })?;
         s.validate(Path::new(""))?;
         Ok(s)
@@ -538,6 +623,7 @@ pub fn builtin_templates() -> Vec<Template> {
             request_env: vec![],
             network: Some(crate::net::claude_code_network()),
             api_base_url: None,
+            same_project: None,
         },
         Template {
             id: "shell".into(),
@@ -550,6 +636,7 @@ pub fn builtin_templates() -> Vec<Template> {
             request_env: vec![],
             network: Some(Network::Host),
             api_base_url: None,
+            same_project: None,
         },
     ]
 }

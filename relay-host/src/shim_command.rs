@@ -63,6 +63,8 @@ fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
         session_id: SessionId::parse(v.session_id()),
         pass_fds: passed_fds(&c.argv),
         sandbox_status_fd: c.argv.status_fd,
+        // If the host is lost (`kill -9`), the shim cleans up after the session.
+        cleanup: Some(launch.folder.dir().to_path_buf()),
         program: argv.next().unwrap_or_default(),
         args: argv.collect(),
     }

@@ -131,6 +131,8 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     let answer =
         json!({"event": "launch", "status": 201, "session_id": v.session_id(), "pid": pid});
     let _ = state.event(&answer);
+    let record = super::sessions::Record::of(v, pid, s.shim.id(), s.launch.carries_token());
+    let _ = record.write(s.launch.folder.dir());
     state.audit(row.row("ok", "started")).map_err(|source| {
         let audit = state.path().join(super::state::AUDIT_FILE);
         StartError::Unrecorded { audit, source }

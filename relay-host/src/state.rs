@@ -134,9 +134,14 @@ impl State {
         append_private(&self.dir.join(name))?.write_all(text.as_bytes())
     }
 
-    /// Appends one JSON line to `events.jsonl`.
+    /// Appends one JSON line to `events.jsonl`, with a `ts` field (seconds since the epoch)
+    /// unless it has one.
     pub fn event(&self, value: &Value) -> io::Result<()> {
-        self.append_line(EVENTS_FILE, &value.to_string())
+        let mut row = value.clone();
+        if let Value::Object(map) = &mut row {
+            map.entry("ts").or_insert_with(|| Value::from(now_secs()));
+        }
+        self.append_line(EVENTS_FILE, &row.to_string())
     }
 
     /// Appends one JSON line to `audit.jsonl`, with a `ts` field (seconds since the epoch).
@@ -153,7 +158,10 @@ impl State {
         let redacted = self.redactor.redact(line);
         // A log that cannot be written must not stop a launch; the line still reaches stderr
         // through the caller.
-        let _ = self.append_line(LOG_FILE, &format!("{} {redacted}", now_secs()));
+        let _ = self.append_line(
+            LOG_FILE,
+            &format!("{} {redacted}", crate::time::now_rfc3339()),
+        );
         redacted
     }
 
@@ -477,7 +485,11 @@ pub(crate) fn lock_session(dir: &Path) -> io::Result<File> {
 }
 
 /// Seconds since the Unix epoch.
-pub(crate) fn now_secs() -> u64 {
+///
+/// ```
+/// assert!(relay_host::state::now_secs() > 0);
+/// ```
+pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -507,10 +519,9 @@ mod tests {
         assert_eq!(state.path(), dir.path().join("state"));
         assert!(state.read_jsonl(AUDIT_FILE).unwrap().is_empty());
         state.event(&serde_json::json!({"event": "hello"})).unwrap();
-        assert_eq!(
-            fs::read_to_string(state.path().join(EVENTS_FILE)).unwrap(),
-            "{\"event\":\"hello\"}\n"
-        );
+        let events = state.read_jsonl(EVENTS_FILE).unwrap();
+        assert_eq!(events[0]["event"], "hello");
+        assert!(events[0]["ts"].is_u64(), "an event carries its time");
         state
             .audit(serde_json::json!({"event": "session_launch"}))
             .unwrap();
@@ -522,7 +533,10 @@ mod tests {
             "refused: Bearer [REDACTED]"
         );
         let log = fs::read_to_string(state.path().join(LOG_FILE)).unwrap();
-        assert!(log.ends_with(" refused: Bearer [REDACTED]\n"), "{log}");
+        assert!(
+            log.ends_with("Z refused: Bearer [REDACTED]\n"),
+            "RFC 3339 first: {log}"
+        );
         assert!(state.session_dir("s1").ends_with("sessions/s1"));
         assert!(state.claude_config_dir().ends_with("claude"));
     }

@@ -16,7 +16,10 @@ pub fn report(host: &Host) -> Value {
     let (settings, file, settings_error) =
         match crate::settings::Settings::load_with_path(&host.config_dir) {
             Ok((s, f)) => (s, f, None),
-            Err(e) => (Default::default(), None, Some(e.to_string())),
+            Err(e) => {
+                let file = e.path().map(std::path::Path::to_path_buf);
+                (Default::default(), file, Some(e.to_string()))
+            }
         };
     let token = if settings.claude_token_file.is_empty() {
         json!({"configured": false})
@@ -53,6 +56,12 @@ pub fn report(host: &Host) -> Value {
     }
     warnings.extend(token_wildcard_warnings(&settings));
     let leftovers = leftovers(host, &mut warnings);
+    let checked = match &settings_error {
+        None => super::checks::run(host, Ok(&settings)),
+        Some(e) => super::checks::run(host, Err(e.clone())),
+    };
+    let checks: Vec<Value> = checked.iter().map(super::checks::Check::to_json).collect();
+    let claude_ready = checked.iter().all(|c| c.ok || !c.claude);
     let mut report = json!({
         "leftovers": leftovers,
         "config_dir": path_json(&host.config_dir),
@@ -65,6 +74,8 @@ pub fn report(host: &Host) -> Value {
         "shim": shim,
         "problems": problems,
         "warnings": warnings,
+        "checks": checks,
+        "claude_ready": claude_ready,
     });
     // A token pasted into the setting instead of its path is printed nowhere: the same
     // `sk-ant-...` and `Bearer ...` redaction as the log lines, on every string.
@@ -191,16 +202,18 @@ fn redact_strings(v: &mut Value, redactor: &Redactor) {
     }
 }
 
-/// True when every part a launch needs is usable: the settings load, the token file (when set)
-/// reads as a token, bwrap works and a shim is found; and no check of what a session could have
-/// armed fails (`problems`).
+/// True when a Claude session would start logged in: every check a Claude launch needs passes
+/// (`claude_ready`: the settings load, the token is set and reads as a token, bwrap works, user
+/// namespaces can be made, a shim is found, the `claude-code` template's command runs), and no
+/// check of what a session could have armed fails (`problems`).
 ///
 /// ```
-/// let r = serde_json::json!({"settings_error": null, "token": {"configured": false}, "bwrap": {"works": true}, "shim": {"path": "/s"}, "problems": []});
+/// let r = serde_json::json!({"settings_error": null, "token": {"configured": false}, "bwrap": {"works": true}, "shim": {"path": "/s"}, "problems": [], "claude_ready": true});
 /// assert!(relay_host::status::usable(&r));
 /// ```
 pub fn usable(r: &Value) -> bool {
-    r["settings_error"].is_null()
+    r["claude_ready"] == json!(true)
+        && r["settings_error"].is_null()
         && (r["token"]["configured"] != json!(true) || r["token"]["ok"] == json!(true))
         && r["bwrap"]["works"] == json!(true)
         && !r["shim"]["path"].is_null()
@@ -272,7 +285,9 @@ pub fn print(host: &Host, json: bool) -> i32 {
         outln!("settings error:    {}", s(&r["settings_error"]));
     }
     let stored = s(&r["claude_token_file"]);
-    if stored.is_empty() {
+    if !r["settings_error"].is_null() {
+        outln!("claude_token_file: (unknown: the settings did not load)");
+    } else if stored.is_empty() {
         outln!("claude_token_file: (not set: Claude sessions get no token)");
         outln!("  hint: {}", super::human::MAKE_TOKEN);
     } else {
@@ -295,21 +310,48 @@ pub fn print(host: &Host, json: bool) -> i32 {
         outln!("bwrap:             {}", s(&b["error"]));
     }
     let sh = &r["shim"];
-    outln!(
-        "relay-shim:        {}",
-        if sh["path"].is_null() {
-            s(&sh["error"])
-        } else {
-            s(&sh["path"])
-        }
-    );
+    let shim = s(&sh["path"]);
+    if sh["path"].is_null() {
+        outln!("relay-shim:        {}", s(&sh["error"]));
+    } else if shim.ends_with("/relay-host") {
+        outln!("relay-shim:        {shim} (this relay-host, acting as the shim)");
+    } else {
+        outln!("relay-shim:        {shim}");
+    }
     for p in r["problems"].as_array().into_iter().flatten() {
         outln!("problem:           {}", s(p));
     }
     for w in r["warnings"].as_array().into_iter().flatten() {
         outln!("warning:           {}", s(w));
     }
+    print_checks(&r);
     code
+}
+
+/// The checks, one line each (`ok` or `FAIL`), a failed one's hint below it, then what the
+/// exit code says.
+fn print_checks(r: &Value) {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    for c in r["checks"].as_array().into_iter().flatten() {
+        let word = if c["ok"] == json!(true) {
+            "ok  "
+        } else {
+            "FAIL"
+        };
+        outln!(
+            "check:             {word} {}: {}",
+            s(&c["name"]),
+            s(&c["detail"])
+        );
+        if let Some(h) = c["hint"].as_str() {
+            outln!("  hint: {h}");
+        }
+    }
+    if r["claude_ready"] == json!(true) {
+        outln!("a Claude session would start logged in");
+    } else {
+        outln!("a Claude session would not start logged in: see the failed checks");
+    }
 }
 
 /// A warning when the template that gets the token (`claude-code`) has wildcards on its

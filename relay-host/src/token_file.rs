@@ -501,7 +501,7 @@ pub fn check(path: &Path) -> Value {
             .map(|d| d.as_secs() / 86400)
             .unwrap_or(0);
         r["age_days"] = json!(age);
-        if mode & 0o077 != 0 {
+        if mode & 0o077 != 0 && m.is_file() {
             warnings.push(format!(
                 "mode {mode:04o} lets group or others at it: chmod 600 {}",
                 path.display()

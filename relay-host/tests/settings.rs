@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 
-use relay_host::settings::{Grants, Sandbox, Settings, SettingsError, Template};
+use relay_host::settings::{builtin_templates, Grants, Sandbox, Settings, SettingsError, Template};
 
 const JSON: &str = r#"{
   "claude_token_file": "~/.config/claude-ltt/token",
@@ -39,27 +39,19 @@ sandbox = false
 "#;
 
 fn expected() -> Settings {
-    let mut env = BTreeMap::new();
-    env.insert("A".to_string(), "1".to_string());
-    env.insert(
-        "CLAUDE_CONFIG_DIR".to_string(),
-        "{claude_config}".to_string(),
-    );
+    // An entry with a built-in id extends the built-in template: its command and sandbox
+    // replace, its env merges by name, the built-in network stays.
+    let mut claude = builtin_templates().remove(0);
+    claude.command = vec!["claude".into(), "--verbose".into()];
+    claude.env.insert("A".to_string(), "1".to_string());
+    claude.sandbox = Sandbox::Grants(Grants {
+        read: vec!["~/.gitconfig".into()],
+        read_write: vec!["{project}".into()],
+    });
     Settings {
         claude_token_file: "~/.config/claude-ltt/token".into(),
         templates: vec![
-            Template {
-                id: "claude-code".into(),
-                command: vec!["claude".into(), "--verbose".into()],
-                env,
-                sandbox: Sandbox::Grants(Grants {
-                    read: vec!["~/.gitconfig".into()],
-                    read_write: vec!["{project}".into()],
-                }),
-                request_env: vec![],
-                network: None,
-                api_base_url: None,
-            },
+            claude,
             Template {
                 id: "plain".into(),
                 command: vec!["/bin/sh".into()],
@@ -68,6 +60,7 @@ fn expected() -> Settings {
                 request_env: vec![],
                 network: None,
                 api_base_url: None,
+                same_project: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),
@@ -202,7 +195,7 @@ fn parse_errors_name_line_and_column_on_one_line() {
     assert_eq!(
         msg,
         format!(
-            "{}: expected value at line 3 column 1",
+            "{}: claude_token_file: expected value at line 3 column 1",
             d.path().join("settings.json").display()
         )
     );

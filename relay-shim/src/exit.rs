@@ -19,7 +19,8 @@ pub enum ExitCode {
     Internal = 70,
     /// 71: the session could not be started (`spawn_failed`).
     SpawnFailed = 71,
-    /// 78: the launch cannot be made safe (`sandbox_unavailable`), or the shim's launch
+    /// 78: the launch cannot be made safe (`sandbox_unavailable`), the settings do not load
+    /// (`settings_invalid`: the configuration error of `sysexits.h`), or the shim's launch
     /// identity failed; nothing was started.
     Unavailable = 78,
     /// 126: the program was found but could not be run.

@@ -78,6 +78,7 @@ use crate::exit::ExitCode;
 use relay_token::sys;
 use relay_token::{FdMap, TOKEN_FD};
 
+mod cleanup;
 pub mod exit;
 pub mod forwarder;
 pub mod identity;
@@ -161,6 +162,9 @@ where
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub unsafe fn run(opts: &ShimOptions) -> i32 {
+    // The host (the parent) this shim starts under: if it is gone when the session ends, the
+    // shim does its cleanup.
+    let cleanup = cleanup::Cleanup::new(opts.cleanup.as_deref());
     // The token descriptor first: refuse before anything is started.
     // SAFETY: forwarded from this function's own contract.
     let token_fd = match unsafe { claim_token_fd(opts.pass_token) } {
@@ -238,6 +242,9 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         }
     };
     status.send(event);
+    if let Some(c) = &cleanup {
+        c.after(event);
+    }
     event.exit_code()
 }
 

@@ -25,7 +25,7 @@ pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
 /// The one-line synopsis printed with usage errors.
 pub const USAGE: &str = "usage: relay-shim [--pass-token] [--identity] [--pty] \
      [--sandbox-profile PATH] [--status-fd N] [--pass-fds FIRST-LAST] [--sandbox-status-fd N] \
-     [--session-id ID] -- PROGRAM [ARGS...]";
+     [--session-id ID] [--cleanup DIR] -- PROGRAM [ARGS...]";
 
 /// A session id: 1 to 64 bytes of `[A-Za-z0-9._-]`, not starting with `.` (no hidden or parent
 /// folder) nor `-` (never read as an option where it is passed on). The one rule, for
@@ -103,6 +103,9 @@ pub struct ShimOptions {
     pub pass_fds: Option<(RawFd, RawFd)>,
     /// `--sandbox-status-fd N`: the target (bwrap) reports the sandbox's start on a pipe at N.
     pub sandbox_status_fd: Option<RawFd>,
+    /// `--cleanup DIR` (absolute): the session folder (`STATE/sessions/ID`) the shim cleans up
+    /// when its host was lost before the session ended (DESIGN.md, the flag table).
+    pub cleanup: Option<PathBuf>,
     /// The program to run (looked up on `PATH` when it holds no `/`).
     pub program: OsString,
     /// Its arguments.
@@ -142,6 +145,8 @@ pub enum UsageError {
     IdentityWithoutSessionId,
     /// `--sandbox-profile` given a path that is not absolute.
     SandboxProfileNotAbsolute(String),
+    /// `--cleanup` given a path that is not absolute.
+    CleanupNotAbsolute(String),
     /// `--sandbox-profile` on a system without `sandbox-exec` (anything but macOS).
     SandboxProfileUnsupported,
     /// `--pass-fds` not `FIRST-LAST` (two descriptor numbers, FIRST at most LAST, at most
@@ -202,6 +207,9 @@ impl fmt::Display for UsageError {
             UsageError::SandboxProfileNotAbsolute(v) => {
                 write!(f, "--sandbox-profile {v:?}: must be an absolute path")
             }
+            UsageError::CleanupNotAbsolute(v) => {
+                write!(f, "--cleanup {v:?}: must be an absolute path")
+            }
             UsageError::SandboxProfileUnsupported => write!(
                 f,
                 "--sandbox-profile is not supported here: {SANDBOX_EXEC} exists on macOS only \
@@ -235,6 +243,7 @@ pub(super) struct Seen {
     session_id: Option<SessionId>,
     pass_fds: Option<(RawFd, RawFd)>,
     sandbox_status_fd: Option<RawFd>,
+    cleanup: Option<PathBuf>,
 }
 
 impl Seen {
@@ -290,6 +299,17 @@ impl Seen {
                 let v = value("--sandbox-status-fd")?;
                 let n = parse_fd(&v).ok_or(UsageError::SandboxStatusFdNotANumber(v))?;
                 self.sandbox_status_fd = Some(n);
+                Ok(())
+            }
+            "--cleanup" => {
+                if self.cleanup.is_some() {
+                    return Err(UsageError::Repeated("--cleanup"));
+                }
+                let v = value("--cleanup")?;
+                if !v.starts_with('/') {
+                    return Err(UsageError::CleanupNotAbsolute(v));
+                }
+                self.cleanup = Some(PathBuf::from(v));
                 Ok(())
             }
             "--sandbox-profile" => {
@@ -366,6 +386,7 @@ impl Seen {
             session_id: self.session_id,
             pass_fds: self.pass_fds,
             sandbox_status_fd: self.sandbox_status_fd,
+            cleanup: self.cleanup,
             program,
             args,
         })
@@ -482,6 +503,9 @@ impl ShimOptions {
         if let Some(id) = &self.session_id {
             opt("--session-id", id.as_str().into());
         }
+        if let Some(dir) = &self.cleanup {
+            opt("--cleanup", dir.clone().into_os_string());
+        }
         a.push("--".into());
         a.push(self.program.clone());
         a.extend(self.args.iter().cloned());
@@ -521,9 +545,10 @@ mod round_trip {
             proptest::option::of("[a-z0-9]{1,16}"),
             "[a-z/]{1,12}",
             proptest::collection::vec(".{0,8}", 0..4),
+            proptest::option::of("/[a-z/]{0,12}"),
         )
             .prop_map(
-                |((pass_token, identity, pty), status, fds, sb, sid, prog, args)| {
+                |((pass_token, identity, pty), status, fds, sb, sid, prog, args, cleanup)| {
                     let status_fd = status.unwrap_or(if identity { 4 } else { 3 });
                     ShimOptions {
                         pass_token,
@@ -536,6 +561,7 @@ mod round_trip {
                             .and_then(|s| SessionId::parse(&s)),
                         pass_fds: fds.map(|(lo, n)| (lo + 200, lo + 200 + n)),
                         sandbox_status_fd: sb.filter(|&n| fds.is_none() && n != status_fd),
+                        cleanup: cleanup.map(PathBuf::from),
                         program: prog.into(),
                         args: args.into_iter().map(OsString::from).collect(),
                     }

@@ -792,7 +792,7 @@ fn a_fifo_as_settings_answers_at_once() {
         "the launch hung on the FIFO: {}",
         out.describe()
     );
-    assert_refused(&out, 78, "sandbox_unavailable", &[fifo.to_str().unwrap()]);
+    assert_refused(&out, 78, "settings_invalid", &[fifo.to_str().unwrap()]);
 }
 
 /// `settings.json` is a symlink to `/dev/zero`: a launch and `status` are refused (with
@@ -808,7 +808,7 @@ fn dev_zero_as_settings_is_refused_without_running_out_of_memory() {
                                "extra_args": ["-c", "true"]}),
     );
     assert!(!out.killed, "{}", out.describe());
-    assert_refused(&out, 78, "sandbox_unavailable", &[]);
+    assert_refused(&out, 78, "settings_invalid", &[]);
     let status = w.host(&["status"]);
     assert!(
         status.signal.is_none() && !status.killed,
@@ -1109,7 +1109,9 @@ fn a_session_cannot_stop_bwraps_init() {
 #[test]
 fn status_fails_on_a_token_file_wider_than_0600() {
     let w = World::new();
-    w.with_token(json!([]));
+    // A claude-code whose command is found (`claude` is not installed here): the control is
+    // a Claude session that would start logged in.
+    w.with_token(json!([{"id": "claude-code", "command": ["/bin/true"]}]));
     let ok = w.host(&["status"]);
     assert_eq!(ok.code, Some(0), "the control: {}", ok.describe());
     std::fs::set_permissions(&w.token_file, std::fs::Permissions::from_mode(0o644)).unwrap();

@@ -175,6 +175,13 @@ fn readme_matches_the_binaries() {
         "the TOML example sets bwrap"
     );
 
+    // The built-in templates are the code's, as `relay-host templates --json` prints them.
+    assert_eq!(
+        block_after(&readme, "### Built-in templates", "json"),
+        relay_host::templates_cmd::builtins_json(),
+        "README's built-in templates: paste `relay-host templates --json` (on empty settings)"
+    );
+
     // The request example is a valid request; the answer lines are JSON.
     let request = block_after(&readme, "### Requests", "json");
     let r = relay_host::request::Request::from_json(request.trim()).expect("request");
@@ -194,4 +201,45 @@ fn readme_matches_the_binaries() {
     ] {
         assert!(lib.contains(call), "README's library example lacks {call}");
     }
+}
+
+/// The README's settings table is a true table (every line a row of two cells, no paragraph
+/// inside) with a row for every key the settings take; the install section names the release
+/// script, which exists.
+#[test]
+fn readme_settings_table_has_a_row_per_key_and_the_install_section_a_script() {
+    let readme = read("README.md");
+    let at = readme
+        .find("\n| key | value |\n")
+        .expect("the settings table")
+        + 1;
+    let rows: Vec<&str> = readme[at..]
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let mut keys = Vec::new();
+    for row in &rows {
+        assert!(
+            row.starts_with("| `") && row.ends_with(" |"),
+            "not a row: {row:?}"
+        );
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        assert_eq!(cells.len(), 2, "a row of two cells: {row}");
+        keys.push(cells[0].trim().trim_matches('`').to_string());
+    }
+    let all = serde_json::json!({"claude_token_file": "~/t", "templates": [], "bwrap": "/b",
+        "shim": "/s", "write_deny": ["~/x"], "trusted_projects": ["~/p"], "token_network": "host",
+        "token_wildcards": true});
+    relay_host::settings::Settings::from_json(&all.to_string()).expect("every key");
+    let want: Vec<String> = all.as_object().unwrap().keys().cloned().collect();
+    let mut got = keys.clone();
+    got.sort();
+    assert_eq!(got, want, "one row per settings key");
+    let install = &readme[readme.find("## Install").expect("an install section")..];
+    assert!(install.contains("scripts/release") && install.contains("cargo install relay-host"));
+    let script = root().join("scripts/release");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&script).unwrap().permissions());
+    assert!(mode & 0o111 != 0, "scripts/release is executable");
 }

@@ -255,7 +255,10 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     }
     for e in &denied {
         let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["event", "host", "port", "reason", "session_id"]);
+        assert_eq!(
+            keys,
+            ["event", "host", "port", "reason", "session_id", "ts"]
+        );
     }
     assert_ne!(result(&r, "leak").1, "0", "{r:?}");
     assert!(

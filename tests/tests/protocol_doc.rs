@@ -56,6 +56,7 @@ fn the_flag_table_is_the_shims_synopsis() {
                 "--sandbox-profile" => "/p".into(),
                 "--pass-fds" => "10-12".into(),
                 "--session-id" => "s1".into(),
+                "--cleanup" => "/state/sessions/s1".into(),
                 _ => "7".into(),
             };
         }

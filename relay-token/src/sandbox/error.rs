@@ -145,9 +145,9 @@ impl fmt::Display for SandboxError {
             ),
             SandboxError::BwrapBroken { path, detail } => write!(
                 f,
-                "bwrap {path:?} does not work ({detail}): sandboxed launches are refused; install \
-                 a working bubblewrap with `apt-get install bubblewrap` and make sure user \
-                 namespaces are enabled (sysctl kernel.unprivileged_userns_clone=1)"
+                "bwrap {path:?} does not work: sandboxed launches are refused; install a working \
+                 bubblewrap with `apt-get install bubblewrap`, with user namespaces allowed; its \
+                 test run said: {detail}"
             ),
         }
     }

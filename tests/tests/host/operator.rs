@@ -686,7 +686,8 @@ fn status_says_which_mode_the_bwrap_allows() {
         let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         (r["bwrap"]["binds"].clone(), r["bwrap"]["start"].clone())
     };
-    fx.settings(json!({"claude_token_file": SETTING, "bwrap": "/usr/bin/bwrap"}));
+    let t = claude_template(&[], json!({}), &[]);
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": "/usr/bin/bwrap", "templates": [t]}));
     assert_eq!(
         mode(&fx),
         (
@@ -702,7 +703,8 @@ fn status_says_which_mode_the_bwrap_allows() {
     let older = fx.root.join("older-bwrap");
     fs::write(&older, "#!/bin/sh\nexec /usr/bin/bwrap \"$@\"\n").unwrap();
     fs::set_permissions(&older, fs::Permissions::from_mode(0o755)).unwrap();
-    fx.settings(json!({"claude_token_file": SETTING, "bwrap": older}));
+    let t = claude_template(&[], json!({}), &[]);
+    fx.settings(json!({"claude_token_file": SETTING, "bwrap": older, "templates": [t]}));
     assert_eq!(
         mode(&fx),
         (
@@ -712,11 +714,13 @@ fn status_says_which_mode_the_bwrap_allows() {
     );
 }
 
-/// `status` exits 0 only when the settings, the token file, bwrap and the shim are usable.
+/// `status` exits 0 only when the settings, the token file, bwrap, the shim and the claude-code
+/// template's command are usable.
 #[test]
 fn status_exits_78_when_a_part_is_unusable() {
     let fx = Fx::new();
-    fx.settings(json!({"claude_token_file": SETTING}));
+    // A claude-code whose command is found (the built-in `claude` is not installed here).
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     assert_eq!(fx.host(&["status"]).code, Some(0));
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": fx.root.join("no-bwrap")}));
     let out = fx.host(&["status", "--json"]);

@@ -253,9 +253,9 @@ fn assert_refused_after_spawn(fx: &Fx, out: &Out, id: &str) -> String {
 /// The words of a bwrap that fails its probe (`bwrap --unshare-user ... --ro-bind / / -- true`).
 fn probe_failed(bwrap: &std::path::Path, detail: &str) -> String {
     format!(
-        "bwrap {:?} does not work ({detail}): sandboxed launches are refused; install a working \
-         bubblewrap with `apt-get install bubblewrap` and make sure user namespaces are enabled \
-         (sysctl kernel.unprivileged_userns_clone=1)",
+        "bwrap {:?} does not work: sandboxed launches are refused; install a working bubblewrap \
+         with `apt-get install bubblewrap`, with user namespaces allowed; its test run said: \
+         {detail}",
         bwrap.display().to_string()
     )
 }
@@ -418,11 +418,14 @@ fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
     let settings = fx.config.join("settings.json");
     let error = status["settings_error"].as_str().unwrap();
     assert!(
-        error.starts_with(&format!("{}: {words}", settings.display())),
+        error.starts_with(&format!(
+            "{}: templates[0].api_base_url: {words}",
+            settings.display()
+        )),
         "{error}"
     );
     let out = fx.launch(&claude_req(&fx, "gw"));
-    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains(&words), "{msg}");
     assert_nothing_started(&fx, "gw");
     // The loopback is this machine: plain http:// to it is accepted.

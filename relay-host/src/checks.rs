@@ -1,0 +1,211 @@
+//! The checks `status` runs: each that a launch would make, with its own hint. Its exit code
+//! says whether a Claude session would start logged in: every check that a Claude launch needs
+//! passes.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::settings::Settings;
+use super::{reach, request, userns, Host};
+use relay_token::sandbox;
+
+/// One check's outcome.
+///
+/// ```
+/// let c = relay_host::checks::Check::ok("bwrap", "/usr/bin/bwrap works", true);
+/// assert!(c.ok && c.hint.is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// What was checked (`settings`, `token`, `bwrap`, `user namespaces`, `relay-shim`,
+    /// `template claude-code`, ...).
+    pub name: String,
+    /// True when it passed.
+    pub ok: bool,
+    /// What was found.
+    pub detail: String,
+    /// What to do, for a failed check.
+    pub hint: Option<String>,
+    /// True when a Claude launch needs it (it counts for `status`'s exit code).
+    pub claude: bool,
+}
+
+impl Check {
+    /// A passed check.
+    ///
+    /// ```
+    /// assert!(relay_host::checks::Check::ok("x", "fine", false).ok);
+    /// ```
+    pub fn ok(name: &str, detail: impl Into<String>, claude: bool) -> Check {
+        Check {
+            name: name.into(),
+            ok: true,
+            detail: detail.into(),
+            hint: None,
+            claude,
+        }
+    }
+
+    /// A failed check with its hint.
+    ///
+    /// ```
+    /// let c = relay_host::checks::Check::failed("x", "broken", Some("fix it".into()), true);
+    /// assert!(!c.ok);
+    /// ```
+    pub fn failed(
+        name: &str,
+        detail: impl Into<String>,
+        hint: Option<String>,
+        claude: bool,
+    ) -> Check {
+        Check {
+            name: name.into(),
+            ok: false,
+            detail: detail.into(),
+            hint,
+            claude,
+        }
+    }
+
+    /// The check as JSON (`name`, `ok`, `detail`, `hint`, `claude`).
+    ///
+    /// ```
+    /// let c = relay_host::checks::Check::ok("bwrap", "works", true);
+    /// assert_eq!(c.to_json()["ok"], true);
+    /// ```
+    pub fn to_json(&self) -> Value {
+        json!({"name": self.name, "ok": self.ok, "detail": self.detail, "hint": self.hint,
+               "claude": self.claude})
+    }
+}
+
+/// Every check, in order: the settings, the token, bwrap, user namespaces, relay-shim, each
+/// template's command. `settings` are the loaded ones, or the error that kept them from loading.
+///
+/// ```
+/// let host = relay_host::Host::from_dirs("/nonexistent/c".into(), "/nonexistent/s".into())?;
+/// let checks = relay_host::checks::run(&host, Err("settings.json: bad".into()));
+/// assert_eq!((checks.len(), checks[0].ok), (1, false));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn run(host: &Host, settings: Result<&Settings, String>) -> Vec<Check> {
+    let s = match settings {
+        Ok(s) => s,
+        Err(e) => return vec![failed_with_hint("settings", e, true)],
+    };
+    let mut out = vec![Check::ok("settings", "loaded", true), token(host, s)];
+    out.extend(bwrap(s));
+    out.push(match host.find_shim(s) {
+        Ok(p) => Check::ok("relay-shim", p.display().to_string(), true),
+        Err(e) => failed_with_hint("relay-shim", e.to_string(), true),
+    });
+    out.extend(reach::templates(s).iter().map(command));
+    out
+}
+
+/// A failed check whose hint is the one `human::hint` knows for its message.
+fn failed_with_hint(name: &str, message: String, claude: bool) -> Check {
+    let hint = super::human::hint(&message).map(str::to_string);
+    Check::failed(name, message, hint, claude)
+}
+
+/// The token: set, and read as a token.
+fn token(host: &Host, s: &Settings) -> Check {
+    let path = match relay_token::claude_token_path_in(&s.claude_token_file, Some(&host.home)) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let hint = Some(super::human::MAKE_TOKEN.to_string());
+            return Check::failed("token", "claude_token_file is not set", hint, true);
+        }
+        Err(e) => return failed_with_hint("token", e.to_string(), true),
+    };
+    let r = super::token_file::check(&path);
+    if r["ok"] == json!(true) {
+        return Check::ok(
+            "token",
+            format!("{} reads as a token", path.display()),
+            true,
+        );
+    }
+    let error = r["error"].as_str().unwrap_or_default().to_string();
+    let hint = r["hint"].as_str().map(str::to_string);
+    Check::failed("token", error, hint, true)
+}
+
+/// bwrap found and working; user namespaces, by cause when bwrap cannot make them.
+fn bwrap(s: &Settings) -> Vec<Check> {
+    if cfg!(target_os = "macos") {
+        return vec![];
+    }
+    match sandbox::find_bwrap(s.bwrap.as_deref()) {
+        Ok(p) => vec![
+            Check::ok("bwrap", format!("{} works", p.display()), true),
+            Check::ok("user namespaces", "bwrap's test run made them", true),
+        ],
+        Err(e @ sandbox::SandboxError::BwrapBroken { .. }) => {
+            let cause = userns::cause();
+            vec![
+                Check::failed("bwrap", e.to_string(), Some(cause.fix().into()), true),
+                Check::failed(
+                    "user namespaces",
+                    cause.words(),
+                    Some(cause.fix().into()),
+                    true,
+                ),
+            ]
+        }
+        Err(e) => vec![failed_with_hint("bwrap", e.to_string(), true)],
+    }
+}
+
+/// A template's command: found on `PATH` (or at its path) and runnable (a script's interpreter
+/// found too).
+fn command(t: &crate::settings::Template) -> Check {
+    let name = format!("template {}", t.id);
+    let claude = t.id == request::CLAUDE_TEMPLATE;
+    let program = &t.command[0];
+    let Some(path) = relay_token::which::find_program(program) else {
+        let detail = format!("command {program:?} not found or not executable (PATH)");
+        let hint = match claude {
+            true => "install Claude Code (`npm install -g @anthropic-ai/claude-code`, or the \
+                     native installer), or set the claude-code template's command to its path"
+                .to_string(),
+            false => format!("install {program:?}, or put its folder on PATH"),
+        };
+        return Check::failed(&name, detail, Some(hint), claude);
+    };
+    match interpreter_missing(&path) {
+        Some(i) => Check::failed(
+            &name,
+            format!(
+                "command {} is a script for {i:?}, which is not found",
+                path.display()
+            ),
+            Some(format!(
+                "install {i:?} (Claude Code's npm package needs node)"
+            )),
+            claude,
+        ),
+        None => Check::ok(&name, format!("command {}", path.display()), claude),
+    }
+}
+
+/// The interpreter a script's `#!` line names when it cannot be found (`/usr/bin/env NAME`: NAME
+/// on `PATH`).
+fn interpreter_missing(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = String::from_utf8_lossy(line.split(|&b| b == b'\n').next()?).into_owned();
+    let mut words = line.split_whitespace();
+    let first = words.next()?.to_string();
+    let wanted = match (Path::new(&first).file_name(), words.next()) {
+        (Some(n), Some(arg)) if n == "env" && !arg.starts_with('-') => arg.to_string(),
+        _ => first,
+    };
+    relay_token::which::find_program(&wanted)
+        .is_none()
+        .then_some(wanted)
+}

@@ -1,0 +1,164 @@
+//! A settings file's template entry and how it extends a built-in template.
+//!
+//! An entry whose id is not a built-in one is a whole template (`command` required). An entry
+//! with a built-in id (`claude-code`, `shell`) changes only the fields it gives:
+//!
+//! | field | rule |
+//! |---|---|
+//! | `command` | replaces |
+//! | `env` | merges by name: the entry's value wins, the built-in's other variables stay |
+//! | `sandbox` | replaces (grants, or `false`) |
+//! | `request_env` | adds |
+//! | `network` | an allow-list's entries add to the built-in allow-list; `"host"` or `"none"` replaces |
+//! | `api_base_url`, `same_project` | replace |
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::{builtin_templates, Sandbox, Template};
+use crate::net::{AllowEntry, Network};
+
+/// What a Claude launch does in a project where a Claude session already runs (the template's
+/// `same_project`): both would share Claude's state in the relay-owned config folder and the
+/// project's files.
+///
+/// ```
+/// use relay_host::settings::SameProject;
+/// assert_eq!(serde_json::from_str::<SameProject>(r#""refuse""#)?, SameProject::Refuse);
+/// assert_eq!(SameProject::default(), SameProject::Warn);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SameProject {
+    /// Launch, and say on stderr (and in the host log) which session already runs there.
+    #[default]
+    Warn,
+    /// Refuse the launch (`invalid_spec`), naming the session that runs there.
+    Refuse,
+    /// Launch without a word.
+    Allow,
+}
+
+/// One `templates` entry as written: every field but `id` may be left out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    id: String,
+    command: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    sandbox: Option<Sandbox>,
+    request_env: Option<Vec<String>>,
+    network: Option<Network>,
+    api_base_url: Option<crate::net::Gateway>,
+    same_project: Option<SameProject>,
+}
+
+/// `templates` of a settings file, each entry resolved ([`resolve`]) where it is read, so an
+/// error carries its place (`templates[1]`).
+pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Template>, D::Error> {
+    struct Resolved(Template);
+    impl<'de> Deserialize<'de> for Resolved {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Resolved, D::Error> {
+            let entry = Entry::deserialize(d)?;
+            resolve(entry)
+                .map(Resolved)
+                .map_err(serde::de::Error::custom)
+        }
+    }
+    Ok(Vec::<Resolved>::deserialize(d)?
+        .into_iter()
+        .map(|r| r.0)
+        .collect())
+}
+
+/// The effective template of an entry: the built-in one of its id extended by it, else the
+/// entry alone (which must give `command`).
+fn resolve(e: Entry) -> Result<Template, String> {
+    let Some(mut t) = builtin_templates().into_iter().find(|b| b.id == e.id) else {
+        let command = e.command.ok_or_else(|| {
+            format!(
+                "template {:?}: command is missing (only a built-in template's id, claude-code \
+                 or shell, may leave it out)",
+                e.id
+            )
+        })?;
+        return Ok(Template {
+            id: e.id,
+            command,
+            env: e.env.unwrap_or_default(),
+            sandbox: e.sandbox.unwrap_or_default(),
+            request_env: e.request_env.unwrap_or_default(),
+            network: e.network,
+            api_base_url: e.api_base_url,
+            same_project: e.same_project,
+        });
+    };
+    if let Some(c) = e.command {
+        t.command = c;
+    }
+    t.env.extend(e.env.unwrap_or_default());
+    if let Some(s) = e.sandbox {
+        t.sandbox = s;
+    }
+    for name in e.request_env.unwrap_or_default() {
+        if !t.request_env.contains(&name) {
+            t.request_env.push(name);
+        }
+    }
+    t.network = match (t.network, e.network) {
+        (Some(Network::Allow(base)), Some(Network::Allow(more))) => {
+            let mut list = base;
+            for written in more.entries() {
+                let entry = AllowEntry::parse(written).map_err(|e| e.to_string())?;
+                list = list.including(&entry);
+            }
+            Some(Network::Allow(list))
+        }
+        (base, given) => given.or(base),
+    };
+    t.api_base_url = e.api_base_url.or(t.api_base_url);
+    t.same_project = e.same_project.or(t.same_project);
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Template {
+        let e: Entry = serde_json::from_str(text).unwrap();
+        resolve(e).unwrap()
+    }
+
+    #[test]
+    fn an_entry_with_a_builtin_id_changes_only_what_it_gives() {
+        let builtin = builtin_templates().remove(0);
+        let t = one(r#"{"id": "claude-code", "network": {"allow": ["example.com"]}}"#);
+        assert_eq!(t.command, builtin.command);
+        assert_eq!(t.env, builtin.env);
+        assert_eq!(t.sandbox, builtin.sandbox);
+        let Some(Network::Allow(list)) = &t.network else {
+            panic!("an allow-list")
+        };
+        assert_eq!(list.entries(), ["api.anthropic.com", "example.com"]);
+        let t = one(r#"{"id": "claude-code", "env": {"A": "1", "DISABLE_TELEMETRY": "0"}}"#);
+        assert_eq!(t.env["A"], "1");
+        assert_eq!(t.env["DISABLE_TELEMETRY"], "0");
+        assert_eq!(t.env["CLAUDE_CONFIG_DIR"], "{claude_config}");
+        let t = one(r#"{"id": "shell", "command": ["/bin/bash"], "sandbox": false}"#);
+        assert_eq!(
+            (t.command, t.sandbox),
+            (vec!["/bin/bash".into()], Sandbox::Off)
+        );
+        let t = one(r#"{"id": "claude-code", "network": "none"}"#);
+        assert_eq!(t.network, Some(Network::None));
+    }
+
+    #[test]
+    fn another_id_needs_a_command() {
+        let e: Entry = serde_json::from_str(r#"{"id": "pi"}"#).unwrap();
+        assert!(resolve(e).unwrap_err().contains("command is missing"));
+    }
+}

@@ -1,0 +1,87 @@
+//! `relay-host templates`: the effective templates (the built-in ones as the settings extend
+//! them, then the settings' own) in the settings' own format, to copy from.
+
+use serde::Serialize;
+
+use super::human::print_error;
+use super::settings::{builtin_templates, Settings, Template};
+use super::{reach, Host};
+use relay_shim::exit::ExitCode;
+
+/// The format `templates` prints.
+///
+/// ```
+/// assert_ne!(relay_host::templates_cmd::Format::Json, relay_host::templates_cmd::Format::Toml);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// `settings.json`'s.
+    Json,
+    /// `settings.toml`'s.
+    Toml,
+}
+
+#[derive(Serialize)]
+struct Templates<'a> {
+    templates: &'a [Template],
+}
+
+/// `templates` as a settings file of `format` would hold them (JSON pretty-printed, with a final
+/// newline).
+///
+/// ```
+/// use relay_host::templates_cmd::{render, Format};
+/// let text = render(&relay_host::settings::builtin_templates(), Format::Toml);
+/// assert!(text.starts_with("[[templates]]\nid = \"claude-code\""));
+/// ```
+pub fn render(templates: &[Template], format: Format) -> String {
+    let t = Templates { templates };
+    match format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&t).expect("templates serialize");
+            s.push('\n');
+            s
+        }
+        Format::Toml => toml::to_string(&t).expect("templates serialize"),
+    }
+}
+
+/// The built-in templates as JSON settings (the README's "Built-in templates" block).
+///
+/// ```
+/// assert!(relay_host::templates_cmd::builtins_json().contains("\"id\": \"shell\""));
+/// ```
+pub fn builtins_json() -> String {
+    render(&builtin_templates(), Format::Json)
+}
+
+/// `relay-host templates [--json|--toml]`: the effective templates of the settings, in the
+/// format asked for, else the settings file's (JSON when there is none). Exit 0, or the
+/// settings error's code.
+///
+/// ```no_run
+/// let host = relay_host::Host::locate(None, None)?;
+/// std::process::exit(relay_host::templates_cmd::print(&host, None));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn print(host: &Host, format: Option<Format>) -> i32 {
+    let (settings, file) = match Settings::load_with_path(&host.config_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            print_error(&e.to_string());
+            return ExitCode::Unavailable.code();
+        }
+    };
+    let toml_file = file.is_some_and(|f| f.extension().is_some_and(|x| x == "toml"));
+    let format = format.unwrap_or(if toml_file {
+        Format::Toml
+    } else {
+        Format::Json
+    });
+    let _ = crate::human::write_out(format_args!(
+        "{}",
+        render(&reach::templates(&settings), format)
+    ));
+    0
+}

@@ -1,0 +1,161 @@
+//! `--cleanup DIR`: the host's cleanup, done by the shim when the host was lost (`kill -9`)
+//! before the session ended. The host ties the shim to its life (`PR_SET_PDEATHSIG`): the shim
+//! forwards that signal to the session, and once the session ended it finds its parent changed
+//! and does what the host would have done at the end: the session's `exit` row (with
+//! `"outcome":"host_lost"`), the session folder (its temp folder and sockets), and the write-deny
+//! placeholders once no other session of the state folder runs. Nothing here reads the token.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use relay_token::sandbox::write_deny::{Placeholders, PLACEHOLDERS_FILE};
+
+use super::StatusEvent;
+
+/// The `outcome` of the `exit` row a lost host's session gets.
+pub const HOST_LOST: &str = "host_lost";
+
+/// What the shim cleans up if its host is lost: the session folder, and the parent it started
+/// under.
+#[derive(Debug)]
+pub(crate) struct Cleanup {
+    session_dir: PathBuf,
+    parent: libc::pid_t,
+}
+
+impl Cleanup {
+    /// Armed by `--cleanup DIR`; remembers the parent (the host) the shim started under.
+    pub(crate) fn new(session_dir: Option<&Path>) -> Option<Cleanup> {
+        Some(Cleanup {
+            session_dir: session_dir?.to_path_buf(),
+            // SAFETY: getppid has no preconditions and cannot fail.
+            parent: unsafe { libc::getppid() },
+        })
+    }
+
+    /// After the session ended with `end`: when the host is gone, its cleanup; else nothing
+    /// (the host does it).
+    pub(crate) fn after(&self, end: StatusEvent) {
+        // SAFETY: as above.
+        if unsafe { libc::getppid() } == self.parent || !self.session_dir.is_dir() {
+            return;
+        }
+        let (Some(sessions), Some(id)) = (self.session_dir.parent(), self.session_dir.file_name())
+        else {
+            return;
+        };
+        let Some(state) = sessions.parent() else {
+            return;
+        };
+        let id = id.to_string_lossy();
+        let _ = record_loss(state, &id, end);
+        let kept = self.session_dir.join("keep").exists();
+        let _ = append(&self.session_dir.join("ended"), b"");
+        if !kept && holds_transcripts(&self.session_dir) {
+            // The conversation is carried back by relay-host (`gc`), which knows what may be:
+            // everything else goes now.
+            remove_all_but(&self.session_dir, &[CLAUDE_DIR, "ended"]);
+        } else if !kept {
+            let _ = std::fs::remove_dir_all(&self.session_dir);
+        }
+        let _ = release_placeholders(state);
+    }
+}
+
+/// The launch's Claude config folder in a session folder (relay-host's `claude_config`).
+const CLAUDE_DIR: &str = "claude";
+
+/// True when the session's Claude config folder holds a conversation transcript
+/// (`claude/projects/<folder>/<id>.jsonl`).
+fn holds_transcripts(session_dir: &Path) -> bool {
+    std::fs::read_dir(session_dir.join(CLAUDE_DIR).join("projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| std::fs::read_dir(p.path()).ok())
+        .flat_map(|f| f.flatten())
+        .any(|f| f.path().extension().is_some_and(|x| x == "jsonl"))
+}
+
+/// Removes every entry of `dir` but those named `keep` (links not followed).
+fn remove_all_but(dir: &Path, keep: &[&str]) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if keep.iter().any(|k| e.file_name() == *k) {
+            continue;
+        }
+        let p = e.path();
+        let _ = match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+            _ => std::fs::remove_file(&p),
+        };
+    }
+}
+
+/// Appends `bytes` to `path` (created 0600, never through a link) in one write.
+fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?
+        .write_all(bytes)
+}
+
+/// The session's `exit` row in `STATE/events.jsonl`: no host exit code (`"code":null`), the
+/// session's own status or signal, `"outcome":"host_lost"`.
+fn record_loss(state: &Path, id: &str, end: StatusEvent) -> io::Result<()> {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut row = serde_json::json!({"event": "exit", "session_id": id, "code": null,
+                                      "outcome": HOST_LOST, "ts": ts});
+    match end {
+        StatusEvent::Exited { status } => row["status"] = status.into(),
+        StatusEvent::Signaled { signal } => row["signal"] = signal.into(),
+        _ => {}
+    }
+    append(&state.join("events.jsonl"), format!("{row}\n").as_bytes())
+}
+
+/// Removes the placeholders under the state folder's lock, unless a session of the state folder
+/// still holds its folder's lock (its placeholders are in use).
+fn release_placeholders(state: &Path) -> io::Result<()> {
+    if !state.join(PLACEHOLDERS_FILE).exists() {
+        return Ok(());
+    }
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(state)?;
+    flock(&dir, libc::LOCK_EX)?;
+    let running = std::fs::read_dir(state.join("sessions"))
+        .map(|rd| rd.flatten().any(|e| locked(&e.path().join("lock"))))
+        .unwrap_or(false);
+    if !running {
+        Placeholders::open(state)?.remove_all()?;
+    }
+    Ok(())
+}
+
+/// True when another process holds the lock file `lock`.
+fn locked(lock: &Path) -> bool {
+    File::open(lock).is_ok_and(|f| flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_err())
+}
+
+/// `flock(f, op)`, retried when a signal interrupts it.
+fn flock(f: &File, op: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! After `kill -9` of the host, the shim cleans up: the project and the home hold only what they
+//! held before, the session folder (and its socket) is gone, and the loss is recorded, before
+//! any `gc`.
+
+use super::*;
+
+/// Every path under `dir`, relative, sorted (symlinks not followed).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = relay_tests::entries_under(dir)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .collect();
+    out.sort();
+    out
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+#[test]
+fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    // A sandboxed shell with home and project read-write (placeholders in both) behind an
+    // allow-list (the proxy's socket in the session folder).
+    settings(
+        &fx,
+        &json!({"templates": [{"id": "shell", "command": ["/bin/sh"],
+                               "network": {"allow": ["127.0.0.1:9"]},
+                               "sandbox": {"read_write": ["~/", "{project}"]}}]}),
+    );
+    let req = request(
+        &fx,
+        "k9",
+        &json!({"kind": "terminal", "template": "shell", "project": fx.project,
+                "session_id": "k9", "extra_args": ["-c", "sleep 30"]}),
+    );
+    let bg = Bg::launch(&fx, &req);
+    assert!(
+        wait_until(TIMEOUT, &|| !named_below(bg.pid(), "sleep").is_empty()),
+        "the session's sleep never ran"
+    );
+    let session = descendants(bg.pid());
+    assert_ne!(
+        tree(&fx.project),
+        project_before,
+        "the launch made placeholders"
+    );
+    assert!(
+        fx.state.join("sessions/k9/net.sock").exists(),
+        "the proxy's socket"
+    );
+
+    // SAFETY: kill takes integers only; the host is this test's child.
+    assert_eq!(unsafe { libc::kill(bg.pid(), libc::SIGKILL) }, 0);
+    let ended = wait_until(Duration::from_secs(10), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    assert!(ended, "the session outlived its host");
+    drop(bg);
+
+    // Before any gc: nothing left.
+    assert_eq!(
+        tree(&fx.project),
+        project_before,
+        "a placeholder stayed in the project"
+    );
+    assert_eq!(
+        tree(&fx.home),
+        home_before,
+        "a placeholder stayed in the home"
+    );
+    assert!(
+        !fx.state.join("sessions/k9").exists(),
+        "the session folder (and socket) stayed"
+    );
+    assert!(
+        !fx.state.join("placeholders").exists(),
+        "the placeholders' list stayed"
+    );
+    // The loss recorded once, by the shim, with the session's own end.
+    let exits: Vec<Value> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "exit")
+        .collect();
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0]["session_id"], "k9");
+    assert_eq!(exits[0]["outcome"], "host_lost", "{exits:?}");
+    assert_eq!(exits[0]["code"], Value::Null);
+    assert_eq!(
+        exits[0]["signal"], 15,
+        "SIGTERM forwarded by the shim: {exits:?}"
+    );
+    // status names no leftover, gc finds nothing to do.
+    let r = run(&fx, &["--json", "status"]).json("status --json");
+    assert_eq!(r["leftovers"]["placeholders"], json!([]), "{r}");
+    assert_eq!(r["leftovers"]["session_folders"], json!([]), "{r}");
+    assert_eq!(r["leftovers"]["lost_sessions"], json!([]), "{r}");
+    let gc = run(&fx, &["--json", "gc"]).json("gc --json");
+    assert_eq!(
+        (gc["removed"].clone(), gc["host_lost"].clone()),
+        (json!(0), json!(0)),
+        "{gc}"
+    );
+}
+
+#[test]
+fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let project_before = tree(&fx.project);
+    let write = "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/-p\" && \
+                 echo '{}' > \"$CLAUDE_CONFIG_DIR/projects/-p/c0ffee.jsonl\" && sleep 30";
+    let t = relay_tests::fake_agent_template(
+        &["--sh", write],
+        json!({}),
+        json!({"read_write": ["{project}", "{claude_config}"]}),
+    );
+    settings(
+        &fx,
+        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}),
+    );
+    let req = request(
+        &fx,
+        "c9",
+        &json!({"kind": "claude", "project": fx.project, "session_id": "c9"}),
+    );
+    let bg = Bg::launch(&fx, &req);
+    assert!(
+        wait_until(TIMEOUT, &|| !named_below(bg.pid(), "sleep").is_empty()),
+        "the session's sleep never ran"
+    );
+    let session = descendants(bg.pid());
+    // SAFETY: kill takes integers only; the host is this test's child.
+    assert_eq!(unsafe { libc::kill(bg.pid(), libc::SIGKILL) }, 0);
+    let ended = wait_until(Duration::from_secs(10), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    assert!(ended, "the session outlived its host");
+    drop(bg);
+    let mut project_after = tree(&fx.project);
+    project_after.retain(|p| p != "rec.jsonl");
+    assert_eq!(
+        project_after, project_before,
+        "a placeholder stayed in the project"
+    );
+    // The session folder holds the conversation only, until gc carries it back.
+    let left: Vec<String> = std::fs::read_dir(fx.state.join("sessions/c9"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, ["claude", "ended"], "only the conversation is kept");
+    let gc = run(&fx, &["--json", "gc"]).json("gc --json");
+    assert_eq!(gc["removed"], 1, "{gc}");
+    assert!(!fx.state.join("sessions/c9").exists());
+    assert!(
+        fx.state.join("claude/projects/-p/c0ffee.jsonl").is_file(),
+        "gc carried the conversation back for a later --resume"
+    );
+}

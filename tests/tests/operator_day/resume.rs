@@ -1,0 +1,89 @@
+//! `run --resume ID` and `run --continue` through relay, and the line that says how to resume
+//! through relay after a Claude session.
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+
+use super::*;
+
+/// `cmd` with its stderr on a terminal (a pty): its exit code and what the terminal showed.
+fn on_a_terminal(mut cmd: Command) -> (Option<i32>, String) {
+    let (master, slave) = relay_tests::openpty();
+    cmd.stderr(Stdio::from(slave));
+    let out = finish(&mut cmd);
+    drop(cmd);
+    let mut f = std::fs::File::from(master);
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let (mut shown, mut buf) = (Vec::new(), [0u8; 4096]);
+    while let Ok(n) = f.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        shown.extend_from_slice(&buf[..n]);
+    }
+    (
+        out.code,
+        String::from_utf8_lossy(&shown).replace("\r\n", "\n"),
+    )
+}
+
+#[test]
+fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    // The agent writes a conversation where Claude Code keeps them.
+    let write = "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/-p\" && \
+                 echo '{}' > \"$CLAUDE_CONFIG_DIR/projects/-p/0b5e-conv.jsonl\"";
+    let t = relay_tests::fake_agent_template(
+        &["--sh", write],
+        json!({}),
+        json!({"read_write": ["{project}", "{claude_config}"]}),
+    );
+    settings(
+        &fx,
+        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}),
+    );
+    let record = fx.project.join("rec.jsonl");
+    let project = fx.project.to_str().unwrap();
+
+    let (code, shown) = on_a_terminal(host(&fx, &["run", "-p", project, "--resume", "abc123"]));
+    assert_eq!(code, Some(0), "{shown}");
+    let rec = relay_tests::read_records(&record)
+        .pop()
+        .expect("a start line");
+    let argv: Vec<&str> = rec["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        argv.windows(2).any(|w| w == ["--resume", "abc123"]),
+        "{argv:?}"
+    );
+    assert_eq!(rec["token_fd_var"], "5", "logged in: {rec}");
+    let want = format!(
+        "relay-host run -p {} --resume 0b5e-conv",
+        fx.project.canonicalize().unwrap().display()
+    );
+    assert!(shown.contains(&want), "{shown}");
+    assert!(
+        shown.contains("outside the sandbox, without the token"),
+        "{shown}"
+    );
+
+    let (code, shown) = on_a_terminal(host(&fx, &["run", "-p", project, "--continue"]));
+    assert_eq!(code, Some(0), "{shown}");
+    let rec = relay_tests::read_records(&record).pop().unwrap();
+    assert!(
+        rec["argv"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--continue")),
+        "{rec}"
+    );
+    assert_eq!(rec["token_fd_var"], "5", "{rec}");
+
+    let out = run(&fx, &["run", "-p", project, "--continue", "--resume", "x"]);
+    assert_eq!(out.code, Some(64), "{}", out.stderr);
+}
