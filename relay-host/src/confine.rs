@@ -394,10 +394,8 @@ fn deny_writes(
             extra.push((p, dir));
         }
     }
-    for d in relay_token::which::path_folders() {
-        if reach::path_folder_problem(&d, rw).is_none() {
-            extra.push((d, true));
-        }
+    for d in reach::kept_path_folders(rw) {
+        extra.push((d, true));
     }
     let list = write_deny::plan(&folders, i.launch.carries_token(), &extra);
     let _lock = super::placeholders::lock(state_dir).map_err(spawn_err(format_args!(

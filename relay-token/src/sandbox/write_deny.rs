@@ -46,6 +46,7 @@
 //! ```
 //! use relay_token::sandbox::write_deny::{Entry, HOME, NO_TOKEN, PROJECT};
 //! assert!(HOME.contains(&Entry::Dir(".ssh")));
+//! assert!(HOME.contains(&Entry::Dir(".local/share/claude")));
 //! assert!(PROJECT.contains(&Entry::File(".mcp.json")));
 //! assert!(NO_TOKEN.contains(&Entry::File(".claude/settings.json")));
 //! ```
@@ -86,7 +87,9 @@ impl Entry {
 }
 
 /// Read from the home folder: shell start-up files, git's user configuration, ripgrep's, ssh's
-/// folder, and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`).
+/// folder, and the folders programs are commonly installed to (`~/.local/bin`, `~/bin`, and
+/// `~/.local/share/claude`, where Claude Code's native installer keeps the versions
+/// `~/.local/bin/claude` links to).
 pub const HOME: &[Entry] = &[
     Entry::File(".bashrc"),
     Entry::File(".bash_profile"),
@@ -101,6 +104,7 @@ pub const HOME: &[Entry] = &[
     Entry::File(".ripgreprc"),
     Entry::Dir(".ssh"),
     Entry::Dir(".local/bin"),
+    Entry::Dir(".local/share/claude"),
     Entry::Dir("bin"),
 ];
 
