@@ -402,6 +402,9 @@ fn deny_writes(
         "state folder {}",
         state_dir.display()
     )))?;
+    if let Some(p) = project {
+        super::leftovers::watch(state_dir, p).map_err(ConfineError::Placeholders)?;
+    }
     let mut ph = Placeholders::open(state_dir).map_err(ConfineError::Placeholders)?;
     for listed in list {
         if let Some(g) = rw.iter().find(|g| listed.path.starts_with(g)) {
