@@ -201,18 +201,21 @@ pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     match super::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
             // The placeholders a killed host left, once no session runs (under their lock).
-            let placeholders = super::placeholders::release(&host.state_dir);
+            let released = super::placeholders::release(&host.state_dir);
+            let (placeholders, leftovers) = (released.placeholders, released.leftovers);
             if json {
                 outln!(
                     "{}",
                     json!({"removed": r.removed, "kept": r.kept, "running": r.running,
-                           "placeholders_removed": placeholders, "host_lost": r.lost})
+                           "placeholders_removed": placeholders,
+                           "sandbox_leftovers_removed": leftovers, "host_lost": r.lost})
                 );
             } else {
                 outln!(
-                    "removed {} session folder(s) and {placeholders} leftover placeholder(s); \
-                     kept {} (younger than {keep_days} days), {} running; {} session(s) whose \
-                     host was lost got their exit row",
+                    "removed {} session folder(s), {placeholders} leftover placeholder(s) and \
+                     {leftovers} empty mount point(s) of Claude Code's own sandbox; kept {} \
+                     (younger than {keep_days} days), {} running; {} session(s) whose host was \
+                     lost got their exit row",
                     r.removed,
                     r.kept,
                     r.running,

@@ -397,16 +397,17 @@ fn deny_writes(
             extra.push((p, dir));
         }
     }
-    for d in relay_token::which::path_folders() {
-        if reach::path_folder_problem(&d, rw).is_none() {
-            extra.push((d, true));
-        }
+    for d in reach::kept_path_folders(rw) {
+        extra.push((d, true));
     }
     let list = write_deny::plan(&folders, i.launch.carries_token(), &extra);
     let _lock = super::placeholders::lock(state_dir).map_err(spawn_err(format_args!(
         "state folder {}",
         state_dir.display()
     )))?;
+    if let Some(p) = project {
+        super::leftovers::watch(state_dir, p).map_err(ConfineError::Placeholders)?;
+    }
     let mut ph = Placeholders::open(state_dir).map_err(ConfineError::Placeholders)?;
     for listed in list {
         if let Some(g) = rw.iter().find(|g| listed.path.starts_with(g)) {

@@ -77,7 +77,10 @@ impl LaunchToken {
 fn check_request(v: &Validated) -> Result<(), LaunchError> {
     check_token_request(v.request(), &v.template().request_env)?;
     let project = v.project();
-    if let Some(file) = project.and_then(sandbox::git_guard::common_dir_redirect) {
+    let redirect = project.and_then(sandbox::git_guard::common_dir_redirect);
+    // A `commondir` holding `.` (what Claude Code's own tool sandbox leaves) redirects nothing:
+    // removed, not refused.
+    if let Some(file) = redirect.filter(|f| !super::leftovers::clear_commondir(f)) {
         let project = project.unwrap_or(&file).to_path_buf();
         return Err(RequestError::GitRedirect { project, file }.into());
     }

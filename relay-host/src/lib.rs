@@ -61,6 +61,7 @@ pub mod human;
 mod invalid_spec;
 pub mod launch;
 mod launch_token;
+pub mod leftovers;
 pub mod logs;
 pub mod net;
 pub mod network;

@@ -115,12 +115,52 @@ pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
         .filter(|e| matches!(e, write_deny::Entry::Dir(_)))
         .map(|e| host.home.join(e.rel()))
         .collect();
+    out.extend(kept_path_folders(grants));
+    out
+}
+
+/// The `PATH` folders every sandbox keeps read-only (each one [`path_folder_problem`] finds
+/// nothing wrong with) and, beside each `<prefix>/bin` among them, the npm prefix's
+/// `<prefix>/lib/node_modules` when it exists: `npm install -g` links `<prefix>/bin/claude` to
+/// the package it puts there (a user prefix such as `~/.npm-global`, or nvm's node folders).
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::create_dir_all(dir.path().join("lib/node_modules"))?;
+/// let kept = relay_host::reach::npm_modules_beside(&dir.path().join("bin"));
+/// assert_eq!(kept, Some(dir.path().join("lib/node_modules")));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn kept_path_folders(grants: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
     for d in relay_token::which::path_folders() {
-        if path_folder_problem(&d, grants).is_none() {
-            out.push(d);
+        if path_folder_problem(&d, grants).is_some() {
+            continue;
         }
+        if let Some(m) = npm_modules_beside(&d) {
+            if path_folder_problem(&m, grants).is_none() {
+                out.push(m);
+            }
+        }
+        out.push(d);
     }
     out
+}
+
+/// The npm prefix's `lib/node_modules` beside the `PATH` folder `bin` (`<prefix>/bin`), when it
+/// is a folder (not a link).
+///
+/// ```
+/// assert_eq!(relay_host::reach::npm_modules_beside(std::path::Path::new("/nonexistent/bin")), None);
+/// ```
+pub fn npm_modules_beside(bin: &Path) -> Option<PathBuf> {
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    let m = bin.parent()?.join("lib/node_modules");
+    std::fs::symlink_metadata(&m)
+        .is_ok_and(|md| md.is_dir())
+        .then_some(m)
 }
 
 /// What a session could reach that a later launch relies on: each check's finding, with the
@@ -197,8 +237,9 @@ impl std::fmt::Display for Exposure {
             Exposure::Program { what, path, grant } => write!(
                 f,
                 "{what} {:?} lies inside the read-write grant {:?}, where a session could have \
-                 replaced it; install it outside every read-write grant, in ~/.local/bin or with \
-                 Claude Code's native installer",
+                 replaced it; install it outside every read-write grant or in a folder every \
+                 sandbox keeps read-only (~/.local/bin, ~/bin, ~/.local/share/claude, a PATH \
+                 folder or its npm prefix's lib/node_modules)",
                 q(path),
                 q(grant)
             ),
@@ -280,6 +321,8 @@ pub fn program_problem(
         let Some(g) = holder(grants, p) else {
             continue;
         };
+        // A guarded folder is kept read-only whole, so a program anywhere beneath it is safe
+        // (the native installer's `~/.local/share/claude/versions/<v>`, an npm package).
         let folder = p.parent().unwrap_or(p);
         let below_every_grant = |d: &PathBuf| {
             grants

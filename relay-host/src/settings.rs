@@ -569,31 +569,30 @@ pub const PROJECT_PLACEHOLDER: &str = "{project}";
 /// [`crate::claude_config`]).
 pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 
-/// The built-in `claude-code` template's environment, besides `CLAUDE_CONFIG_DIR`:
+/// The built-in `claude-code` template's environment, besides `CLAUDE_CONFIG_DIR`. Each variable
+/// was measured with Claude Code 2.1.332 inside relay's sandbox (docs/session-host.md, "The
+/// built-in template's environment"), and only those that change something are set:
 ///
-/// - `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`: no telemetry, error reports, update checks
-///   or feedback uploads, so the allow-list needs only the API
-///   ([`CLAUDE_CODE_HOSTS`](crate::net::CLAUDE_CODE_HOSTS));
-/// - `DISABLE_ERROR_REPORTING=1`, `DISABLE_TELEMETRY=1`: the same two switches by their own
-///   names, for a version that reads only those;
-/// - `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1`: Claude Code strips credentials from the environment
-///   of the tools it runs;
-/// - `DISABLE_AUTOUPDATER=1`: no update check or self-update inside a session (without it and
-///   the non-essential-traffic switch, 2.1.332's terminal UI runs `npm view
-///   @anthropic-ai/claude-code@latest version`; with it, nothing), whichever switch above is
-///   kept: a session cannot replace the installed Claude Code anyway (its folders are
-///   read-only in every sandbox), so an update could only fail or half-run.
+/// - `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`: no telemetry, error reports, feature flags,
+///   version checks or auto-updates. Without it a session's start tries `registry.npmjs.org`
+///   and `raw.githubusercontent.com` (refused by the allow-list) and queues about 330 KB of
+///   unsent telemetry in the Claude config. It implies `DISABLE_TELEMETRY` and
+///   `DISABLE_ERROR_REPORTING`, which add nothing beside it and are not set.
+/// - `DISABLE_AUTOUPDATER=1`: the auto-updater stays off also where an organisation's managed
+///   settings name a download mirror (which turns it back on despite the variable above): a
+///   session does not replace the program later launches run.
+///
+/// `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB` is left unset (off): it forces Claude Code's own tool
+/// sandbox, which cannot start inside relay's, and every Bash call then fails.
 ///
 /// ```
 /// let env = relay_host::settings::CLAUDE_CODE_ENV;
-/// assert!(env.contains(&("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1")));
+/// assert!(env.contains(&("DISABLE_AUTOUPDATER", "1")));
+/// assert!(env.iter().all(|(k, _)| *k != "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"));
 /// ```
 pub const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-    ("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1"),
     ("DISABLE_AUTOUPDATER", "1"),
-    ("DISABLE_ERROR_REPORTING", "1"),
-    ("DISABLE_TELEMETRY", "1"),
 ];
 
 /// The built-in templates: `claude-code` and `shell`.

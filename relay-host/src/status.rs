@@ -128,6 +128,17 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
             list.join(", ")
         ));
     }
+    let mounts = super::placeholders::sandbox_leftovers(&host.state_dir);
+    if !mounts.is_empty() {
+        let list: Vec<String> = mounts.iter().map(|p| p.display().to_string()).collect();
+        warnings.push(format!(
+            "{} empty mount point(s) Claude Code's own tool sandbox left in a project, which a \
+             host that ended without removing them did not remove: {}; run `relay-host gc` to \
+             remove them",
+            mounts.len(),
+            list.join(", ")
+        ));
+    }
     if !folders.is_empty() {
         warnings.push(format!(
             "{} session folder(s) of ended sessions left in {}; run `relay-host gc` to remove them",
@@ -136,7 +147,7 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
         ));
     }
     json!({"placeholders": paths_json(&placeholders), "session_folders": paths_json(&folders),
-           "lost_sessions": lost})
+           "sandbox_mount_points": paths_json(&mounts), "lost_sessions": lost})
 }
 
 /// How a launch uses this bwrap, in words: how each checked source is bound, and how a broken

@@ -3,15 +3,16 @@
 //! playing a script against the local Messages API fixture ([`crate::messages_api`]) in a
 //! project that is a git repository; outcomes checked on the host, the credential by hash only.
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fixture::{Folders, Layout};
+use crate::fixture::{Folders, Layout, HOST_PATH};
+use crate::install::{self, Install, Installed};
 use crate::messages_api::{MessagesApi, Seen, Step};
 use crate::sha256_hex;
 
@@ -52,15 +53,23 @@ impl Turn {
 }
 
 /// One test's installation: folders under a root-owned 0755 folder in `/var/tmp` (`/tmp` is
-/// private inside the sandbox), a git project with one commit, the fixture, a token.
+/// private inside the sandbox), a git project with one commit, the fixture, a token, Claude
+/// Code installed one of the ways people install it, and the built-in `claude-code` template
+/// as shipped (only its `api_base_url` at the fixture).
 pub struct Setup {
     /// The folders ([`Layout::claude`]): the project is a git repository with one commit, the
     /// token file 0600.
     folders: Folders,
     /// The made-up token (never printed).
     pub token: String,
-    /// The Claude Code CLI.
-    pub claude: PathBuf,
+    /// Claude Code as installed: the `claude` relay-host finds on its `PATH`.
+    pub installed: Installed,
+    /// How Claude Code is installed.
+    pub install: Install,
+    /// The user relay-host runs as (through `setpriv`; `None`: the test's own, root).
+    pub user: Option<u32>,
+    /// relay-host's `PATH`: the folder `claude` is in, then [`HOST_PATH`].
+    pub path: String,
     /// The Messages API fixture.
     pub api: MessagesApi,
 }
@@ -73,28 +82,44 @@ impl std::ops::Deref for Setup {
     }
 }
 
+/// The unprivileged user the `_as_a_user` tests run relay-host as (`nobody`).
+pub const NOBODY: u32 = 65534;
+
 impl Setup {
     /// Everything ready for a turn of the script `script` makes of the project's path and the
-    /// token's SHA-256.
+    /// token's SHA-256: Claude Code from npm, relay-host as root, the Claude config seeded
+    /// past onboarding and the project's trust dialog.
     pub fn new(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
-        let s = Setup::bare(script);
-        s.write_settings();
+        Setup::with(Install::Npm, None, script)
+    }
+
+    /// As [`Setup::new`], with Claude Code installed by `install` and relay-host run as `user`
+    /// (the whole tree handed to that user).
+    pub fn with(
+        install: Install,
+        user: Option<u32>,
+        script: impl FnOnce(&Path, &str) -> Vec<Step>,
+    ) -> Setup {
+        let s = Setup::bare(install, user, script);
         s.seed_claude_config();
+        s.hand_over();
         s
     }
 
-    /// As [`Setup::new`], but the template names the fixture by `api_base_url` alone (no
-    /// `ANTHROPIC_BASE_URL`, no network entry) and the Claude config is left fresh.
-    pub fn behind_gateway(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
-        let s = Setup::bare(script);
-        s.write_settings_with(json!({"api_base_url": s.api.base_url()}));
-        s
+    /// As [`Setup::new`], but the relay-owned Claude config is left fresh.
+    pub fn fresh(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
+        Setup::bare(Install::Npm, None, script)
     }
 
-    /// The folders, the token, the fixture and the project; no settings yet.
-    pub fn bare(script: impl FnOnce(&Path, &str) -> Vec<Step>) -> Setup {
-        let claude = crate::claude_cli();
+    /// The folders, the token, Claude Code, the fixture, the project and the settings; the
+    /// Claude config not seeded, the tree still root's.
+    pub fn bare(
+        install: Install,
+        user: Option<u32>,
+        script: impl FnOnce(&Path, &str) -> Vec<Step>,
+    ) -> Setup {
         let folders = Folders::new(Layout::claude("relay-agent-turn."));
+        let installed = install.install(&folders.root, &folders.home);
         let token = crate::claude_fake_token();
         std::fs::write(&folders.token_file, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&folders.token_file, std::fs::Permissions::from_mode(0o600))
@@ -103,11 +128,28 @@ impl Setup {
         let s = Setup {
             folders,
             token,
-            claude,
+            path: format!("{}:{HOST_PATH}", installed.bin.display()),
+            installed,
+            install,
+            user,
             api,
         };
         s.init_project();
+        s.write_settings();
         s
+    }
+
+    /// Hands the whole tree to [`Setup::user`], if any (`chown -R`).
+    pub fn hand_over(&self) {
+        if let Some(id) = self.user {
+            let ok = Command::new("chown")
+                .arg("-R")
+                .arg(format!("{id}:{id}"))
+                .arg(&self.root)
+                .status()
+                .expect("run chown");
+            assert!(ok.success(), "chown -R {id} {}", self.root.display());
+        }
     }
 
     /// `git init`, a `notes.txt`, one commit.
@@ -123,61 +165,46 @@ impl Setup {
         }
     }
 
-    /// `git ARGS` in the project on the host.
+    /// `git ARGS` in the project on the host (as root, whoever owns the project).
     pub fn git(&self, args: &[&str]) -> std::process::Output {
+        self.git_in(&self.project, args)
+    }
+
+    /// `git ARGS` in `dir` on the host (as root, whoever owns it).
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> std::process::Output {
         Command::new("git")
             .args([
                 "-c",
                 "user.name=Relay Test",
                 "-c",
                 "user.email=relay@test.invalid",
+                "-c",
+                "safe.directory=*",
+                "-c",
+                "protocol.file.allow=always",
             ])
             .args(args)
-            .current_dir(&self.project)
+            .current_dir(dir)
             .env("HOME", &self.home)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .expect("run git")
     }
 
-    /// The operator's settings: the `claude-code` template runs the CLI with the relay-owned
-    /// Claude config, `ANTHROPIC_BASE_URL` at the fixture, the fixture's address alone on the
-    /// network allow-list.
+    /// The operator's settings ([`install::shipped_settings`]): the built-in `claude-code`
+    /// template as shipped, its `api_base_url` at the fixture.
     pub fn write_settings(&self) {
-        self.write_settings_with(json!({
-            "env": {"ANTHROPIC_BASE_URL": self.api.base_url()},
-            "network": {"allow": [format!("127.0.0.1:{}", self.api.port())]},
-        }));
+        self.write_settings_with(json!({}));
     }
 
-    /// The template of [`Setup::write_settings`] without the fixture's address, `how` merged in
-    /// (its `env` added to the template's).
+    /// [`Setup::write_settings`] with the template's `network` (or other keys of `how`) set
+    /// as given; a turn still checks that the template is the built-in one as shipped
+    /// ([`install::assert_as_shipped`]), so `how` can change only its network.
     pub fn write_settings_with(&self, how: Value) {
-        let real = self.claude.canonicalize().expect("the CLI's real path");
-        let package = real
-            .parent()
-            .and_then(Path::parent)
-            .expect("the CLI's package folder");
-        let mut template = json!({
-            "id": "claude-code",
-            "command": [self.claude],
-            "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
-            "sandbox": {"read": [package], "read_write": ["{project}", "{claude_config}"]},
-        });
+        let mut settings = install::shipped_settings(&self.api.base_url());
         for (k, v) in how.as_object().expect("an object") {
-            match (k.as_str(), v.as_object()) {
-                ("env", Some(env)) => {
-                    for (name, value) in env {
-                        template["env"][name] = value.clone();
-                    }
-                }
-                _ => template[k] = v.clone(),
-            }
+            settings["templates"][0][k] = v.clone();
         }
-        let settings = json!({
-            "claude_token_file": "~/.config/claude-ltt/token",
-            "templates": [template],
-        });
         std::fs::write(
             self.config.join("settings.json"),
             serde_json::to_vec_pretty(&settings).unwrap(),
@@ -240,21 +267,35 @@ impl Setup {
         self.finish(self.host(&args))
     }
 
-    /// `relay-host --config-dir C --state-dir S ARGS` in the project folder, with PATH and the
-    /// test's HOME only, stdin `/dev/null`, in a process group of its own.
+    /// `relay-host --config-dir C --state-dir S ARGS` in the project folder, as [`Setup::user`],
+    /// with [`Setup::path`], the test's HOME and `LANG` only, stdin `/dev/null`, in a process
+    /// group of its own.
     pub fn host(&self, args: &[&str]) -> Command {
-        let mut cmd =
-            crate::host_command(&self.config, &self.state, &self.home, &self.project, args);
-        cmd.stdin(Stdio::null())
+        let mut cmd = match self.user {
+            None => Command::new(crate::relay_host()),
+            Some(id) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={id}"))
+                    .arg(format!("--regid={id}"))
+                    .arg("--clear-groups")
+                    .arg(crate::relay_host());
+                c
+            }
+        };
+        self.host_setup(&mut cmd, &self.state)
+            .env("PATH", &self.path)
+            .args(args)
+            .current_dir(&self.project)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
         cmd
     }
 
-    /// Runs `cmd` under [`TURN_TIMEOUT`] (its group killed then); checks that neither stream
-    /// holds the token.
+    /// Runs `cmd` under [`TURN_TIMEOUT`] (its group killed then), once the settings are checked
+    /// to hold the built-in templates as shipped ([`install::assert_as_shipped`]); checks that
+    /// neither stream holds the token.
     pub fn finish(&self, mut cmd: Command) -> Turn {
+        install::assert_as_shipped(&self.config);
         let start = Instant::now();
         let child = cmd.spawn().expect("spawn relay-host");
         let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);
@@ -320,7 +361,11 @@ impl Setup {
     /// the project, HOME, the config folder) holds the token, the token file aside; the scan
     /// sees the token there, and the turn's transcript is among the files.
     pub fn assert_no_token_on_disk(&self) {
-        let scan = crate::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
+        // A copy of the npm package's 400 MB binary, which sessions see read-only, is left
+        // out of the scan.
+        let skip: Vec<PathBuf> = self.installed.copy.iter().cloned().collect();
+        let scan =
+            crate::scan_for_tokens_skipping(&self.root, &self.token_file, &[&self.token], &skip);
         scan.assert_clean(0);
         let files = scan.files;
         // The turn's transcript (its prompts and tool results) is among the files scanned.
@@ -342,6 +387,27 @@ impl Setup {
             .filter(|e| e["event"] == "network_denied")
             .map(|e| format!("{}:{}", e["host"].as_str().unwrap_or("?"), e["port"]))
             .collect()
+    }
+
+    /// Every entry under the project, `.git/` included, as relative paths (a folder's with a
+    /// trailing `/`), git's object store aside (`.git/objects/` itself is listed).
+    pub fn entries(&self) -> BTreeSet<String> {
+        entries_under(&self.project)
+    }
+
+    /// The project holds what it held at `before` plus exactly `wrote` (relative paths), and
+    /// new git objects: nothing else appeared (no mount point, placeholder or empty file left
+    /// by a sandbox) and nothing went away.
+    pub fn assert_left_only(&self, before: &BTreeSet<String>, wrote: &[&str]) {
+        let after = self.entries();
+        let gone: Vec<&String> = before.difference(&after).collect();
+        assert!(gone.is_empty(), "the turn removed {gone:?}");
+        let new: BTreeSet<&str> = after.difference(before).map(String::as_str).collect();
+        let want: BTreeSet<&str> = wrote.iter().copied().collect();
+        assert_eq!(
+            new, want,
+            "the project holds entries the turn did not write"
+        );
     }
 
     /// Prints what the turn tried: the fixture's paths and the refused hosts.
@@ -369,6 +435,24 @@ impl Setup {
         eprintln!("{what}: the fixture saw {seen:#?}");
         eprintln!("{what}: the proxy refused {:?}", self.denied());
     }
+}
+
+/// The entries under `root` ([`Setup::entries`]).
+pub fn entries_under(root: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let is_dir = std::fs::symlink_metadata(&p).unwrap().is_dir();
+            out.insert(format!("{rel}{}", if is_dir { "/" } else { "" }));
+            if is_dir && rel != ".git/objects" {
+                stack.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// Claude Code's arguments for one print-mode turn of `prompt`: its tools allowed without a

@@ -195,7 +195,31 @@ impl TokenScan {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn scan_for_tokens(root: &Path, token_file: &Path, tokens: &[&str]) -> TokenScan {
-    let files = files_under(root);
+    scan_for_tokens_skipping(root, token_file, tokens, &[])
+}
+
+/// [`scan_for_tokens`], leaving out the files under `skip` (a program the test copied in, which
+/// no session can write).
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let t = relay_tests::fake_token();
+/// std::fs::write(dir.path().join("token"), &t)?;
+/// std::fs::create_dir(dir.path().join("big"))?;
+/// std::fs::write(dir.path().join("big/blob"), &t)?;
+/// let skip = [dir.path().join("big")];
+/// let scan = relay_tests::scan_for_tokens_skipping(dir.path(), &dir.path().join("token"), &[&t], &skip);
+/// assert!(scan.holders.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn scan_for_tokens_skipping(
+    root: &Path,
+    token_file: &Path,
+    tokens: &[&str],
+    skip: &[PathBuf],
+) -> TokenScan {
+    let mut files = files_under(root);
+    files.retain(|f| !skip.iter().any(|s| f.starts_with(s)));
     let mut scan = TokenScan {
         files: Vec::new(),
         in_token_file: Vec::new(),
@@ -463,6 +487,10 @@ pub mod shim;
 
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;
+
+/// Claude Code as people install it (npm, the native installer) and the built-in template as
+/// shipped (see the module).
+pub mod install;
 
 /// `git -C DIR ARGS` on the host, as a test user; panics unless it succeeds, and returns its
 /// standard output.

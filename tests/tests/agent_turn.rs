@@ -4,43 +4,77 @@
 //! Write, Read and Edit tools run inside relay's sandbox; the outcomes are checked on the host,
 //! the credential by hash only.
 //!
-//! The operator's template points Claude Code at the fixture (`ANTHROPIC_BASE_URL` in its `env`)
-//! and lists only the fixture's address on its network allow-list, so every other host Claude
-//! Code tries is refused by the proxy and shows as a `network_denied` event.
+//! What users run is what these tests run: the operator's settings hold the built-in
+//! `claude-code` template exactly as shipped, its environment included, with only
+//! `api_base_url` (the documented gateway setting) pointed at the fixture, which also adds the
+//! fixture's address to the built-in allow-list; every other host Claude Code tries is refused
+//! by the proxy and shows as a `network_denied` event. A turn whose settings' templates differ
+//! from the built-in ones in anything else fails before it runs
+//! (`relay_tests::install::assert_as_shipped`). Claude Code is installed by npm or in the native
+//! installer's layout, and relay-host runs as root or as an unprivileged user.
 //!
 //! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`) and the
 //! CLI: `$RELAY_TEST_CLAUDE`, else `<workspace>/.tools/claude-code/node_modules/.bin/claude`
 //! (which `scripts/test` installs). A missing CLI fails the tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use relay_tests::agent::{results_at, Setup, FINAL};
+use relay_tests::agent::{results_at, Setup, FINAL, NOBODY};
+use relay_tests::install::Install;
 use relay_tests::listener::{Listener, HELLO};
 use relay_tests::messages_api::Step;
 use relay_tests::{relay_host, sha256_hex};
 use serde_json::{json, Value};
 
-/// A scripted Bash turn: `git status`, a file written by the shell, `git add` and `git commit`,
-/// all inside the sandbox. On the host afterwards: the file with its content, the status file,
-/// the commit in the project's history; every request carried the Bearer token (by hash); no
-/// file holds the token.
-#[test]
-fn bash_and_git_turn() {
-    let command = "git status --short > git-status.txt && printf 'made by bash\\n' > \
-                   bash-made.txt && git add bash-made.txt && git -c user.name=Relay -c \
-                   user.email=relay@test.invalid commit -q -m 'commit from the Bash tool' && \
-                   git log --oneline | wc -l";
-    let s = Setup::new(|_, _| vec![Step::bash(command), Step::text(FINAL)]);
-    let turn = s.turn("Run the scripted command.");
-    s.report("bash_and_git_turn");
-    s.assert_completed(&turn, 1);
-    assert_eq!(
-        std::fs::read_to_string(s.project.join("bash-made.txt")).unwrap(),
-        "made by bash\n"
-    );
-    assert!(s.project.join("git-status.txt").is_file());
+/// The Bash command of a shipped turn: `git status`, a file written by the shell, `git add`
+/// and `git commit`, the number of commits.
+const BASH_WORK: &str =
+    "git status --short && printf 'made by bash\\n' > bash-made.txt && git add \
+                         bash-made.txt && git -c user.name=Relay -c user.email=relay@test.invalid \
+                         commit -q -m 'commit from the Bash tool' && git log --oneline | wc -l";
+
+/// The Bash command that asks the session's Claude Code whether it would update itself.
+const DOCTOR: &str = "\"$CLAUDE_CODE_EXECPATH\" doctor 2>&1 | grep -m 1 'Auto-updates'";
+
+/// The script of a shipped turn: the Bash command ([`BASH_WORK`]); `claude doctor`'s
+/// auto-update line ([`DOCTOR`]); Write makes a new file; Read and Edit change the committed
+/// `notes.txt`.
+fn work_script(project: &Path) -> Vec<Step> {
+    vec![
+        Step::bash(BASH_WORK),
+        Step::bash(DOCTOR),
+        Step::tool(
+            "Write",
+            json!({"file_path": project.join("written.txt"),
+                   "content": "written by the Write tool\n"}),
+        ),
+        Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
+        Step::tool(
+            "Edit",
+            json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
+                   "new_string": "colour: blue"}),
+        ),
+        Step::text(FINAL),
+    ]
+}
+
+/// One shipped turn: the built-in `claude-code` template as shipped (only `api_base_url` at the
+/// fixture), Claude Code installed by `install`, relay-host run as `user`. Bash, Write, Read and
+/// Edit work; the commit is in the project's history on the host; the project holds only what
+/// the turn wrote (its entries before and after, `.git/` included); a second token launch in
+/// the same project is accepted and runs; the token reached only the API, and no file holds it.
+fn shipped_turn(install: Install, user: Option<u32>) {
+    let s = Setup::with(install, user, |project, _| work_script(project));
+    let before = s.entries();
+    let turn = s.turn("Do the scripted work.");
+    s.report("shipped_turn");
+    s.assert_completed(&turn, 5);
+    let read = |name: &str| std::fs::read_to_string(s.project.join(name)).unwrap();
+    assert_eq!(read("bash-made.txt"), "made by bash\n");
+    assert_eq!(read("written.txt"), "written by the Write tool\n");
+    assert_eq!(read("notes.txt"), "colour: blue\nsize: small\n");
     let log = s.git(&["log", "--format=%s"]);
     assert_eq!(
         String::from_utf8_lossy(&log.stdout),
@@ -52,49 +86,84 @@ fn bash_and_git_turn() {
         results.iter().any(|r| r.trim() == "2"),
         "the Bash tool's output did not come back: {results:?}"
     );
+    // The auto-updater is off by the template's own variable, whatever managed settings say.
+    let doctor = results_at(&s.api.main_requests(), 2);
+    assert_eq!(
+        doctor.iter().map(|r| r.trim()).collect::<Vec<_>>(),
+        ["Auto-updates: disabled (set by env: DISABLE_AUTOUPDATER)"],
+        "{doctor:?}"
+    );
+    s.assert_left_only(&before, &["bash-made.txt", "written.txt"]);
+
+    let again = s.turn("Do it again.");
+    assert_eq!(
+        again.code,
+        Some(0),
+        "the second launch: {}",
+        again.describe()
+    );
+    assert_eq!(again.result()["result"], FINAL, "{}", again.describe());
+    let launches: Vec<Value> = s
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "launch")
+        .collect();
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    assert!(launches.iter().all(|e| e["status"] == 201), "{launches:?}");
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }
 
-/// A scripted Write, Read and Edit turn: Write makes a new file, Read and Edit change the
-/// committed `notes.txt`; both are on the host as scripted, and git sees the edit.
+/// [`shipped_turn`] with Claude Code from npm, relay-host as root.
 #[test]
-fn write_and_edit_turn() {
-    let s = Setup::new(|project, _| {
-        vec![
-            Step::tool(
-                "Write",
-                json!({"file_path": project.join("written.txt"),
-                       "content": "written by the Write tool\n"}),
-            ),
-            Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
-            Step::tool(
-                "Edit",
-                json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
-                       "new_string": "colour: blue"}),
-            ),
-            Step::text(FINAL),
-        ]
-    });
-    let (written, notes) = (s.project.join("written.txt"), s.project.join("notes.txt"));
-    let turn = s.turn("Make the scripted edits.");
-    s.report("write_and_edit_turn");
-    s.assert_completed(&turn, 3);
-    assert_eq!(
-        std::fs::read_to_string(&written).unwrap(),
-        "written by the Write tool\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&notes).unwrap(),
-        "colour: blue\nsize: small\n"
-    );
-    let diff = s.git(&["diff", "--stat"]);
-    assert!(
-        String::from_utf8_lossy(&diff.stdout).contains("notes.txt"),
-        "{diff:?}"
-    );
-    s.assert_bearer_everywhere();
-    s.assert_no_token_on_disk();
+fn shipped_turn_npm_as_root() {
+    shipped_turn(Install::Npm, None);
+}
+
+/// [`shipped_turn`] with Claude Code from npm, relay-host as an unprivileged user.
+#[test]
+fn shipped_turn_npm_as_a_user() {
+    shipped_turn(Install::Npm, Some(NOBODY));
+}
+
+/// [`shipped_turn`] with Claude Code in the native installer's layout, relay-host as root.
+#[test]
+fn shipped_turn_native_as_root() {
+    shipped_turn(Install::Native, None);
+}
+
+/// [`shipped_turn`] with Claude Code in the native installer's layout, relay-host as an
+/// unprivileged user.
+#[test]
+fn shipped_turn_native_as_a_user() {
+    shipped_turn(Install::Native, Some(NOBODY));
+}
+
+/// [`shipped_turn`] with Claude Code installed by `npm install -g` into a system prefix (the
+/// layout of `/usr/local`, outside the home), relay-host as root.
+#[test]
+fn shipped_turn_npm_system_prefix_as_root() {
+    shipped_turn(Install::NpmSystemPrefix, None);
+}
+
+/// [`shipped_turn`] with Claude Code installed by `npm install -g` into a user prefix in the
+/// home (`~/.npm-global`, inside the built-in `shell` template's read-write grant), relay-host
+/// as an unprivileged user.
+#[test]
+fn shipped_turn_npm_user_prefix_as_a_user() {
+    shipped_turn(Install::NpmUserPrefix, Some(NOBODY));
+}
+
+/// A test template that differs from the built-in one in anything but `api_base_url` fails the
+/// turn before it runs: the tests cannot drift from what users run.
+#[test]
+#[should_panic(expected = "is not the built-in one as shipped")]
+fn a_template_not_as_shipped_fails_the_test() {
+    let s = Setup::new(|_, _| vec![Step::text(FINAL)]);
+    let mut settings = relay_tests::install::shipped_settings(&s.api.base_url());
+    settings["templates"][0]["env"]["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = json!("1");
+    std::fs::write(s.config.join("settings.json"), settings.to_string()).unwrap();
+    s.turn("Never runs.");
 }
 
 /// The tools'-view probe, run by the Bash tool as `sh tools-view.sh HASH CONTROL_HASH`. It
@@ -322,7 +391,7 @@ fn bash_turn_by_run() {
 /// the audit row shows the allow-list with the gateway's address.
 #[test]
 fn gateway_turn_on_a_fresh_claude_config() {
-    let s = Setup::behind_gateway(|_, _| {
+    let s = Setup::fresh(|_, _| {
         vec![
             Step::bash("printf 'gateway turn\\n' > gateway.txt"),
             Step::text(FINAL),
@@ -420,7 +489,7 @@ fn tui_turn() {
     let tmux = Tmux {
         socket: s.root.join("tmux.sock"),
     };
-    let path = std::env::var("PATH").unwrap_or_default();
+    let path = &s.path;
     let host = relay_host();
     let shell_line = format!(
         "exec env -i PATH='{path}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \

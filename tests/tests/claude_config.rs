@@ -37,7 +37,6 @@ fn setup() -> (Setup, MessagesApi) {
     let s = Setup::new(|_, _| vec![Step::bash(PLANT), Step::text(FINAL)]);
     let evil = MessagesApi::start(vec![Step::text(FINAL)]);
     s.write_settings_with(json!({
-        "env": {"ANTHROPIC_BASE_URL": s.api.base_url()},
         "network": {"allow": [
             format!("127.0.0.1:{}", s.api.port()),
             format!("127.0.0.1:{}", evil.port()),

@@ -49,6 +49,7 @@
 //! ```
 //! use relay_token::sandbox::write_deny::{Entry, HOME, NO_TOKEN, PROJECT};
 //! assert!(HOME.contains(&Entry::Dir(".ssh")));
+//! assert!(HOME.contains(&Entry::Dir(".local/share/claude")));
 //! assert!(PROJECT.contains(&Entry::File(".mcp.json")));
 //! assert!(NO_TOKEN.contains(&Entry::File(".claude/settings.json")));
 //! ```
@@ -107,8 +108,8 @@ pub const HOME: &[Entry] = &[
     Entry::File(".ripgreprc"),
     Entry::Dir(".ssh"),
     Entry::Dir(".local/bin"),
-    Entry::Dir("bin"),
     Entry::Dir(".local/share/claude"),
+    Entry::Dir("bin"),
     Entry::Dir(".npm-global"),
     Entry::Dir(".local/lib/node_modules"),
 ];

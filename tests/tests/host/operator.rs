@@ -268,7 +268,8 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r,
-        json!({"removed": 0, "kept": 1, "running": 0, "placeholders_removed": 0, "host_lost": 0})
+        json!({"removed": 0, "kept": 1, "running": 0, "placeholders_removed": 0,
+               "sandbox_leftovers_removed": 0, "host_lost": 0})
     );
     // The session ended eight days ago.
     let eight_days = std::time::Duration::from_secs(8 * 86400);
@@ -282,7 +283,8 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r,
-        json!({"removed": 1, "kept": 0, "running": 0, "placeholders_removed": 0, "host_lost": 0})
+        json!({"removed": 1, "kept": 0, "running": 0, "placeholders_removed": 0,
+               "sandbox_leftovers_removed": 0, "host_lost": 0})
     );
     assert!(!fx.session_dir("kept1").exists());
 }

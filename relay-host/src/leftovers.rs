@@ -1,0 +1,225 @@
+//! The empty entries Claude Code's own tool sandbox leaves in a project, removed again.
+//!
+//! Turned on inside relay's sandbox (by a settings file, or `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB`),
+//! Claude Code 2.1.332's tool sandbox makes the mount points of its nested bubblewrap in the
+//! working folder and its git folder ([`NAMES`]: empty files such as `.env` and `package.json`,
+//! empty folders such as `node_modules/`, and `.git/commondir` holding `.`), fails to start, and
+//! leaves them behind. An empty `package.json` is no valid manifest, and a `commondir` in a main
+//! git folder makes relay refuse every later token launch there.
+//!
+//! So a sandboxed launch with a project records which of these names are missing when it starts
+//! ([`watch`], in `<state>/watched`, under the placeholders' lock), and once no session of the
+//! state folder runs any more (the same moment the write-deny placeholders go), each recorded
+//! path that is now an empty leftover ([`is_leftover`]: an empty regular file, an empty folder,
+//! a `commondir` holding `.`) is removed ([`release`], before the placeholders, which are left to
+//! their own list); `status` names those a killed host left and `gc` removes them. A file of one of these names that the session filled is kept: only
+//! what a session cannot have meant to write goes.
+//!
+//! ```
+//! use relay_host::leftovers::{is_leftover, NAMES};
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("package.json"), "")?;
+//! assert!(is_leftover(&dir.path().join("package.json")));
+//! std::fs::write(dir.path().join("package.json"), "{}")?;
+//! assert!(!is_leftover(&dir.path().join("package.json")));
+//! assert!(NAMES.contains(&".git/commondir"));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The names (relative to the project) Claude Code 2.1.332's tool sandbox makes as mount points,
+/// as measured inside relay's sandbox; a folder's entries come after the folder, so removing in
+/// reverse order empties it first.
+pub const NAMES: &[&str] = &[
+    ".env",
+    ".env.local",
+    ".env.development",
+    ".env.development.local",
+    ".env.test",
+    ".env.test.local",
+    ".env.production",
+    ".env.production.local",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    "bunfig.toml",
+    "package.json",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "node_modules",
+    "node_modules/.bin",
+    ".claude",
+    ".claude/.cc-writes",
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/NOTES_MERGE_WORKTREE",
+    ".git/glab-cli",
+    ".git/remotes",
+];
+
+/// The file, in the state folder, that lists the watched paths (one a line).
+pub const WATCHED_FILE: &str = "watched";
+
+/// True when `path` is what the tool sandbox leaves: an empty regular file, an empty folder, or
+/// a `commondir` holding `.` (the git folder itself: no redirect). Links are never leftovers.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let c = dir.path().join("commondir");
+/// std::fs::write(&c, ".")?;
+/// assert!(relay_host::leftovers::is_leftover(&c));
+/// std::fs::write(&c, "../..\n")?;
+/// assert!(!relay_host::leftovers::is_leftover(&c));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn is_leftover(path: &Path) -> bool {
+    let Ok(m) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    if m.is_dir() {
+        return fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+    }
+    if !m.is_file() {
+        return false;
+    }
+    if path.file_name().is_some_and(|n| n == "commondir") {
+        return m.len() <= 2 && fs::read(path).is_ok_and(|b| b == b"." || b == b".\n");
+    }
+    m.len() == 0
+}
+
+/// Records, for a launch in `project`, the [`NAMES`] missing there now (appended to
+/// `<state>/watched`). The caller holds the placeholders' lock.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+/// std::fs::create_dir_all(&state)?;
+/// std::fs::create_dir_all(&project)?;
+/// relay_host::leftovers::watch(&state, &project)?;
+/// assert!(relay_host::leftovers::watched(&state).contains(&project.join(".env")));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
+    let mut lines = String::new();
+    for name in NAMES {
+        let p = project.join(name);
+        if fs::symlink_metadata(&p).is_err() && !p.to_string_lossy().contains('\n') {
+            lines.push_str(&p.to_string_lossy());
+            lines.push('\n');
+        }
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(state_dir.join(WATCHED_FILE))?;
+    // One write: a host killed meanwhile leaves whole lines.
+    f.write_all(lines.as_bytes())
+}
+
+/// The paths `<state>/watched` lists, in order (none when there is no list).
+///
+/// ```
+/// assert!(relay_host::leftovers::watched(std::path::Path::new("/nonexistent")).is_empty());
+/// ```
+pub fn watched(state_dir: &Path) -> Vec<PathBuf> {
+    fs::read_to_string(state_dir.join(WATCHED_FILE))
+        .map(|t| t.lines().map(PathBuf::from).collect())
+        .unwrap_or_default()
+}
+
+/// The watched paths that are leftovers now, each once, in the order they would be removed (a
+/// folder's entries first): [`is_leftover`], a folder counting as empty when all it holds would
+/// go before it. Paths in `skip` (the write-deny placeholders, which go their own way) are left
+/// out.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+/// std::fs::create_dir_all(&state)?;
+/// std::fs::create_dir_all(&project)?;
+/// relay_host::leftovers::watch(&state, &project)?;
+/// std::fs::create_dir_all(project.join("node_modules/.bin"))?;
+/// let p = relay_host::leftovers::pending(&state, &[]);
+/// assert_eq!(p, [project.join("node_modules/.bin"), project.join("node_modules")]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in watched(state_dir).into_iter().rev() {
+        if out.contains(&p) || skip.contains(&p) {
+            continue;
+        }
+        let goes = match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {
+                fs::read_dir(&p).is_ok_and(|d| d.flatten().all(|e| out.contains(&e.path())))
+            }
+            _ => is_leftover(&p),
+        };
+        if goes {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Removes the [`pending`] leftovers (but those in `skip`), in order, then the list; returns how
+/// many it removed. The caller holds the placeholders' lock and has made sure no session of the
+/// state folder runs.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+/// std::fs::create_dir_all(&state)?;
+/// std::fs::create_dir_all(&project)?;
+/// relay_host::leftovers::watch(&state, &project)?;
+/// std::fs::create_dir_all(project.join("node_modules/.bin"))?;
+/// std::fs::write(project.join(".env"), "")?;
+/// std::fs::write(project.join("package.json"), "{\"name\": \"mine\"}")?;
+/// assert_eq!(relay_host::leftovers::release(&state, &[])?, 3);
+/// assert!(!project.join("node_modules").exists() && !project.join(".env").exists());
+/// assert!(project.join("package.json").exists());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
+    let mut removed = 0;
+    for p in pending(state_dir, skip) {
+        let gone = match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => fs::remove_dir(&p),
+            Ok(_) if is_leftover(&p) => fs::remove_file(&p),
+            _ => continue,
+        };
+        removed += usize::from(gone.is_ok());
+    }
+    match fs::remove_file(state_dir.join(WATCHED_FILE)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(removed),
+    }
+}
+
+/// Removes `file` (the `.git/commondir` a token launch would refuse) when it is a leftover
+/// ([`is_leftover`]: it holds `.`, so it redirects nothing); true when it is gone.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let c = dir.path().join("commondir");
+/// std::fs::write(&c, ".")?;
+/// assert!(relay_host::leftovers::clear_commondir(&c));
+/// assert!(!c.exists());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn clear_commondir(file: &Path) -> bool {
+    file.file_name().is_some_and(|n| n == "commondir")
+        && is_leftover(file)
+        && fs::remove_file(file).is_ok()
+}
