@@ -244,6 +244,25 @@ impl Fixture {
         fx
     }
 
+    /// Gives the fake agent `args` through the `claude-code` template's command: a launch that
+    /// carries the token passes no agent flag in its request (`extra_args` are an allow-list of
+    /// Claude Code's flags).
+    ///
+    /// ```no_run
+    /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
+    /// fx.set_agent_args(&["--sleep", "5"]);
+    /// ```
+    pub fn set_agent_args(&self, args: &[&str]) {
+        let path = self.config.join("settings.json");
+        let mut s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let agent = s["templates"][0]["command"][0].clone();
+        let mut command = vec![agent];
+        command.extend(args.iter().map(|a| json!(a)));
+        s["templates"][0]["command"] = json!(command);
+        std::fs::write(&path, s.to_string()).unwrap();
+    }
+
     /// Sets the `claude-code` template's `network` in `settings.json` (`"host"` also sets
     /// `"token_network": "host"`, which a token launch with it needs).
     ///

@@ -83,7 +83,8 @@ fn concurrent_launches_each_get_their_own_token_and_leave_nothing() {
         .enumerate()
         .map(|(i, fx)| {
             // A short sleep so the sessions overlap.
-            let req = fx.request("conc", true, &format!("conc-{i}"), &["--sleep", "0.5"]);
+            fx.set_agent_args(&["--sleep", "0.5"]);
+            let req = fx.request("conc", true, &format!("conc-{i}"), &[]);
             fx.launch(&req).spawn().expect("spawn relay-host")
         })
         .collect();

@@ -1417,10 +1417,11 @@ fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
     let started = std::time::Instant::now();
     // Long enough for every session to have started before the first ends.
     let sleep = format!("{}", 3 + n / 10);
+    fx.set_agent_args(&["--sleep", &sleep]);
     let running: Vec<_> = (0..n)
         .map(|i| {
             let id = format!("c{i}");
-            let req = fx.request(&id, true, &id, &["--sleep", &sleep]);
+            let req = fx.request(&id, true, &id, &[]);
             let mut cmd = host_cmd(&fx);
             cmd.arg("launch").arg(&req).stderr(Stdio::piped());
             cmd.spawn().unwrap()

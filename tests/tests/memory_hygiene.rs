@@ -62,7 +62,8 @@ impl Drop for Running {
 fn sleeping_session(fx: &Fixture) -> (Running, u32, String) {
     needs_root();
     let token = fx.write_token();
-    let req = fx.request("hygiene", true, "hygiene", &["--sleep", "60"]);
+    fx.set_agent_args(&["--sleep", "60"]);
+    let req = fx.request("hygiene", true, "hygiene", &[]);
     let host = Running(fx.launch(&req).spawn().expect("spawn relay-host"));
     let recs = wait_for_records(&fx.record, 1, TIMEOUT);
     assert_eq!(

@@ -89,7 +89,8 @@ fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
     let capture = tempfile::tempdir_in("/var/tmp").unwrap();
     fx.set_bwrap(&relay_tests::capture::wrapper(capture.path(), &up));
     let token = fx.write_token();
-    let req = fx.request("up", true, "up", &["--ptrace-init"]);
+    fx.set_agent_args(&["--ptrace-init"]);
+    let req = fx.request("up", true, "up", &[]);
     let (code, _, text) = launch(&fx, &req);
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
