@@ -1,11 +1,11 @@
 //! Claude Code's configuration folder of one launch, out of every session's reach.
 //!
 //! A launch's `{claude_config}` (its grant and its `CLAUDE_CONFIG_DIR`) is a fresh folder in its
-//! own session folder ([`launch_dir`]), never the relay-owned persistent folder in the state
+//! own session folder (`launch_dir`), never the relay-owned persistent folder in the state
 //! folder, which no sandbox sees. At launch it is seeded from the operator's `claude-seed/`
 //! (vetted, outside every grant), relay's defaults (onboarding done behind a gateway) and the
 //! persistent folder's named state only; when the session ends, only named state is carried
-//! back ([`carry_back`]):
+//! back (`carry_back`):
 //!
 //! - `.claude.json`: the keys of [`STATE_KEYS`] and, per project, of [`PROJECT_KEYS`], each of
 //!   its expected type, parsed and written again (never `mcpServers`, `env`, hooks, helpers);

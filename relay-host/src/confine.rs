@@ -22,13 +22,16 @@ use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLAC
 use relay_token::sandbox::write_deny;
 
 /// Where a sandbox sees relay's no-dump preload (bound read-only).
+#[cfg(not(target_os = "macos"))]
 pub(crate) const SANDBOX_PRELOAD: &str = "/run/relay/librelay_nodump.so";
 
 /// Where a token session's sandbox sees relay's git wrapper; [`SANDBOX_BIN`] comes first on its
 /// `PATH`.
+#[cfg(not(target_os = "macos"))]
 pub(crate) const SANDBOX_GIT: &str = "/run/relay/bin/git";
 
 /// The folder of [`SANDBOX_GIT`].
+#[cfg(not(target_os = "macos"))]
 pub(crate) const SANDBOX_BIN: &str = "/run/relay/bin";
 #[cfg(not(target_os = "macos"))]
 use relay_token::sandbox::write_deny::Placeholders;

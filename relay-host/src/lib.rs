@@ -56,6 +56,7 @@ mod digest;
 mod dispatch;
 mod docs;
 pub mod error;
+#[cfg(not(target_os = "macos"))]
 mod git_binds;
 pub mod human;
 mod invalid_spec;

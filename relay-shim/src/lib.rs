@@ -16,7 +16,7 @@
 //!
 //! - The target gets fds 0, 1, 2 and, with `--pass-token`, fd 5 (the shim's own fd 5, handed on
 //!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by the library's one
-//!   placement (as [`crate::TokenPipe`] does). Without `--pass-token` the target gets no fd 5,
+//!   placement (as [`relay_token::TokenPipe`] does). Without `--pass-token` the target gets no fd 5,
 //!   even when the shim had one.
 //! - `--identity` (needs `--session-id`): before anything is started, the shim reads the launch
 //!   secret from fd 3 and closes it, then says Hello on the socket named by

@@ -36,7 +36,7 @@
 //! | `net` | `net` (what a template may reach: the allow-list, an API gateway) | `sandbox`, serde |
 //!
 //! Two small modules hold what a launcher built on the crate needs to say each rule the crate's
-//! way: [`sys`] (the system-call wrappers) and, with `sandbox`, [`which`] (the one `PATH`
+//! way: [`sys`] (the system-call wrappers) and, with `sandbox`, `which` (the one `PATH`
 //! lookup). `relay-host` and `relay-shim` are built on this crate; their logic (settings,
 //! requests, the launch, the shim, the allow-list's proxy) lives in their own crates' libraries,
 //! not here.
