@@ -23,7 +23,7 @@ fn an_entry_with_a_builtin_id_changes_only_the_fields_it_gives() {
         t["env"]["CLAUDE_CONFIG_DIR"], "{claude_config}",
         "env merges: {t}"
     );
-    assert_eq!(t["env"]["DISABLE_TELEMETRY"], "1", "{t}");
+    assert_eq!(t["env"]["DISABLE_AUTOUPDATER"], "1", "{t}");
     assert_eq!(
         t["sandbox"]["read_write"],
         json!(["{project}", "{claude_config}"]),
