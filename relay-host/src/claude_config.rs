@@ -157,6 +157,8 @@ pub(crate) struct Seed<'a> {
     /// The transcripts to copy in: none, one conversation (`Some(Some(id))`), or all
     /// (`Some(None)`, for `--continue`).
     pub resume: Option<Option<&'a str>>,
+    /// The project to mark trusted ([`crate::settings::Template::trusts_project`]), if any.
+    pub trust: Option<&'a Path>,
 }
 
 /// Makes the launch's folder afresh (whatever a previous launch of this session id left there
@@ -176,11 +178,37 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
     if s.onboard {
         state::seed_onboarding(launch);
     }
+    if let Some(project) = s.trust {
+        seed_trust(launch, project)?;
+    }
     if let Some(which) = s.resume {
         let want = |name: &str| which.map_or(true, |id| name == format!("{id}.jsonl"));
         copy_transcripts(&s.persistent.join(PROJECTS), &launch.join(PROJECTS), &want)?;
     }
     Ok(())
+}
+
+/// Marks `project` trusted in the launch folder's `.claude.json` (`projects.<project>.
+/// hasTrustDialogAccepted`), keeping what the file holds; the file is written anew (0600,
+/// renamed into place).
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// relay_host::claude_config::seed_trust(dir.path(), "/work/p".as_ref())?;
+/// let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(".claude.json"))?)?;
+/// assert_eq!(v["projects"]["/work/p"]["hasTrustDialogAccepted"], true);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn seed_trust(launch: &Path, project: &Path) -> io::Result<()> {
+    let path = launch.join(CLAUDE_STATE_FILE);
+    let mut v = read_state(&path).unwrap_or_else(|| Value::Object(Map::new()));
+    if !v.is_object() {
+        v = Value::Object(Map::new());
+    }
+    let key = project.to_string_lossy().into_owned();
+    let trusted = serde_json::json!({"projects": {key: {"hasTrustDialogAccepted": true}}});
+    let v = merged(v, trusted);
+    replace(&path, &mut serde_json::to_vec(&v)?.as_slice(), None)
 }
 
 /// After the session: carries the launch folder's named state back into the persistent folder

@@ -206,6 +206,7 @@ fn sandboxed_probe(
             network: None,
             api_base_url: None,
             same_project: None,
+            trust_project: None,
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),

@@ -190,6 +190,7 @@ fn seed_claude_config(
         persistent: &state.claude_config_dir(),
         onboard: v.template().api_base_url.is_some(),
         resume: resumes(v),
+        trust: v.project().filter(|_| v.template().trusts_project()),
     };
     claude_config::seed(launch_dir, &seed).map_err(super::error::spawn_err(format!(
         "Claude config folder {}",

@@ -53,7 +53,7 @@ pub fn check(
 
 /// The sandbox's network for `network`, and the running proxy when it is an allow-list: bound
 /// at `session_dir/net.sock`, each refusal written to the events as `network_denied` with the
-/// session, host and port. A proxy that cannot be set up refuses the launch
+/// session, host, port, reason and what would allow it (`allow_with`). A proxy that cannot be set up refuses the launch
 /// (`sandbox_unavailable`, with the reason); there is no fall back to the host's network.
 ///
 /// ```no_run
@@ -94,10 +94,14 @@ pub fn start(
             "host": d.host,
             "port": d.port,
             "reason": d.reason,
+            "allow_with": d.allow_with(),
         }));
         events.log(&format!(
-            "session {id}: network refused {}:{} ({})",
-            d.host, d.port, d.reason
+            "session {id}: network refused {}:{} ({}); to allow it, {}",
+            d.host,
+            d.port,
+            d.reason,
+            d.allow_with()
         ));
     });
     let proxy = Proxy::start(&socket, list, on_deny)

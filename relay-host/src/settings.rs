@@ -101,9 +101,33 @@ pub struct Template {
     /// (left out), `"refuse"` or `"allow"` (see [`SameProject`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_project: Option<SameProject>,
+    /// Whether the launch's project counts as Claude Code's answer to its trust dialog
+    /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_project: Option<bool>,
 }
 
 impl Template {
+    /// Whether relay marks the launch's project trusted in the launch's own Claude config
+    /// (`projects.<project>.hasTrustDialogAccepted`), so a session does not stop at Claude
+    /// Code's trust dialog: the template's `trust_project`, `true` when left out. The operator
+    /// chose the project (`--project`, or the request's `project`); the dialog guards the
+    /// project's own Claude settings, hooks and MCP servers, which a launch with the token reads
+    /// only for the operator's `trusted_projects` anyway; and an unattended session stopped at
+    /// the dialog (its cursor on "No, exit") ends with exit 1 and no hint. `false` leaves the
+    /// question to the person at the terminal.
+    ///
+    /// ```
+    /// let s = relay_host::settings::Settings::default();
+    /// assert!(s.template("claude-code").unwrap().trusts_project());
+    /// let t: relay_host::settings::Template =
+    ///     serde_json::from_str(r#"{"id": "c", "command": ["claude"], "trust_project": false}"#).unwrap();
+    /// assert!(!t.trusts_project());
+    /// ```
+    pub fn trusts_project(&self) -> bool {
+        self.trust_project.unwrap_or(true)
+    }
+
     /// The session's network: the template's own, else the built-in template's of the same id
     /// (`claude-code`: an allow-list of the hosts Claude Code needs), else `"host"`.
     ///
@@ -623,6 +647,7 @@ pub fn builtin_templates() -> Vec<Template> {
             network: Some(crate::net::claude_code_network()),
             api_base_url: None,
             same_project: None,
+            trust_project: None,
         },
         Template {
             id: "shell".into(),
@@ -636,6 +661,7 @@ pub fn builtin_templates() -> Vec<Template> {
             network: Some(Network::Host),
             api_base_url: None,
             same_project: None,
+            trust_project: None,
         },
     ]
 }

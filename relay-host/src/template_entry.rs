@@ -10,7 +10,7 @@
 //! | `sandbox` | replaces (grants, or `false`) |
 //! | `request_env` | adds |
 //! | `network` | an allow-list's entries add to the built-in allow-list; `"host"` or `"none"` replaces |
-//! | `api_base_url`, `same_project` | replace |
+//! | `api_base_url`, `same_project`, `trust_project` | replace |
 
 use std::collections::BTreeMap;
 
@@ -53,6 +53,7 @@ struct Entry {
     network: Option<Network>,
     api_base_url: Option<crate::net::Gateway>,
     same_project: Option<SameProject>,
+    trust_project: Option<bool>,
 }
 
 /// `templates` of a settings file, each entry resolved ([`resolve`]) where it is read, so an
@@ -93,6 +94,7 @@ fn resolve(e: Entry) -> Result<Template, String> {
             network: e.network,
             api_base_url: e.api_base_url,
             same_project: e.same_project,
+            trust_project: e.trust_project,
         });
     };
     if let Some(c) = e.command {
@@ -120,6 +122,7 @@ fn resolve(e: Entry) -> Result<Template, String> {
     };
     t.api_base_url = e.api_base_url.or(t.api_base_url);
     t.same_project = e.same_project.or(t.same_project);
+    t.trust_project = e.trust_project.or(t.trust_project);
     Ok(t)
 }
 

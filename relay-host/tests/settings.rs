@@ -61,6 +61,7 @@ fn expected() -> Settings {
                 network: None,
                 api_base_url: None,
                 same_project: None,
+                trust_project: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),

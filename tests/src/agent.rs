@@ -291,6 +291,33 @@ impl Setup {
         cmd
     }
 
+    /// `relay-host run --template claude-code` with the tools allowed, in a tmux pane in the
+    /// project (as root, with [`Setup::path`], the test's HOME and a terminal type only), once
+    /// the settings are checked to hold the built-in templates as shipped.
+    pub fn start_tui(&self) -> crate::tmux::Tmux {
+        install::assert_as_shipped(&self.config);
+        self.start_tui_as_configured()
+    }
+
+    /// [`Setup::start_tui`] on whatever settings were written (a test's control).
+    pub fn start_tui_as_configured(&self) -> crate::tmux::Tmux {
+        let line = format!(
+            "exec env -i PATH='{}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \
+             --state-dir '{}' run --template claude-code -- --permission-mode acceptEdits \
+             --allowedTools Bash,Write,Edit,Read",
+            self.path,
+            self.home.display(),
+            crate::relay_host().display(),
+            self.config.display(),
+            self.state.display()
+        );
+        // A socket of its own per start: a server just killed may still hold the last one.
+        static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = self.root.join(format!("tmux-{n}.sock"));
+        crate::tmux::Tmux::start(&socket, &self.project, &line)
+    }
+
     /// Runs `cmd` under [`TURN_TIMEOUT`] (its group killed then), once the settings are checked
     /// to hold the built-in templates as shipped ([`install::assert_as_shipped`]); checks that
     /// neither stream holds the token.

@@ -488,6 +488,9 @@ pub mod shim;
 /// One real agent turn's installation (the pinned Claude Code against the fixture).
 pub mod agent;
 
+/// A tmux server of a test's own, for the terminal-UI turns (see the module).
+pub mod tmux;
+
 /// Claude Code as people install it (npm, the native installer) and the built-in template as
 /// shipped (see the module).
 pub mod install;

@@ -17,15 +17,16 @@
 //! CLI: `$RELAY_TEST_CLAUDE`, else `<workspace>/.tools/claude-code/node_modules/.bin/claude`
 //! (which `scripts/test` installs). A missing CLI fails the tests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use relay_tests::agent::{results_at, Setup, FINAL, NOBODY};
 use relay_tests::install::Install;
 use relay_tests::listener::{Listener, HELLO};
 use relay_tests::messages_api::Step;
-use relay_tests::{relay_host, sha256_hex};
+use relay_tests::sha256_hex;
+use relay_tests::tmux::at_prompt;
 use serde_json::{json, Value};
 
 /// The Bash command of a shipped turn: `git status`, a file written by the shell, `git add`
@@ -328,14 +329,16 @@ fn tools_view_turn() {
 
 /// A turn whose script asks the Bash tool to `curl` an unlisted host (a second listener on
 /// `127.0.0.1`): the proxy refuses it (`403`, a `network_denied` event naming its port), the
-/// listener receives nothing, and the turn still ends.
+/// listener receives nothing, and the turn still ends. The refusal reaches the person: the
+/// `403`'s text names relay, the host and the setting that would allow it, and so does the
+/// event, which `relay-host events` prints.
 #[test]
 fn unlisted_host_turn() {
     let other = Listener::start(HELLO);
     let port = other.port;
     let s = Setup::new(move |_, _| {
         let command = format!(
-            "curl -s -m 10 -o /dev/null -w 'http=%{{http_code}}\\n' http://127.0.0.1:{port}/; \
+            "curl -s -m 10 -w '\\nhttp=%{{http_code}}\\n' http://127.0.0.1:{port}/; \
              echo curl_exit=$?"
         );
         vec![Step::bash(&command), Step::text(FINAL)]
@@ -349,10 +352,24 @@ fn unlisted_host_turn() {
         denied.contains(&format!("127.0.0.1:{port}")),
         "no refusal of 127.0.0.1:{port}: {denied:?}"
     );
+    let allow = format!(
+        "to allow it, add \"127.0.0.1:{port}\" to the template's network allow-list \
+         (\"network\": {{\"allow\": [...]}}) in relay-host's settings"
+    );
     let results = results_at(&s.api.main_requests(), 1);
+    let said = format!("relay: 127.0.0.1:{port} refused by relay's network allow-list");
     assert!(
-        results.iter().any(|r| r.contains("http=403")),
-        "curl did not get the proxy's 403: {results:?}"
+        results
+            .iter()
+            .any(|r| r.contains("http=403") && r.contains(&said) && r.contains(&allow)),
+        "curl did not get the proxy's 403 with its text: {results:?}"
+    );
+    let events = s.host(&["events"]).output().expect("relay-host events");
+    let text = String::from_utf8_lossy(&events.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("network_denied") && l.contains(&format!("127.0.0.1:{port}\""))),
+        "relay-host events does not show the refusal with what would allow it:\n{text}"
     );
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
@@ -414,66 +431,6 @@ fn gateway_turn_on_a_fresh_claude_config() {
     s.assert_no_token_on_disk();
 }
 
-/// A tmux server of the test's own (its socket in the test's folder), killed when dropped.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    /// `tmux -f /dev/null -S SOCKET ARGS` (no user configuration), its output.
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .args(["-f", "/dev/null", "-S"])
-            .arg(&self.socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tmux")
-    }
-
-    /// The pane's text now.
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "turn"]).stdout)
-            .into_owned()
-    }
-
-    /// Polls the pane every 200 ms until `done(screen)` or `timeout`; returns the last screen
-    /// and whether `done` held.
-    fn wait(&self, timeout: Duration, done: &dyn Fn(&str) -> bool) -> (String, bool) {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if done(&screen) {
-                return (screen, true);
-            }
-            if start.elapsed() > timeout {
-                return (screen, false);
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Tmux {
-    /// Waits up to `timeout` for the session to end (its command exited); true when it did.
-    fn gone(&self, timeout: Duration) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if !self.run(&["has-session", "-t", "turn"]).status.success() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
 /// A terminal-UI turn: `relay-host run --template claude-code` in a tmux pane (the relay-owned
 /// Claude config seeded past onboarding), the prompt typed in; the Bash tool's file is on the
 /// host, the stand-in walked the script with the Bearer token (by hash), the final text is on
@@ -486,37 +443,8 @@ fn tui_turn() {
             Step::text(FINAL),
         ]
     });
-    let tmux = Tmux {
-        socket: s.root.join("tmux.sock"),
-    };
-    let path = &s.path;
-    let host = relay_host();
-    let shell_line = format!(
-        "exec env -i PATH='{path}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \
-         --state-dir '{}' run --template claude-code -- --permission-mode acceptEdits \
-         --allowedTools Bash,Write,Edit,Read",
-        s.home.display(),
-        host.display(),
-        s.config.display(),
-        s.state.display()
-    );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "turn",
-        "-x",
-        "160",
-        "-y",
-        "50",
-        "-c",
-        s.project.to_str().unwrap(),
-        &shell_line,
-    ]);
-    assert!(out.status.success(), "tmux new-session: {out:?}");
-    let (screen, ready) = tmux.wait(Duration::from_secs(60), &|t| {
-        t.contains('\u{276f}') && (t.contains("shift+tab") || t.contains("for shortcuts"))
-    });
+    let tmux = s.start_tui();
+    let (screen, ready) = tmux.wait(Duration::from_secs(60), &at_prompt);
     assert!(ready, "the terminal UI did not reach its prompt:\n{screen}");
     assert!(!screen.contains(&s.token));
     let out = tmux.run(&["send-keys", "-t", "turn", "-l", "Run the scripted command."]);

@@ -234,7 +234,8 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
         "the abstract socket was reached"
     );
 
-    // Each refusal is an event naming the session, host and port: nothing else.
+    // Each refusal is an event naming the session, host and port, why, and the setting that
+    // would allow it: nothing else.
     let denied: Vec<Value> = events(&fx)
         .into_iter()
         .filter(|e| e["event"] == "network_denied")
@@ -257,7 +258,15 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
         let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
-            ["event", "host", "port", "reason", "session_id", "ts"]
+            [
+                "allow_with",
+                "event",
+                "host",
+                "port",
+                "reason",
+                "session_id",
+                "ts"
+            ]
         );
     }
     assert_ne!(result(&r, "leak").1, "0", "{r:?}");

@@ -215,8 +215,11 @@ fn serve(mut client: UnixStream, ctx: &Ctx) -> io::Result<()> {
                 port: target.port,
                 reason,
             });
-            let msg = format!("{host}:{} refused for this session: {reason}", target.port);
-            return reply(&client, 403, &msg);
+            return reply(
+                &client,
+                403,
+                &refusal(&host.to_string(), target.port, reason),
+            );
         }
     };
     let Some(mut upstream) = addrs
@@ -481,6 +484,57 @@ fn authority(a: &str, default_port: u16) -> Result<(String, u16), &'static str> 
     Ok((host, port))
 }
 
+impl Denied {
+    /// The allow-list entry that would let this destination through: `host:port`, an IPv6
+    /// address in brackets.
+    ///
+    /// ```
+    /// use relay_host::net::proxy::Denied;
+    /// let d = Denied { host: "::1".into(), port: 8080, reason: "not on the allow-list" };
+    /// assert_eq!(d.entry(), "[::1]:8080");
+    /// ```
+    pub fn entry(&self) -> String {
+        entry(&self.host, self.port)
+    }
+
+    /// What would allow it, in words: the entry and the setting that takes it.
+    ///
+    /// ```
+    /// use relay_host::net::proxy::Denied;
+    /// let d = Denied { host: "example.com".into(), port: 443, reason: "not on the allow-list" };
+    /// assert!(d.allow_with().contains("\"example.com:443\""));
+    /// ```
+    pub fn allow_with(&self) -> String {
+        allow_with(&self.host, self.port)
+    }
+}
+
+/// `host:port`, an IPv6 address in brackets.
+fn entry(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(a)) => format!("[{a}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
+/// The setting that would allow `host:port`.
+fn allow_with(host: &str, port: u16) -> String {
+    format!(
+        "add \"{}\" to the template's network allow-list (\"network\": {{\"allow\": [...]}}) \
+         in relay-host's settings",
+        entry(host, port)
+    )
+}
+
+/// The text of a `403`: relay refused it, which destination, why, and what would allow it.
+fn refusal(host: &str, port: u16, reason: &str) -> String {
+    format!(
+        "{} refused by relay's network allow-list for this session ({reason}); to allow it, {}",
+        entry(host, port),
+        allow_with(host, port)
+    )
+}
+
 /// A short plain-text answer, then the connection is closed.
 fn reply(mut client: &UnixStream, code: u16, msg: &str) -> io::Result<()> {
     let reason = match code {
@@ -502,6 +556,18 @@ fn reply(mut client: &UnixStream, code: u16, msg: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refusal names relay, the destination, the reason and the setting that allows it.
+    #[test]
+    fn the_refusal_says_who_what_and_how_to_allow_it() {
+        assert_eq!(
+            refusal("example.com", 443, "not on the allow-list"),
+            "example.com:443 refused by relay's network allow-list for this session (not on the \
+             allow-list); to allow it, add \"example.com:443\" to the template's network \
+             allow-list (\"network\": {\"allow\": [...]}) in relay-host's settings"
+        );
+        assert!(refusal("::1", 80, "x").starts_with("[::1]:80 refused"));
+    }
 
     #[test]
     fn connect_and_absolute_form_are_parsed() {
