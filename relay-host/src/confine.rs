@@ -172,6 +172,12 @@ fn guard_git(
     for (k, v) in git_guard::wrapper_env(&real, common.as_deref(), rw) {
         env.push((k.into(), v));
     }
+    let linked = common
+        .as_deref()
+        .map(sandbox::git_dirs::linked)
+        .unwrap_or_default();
+    let (k, v) = git_guard::linked_env(&linked);
+    env.push((k.into(), v));
     let template_path = i.launch.v.template().env.get("PATH").map(OsString::from);
     let path = template_path
         .or_else(|| std::env::var_os("PATH"))

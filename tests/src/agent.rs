@@ -246,11 +246,21 @@ impl Setup {
     /// A turn through `relay-host launch` as [`Setup::turn`], with `extra_args` as given (such
     /// as [`print_args`] after `--resume ID`).
     pub fn turn_with(&self, extra_args: &[String]) -> Turn {
+        self.launch_in(&self.project, extra_args)
+    }
+
+    /// [`Setup::turn`] with `project` as the request's project (a linked worktree, say).
+    pub fn turn_in(&self, project: &Path, prompt: &str) -> Turn {
+        self.launch_in(project, &print_args(prompt))
+    }
+
+    /// A turn through `relay-host launch` in `project` with `extra_args`.
+    fn launch_in(&self, project: &Path, extra_args: &[String]) -> Turn {
         let req = self.root.join("request.json");
         let body = json!({
             "kind": "terminal",
             "template": "claude-code",
-            "project": self.project,
+            "project": project,
             "extra_args": extra_args,
         });
         std::fs::write(&req, body.to_string()).unwrap();

@@ -124,6 +124,26 @@ pub fn wrapper_env(
     ]
 }
 
+/// The variable that tells [`WRAPPER`] the git folders of the project's repository's linked
+/// worktrees and submodules the launch found ([`super::git_dirs::linked`]), one a line:
+/// `RELAY_GIT_LINKED`. The wrapper pins a worktree's or a submodule's git folder only when it is
+/// one of these, never a folder a session made beside them (a submodule's git folder is
+/// writable, so a session can make a copy with a configuration of its own inside it).
+///
+/// ```
+/// use std::path::PathBuf;
+/// let (k, v) = relay_token::sandbox::git_guard::linked_env(&[PathBuf::from("/p/.git/modules/s")]);
+/// assert_eq!((k.as_str(), v.to_str()), ("RELAY_GIT_LINKED", Some("/p/.git/modules/s\n")));
+/// ```
+pub fn linked_env(linked: &[std::path::PathBuf]) -> (String, std::ffi::OsString) {
+    let mut lines = std::ffi::OsString::new();
+    for d in linked {
+        lines.push(d);
+        lines.push("\n");
+    }
+    ("RELAY_GIT_LINKED".to_string(), lines)
+}
+
 /// The common folder of the repository git uses in `project` (the first `.git` found walking
 /// up; a `.git` file names a linked worktree's or a submodule's git folder, whose `commondir`
 /// names the common one), made canonical; `None` when there is none.

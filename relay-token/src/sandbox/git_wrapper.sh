@@ -49,8 +49,19 @@ shared() {
 # The project's repository: its own git folder or a linked worktree's, with its own common
 # folder; or a submodule's git folder, which is its own common folder (a `commondir` planted
 # there would name a folder of a session's making).
-main_or_worktree() { [ "$common" = "$own" ] && { [ "$gitdir" = "$own" ] || within "$gitdir" "$own/worktrees"; }; }
-submodule() { within "$gitdir" "$own/modules" && [ "$common" = "$gitdir" ]; }
+# A linked worktree's or a submodule's git folder only when the launch found it
+# (RELAY_GIT_LINKED): a submodule's git folder is writable, so a folder a session made inside
+# one is no git folder of the project's.
+listed() {
+    printf '%s\n' "$RELAY_GIT_LINKED" | {
+        while IFS= read -r d; do
+            [ -n "$d" ] && [ "$d" = "$1" ] && exit 0
+        done
+        exit 1
+    }
+}
+main_or_worktree() { [ "$common" = "$own" ] && { [ "$gitdir" = "$own" ] || { within "$gitdir" "$own/worktrees" && listed "$gitdir"; }; }; }
+submodule() { within "$gitdir" "$own/modules" && [ "$common" = "$gitdir" ] && listed "$gitdir"; }
 if [ -n "$own" ] && { main_or_worktree || submodule; }; then
     if [ "$inside" = true ]; then
         GIT_WORK_TREE=$(eval "exec \"\$real\" $globals rev-parse --show-toplevel") || exit 128
