@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use zeroize::Zeroizing;
 
-use super::SessionId;
+use super::session_id::SessionId;
 use relay_token::sys;
 
 /// The descriptor the shim reads the secret from with `--identity`.

@@ -84,14 +84,16 @@ pub mod forwarder;
 pub mod identity;
 mod options;
 pub mod pty;
+mod session_id;
 mod signals;
 mod status;
 mod terminal;
 
 pub use options::{
-    SessionId, ShimOptions, UsageError, DEFAULT_STATUS_FD, IDENTITY_STATUS_FD, SANDBOX_EXEC,
-    SESSION_ID_VAR, USAGE,
+    ShimOptions, UsageError, DEFAULT_STATUS_FD, IDENTITY_STATUS_FD, SANDBOX_EXEC, SESSION_ID_VAR,
+    USAGE,
 };
+pub use session_id::SessionId;
 pub use signals::FORWARDED_SIGNALS;
 use signals::*;
 use status::*;
@@ -224,6 +226,19 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
     };
     status.send(StatusEvent::Started { pid: pid as u32 });
 
+    supervise(pid, tty, sandbox_init, &mut status, cleanup.as_ref())
+}
+
+/// After `started`: waits for the target to end, ends what the sandbox left (its init, orphans),
+/// takes the terminal back, sends the final status line and runs the cleanup; returns the
+/// shim's exit code.
+fn supervise(
+    pid: libc::pid_t,
+    tty: Option<RawFd>,
+    sandbox_init: Option<SandboxInit>,
+    status: &mut StatusOut,
+    cleanup: Option<&cleanup::Cleanup>,
+) -> i32 {
     let waited = wait_exit(pid, tty);
     // bwrap ended: so must its sandbox. bwrap killed in the moment after it made the sandbox,
     // before the sandbox's init tied itself to bwrap's life, leaves that init running alone.
@@ -242,7 +257,7 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
         }
     };
     status.send(event);
-    if let Some(c) = &cleanup {
+    if let Some(c) = cleanup {
         c.after(event);
     }
     event.exit_code()

@@ -193,6 +193,13 @@ pub fn to_cstring(path: &Path) -> Option<std::ffi::CString> {
     std::ffi::CString::new(bytes).ok()
 }
 
+/// Path depth in components (`/` is 0).
+pub(crate) fn depth(p: &Path) -> usize {
+    p.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

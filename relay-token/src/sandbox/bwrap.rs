@@ -4,12 +4,8 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
 
+use super::baseline::Base;
 use super::{Ident, Mask, Resolved};
-
-/// The system baseline, bound read-only where it exists.
-const BASELINE: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
 
 /// The namespace and privilege flags every sandbox gets (and the probe of [`find_bwrap`](super::find_bwrap) runs
 /// with): user, pid, IPC and UTS namespaces (no SysV message queue, semaphore or shared
@@ -32,33 +28,6 @@ pub const NAMESPACE_FLAGS: &[&str] = &[
     "--cap-drop",
     "ALL",
 ];
-
-/// One entry of the system baseline.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Base {
-    /// A real folder, bound read-only onto itself.
-    Dir(PathBuf),
-    /// A symlink (Debian's `/bin -> usr/bin`), recreated as the same symlink.
-    Link { path: PathBuf, target: PathBuf },
-}
-
-/// The baseline entries that exist on this machine.
-pub(super) fn baseline() -> Vec<Base> {
-    let mut out = Vec::new();
-    for p in BASELINE {
-        let path = PathBuf::from(p);
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                if let Ok(target) = std::fs::read_link(&path) {
-                    out.push(Base::Link { path, target });
-                }
-            }
-            Ok(m) if m.is_dir() => out.push(Base::Dir(path)),
-            _ => {}
-        }
-    }
-    out
-}
 
 impl Resolved {
     /// The full `bwrap` command line: `bwrap` itself, the sandbox, `--`, then `command`. In
@@ -402,7 +371,7 @@ impl Resolved {
             }
         }
         // A stable sort: among equal depths the grants keep their order and come first.
-        layered.sort_by_key(|b| super::depth(&b.path));
+        layered.sort_by_key(|b| crate::path::depth(&b.path));
         layered
     }
 
@@ -539,7 +508,7 @@ mod tests {
             let p = |rel: &str| root.join(rel).into_os_string();
             let mut want: Vec<OsString> = os(&["/usr/bin/bwrap"]);
             want.extend(os(NAMESPACE_FLAGS));
-            for b in baseline() {
+            for b in super::super::baseline::baseline() {
                 match b {
                     Base::Dir(d) => want.extend([
                         "--ro-bind".into(),

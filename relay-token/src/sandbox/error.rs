@@ -1,7 +1,10 @@
 //! Why a sandboxed launch is refused, in words that name paths only.
 
 use std::fmt;
+use std::io;
 use std::path::PathBuf;
+
+use crate::sys::errno_words;
 
 /// Why a sandboxed launch is refused. Every message names paths only, never file contents.
 ///
@@ -154,3 +157,11 @@ impl fmt::Display for SandboxError {
 }
 
 impl std::error::Error for SandboxError {}
+
+/// An I/O error in words (`no such file or directory`), without the `(os error N)` tail.
+pub(super) fn io_words(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => errno_words(n),
+        None => e.to_string(),
+    }
+}

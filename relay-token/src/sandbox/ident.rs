@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{io_words, Bind, Deny, Protect, SandboxError};
+use super::io_words;
 
 /// A bind source as the host checked it: its real path, its `(device, inode)`, and the `O_PATH`
 /// descriptor that was checked, kept so bwrap can bind that very object
@@ -25,54 +25,6 @@ impl PartialEq for Ident {
     }
 }
 impl Eq for Ident {}
-
-/// What each bind source is, by (device, inode), taken through a descriptor whose path is
-/// checked and which is kept: bwrap binds that descriptor ([`Resolved::bind_by_fd`]) or, with an
-/// older bwrap, binds by path and the sandbox verifies before its command runs that each mount
-/// holds this very object (see `bwrap_argv`).
-pub(super) fn identify_sources(
-    binds: &[Bind],
-    denies: &[Deny],
-    protects: &[Protect],
-    tmp: Option<&Path>,
-) -> Result<Vec<Ident>, SandboxError> {
-    // SBPL rules are path rules: `sandbox-exec` mounts nothing, so there is no mount to check.
-    if !cfg!(target_os = "linux") {
-        return Ok(Vec::new());
-    }
-    let mut idents: Vec<Ident> = Vec::new();
-    let protected: Vec<Bind> = protects
-        .iter()
-        .map(|p| Bind {
-            path: p.path.clone(),
-            rw: false,
-        })
-        .collect();
-    let sources = binds
-        .iter()
-        .chain(denies.iter().flat_map(|d| &d.guards))
-        .chain(protects.iter().flat_map(|p| &p.guards))
-        .chain(&protected)
-        .map(|b| (b.path.as_path(), "grant"))
-        .chain(tmp.map(|t| (t, "temp folder")));
-    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
-    for (path, role) in sources {
-        if !seen.insert(path) {
-            continue;
-        }
-        let (fd, id) = identify(path).map_err(|e| SandboxError::Unusable {
-            role,
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        idents.push(Ident {
-            path: path.to_path_buf(),
-            id,
-            fd: std::sync::Arc::new(fd),
-        });
-    }
-    Ok(idents)
-}
 
 /// The object at `real` (a canonical path): an `O_PATH | O_NOFOLLOW` descriptor reached without
 /// following any symlink, and its `(device, inode)`. A path component swapped for a symlink

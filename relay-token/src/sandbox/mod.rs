@@ -37,6 +37,7 @@
 //! running. Otherwise the file alone is masked by a read-only bind of an empty mode-0000 file that
 //! [`Profile::resolve`] keeps in the host-only folder given by [`Profile::state_dir`].
 
+mod baseline;
 mod bwrap;
 mod bwrap_probe;
 mod error;
@@ -57,27 +58,25 @@ mod seatbelt;
 pub mod seccomp;
 pub mod write_deny;
 
-use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 pub use bwrap::NAMESPACE_FLAGS;
 pub use bwrap_probe::{find_bwrap, BwrapFeatures};
 #[cfg(not(target_os = "macos"))]
 pub use bwrap_probe::{locate as locate_bwrap, probe as probe_bwrap};
+use error::io_words;
 pub use error::{GrantReason, SandboxError};
 pub use grant::expand_grant;
-use grant::has_control;
-use ident::{identify_sources, Ident};
+use ident::Ident;
 pub use net::{ProxyInside, SandboxNet};
-use realpaths::canon;
 pub use realpaths::Realpaths;
+use realpaths::{canon, check_text};
 pub use resolved::Resolved;
-use resolved::{guards_between, Bind, Deny, Mask, Protect};
+use resolved::{guards_between, identify_sources, Bind, Deny, Mask, Protect};
 pub use seatbelt::{find_sandbox_exec, sandbox_exec_argv, SANDBOX_EXEC};
 
-use crate::path::clean_path;
-use crate::sys::errno_words;
+use crate::path::{clean_path, depth};
 
 /// The name of the empty, mode-0000 file [`Profile::resolve`] keeps in the state folder and binds
 /// over a token that shares its folder with other files.
@@ -314,7 +313,7 @@ impl Profile {
         all_rw_grants: &[PathBuf],
         real: &Realpaths,
     ) -> Result<Resolved, SandboxError> {
-        let baseline = bwrap::baseline();
+        let baseline = baseline::baseline();
         let binds = self.resolve_binds(&baseline, real)?;
         let tmp = self
             .tmp
@@ -352,7 +351,7 @@ impl Profile {
     /// first, so a deeper bind is laid over (not hidden by) a shallower one. `/` is refused.
     fn resolve_binds(
         &self,
-        baseline: &[bwrap::Base],
+        baseline: &[baseline::Base],
         real_of: &Realpaths,
     ) -> Result<Vec<Bind>, SandboxError> {
         let mut binds: Vec<Bind> = Vec::new();
@@ -387,7 +386,7 @@ impl Profile {
             }
             let in_baseline = baseline
                 .iter()
-                .any(|b| matches!(b, bwrap::Base::Dir(base) if real.starts_with(base)));
+                .any(|b| matches!(b, baseline::Base::Dir(base) if real.starts_with(base)));
             if !in_baseline && !binds.iter().any(|b| b.path == real) {
                 binds.push(Bind {
                     path: real,
@@ -542,32 +541,6 @@ pub fn check_write_path(path: &Path, writable: &[PathBuf]) -> Result<(), Sandbox
             link,
         }),
         other => other.map(|_| ()),
-    }
-}
-
-/// Path depth in components (`/` is 0).
-fn depth(p: &Path) -> usize {
-    p.components()
-        .filter(|c| matches!(c, Component::Normal(_)))
-        .count()
-}
-
-/// Refuses control characters and text that is not UTF-8 (SBPL is text).
-fn check_text(p: &Path) -> Result<(), &'static str> {
-    if has_control(p.as_os_str()) {
-        return Err("holds control characters");
-    }
-    if p.to_str().is_none() {
-        return Err("is not valid UTF-8");
-    }
-    Ok(())
-}
-
-/// An I/O error in words (`no such file or directory`), without the `(os error N)` tail.
-fn io_words(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => errno_words(n),
-        None => e.to_string(),
     }
 }
 

@@ -3,7 +3,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{check_text, io_words, seatbelt, SandboxError};
+use super::grant::has_control;
+use super::{io_words, seatbelt, SandboxError};
 
 /// `p` made canonical (it must exist), in its on-disk spelling; refused when it is not absolute,
 /// holds control characters or is not UTF-8, naming `role`.
@@ -72,6 +73,17 @@ impl Realpaths {
             .push((dir.to_path_buf(), real.clone()));
         Ok(real)
     }
+}
+
+/// Refuses control characters and text that is not UTF-8 (SBPL is text).
+pub(super) fn check_text(p: &Path) -> Result<(), &'static str> {
+    if has_control(p.as_os_str()) {
+        return Err("holds control characters");
+    }
+    if p.to_str().is_none() {
+        return Err("is not valid UTF-8");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@ use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{bwrap, Ident, SandboxNet};
+use super::ident::{identify, Ident};
+use super::{baseline, SandboxError, SandboxNet};
 
 /// Each folder between a grant and `path` (exclusive), bound onto itself (a mount point cannot
 /// be renamed), keeping the mode of the innermost bind that covers it.
@@ -88,7 +89,7 @@ pub(super) struct Deny {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    pub(super) baseline: Vec<bwrap::Base>,
+    pub(super) baseline: Vec<baseline::Base>,
     pub(super) binds: Vec<Bind>,
     pub(super) tmp: Option<PathBuf>,
     pub(super) project: Option<PathBuf>,
@@ -165,4 +166,52 @@ impl Resolved {
         f.write_all(self.sbpl().as_bytes())?;
         f.sync_all()
     }
+}
+
+/// What each bind source is, by (device, inode), taken through a descriptor whose path is
+/// checked and which is kept: bwrap binds that descriptor ([`Resolved::bind_by_fd`]) or, with an
+/// older bwrap, binds by path and the sandbox verifies before its command runs that each mount
+/// holds this very object (see `bwrap_argv`).
+pub(super) fn identify_sources(
+    binds: &[Bind],
+    denies: &[Deny],
+    protects: &[Protect],
+    tmp: Option<&Path>,
+) -> Result<Vec<Ident>, SandboxError> {
+    // SBPL rules are path rules: `sandbox-exec` mounts nothing, so there is no mount to check.
+    if !cfg!(target_os = "linux") {
+        return Ok(Vec::new());
+    }
+    let mut idents: Vec<Ident> = Vec::new();
+    let protected: Vec<Bind> = protects
+        .iter()
+        .map(|p| Bind {
+            path: p.path.clone(),
+            rw: false,
+        })
+        .collect();
+    let sources = binds
+        .iter()
+        .chain(denies.iter().flat_map(|d| &d.guards))
+        .chain(protects.iter().flat_map(|p| &p.guards))
+        .chain(&protected)
+        .map(|b| (b.path.as_path(), "grant"))
+        .chain(tmp.map(|t| (t, "temp folder")));
+    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
+    for (path, role) in sources {
+        if !seen.insert(path) {
+            continue;
+        }
+        let (fd, id) = identify(path).map_err(|e| SandboxError::Unusable {
+            role,
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        idents.push(Ident {
+            path: path.to_path_buf(),
+            id,
+            fd: std::sync::Arc::new(fd),
+        });
+    }
+    Ok(idents)
 }
