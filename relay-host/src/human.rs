@@ -202,7 +202,7 @@ const HINTS: &[(&[&str], &str)] = &[
 pub fn hint(message: &str) -> Option<&'static str> {
     if message.contains("bwrap") && message.contains("does not work") {
         // By the cause found on this machine, each with its own fix.
-        return Some(super::userns::cause().fix());
+        return Some(crate::userns::cause().fix());
     }
     HINTS
         .iter()

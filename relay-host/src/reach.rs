@@ -8,29 +8,28 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::Host;
 use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 use relay_token::sandbox::{expand_grant, write_deny};
 
 /// Every template's read-write grants (built-in and configured), expanded against the home
-/// folder, `project` and the relay-owned Claude config folder, each with its real path too.
+/// folder `home`, `project` and the relay-owned Claude config folder, each with its real path too.
 /// A `{project}` grant is left out without a project.
 ///
 /// ```
 /// use relay_host::{Host, reach::rw_grants};
 /// let host = Host::from_dirs("/c".into(), "/s".into())?;
-/// let grants = rw_grants(&host, &Default::default(), None, std::path::Path::new("/s/claude"));
+/// let grants = rw_grants(&host.home, &Default::default(), None, std::path::Path::new("/s/claude"));
 /// assert!(grants.contains(&host.home));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn rw_grants(
-    host: &Host,
+    home: &Path,
     settings: &Settings,
     project: Option<&Path>,
     claude_config: &Path,
 ) -> Vec<PathBuf> {
     rw_grants_in(
-        host,
+        home,
         settings,
         project,
         claude_config,
@@ -42,7 +41,7 @@ pub fn rw_grants(
 /// canonical once, a grant in it costs one `lstat` (a template the launch does not use costs a
 /// look at each of its read-write grants, no walk of each one's path).
 pub(crate) fn rw_grants_in(
-    host: &Host,
+    home: &Path,
     settings: &Settings,
     project: Option<&Path>,
     claude_config: &Path,
@@ -59,7 +58,7 @@ pub(crate) fn rw_grants_in(
                 continue;
             }
             let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
-            let Ok(p) = expand_grant(&v, &host.home, project) else {
+            let Ok(p) = expand_grant(&v, home, project) else {
                 continue;
             };
             let real = real_of.of(&p).ok();
@@ -100,20 +99,20 @@ fn holder<'a>(grants: &'a [PathBuf], path: &Path) -> Option<&'a PathBuf> {
 }
 
 /// The folders every sandbox keeps read-only where a grant shows them: the write-deny list's
-/// folders under the home folder, and the `PATH` folders that can be kept so (not a symlink a
+/// folders under the home folder `home`, and the `PATH` folders that can be kept so (not a symlink a
 /// session could replace). A program inside a read-write grant is safe only in one of these.
 ///
 /// ```
 /// use relay_host::{Host, reach::guarded_folders};
 /// let host = Host::from_dirs("/c".into(), "/s".into())?;
-/// assert!(guarded_folders(&host, &[]).contains(&host.home.join(".local/bin")));
+/// assert!(guarded_folders(&host.home, &[]).contains(&host.home.join(".local/bin")));
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn guarded_folders(host: &Host, grants: &[PathBuf]) -> Vec<PathBuf> {
+pub fn guarded_folders(home: &Path, grants: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = write_deny::HOME
         .iter()
         .filter(|e| matches!(e, write_deny::Entry::Dir(_)))
-        .map(|e| host.home.join(e.rel()))
+        .map(|e| home.join(e.rel()))
         .collect();
     out.extend(kept_path_folders(grants));
     out

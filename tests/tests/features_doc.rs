@@ -178,13 +178,13 @@ fn readme_matches_the_binaries() {
     // The built-in templates are the code's, as `relay-host templates --json` prints them.
     assert_eq!(
         block_after(&readme, "### Built-in templates", "json"),
-        relay_host::templates_cmd::builtins_json(),
+        relay_host::cli::templates_cmd::builtins_json(),
         "README's built-in templates: paste `relay-host templates --json` (on empty settings)"
     );
 
     // The request example is a valid request; the answer lines are JSON.
     let request = block_after(&readme, "### Requests", "json");
-    let r = relay_host::request::Request::from_json(request.trim()).expect("request");
+    let r = relay_host::launch::request::Request::from_json(request.trim()).expect("request");
     r.validate(&json).expect("the example request validates");
     for line in block_after(&readme, "### Answers", "json").lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("an answer line");

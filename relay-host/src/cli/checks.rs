@@ -6,14 +6,14 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::settings::Settings;
-use super::{reach, request, userns, Host};
+use crate::settings::Settings;
+use crate::{launch::request, reach, userns, Host};
 use relay_token::sandbox;
 
 /// One check's outcome.
 ///
 /// ```
-/// let c = relay_host::checks::Check::ok("bwrap", "/usr/bin/bwrap works", true);
+/// let c = relay_host::cli::checks::Check::ok("bwrap", "/usr/bin/bwrap works", true);
 /// assert!(c.ok && c.hint.is_none());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl Check {
     /// A passed check.
     ///
     /// ```
-    /// assert!(relay_host::checks::Check::ok("x", "fine", false).ok);
+    /// assert!(relay_host::cli::checks::Check::ok("x", "fine", false).ok);
     /// ```
     pub fn ok(name: &str, detail: impl Into<String>, claude: bool) -> Check {
         Check {
@@ -50,7 +50,7 @@ impl Check {
     /// A failed check with its hint.
     ///
     /// ```
-    /// let c = relay_host::checks::Check::failed("x", "broken", Some("fix it".into()), true);
+    /// let c = relay_host::cli::checks::Check::failed("x", "broken", Some("fix it".into()), true);
     /// assert!(!c.ok);
     /// ```
     pub fn failed(
@@ -71,7 +71,7 @@ impl Check {
     /// The check as JSON (`name`, `ok`, `detail`, `hint`, `claude`).
     ///
     /// ```
-    /// let c = relay_host::checks::Check::ok("bwrap", "works", true);
+    /// let c = relay_host::cli::checks::Check::ok("bwrap", "works", true);
     /// assert_eq!(c.to_json()["ok"], true);
     /// ```
     pub fn to_json(&self) -> Value {
@@ -85,7 +85,7 @@ impl Check {
 ///
 /// ```
 /// let host = relay_host::Host::from_dirs("/nonexistent/c".into(), "/nonexistent/s".into())?;
-/// let checks = relay_host::checks::run(&host, Err("settings.json: bad".into()));
+/// let checks = relay_host::cli::checks::run(&host, Err("settings.json: bad".into()));
 /// assert_eq!((checks.len(), checks[0].ok), (1, false));
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -106,7 +106,7 @@ pub fn run(host: &Host, settings: Result<&Settings, String>) -> Vec<Check> {
 
 /// A failed check whose hint is the one `human::hint` knows for its message.
 fn failed_with_hint(name: &str, message: String, claude: bool) -> Check {
-    let hint = super::human::hint(&message).map(str::to_string);
+    let hint = crate::human::hint(&message).map(str::to_string);
     Check::failed(name, message, hint, claude)
 }
 
@@ -115,7 +115,7 @@ fn token(host: &Host, s: &Settings) -> Check {
     let path = match relay_token::claude_token_path_in(&s.claude_token_file, Some(&host.home)) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            let hint = Some(super::human::MAKE_TOKEN.to_string());
+            let hint = Some(crate::human::MAKE_TOKEN.to_string());
             return Check::failed("token", "claude_token_file is not set", hint, true);
         }
         Err(e) => return failed_with_hint("token", e.to_string(), true),

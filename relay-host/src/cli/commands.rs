@@ -5,12 +5,12 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::human::{path_json, print_error};
-use super::launch::{launch, refuse_early, LaunchError, Stdin};
-use super::logs::Query;
-use super::request::{Kind, Request};
 use super::token_file;
-use super::Host;
+use crate::human::{path_json, print_error};
+use crate::launch::request::{Kind, Request};
+use crate::launch::{launch, refuse_early, LaunchError, Stdin};
+use crate::state::logs::Query;
+use crate::Host;
 use relay_shim::exit::ExitCode;
 
 /// `relay-host launch REQUEST|-`: one session from a JSON request file (`-`: stdin, and the
@@ -23,10 +23,13 @@ use relay_shim::exit::ExitCode;
 /// ```
 pub fn launch_file(host: &Host, request: &Path) -> i32 {
     let (text, stdin) = if request.as_os_str() == "-" {
-        (super::request::read_request(std::io::stdin()), Stdin::Null)
+        (
+            crate::launch::request::read_request(std::io::stdin()),
+            Stdin::Null,
+        )
     } else {
         match std::fs::File::open(request) {
-            Ok(f) => (super::request::read_request(f), Stdin::Inherit),
+            Ok(f) => (crate::launch::request::read_request(f), Stdin::Inherit),
             Err(e) => {
                 print_error(&format!("read the request {}: {e}", request.display()));
                 return ExitCode::Usage.code();
@@ -39,7 +42,7 @@ pub fn launch_file(host: &Host, request: &Path) -> i32 {
     }
 }
 
-pub use crate::args::RunArgs;
+pub use super::args::RunArgs;
 
 /// `relay-host run`: a terminal launch built from flags, in the caller's terminal.
 ///
@@ -57,7 +60,7 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
         (Some(p), _) => Some(p),
         (None, c) => c.clone(),
     };
-    let claude = args.template == super::request::CLAUDE_TEMPLATE;
+    let claude = args.template == crate::launch::request::CLAUDE_TEMPLATE;
     let request = Request {
         kind: Kind::Terminal,
         template: Some(args.template),
@@ -88,10 +91,10 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
-    match super::logs::print(&host.state_dir, name, json, query) {
+    match crate::state::logs::print(&host.state_dir, name, json, query) {
         Ok(()) => 0,
         // The report could not be written: the binary says so (`human::stdout_error`).
-        Err(_) if super::human::stdout_error().is_some() => ExitCode::Internal.code(),
+        Err(_) if crate::human::stdout_error().is_some() => ExitCode::Internal.code(),
         Err(e) => {
             print_error(&format!(
                 "read {}: {e}",
@@ -134,7 +137,7 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
         Err(e) => {
             if e.echoes_nothing() {
                 // Fixed words and counts: nothing of the input.
-                super::human::print_error_as_is(&e.to_string());
+                crate::human::print_error_as_is(&e.to_string());
             } else {
                 print_error(&e.to_string());
             }
@@ -155,7 +158,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
     let path = match token_file::configured_path(host) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            let msg = format!("claude_token_file is not set; {}", super::human::MAKE_TOKEN);
+            let msg = format!("claude_token_file is not set; {}", crate::human::MAKE_TOKEN);
             if json {
                 outln!(
                     "{}",
@@ -195,13 +198,13 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
-    let sessions = host.state_dir.join(super::state::SESSIONS_DIR);
+    let sessions = host.state_dir.join(crate::state::SESSIONS_DIR);
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
-    super::claude_config::carry_back_unsupervised(&host.state_dir);
-    match super::state::gc_sessions(&sessions, retention) {
+    crate::launch::claude_config::carry_back_unsupervised(&host.state_dir);
+    match crate::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
             // The placeholders a killed host left, once no session runs (under their lock).
-            let released = super::placeholders::release(&host.state_dir);
+            let released = crate::launch::placeholders::release(&host.state_dir);
             let (placeholders, leftovers) = (released.placeholders, released.leftovers);
             if json {
                 outln!(

@@ -20,11 +20,11 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
-use super::launch::{launch, Stdin};
-use super::request::{Kind, Request};
-use super::Host;
-use crate::digest::sha256_hex;
+use crate::launch::request::{Kind, Request};
+use crate::launch::{launch, Stdin};
 use crate::settings::{Grants, Sandbox, Settings, Template};
+use crate::state::digest::sha256_hex;
+use crate::Host;
 use relay_token::ChildEnv;
 use relay_token::{sandbox, ClaudeToken, TokenPipe, TOKEN_FD_VAR};
 
@@ -52,7 +52,7 @@ fn scratch_dir() -> std::io::Result<Scratch> {
     } else {
         std::env::temp_dir()
     };
-    let name = format!("relay-demo-{}", super::request::new_session_id());
+    let name = format!("relay-demo-{}", crate::launch::request::new_session_id());
     let dir = base.join(name);
     fs::DirBuilder::new()
         .mode(0o700)
@@ -66,7 +66,7 @@ use std::os::unix::fs::DirBuilderExt;
 fn demo_token() -> ClaudeToken {
     let mut raw = Zeroizing::new([0u8; 24]);
     if relay_token::sys::random_bytes(&mut raw[..]).is_err() {
-        let t = super::state::now_secs().to_le_bytes();
+        let t = crate::state::now_secs().to_le_bytes();
         raw[..8].copy_from_slice(&t);
     }
     // Its final size up front: a growing String would free copies it never wiped.
@@ -111,7 +111,7 @@ fn run_inner() -> Result<Value, DemoError> {
     let state = root.join("state");
     let token_dir = home.join(".config/claude-ltt");
     for d in [&token_dir, &config, &state] {
-        super::state::private_dir(d).map_err(io_err(d.display()))?;
+        crate::state::private_dir(d).map_err(io_err(d.display()))?;
     }
     let token_path = token_dir.join("token");
     let token = demo_token();
@@ -133,12 +133,12 @@ fn run_inner() -> Result<Value, DemoError> {
     let bwrap = sandbox::find_bwrap(None);
 
     let mut report = json!({
-        "token_file": super::human::path_json(&token_path),
+        "token_file": crate::human::path_json(&token_path),
         "expected": {"sha256": expected_sha, "bytes": expected_len},
     });
     let probe: Value = match &bwrap {
         Ok(bwrap_path) => {
-            report["sandbox"] = json!({"bwrap": super::human::path_json(bwrap_path)});
+            report["sandbox"] = json!({"bwrap": crate::human::path_json(bwrap_path)});
             drop(token);
             sandboxed_probe(&exe, &home, &config, &state, &token_path, report_name)?
         }
@@ -190,7 +190,7 @@ fn sandboxed_probe(
     let settings = Settings {
         claude_token_file: DEMO_TOKEN_SETTING.into(),
         templates: vec![Template {
-            id: super::request::CLAUDE_TEMPLATE.into(),
+            id: crate::launch::request::CLAUDE_TEMPLATE.into(),
             command: vec![
                 exe.to_string_lossy().into_owned(),
                 PROBE_COMMAND.into(),

@@ -2,14 +2,15 @@
 
 use std::ffi::OsString;
 
+use super::{demo, status};
 use crate::cli as cmd;
-use crate::logs::{parse_since, Query};
+use crate::state::logs::{parse_since, Query};
 use crate::state::{AUDIT_FILE, EVENTS_FILE};
-use crate::{demo, human, status, Host};
+use crate::{human, Host};
 use clap::Parser;
 use relay_shim::exit::ExitCode;
 
-use crate::args::{Cli, Command, LogArgs, TokenCommand};
+use super::args::{Cli, Command, LogArgs, TokenCommand};
 
 /// Parses `argv` (program name first) and runs the command.
 pub fn main(argv: Vec<OsString>) -> i32 {
@@ -31,8 +32,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         return ExitCode::Internal.code();
     }
     match cli.command {
-        Command::Completions { shell } => return stdout_checked(crate::docs::completions(shell)),
-        Command::Man { out_dir } => return stdout_checked(crate::docs::man(out_dir.as_deref())),
+        Command::Completions { shell } => return stdout_checked(super::docs::completions(shell)),
+        Command::Man { out_dir } => return stdout_checked(super::docs::man(out_dir.as_deref())),
         Command::Demo => return stdout_checked(demo::run(cli.json)),
         _ => {}
     }
@@ -72,9 +73,9 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Launch { request } => cmd::launch_file(host, &request),
         Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
-        Command::Ps => crate::sessions::print(host, json),
+        Command::Ps => crate::launch::sessions::print(host, json),
         Command::Templates { toml } => {
-            use crate::templates_cmd::{print, Format};
+            use super::templates_cmd::{print, Format};
             let format = (toml.then_some(Format::Toml)).or(json.then_some(Format::Json));
             print(host, format)
         }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::CommandFactory;
 
-use crate::args::Cli;
+use super::args::Cli;
 
 /// Prints the completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> i32 {

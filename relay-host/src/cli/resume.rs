@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::Host;
+use crate::Host;
 
 /// The conversation written during this session: the newest `<id>.jsonl` under the relay-owned
 /// Claude config folder's `projects/` modified since `started` (Claude Code keeps one file per
@@ -16,7 +16,7 @@ use super::Host;
 /// let before = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
 /// std::fs::create_dir_all(dir.path().join("projects/-p"))?;
 /// std::fs::write(dir.path().join("projects/-p/0b5e.jsonl"), "{}\n")?;
-/// assert_eq!(relay_host::resume::latest_conversation(dir.path(), before).as_deref(), Some("0b5e"));
+/// assert_eq!(relay_host::cli::resume::latest_conversation(dir.path(), before).as_deref(), Some("0b5e"));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn latest_conversation(claude_config: &Path, started: SystemTime) -> Option<String> {
@@ -31,7 +31,7 @@ pub fn latest_conversation(claude_config: &Path, started: SystemTime) -> Option<
             let id = path.file_stem()?.to_str()?.to_string();
             let ok = path.extension().is_some_and(|x| x == "jsonl")
                 && modified >= started
-                && super::request::valid_session_id(&id);
+                && crate::launch::request::valid_session_id(&id);
             ok.then_some((modified, id))
         })
         .max()
@@ -41,10 +41,10 @@ pub fn latest_conversation(claude_config: &Path, started: SystemTime) -> Option<
 /// Says on stderr, to a person, how to resume the conversation this session wrote, through
 /// relay (sandboxed, with the token read afresh), in place of Claude's own exit line.
 pub(crate) fn say_how_to_resume(host: &Host, project: Option<&Path>, started: SystemTime) {
-    if !super::human::for_person() {
+    if !crate::human::for_person() {
         return;
     }
-    let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
+    let claude_config = host.state_dir.join(crate::state::CLAUDE_CONFIG_DIR);
     let Some(id) = latest_conversation(&claude_config, started) else {
         return;
     };

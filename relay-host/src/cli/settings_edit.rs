@@ -5,7 +5,7 @@
 /// place, else the key added first in the top-level object.
 ///
 /// ```
-/// use relay_host::token_file::edit_json;
+/// use relay_host::cli::token_file::edit_json;
 /// assert_eq!(edit_json("{\n  \"bwrap\": \"/b\"\n}\n", "/t"), "{\n  \"claude_token_file\": \"/t\",\n  \"bwrap\": \"/b\"\n}\n");
 /// assert_eq!(edit_json("{\"claude_token_file\": \"\"}", "/t"), "{\"claude_token_file\": \"/t\"}");
 /// assert_eq!(edit_json("", "/t"), "{\n  \"claude_token_file\": \"/t\"\n}\n");
@@ -50,7 +50,7 @@ fn empty_json_value(text: &str) -> Option<(usize, usize)> {
 /// else a line added at the top (the root table's keys come before any table).
 ///
 /// ```
-/// use relay_host::token_file::edit_toml;
+/// use relay_host::cli::token_file::edit_toml;
 /// assert_eq!(edit_toml("bwrap = \"/b\"\n", "/t"), "claude_token_file = \"/t\"\nbwrap = \"/b\"\n");
 /// assert_eq!(edit_toml("claude_token_file = \"\" # none\n", "/t"), "claude_token_file = \"/t\" # none\n");
 /// ```

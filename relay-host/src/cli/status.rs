@@ -4,9 +4,9 @@ use serde_json::{json, Value};
 
 use std::path::PathBuf;
 
-use super::human::{path_json, paths_json};
-use super::{reach, Host};
+use crate::human::{path_json, paths_json};
 use crate::settings::Settings;
+use crate::{reach, Host};
 use relay_token::claude_token_path_in;
 use relay_token::sandbox;
 use relay_token::Redactor;
@@ -89,22 +89,22 @@ pub fn report(host: &Host) -> Value {
 /// (kept or not). Reported, with a warning naming `relay-host gc`, never removed here:
 /// `status` changes nothing.
 fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
-    let placeholders = super::placeholders::leftover(&host.state_dir);
-    let sessions_dir = host.state_dir.join(super::state::SESSIONS_DIR);
+    let placeholders = crate::launch::placeholders::leftover(&host.state_dir);
+    let sessions_dir = host.state_dir.join(crate::state::SESSIONS_DIR);
     let mut folders: Vec<PathBuf> = std::fs::read_dir(&sessions_dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|d| d.is_dir() && !super::state::session_locked(d))
-        .filter(|d| !d.join(super::state::KEEP_MARK).exists())
+        .filter(|d| d.is_dir() && !crate::state::session_locked(d))
+        .filter(|d| !d.join(crate::state::KEEP_MARK).exists())
         .collect();
     folders.sort();
     let mut lost: Vec<String> = std::fs::read_dir(&sessions_dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| super::state::host_lost(&e.path()))
+        .filter(|e| crate::state::host_lost(&e.path()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     lost.sort();
@@ -128,7 +128,7 @@ fn leftovers(host: &Host, warnings: &mut Vec<String>) -> Value {
             list.join(", ")
         ));
     }
-    let mounts = super::placeholders::sandbox_leftovers(&host.state_dir);
+    let mounts = crate::launch::placeholders::sandbox_leftovers(&host.state_dir);
     if !mounts.is_empty() {
         let list: Vec<String> = mounts.iter().map(|p| p.display().to_string()).collect();
         warnings.push(format!(
@@ -170,9 +170,9 @@ fn bwrap_mode(f: sandbox::BwrapFeatures) -> (&'static str, &'static str) {
 /// token file within a session's reach), and what is merely weaker than it should be (a `PATH`
 /// folder that cannot be kept read-only, so it is skipped).
 fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) {
-    let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
-    let grants = reach::rw_grants(host, settings, None, &claude_config);
-    let guarded = reach::guarded_folders(host, &grants);
+    let claude_config = host.state_dir.join(crate::state::CLAUDE_CONFIG_DIR);
+    let grants = reach::rw_grants(&host.home, settings, None, &claude_config);
+    let guarded = reach::guarded_folders(&host.home, &grants);
     let mut problems = Vec::new();
     if let Ok(Some(p)) = claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
         problems.extend(reach::token_file_problem(&p).map(|e| e.to_string()));
@@ -220,7 +220,7 @@ fn redact_strings(v: &mut Value, redactor: &Redactor) {
 ///
 /// ```
 /// let r = serde_json::json!({"settings_error": null, "token": {"configured": false}, "bwrap": {"works": true}, "shim": {"path": "/s"}, "problems": [], "claude_ready": true});
-/// assert!(relay_host::status::usable(&r));
+/// assert!(relay_host::cli::status::usable(&r));
 /// ```
 pub fn usable(r: &Value) -> bool {
     r["claude_ready"] == json!(true)
@@ -234,8 +234,8 @@ pub fn usable(r: &Value) -> bool {
 /// The token file's health (from [`super::token_file::check`]) as text lines.
 ///
 /// ```
-/// let r = relay_host::token_file::check("/nonexistent/token".as_ref());
-/// let text = relay_host::status::token_text(&r);
+/// let r = relay_host::cli::token_file::check("/nonexistent/token".as_ref());
+/// let text = relay_host::cli::status::token_text(&r);
 /// assert!(text.contains("no such file or directory"));
 /// assert!(text.contains("hint: "));
 /// ```
@@ -274,7 +274,7 @@ pub fn token_text(r: &Value) -> String {
 ///
 /// ```no_run
 /// let host = relay_host::Host::from_dirs("/c".into(), "/s".into())?;
-/// relay_host::status::print(&host, false);
+/// relay_host::cli::status::print(&host, false);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn print(host: &Host, json: bool) -> i32 {
@@ -300,7 +300,7 @@ pub fn print(host: &Host, json: bool) -> i32 {
         outln!("claude_token_file: (unknown: the settings did not load)");
     } else if stored.is_empty() {
         outln!("claude_token_file: (not set: Claude sessions get no token)");
-        outln!("  hint: {}", super::human::MAKE_TOKEN);
+        outln!("  hint: {}", crate::human::MAKE_TOKEN);
     } else {
         outln!("claude_token_file: {stored}");
     }
@@ -368,7 +368,7 @@ fn print_checks(r: &Value) {
 /// A warning when the template that gets the token (`claude-code`) has wildcards on its
 /// allow-list: refused at launch unless `token_wildcards` is set, and named here either way.
 fn token_wildcard_warnings(settings: &Settings) -> Option<String> {
-    let t = settings.template(super::request::CLAUDE_TEMPLATE)?;
+    let t = settings.template(crate::launch::request::CLAUDE_TEMPLATE)?;
     let crate::net::Network::Allow(list) = t.network() else {
         return None;
     };

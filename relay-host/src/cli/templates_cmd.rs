@@ -3,15 +3,15 @@
 
 use serde::Serialize;
 
-use super::human::print_error;
-use super::settings::{builtin_templates, Settings, Template};
-use super::{reach, Host};
+use crate::human::print_error;
+use crate::settings::{builtin_templates, Settings, Template};
+use crate::{reach, Host};
 use relay_shim::exit::ExitCode;
 
 /// The format `templates` prints.
 ///
 /// ```
-/// assert_ne!(relay_host::templates_cmd::Format::Json, relay_host::templates_cmd::Format::Toml);
+/// assert_ne!(relay_host::cli::templates_cmd::Format::Json, relay_host::cli::templates_cmd::Format::Toml);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -31,7 +31,7 @@ struct Templates<'a> {
 /// newline).
 ///
 /// ```
-/// use relay_host::templates_cmd::{render, Format};
+/// use relay_host::cli::templates_cmd::{render, Format};
 /// let text = render(&relay_host::settings::builtin_templates(), Format::Toml);
 /// assert!(text.starts_with("[[templates]]\nid = \"claude-code\""));
 /// ```
@@ -50,7 +50,7 @@ pub fn render(templates: &[Template], format: Format) -> String {
 /// The built-in templates as JSON settings (the README's "Built-in templates" block).
 ///
 /// ```
-/// assert!(relay_host::templates_cmd::builtins_json().contains("\"id\": \"shell\""));
+/// assert!(relay_host::cli::templates_cmd::builtins_json().contains("\"id\": \"shell\""));
 /// ```
 pub fn builtins_json() -> String {
     render(&builtin_templates(), Format::Json)
@@ -62,7 +62,7 @@ pub fn builtins_json() -> String {
 ///
 /// ```no_run
 /// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::templates_cmd::print(&host, None));
+/// std::process::exit(relay_host::cli::templates_cmd::print(&host, None));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn print(host: &Host, format: Option<Format>) -> i32 {

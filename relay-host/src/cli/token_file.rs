@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 pub use super::settings_edit::{edit_json, edit_toml};
-use super::Host;
 use crate::settings::{Settings, SettingsError};
+use crate::Host;
 use relay_shim::exit::ExitCode;
 use relay_token::claude_token_path_in;
 use relay_token::sandbox::SandboxError;
@@ -42,7 +42,7 @@ pub const OLD_AFTER_DAYS: u64 = 330;
 /// Why an import was refused. No variant holds a byte of the input.
 ///
 /// ```
-/// use relay_host::token_file::ImportError;
+/// use relay_host::cli::token_file::ImportError;
 /// assert_eq!(ImportError::Several(2).to_string(), "the input holds 2 different sk-ant-oat01- tokens; paste one");
 /// ```
 #[derive(Debug)]
@@ -84,7 +84,7 @@ impl ImportError {
     /// single token, 70 for a failed read or write, 78 for settings that cannot take it.
     ///
     /// ```
-    /// use relay_host::token_file::ImportError;
+    /// use relay_host::cli::token_file::ImportError;
     /// use relay_shim::exit::ExitCode;
     /// assert_eq!(ImportError::TooLarge.exit_code(), ExitCode::Usage);
     /// ```
@@ -105,7 +105,7 @@ impl ImportError {
     /// printed as it is.
     ///
     /// ```
-    /// use relay_host::token_file::ImportError;
+    /// use relay_host::cli::token_file::ImportError;
     /// assert!(ImportError::Several(2).echoes_nothing());
     /// ```
     pub fn echoes_nothing(&self) -> bool {
@@ -224,7 +224,7 @@ fn token_at(text: &[u8], start: usize) -> Zeroizing<Vec<u8>> {
 /// naming how many.
 ///
 /// ```
-/// use relay_host::token_file::pick_token;
+/// use relay_host::cli::token_file::pick_token;
 /// let out = b"Your OAuth token (valid for 1 year):\n\nsk-ant-oat01-abc_DEF-123\n\nStore this token securely.\n";
 /// assert_eq!(pick_token(out).unwrap().len(), "sk-ant-oat01-abc_DEF-123".len());
 /// assert!(pick_token(b"hello").is_err());
@@ -264,8 +264,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// SIGINT/SIGTERM/SIGHUP), so the token never shows on screen.
 ///
 /// ```no_run
-/// let input = relay_host::token_file::read_stdin_secret()?;
-/// # Ok::<(), relay_host::token_file::ImportError>(())
+/// let input = relay_host::cli::token_file::read_stdin_secret()?;
+/// # Ok::<(), relay_host::cli::token_file::ImportError>(())
 /// ```
 pub fn read_stdin_secret() -> Result<Zeroizing<Vec<u8>>, ImportError> {
     let stdin = io::stdin();
@@ -297,7 +297,7 @@ pub fn read_stdin_secret() -> Result<Zeroizing<Vec<u8>>, ImportError> {
 /// What an import did.
 ///
 /// ```
-/// let done = relay_host::token_file::Imported { path: "/t".into(), replaced: false, settings_updated: None };
+/// let done = relay_host::cli::token_file::Imported { path: "/t".into(), replaced: false, settings_updated: None };
 /// assert!(!done.replaced);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,7 +314,7 @@ pub struct Imported {
 /// [`DEFAULT_TOKEN_SETTING`]; sets `claude_token_file` when it was empty.
 ///
 /// ```no_run
-/// use relay_host::{Host, token_file};
+/// use relay_host::{Host, cli::token_file};
 /// let host = Host::locate(None, None)?;
 /// let token = token_file::pick_token(&token_file::read_stdin_secret()?)?;
 /// let done = token_file::import(&host, &token, None)?;
@@ -349,8 +349,8 @@ pub fn import(
             DEFAULT_TOKEN_SETTING.to_string(),
         ),
     };
-    let claude_config = host.state_dir.join(super::state::CLAUDE_CONFIG_DIR);
-    let grants = super::reach::rw_grants(host, &settings, None, &claude_config);
+    let claude_config = host.state_dir.join(crate::state::CLAUDE_CONFIG_DIR);
+    let grants = crate::reach::rw_grants(&host.home, &settings, None, &claude_config);
     relay_token::sandbox::check_write_path(&path, &grants).map_err(ImportError::Reachable)?;
     let replaced = path.exists();
     let mut bytes = Zeroizing::new(Vec::with_capacity(token.len() + 1));
@@ -378,7 +378,7 @@ pub fn import(
 /// ```
 /// let dir = tempfile::tempdir()?;
 /// let p = dir.path().join("f");
-/// relay_host::token_file::write_atomically(&p, b"x\n", 0o600, false)?;
+/// relay_host::cli::token_file::write_atomically(&p, b"x\n", 0o600, false)?;
 /// assert_eq!(std::fs::read(&p)?, b"x\n");
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -402,7 +402,7 @@ pub fn write_atomically(
     }
     let mut name = OsString::from(".");
     name.push(path.file_name().unwrap_or_default());
-    name.push(format!(".{}.tmp", super::request::new_session_id()));
+    name.push(format!(".{}.tmp", crate::launch::request::new_session_id()));
     let tmp = dir.join(name);
     let result = (|| {
         let mut f = fs::OpenOptions::new()
@@ -482,12 +482,12 @@ fn set_token_setting(
 /// refuses it, and `hint` says what to do.
 ///
 /// ```
-/// let report = relay_host::token_file::check("/nonexistent/token".as_ref());
+/// let report = relay_host::cli::token_file::check("/nonexistent/token".as_ref());
 /// assert_eq!(report["ok"], false);
 /// assert!(report["hint"].as_str().unwrap().contains("claude setup-token"));
 /// ```
 pub fn check(path: &Path) -> Value {
-    let mut r = json!({"path": super::human::path_json(path)});
+    let mut r = json!({"path": crate::human::path_json(path)});
     let mut warnings: Vec<String> = Vec::new();
     if let Ok(m) = fs::symlink_metadata(path) {
         let mode = m.mode() & 0o7777;
@@ -517,7 +517,7 @@ pub fn check(path: &Path) -> Value {
         if age > OLD_AFTER_DAYS {
             warnings.push(format!(
                 "written {age} days ago: setup-token tokens last one year; {}",
-                super::human::MAKE_TOKEN
+                crate::human::MAKE_TOKEN
             ));
         }
     }
@@ -542,7 +542,7 @@ pub fn check(path: &Path) -> Value {
         Err(e) => {
             let msg = e.to_string();
             r["ok"] = json!(false);
-            r["hint"] = json!(super::human::hint(&msg));
+            r["hint"] = json!(crate::human::hint(&msg));
             r["error"] = json!(msg);
         }
     }
@@ -575,7 +575,7 @@ fn owner_name(uid: u32) -> String {
 ///
 /// ```no_run
 /// let host = relay_host::Host::locate(None, None)?;
-/// if let Some(p) = relay_host::token_file::configured_path(&host)? {
+/// if let Some(p) = relay_host::cli::token_file::configured_path(&host)? {
 ///     println!("{}", p.display());
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -589,7 +589,7 @@ pub fn configured_path(host: &Host) -> Result<Option<PathBuf>, ConfiguredPathErr
 /// Why [`configured_path`] names no token file: the settings or their `claude_token_file`.
 ///
 /// ```
-/// use relay_host::token_file::ConfiguredPathError;
+/// use relay_host::cli::token_file::ConfiguredPathError;
 /// let e = relay_token::claude_token_path_in("relative/token", None).unwrap_err();
 /// assert_eq!(ConfiguredPathError::TokenPath(e.clone()).to_string(), e.to_string());
 /// ```

@@ -10,7 +10,7 @@ static SAVED: OnceLock<(RawFd, libc::termios)> = OnceLock::new();
 /// SIGHUP meanwhile restores it too, then ends the process as the signal would.
 ///
 /// ```no_run
-/// let guard = relay_host::tty::EchoOff::new(0);
+/// let guard = relay_host::cli::tty::EchoOff::new(0);
 /// // read the secret here
 /// drop(guard);
 /// ```
@@ -37,7 +37,7 @@ impl EchoOff {
     /// ```
     /// let dev_null = std::fs::File::open("/dev/null")?;
     /// use std::os::fd::AsRawFd;
-    /// assert!(relay_host::tty::EchoOff::new(dev_null.as_raw_fd()).is_none());
+    /// assert!(relay_host::cli::tty::EchoOff::new(dev_null.as_raw_fd()).is_none());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn new(fd: RawFd) -> Option<EchoOff> {

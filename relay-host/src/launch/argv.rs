@@ -5,8 +5,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::stage::Prepared;
-use super::Host;
 use crate::settings::{Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+use crate::Host;
 use relay_token::sandbox;
 
 /// The relay-owned ssh configuration, operator-editable in the config folder (outside every

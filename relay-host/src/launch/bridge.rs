@@ -57,7 +57,7 @@ pub(super) fn setup_err(what: impl fmt::Display) -> impl FnOnce(io::Error) -> Br
 /// Why the bridge did not confirm a launch. Never holds a byte of what the peer sent.
 ///
 /// ```
-/// use relay_host::bridge::HelloError;
+/// use relay_host::launch::bridge::HelloError;
 /// assert_eq!(HelloError::WrongSecret.to_string(), "the Hello carries the wrong secret");
 /// ```
 #[derive(Debug, Clone)]
@@ -174,7 +174,7 @@ impl Bridge {
     /// ```
     /// # use std::os::unix::fs::PermissionsExt;
     /// let state = tempfile::tempdir()?;
-    /// let bridge = relay_host::bridge::Bridge::open(state.path(), "s1")?;
+    /// let bridge = relay_host::launch::bridge::Bridge::open(state.path(), "s1")?;
     /// let mode = std::fs::metadata(bridge.socket_path())?.permissions().mode() & 0o777;
     /// assert_eq!(mode, 0o600);
     /// let folder = bridge.socket_path().parent().unwrap().to_path_buf();
@@ -221,7 +221,7 @@ impl Bridge {
     ///
     /// ```
     /// let state = tempfile::tempdir()?;
-    /// let bridge = relay_host::bridge::Bridge::open(state.path(), "s1")?;
+    /// let bridge = relay_host::launch::bridge::Bridge::open(state.path(), "s1")?;
     /// assert!(bridge.socket_path().ends_with("hello.sock"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -234,7 +234,7 @@ impl Bridge {
     ///
     /// ```
     /// let state = tempfile::tempdir()?;
-    /// let bridge = relay_host::bridge::Bridge::open(state.path(), "s1")?;
+    /// let bridge = relay_host::launch::bridge::Bridge::open(state.path(), "s1")?;
     /// let secret = relay_shim::identity::read_secret(bridge.secret_pipe()?)?;
     /// assert_eq!(secret.expose().len(), 64);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -272,7 +272,7 @@ impl Bridge {
     ///
     /// ```
     /// use std::time::{Duration, Instant};
-    /// use relay_host::bridge::{Bridge, HelloError};
+    /// use relay_host::launch::bridge::{Bridge, HelloError};
     /// let state = tempfile::tempdir()?;
     /// let bridge = Bridge::open(state.path(), "s1")?;
     /// let (_cancel_r, cancel_w) = std::io::pipe()?;

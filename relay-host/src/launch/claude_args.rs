@@ -82,7 +82,7 @@ impl ArgRule {
     /// The rule in words, as the refusal says it.
     ///
     /// ```
-    /// use relay_host::claude_args::ArgRule;
+    /// use relay_host::launch::claude_args::ArgRule;
     /// assert!(ArgRule::NotAllowed.words().starts_with("not a flag"));
     /// ```
     pub fn words(self) -> &'static str {
@@ -111,7 +111,7 @@ impl ArgRule {
 /// Checks a token launch's `extra_args`; the error is the index of the refused argument and why.
 ///
 /// ```
-/// use relay_host::claude_args::{check, ArgRule};
+/// use relay_host::launch::claude_args::{check, ArgRule};
 /// let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
 /// assert!(check(&args(&["-p", "--output-format", "json", "fix the test"])).is_ok());
 /// assert!(check(&args(&["auth", "status", "--json"])).is_ok());

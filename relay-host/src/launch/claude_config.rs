@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::state::{self, CLAUDE_STATE_FILE};
+use crate::state::{self, CLAUDE_STATE_FILE};
 
 /// The launch's Claude config folder in its session folder.
 const LAUNCH_DIR: &str = "claude";
@@ -85,7 +85,7 @@ pub(crate) fn launch_dir(session_dir: &Path) -> PathBuf {
 ///     "mcpServers": {"x": {"command": "/bin/sh"}},
 ///     "projects": {"/p": {"hasTrustDialogAccepted": true, "mcpServers": {}}, "rel": {}},
 /// });
-/// let kept = relay_host::claude_config::named_state(&planted);
+/// let kept = relay_host::launch::claude_config::named_state(&planted);
 /// assert_eq!(kept, serde_json::json!({
 ///     "hasCompletedOnboarding": true,
 ///     "projects": {"/p": {"hasTrustDialogAccepted": true}},
@@ -194,7 +194,7 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
-/// relay_host::claude_config::seed_trust(dir.path(), "/work/p".as_ref())?;
+/// relay_host::launch::claude_config::seed_trust(dir.path(), "/work/p".as_ref())?;
 /// let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(".claude.json"))?)?;
 /// assert_eq!(v["projects"]["/work/p"]["hasTrustDialogAccepted"], true);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -15,10 +15,10 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use super::error::{spawn_err, ConfineError, LaunchError};
-use super::reach;
 use super::stage::{Prepared, SessionArgv};
-use super::Host;
+use crate::reach;
 use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+use crate::Host;
 use relay_token::sandbox::write_deny;
 
 /// Where a sandbox sees relay's no-dump preload (bound read-only).
@@ -415,7 +415,7 @@ fn deny_writes(
         state_dir.display()
     )))?;
     if let Some(p) = project {
-        super::leftovers::watch(state_dir, p).map_err(ConfineError::Placeholders)?;
+        crate::state::leftovers::watch(state_dir, p).map_err(ConfineError::Placeholders)?;
     }
     let mut ph = Placeholders::open(state_dir).map_err(ConfineError::Placeholders)?;
     for listed in list {

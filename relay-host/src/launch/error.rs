@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use super::bridge::BridgeError;
 pub use super::network::NetworkError;
-use super::reach::Exposure;
 use super::request::InvalidSpec;
 use super::wiring::IdentityRefused;
-use super::ShimNotFound;
+use crate::reach::Exposure;
 use crate::settings::SettingsError;
+use crate::ShimNotFound;
 use relay_shim::exit::ExitCode;
 use relay_token::sandbox::SandboxError;
 use relay_token::{TokenFileError, TokenPathError};
@@ -21,7 +21,7 @@ use relay_token::{TokenFileError, TokenPathError};
 /// are said here once.
 ///
 /// ```
-/// use relay_host::error::Refusal;
+/// use relay_host::launch::error::Refusal;
 /// let r = Refusal::SandboxUnavailable;
 /// assert_eq!((r.code(), r.status(), r.exit_code().code()), ("sandbox_unavailable", 400, 78));
 /// ```
@@ -43,7 +43,7 @@ impl Refusal {
     /// The answer's `error` field.
     ///
     /// ```
-    /// assert_eq!(relay_host::error::Refusal::SpawnFailed.code(), "spawn_failed");
+    /// assert_eq!(relay_host::launch::error::Refusal::SpawnFailed.code(), "spawn_failed");
     /// ```
     pub fn code(self) -> &'static str {
         match self {
@@ -57,7 +57,7 @@ impl Refusal {
     /// The answer's `status` field.
     ///
     /// ```
-    /// assert_eq!(relay_host::error::Refusal::SpawnFailed.status(), 500);
+    /// assert_eq!(relay_host::launch::error::Refusal::SpawnFailed.status(), 500);
     /// ```
     pub fn status(self) -> u16 {
         match self {
@@ -69,7 +69,7 @@ impl Refusal {
     /// The host's exit code.
     ///
     /// ```
-    /// use relay_host::error::Refusal;
+    /// use relay_host::launch::error::Refusal;
     /// use relay_shim::exit::ExitCode;
     /// assert_eq!(Refusal::InvalidSpec.exit_code(), ExitCode::Usage);
     /// ```
@@ -86,7 +86,7 @@ impl Refusal {
 /// message names paths only, never a token byte.
 ///
 /// ```
-/// use relay_host::{error::LaunchError, request::Request};
+/// use relay_host::{launch::error::LaunchError, launch::request::Request};
 /// let e = LaunchError::from(Request::from_json("[]").unwrap_err());
 /// assert_eq!((e.code(), e.exit_code().code(), e.status()), ("invalid_spec", 64, 400));
 /// assert!(e.message().starts_with("request: must be one JSON object"));
@@ -132,7 +132,7 @@ impl LaunchError {
     /// Which answer the refusal gets.
     ///
     /// ```
-    /// use relay_host::error::{LaunchError, Refusal, StartError};
+    /// use relay_host::launch::error::{LaunchError, Refusal, StartError};
     /// assert_eq!(LaunchError::Start(StartError::ShimEnded).refusal(), Refusal::SpawnFailed);
     /// ```
     pub fn refusal(&self) -> Refusal {
@@ -153,7 +153,7 @@ impl LaunchError {
     /// The answer's `error` field.
     ///
     /// ```
-    /// # use relay_host::error::{LaunchError, StartError};
+    /// # use relay_host::launch::error::{LaunchError, StartError};
     /// assert_eq!(LaunchError::Start(StartError::ShimEnded).code(), "spawn_failed");
     /// ```
     pub fn code(&self) -> &'static str {
@@ -163,7 +163,7 @@ impl LaunchError {
     /// The answer's `status` field.
     ///
     /// ```
-    /// # use relay_host::error::{LaunchError, StartError};
+    /// # use relay_host::launch::error::{LaunchError, StartError};
     /// assert_eq!(LaunchError::Start(StartError::ShimEnded).status(), 500);
     /// ```
     pub fn status(&self) -> u16 {
@@ -173,7 +173,7 @@ impl LaunchError {
     /// The host's exit code for this refusal.
     ///
     /// ```
-    /// # use relay_host::error::{LaunchError, StartError};
+    /// # use relay_host::launch::error::{LaunchError, StartError};
     /// assert_eq!(LaunchError::Start(StartError::ShimEnded).exit_code().code(), 71);
     /// ```
     pub fn exit_code(&self) -> ExitCode {
@@ -183,7 +183,7 @@ impl LaunchError {
     /// The message: the text after `code: ` (paths only, never a token byte).
     ///
     /// ```
-    /// # use relay_host::error::{LaunchError, StartError};
+    /// # use relay_host::launch::error::{LaunchError, StartError};
     /// let e = LaunchError::Start(StartError::ShimEnded);
     /// assert_eq!(e.message(), "relay-shim ended before the session started");
     /// ```
@@ -256,7 +256,7 @@ impl From<InvalidSpec> for LaunchError {
 /// Why the request cannot be launched as written (`invalid_spec`).
 ///
 /// ```
-/// use relay_host::error::RequestError;
+/// use relay_host::launch::error::RequestError;
 /// let e = RequestError::SessionRunning { session_id: "s1".into() };
 /// assert_eq!(e.to_string(), r#"session "s1" is already running"#);
 /// ```
@@ -351,7 +351,7 @@ impl Error for RequestError {
 /// Why the token file cannot be used (`sandbox_unavailable`).
 ///
 /// ```
-/// use relay_host::{error::TokenError, reach::Exposure};
+/// use relay_host::{launch::error::TokenError, reach::Exposure};
 /// let e = TokenError::Exposed(Exposure::TokenMode { path: "/t".into(), mode: 0o640 });
 /// assert!(e.to_string().ends_with("chmod 600 it"));
 /// ```
@@ -389,7 +389,7 @@ impl Error for TokenError {
 /// Why a program the launch runs cannot be used.
 ///
 /// ```
-/// use relay_host::error::{ProgramError, Refusal};
+/// use relay_host::launch::error::{ProgramError, Refusal};
 /// let e = ProgramError::CommandNotFound { name: "claude".into() };
 /// assert_eq!(e.refusal(), Refusal::SpawnFailed);
 /// assert_eq!(e.to_string(), r#"command "claude" not found or not executable (looked on PATH)"#);
@@ -414,7 +414,7 @@ impl ProgramError {
     /// Which answer the refusal gets.
     ///
     /// ```
-    /// use relay_host::error::{ProgramError, Refusal};
+    /// use relay_host::launch::error::{ProgramError, Refusal};
     /// assert_eq!(ProgramError::SshNotFound.refusal(), Refusal::SpawnFailed);
     /// ```
     pub fn refusal(&self) -> Refusal {
@@ -452,7 +452,7 @@ impl Error for ProgramError {
 /// Why the sandbox cannot keep what it must read-only or masked.
 ///
 /// ```
-/// use relay_host::error::{ConfineError, Refusal};
+/// use relay_host::launch::error::{ConfineError, Refusal};
 /// let e = ConfineError::PlaceholderRaced { path: "/h/.bashrc".into() };
 /// assert_eq!(e.refusal(), Refusal::SandboxUnavailable);
 /// ```
@@ -501,7 +501,7 @@ impl ConfineError {
     /// Which answer the refusal gets.
     ///
     /// ```
-    /// use relay_host::error::{ConfineError, Refusal};
+    /// use relay_host::launch::error::{ConfineError, Refusal};
     /// let e = ConfineError::NoDump { dir: "/s".into(), source: std::io::ErrorKind::Other.into() };
     /// assert_eq!(e.refusal(), Refusal::SpawnFailed);
     /// ```
@@ -569,7 +569,7 @@ impl Error for ConfineError {
 /// Why the shim did not report the session started.
 ///
 /// ```
-/// use relay_host::error::StartError;
+/// use relay_host::launch::error::StartError;
 /// let e = StartError::Timeout { secs: 10 };
 /// assert_eq!(e.to_string(), "relay-shim did not report started within 10 s");
 /// ```
@@ -613,7 +613,7 @@ impl StartError {
     /// Which answer the refusal gets.
     ///
     /// ```
-    /// use relay_host::error::{Refusal, StartError};
+    /// use relay_host::launch::error::{Refusal, StartError};
     /// let e = StartError::SandboxEnded { bwrap: None, status: 1 };
     /// assert_eq!(e.refusal(), Refusal::SandboxUnavailable);
     /// ```

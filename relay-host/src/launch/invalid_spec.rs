@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// A request that cannot be launched: the answer is `invalid_spec` (exit 64).
 ///
 /// ```
-/// let e = relay_host::request::Request::from_json("not json").unwrap_err();
+/// let e = relay_host::launch::request::Request::from_json("not json").unwrap_err();
 /// assert!(e.to_string().starts_with("request is not valid JSON"));
 /// ```
 #[derive(Debug)]
@@ -90,14 +90,14 @@ pub enum InvalidSpec {
         /// The argument.
         arg: String,
         /// The rule it breaks.
-        rule: crate::claude_args::ArgRule,
+        rule: super::claude_args::ArgRule,
     },
 }
 
 /// The rule a project breaks.
 ///
 /// ```
-/// use relay_host::request::ProjectRule;
+/// use relay_host::launch::request::ProjectRule;
 /// assert_eq!(ProjectRule::NotAFolder.to_string(), "not a folder");
 /// ```
 #[derive(Debug)]

@@ -9,10 +9,10 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::state::State;
 use crate::net::proxy::{Denied, Proxy};
 use crate::net::{token_network_allowed, HostNetworkRefused, Network};
 use crate::settings::Settings;
+use crate::state::State;
 use relay_token::sandbox::SandboxNet;
 
 /// The name of the proxy's socket in the session folder.
@@ -23,7 +23,7 @@ pub const SOCKET_NAME: &str = "net.sock";
 /// wildcard entry unless they hold `"token_wildcards": true`.
 ///
 /// ```
-/// use relay_host::{network::check, net::Network, settings::Settings};
+/// use relay_host::{launch::network::check, net::Network, settings::Settings};
 /// assert!(check(&Network::Host, true, &Settings::default()).is_err());
 /// assert!(check(&Network::Host, false, &Settings::default()).is_ok());
 /// ```
@@ -57,7 +57,7 @@ pub fn check(
 /// (`sandbox_unavailable`, with the reason); there is no fall back to the host's network.
 ///
 /// ```no_run
-/// use relay_host::{network::start, state::State, net::Network};
+/// use relay_host::{launch::network::start, state::State, net::Network};
 /// let dir = tempfile::tempdir()?;
 /// let state = State::open(dir.path())?;
 /// let (net, proxy) = start(&Network::None, dir.path(), &state, "s1")?;
@@ -120,7 +120,7 @@ pub fn start(
 /// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).
 ///
 /// ```
-/// use relay_host::network::NetworkError;
+/// use relay_host::launch::network::NetworkError;
 /// let e = NetworkError::Wildcards { hosts: vec![".example.com".into()] };
 /// assert!(e.to_string().starts_with("a launch with the token may reach .example.com only"));
 /// ```

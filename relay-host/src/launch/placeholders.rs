@@ -31,12 +31,12 @@ pub(crate) fn lock(state_dir: &Path) -> io::Result<File> {
 
 /// Removes the placeholders once no session of this state folder runs any more (the last
 /// session to end removes them; `gc` removes those a killed host left), and with them the empty
-/// mount points Claude Code's own tool sandbox left in the projects ([`super::leftovers`]).
+/// mount points Claude Code's own tool sandbox left in the projects ([`crate::state::leftovers`]).
 /// Called after a launch is refused, after a session ends (with this launch's own session lock
 /// already released) and by `gc`. Returns how many listed placeholders and leftovers it removed.
 pub(crate) fn release(state_dir: &Path) -> Released {
     let none = Released::default();
-    let watched = state_dir.join(super::leftovers::WATCHED_FILE);
+    let watched = state_dir.join(crate::state::leftovers::WATCHED_FILE);
     if !state_dir.join(write_deny::PLACEHOLDERS_FILE).exists() && !watched.exists() {
         return none;
     }
@@ -49,7 +49,8 @@ pub(crate) fn release(state_dir: &Path) -> Released {
     let before = listed(state_dir);
     // The mount points first: one inside a placeholder folder (`.claude/.cc-writes`) goes, then
     // the placeholder folder can.
-    let leftovers = super::leftovers::release(state_dir, &all_listed(state_dir)).unwrap_or(0);
+    let leftovers =
+        crate::state::leftovers::release(state_dir, &all_listed(state_dir)).unwrap_or(0);
     if let Ok(mut ph) = Placeholders::open(state_dir) {
         let _ = ph.remove_all();
     }
@@ -74,11 +75,11 @@ pub(crate) struct Released {
 
 /// True while a session of this state folder holds its folder's lock.
 fn any_session_running(state_dir: &Path) -> bool {
-    let sessions = state_dir.join(super::state::SESSIONS_DIR);
+    let sessions = state_dir.join(crate::state::SESSIONS_DIR);
     std::fs::read_dir(&sessions)
         .map(|rd| {
             rd.flatten()
-                .any(|e| super::state::session_locked(&e.path()))
+                .any(|e| crate::state::session_locked(&e.path()))
         })
         .unwrap_or(false)
 }
@@ -109,11 +110,11 @@ pub(crate) fn leftover(state_dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// The empty mount points of Claude Code's own tool sandbox a host that ended without removing
-/// them left ([`super::leftovers::pending`], and no session of this state folder running): what
+/// them left ([`crate::state::leftovers::pending`], and no session of this state folder running): what
 /// `status` names and `gc` removes.
 pub(crate) fn sandbox_leftovers(state_dir: &Path) -> Vec<std::path::PathBuf> {
     if any_session_running(state_dir) {
         return Vec::new();
     }
-    super::leftovers::pending(state_dir, &all_listed(state_dir))
+    crate::state::leftovers::pending(state_dir, &all_listed(state_dir))
 }

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use super::error::{spawn_err, LaunchError, ProgramError};
-use super::reach;
 use super::request::Validated;
-use super::Host;
+use crate::reach;
 use crate::settings::Settings;
+use crate::Host;
 use relay_token::sandbox;
 
 /// The programs a launch runs, each found once, as absolute paths.
@@ -49,7 +49,7 @@ pub(crate) fn resolve(
         None => None,
     };
     let rw_grants = reach::rw_grants_in(
-        host,
+        &host.home,
         settings,
         v.project(),
         claude_config,
@@ -92,7 +92,7 @@ fn find_sandbox(
 
 /// Refuses a program a session could have planted.
 fn check_planted(host: &Host, v: &Validated, p: &Programs) -> Result<(), ProgramError> {
-    let guarded = reach::guarded_folders(host, &p.rw_grants);
+    let guarded = reach::guarded_folders(&host.home, &p.rw_grants);
     let local = v
         .request()
         .host
@@ -135,7 +135,7 @@ fn find_bwrap(
     let features = sandbox::BwrapFeatures::of(&path);
     // Also probed where this machine's settings block user namespaces: the refusal then says
     // relay's sentence first, before bwrap's own line reaches the session's stderr.
-    if !features.json_status || super::userns::blocked_by_settings() {
+    if !features.json_status || crate::userns::blocked_by_settings() {
         sandbox::probe_bwrap(&path)?;
     }
     Ok((path, features))

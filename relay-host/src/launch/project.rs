@@ -26,7 +26,7 @@ pub const SYSTEM_FOLDERS: &[&str] = &[
 ///
 /// ```
 /// use std::path::Path;
-/// use relay_host::project::check_project;
+/// use relay_host::launch::project::check_project;
 /// let e = check_project(Path::new("/etc"), &[], 0).unwrap_err();
 /// assert_eq!(e.to_string(), r#"project "/etc": a system folder cannot be a project"#);
 /// let dir = tempfile::tempdir()?;

@@ -10,7 +10,7 @@ use crate::settings::{Sandbox, Settings, Template};
 /// The kinds of session a request may ask for.
 ///
 /// ```
-/// use relay_host::request::Kind;
+/// use relay_host::launch::request::Kind;
 /// let k: Kind = serde_json::from_str("\"claude\"").unwrap();
 /// assert_eq!(k, Kind::Claude);
 /// ```
@@ -34,7 +34,7 @@ impl Kind {
     /// The kind's name as it is written in a request.
     ///
     /// ```
-    /// assert_eq!(relay_host::request::Kind::Terminal.as_str(), "terminal");
+    /// assert_eq!(relay_host::launch::request::Kind::Terminal.as_str(), "terminal");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,7 +54,7 @@ pub const CLAUDE_TEMPLATE: &str = "claude-code";
 /// refused.
 ///
 /// ```
-/// use relay_host::request::Request;
+/// use relay_host::launch::request::Request;
 /// let r = Request::from_json(r#"{"kind": "claude", "project": "/srv/p"}"#).unwrap();
 /// assert!(r.sandbox);
 /// assert!(Request::from_json(r#"{"kind": "claude", "claude_token": "x"}"#).is_err());
@@ -108,7 +108,7 @@ pub use super::invalid_spec::{InvalidSpec, ProjectRule};
 /// or parent folder) nor `-` (never read as an option where it is passed on).
 ///
 /// ```
-/// use relay_host::request::valid_session_id;
+/// use relay_host::launch::request::valid_session_id;
 /// assert!(valid_session_id("s-1"));
 /// assert!(!valid_session_id("../x"));
 /// assert!(!valid_session_id("-rf"));
@@ -121,7 +121,7 @@ pub fn valid_session_id(id: &str) -> bool {
 /// A request checked against the settings: what to launch. Made only by [`Request::validate`].
 ///
 /// ```
-/// use relay_host::request::Request;
+/// use relay_host::launch::request::Request;
 /// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell"}"#).unwrap();
 /// let v = r.validate(&Default::default()).unwrap();
 /// assert!(!v.claude());
@@ -139,7 +139,7 @@ impl Validated {
     /// The request.
     ///
     /// ```
-    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
     /// assert!(r.validate(&Default::default()).unwrap().request().sandbox);
     /// ```
     pub fn request(&self) -> &Request {
@@ -149,7 +149,7 @@ impl Validated {
     /// The template it resolved to.
     ///
     /// ```
-    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
     /// assert_eq!(r.validate(&Default::default()).unwrap().template().id, "claude-code");
     /// ```
     pub fn template(&self) -> &Template {
@@ -159,7 +159,7 @@ impl Validated {
     /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
     ///
     /// ```
-    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
     /// assert!(r.validate(&Default::default()).unwrap().claude());
     /// ```
     pub fn claude(&self) -> bool {
@@ -169,7 +169,7 @@ impl Validated {
     /// True when it runs in the sandbox (the request asks for it and the template has one).
     ///
     /// ```
-    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude", "sandbox": false}"#).unwrap();
+    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude", "sandbox": false}"#).unwrap();
     /// assert!(!r.validate(&Default::default()).unwrap().sandboxed());
     /// ```
     pub fn sandboxed(&self) -> bool {
@@ -179,7 +179,7 @@ impl Validated {
     /// The session id (given or generated).
     ///
     /// ```
-    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude", "session_id": "s1"}"#).unwrap();
+    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude", "session_id": "s1"}"#).unwrap();
     /// assert_eq!(r.validate(&Default::default()).unwrap().session_id(), "s1");
     /// ```
     pub fn session_id(&self) -> &str {
@@ -189,7 +189,7 @@ impl Validated {
     /// The project folder, once checked its real path.
     ///
     /// ```
-    /// # let r = relay_host::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
+    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
     /// assert!(r.validate(&Default::default()).unwrap().project().is_none());
     /// ```
     pub fn project(&self) -> Option<&Path> {
@@ -207,7 +207,7 @@ impl Request {
     /// Parses a request; an error is `invalid_spec`.
     ///
     /// ```
-    /// let e = relay_host::request::Request::from_json(r#"{"kind": "claude", "colour": 1}"#).unwrap_err();
+    /// let e = relay_host::launch::request::Request::from_json(r#"{"kind": "claude", "colour": 1}"#).unwrap_err();
     /// assert!(e.to_string().contains("colour"));
     /// ```
     pub fn from_json(text: &str) -> Result<Request, InvalidSpec> {
@@ -226,7 +226,7 @@ impl Request {
     /// Checks the request against the settings and picks the template.
     ///
     /// ```
-    /// use relay_host::request::Request;
+    /// use relay_host::launch::request::Request;
     /// let r = Request::from_json(r#"{"kind": "pi", "template": "claude-code"}"#).unwrap();
     /// assert!(r.validate(&Default::default()).is_err());
     /// ```
@@ -299,7 +299,7 @@ impl Request {
 /// larger one is `invalid_spec` without reading the rest.
 ///
 /// ```
-/// use relay_host::request::read_request;
+/// use relay_host::launch::request::read_request;
 /// assert_eq!(read_request(&b"{}"[..]).unwrap(), "{}");
 /// let big = vec![b' '; (1 << 20) + 1];
 /// assert_eq!(read_request(&big[..]).unwrap_err().to_string(), "request: larger than 1 MiB");
@@ -324,10 +324,10 @@ pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_O
 
 /// Checks what a request adds to a launch that carries the token: each `env` name must be in
 /// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; `extra_args`
-/// pass [`crate::claude_args::check`]: allowed Claude Code flags only, never a subcommand.
+/// pass [`super::claude_args::check`]: allowed Claude Code flags only, never a subcommand.
 ///
 /// ```
-/// use relay_host::request::{check_token_request, Request};
+/// use relay_host::launch::request::{check_token_request, Request};
 /// let r = Request::from_json(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#)?;
 /// let e = check_token_request(&r, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
 /// assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
@@ -347,7 +347,7 @@ pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<
             return Err(InvalidSpec::EnvNotAllowed(k.clone()));
         }
     }
-    crate::claude_args::check(&request.extra_args).map_err(|(index, rule)| InvalidSpec::Arg {
+    super::claude_args::check(&request.extra_args).map_err(|(index, rule)| InvalidSpec::Arg {
         index,
         arg: request.extra_args[index].clone(),
         rule,
@@ -381,13 +381,13 @@ fn check_sizes(r: &Request) -> Result<(), InvalidSpec> {
 /// A fresh random session id (`s-` and 16 hex digits).
 ///
 /// ```
-/// let id = relay_host::request::new_session_id();
-/// assert!(relay_host::request::valid_session_id(&id));
+/// let id = relay_host::launch::request::new_session_id();
+/// assert!(relay_host::launch::request::valid_session_id(&id));
 /// ```
 pub fn new_session_id() -> String {
     let mut buf = [0u8; 8];
     if relay_token::sys::random_bytes(&mut buf).is_err() {
-        let t = super::state::now_secs() ^ ((std::process::id() as u64) << 32);
+        let t = crate::state::now_secs() ^ ((std::process::id() as u64) << 32);
         buf = t.to_le_bytes();
     }
     let mut s = String::from("s-");

@@ -2,7 +2,7 @@
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → the network → build the profile → spawn `relay-shim` (status pipe at 3, token
 //! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
-//! session ends. Each step makes the next stage (`host/stage.rs`); a refusal is recorded with
+//! session ends. Each step makes the next stage (`stage`); a refusal is recorded with
 //! the audit row of the stage it reached, and leaves nothing behind but that row and its event:
 //! the folders this launch created are removed again.
 
@@ -17,16 +17,17 @@ use super::audit_row::{AuditRow, Refused};
 use super::confine;
 pub use super::error::LaunchError;
 use super::error::{RequestError, StartError};
-use super::launch_token::LaunchToken;
 use super::request::{Kind, Request, Validated};
 use super::session_folder::SessionFolder;
 pub use super::shim_command::Stdin;
 use super::stage::{Confined, Networked, Prepared, Session, SessionArgv, ShimCommand};
 pub use super::start::START_TIMEOUT;
-use super::state::State;
+use super::token::LaunchToken;
 use super::wiring::ShimWiring;
-use super::{argv, claude_config, programs, start, Host};
+use super::{argv, claude_config, programs, start};
 use crate::settings::Settings;
+use crate::state::State;
+use crate::Host;
 use relay_shim::exit::ExitCode;
 use relay_shim::StatusEvent;
 use relay_token::sandbox::{self, SandboxNet};
@@ -37,7 +38,7 @@ use relay_token::sys;
 /// logs; a refusal is also printed to stderr.
 ///
 /// ```no_run
-/// use relay_host::{Host, launch::{launch, Stdin}, request::Request};
+/// use relay_host::{Host, launch::{launch, Stdin}, launch::request::Request};
 /// let host = Host::from_dirs("/etc/relay".into(), "/var/lib/relay".into())?;
 /// let code = launch(&host, Request::from_json(r#"{"kind": "claude"}"#)?, Stdin::Inherit);
 /// std::process::exit(code);
@@ -151,13 +152,13 @@ fn prepare(
     v: Validated,
 ) -> Result<Prepared, LaunchError> {
     let session_dir = state.session_dir(v.session_id());
-    if super::state::session_locked(&session_dir) {
+    if crate::state::session_locked(&session_dir) {
         let session_id = v.session_id().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
     super::sessions::check_same_project(state, &v)?;
     let token = LaunchToken::read(host, state, settings, &v)?;
-    super::human::note_token(v.claude(), v.sandboxed(), token.carried());
+    crate::human::note_token(v.claude(), v.sandboxed(), token.carried());
     if v.sandboxed() {
         super::network::check(&v.template().network(), token.carried(), settings)?;
     }
@@ -317,12 +318,12 @@ fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
         "error": e.code(),
         "message": state.redactor().redact(&message),
         "session_id": row.session_id(),
-        "ts": super::state::now_secs(),
+        "ts": crate::state::now_secs(),
     });
     let _ = state.event(&answer);
     let _ = state.audit(row.row("error", &message));
     state.log(&format!("launch refused: {e}"));
-    super::human::print_refusal(&answer, state.redactor());
+    crate::human::print_refusal(&answer, state.redactor());
 }
 
 /// Waits for the session to end: forwards SIGTERM and SIGHUP to the shim, ignores SIGINT and
@@ -352,7 +353,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     // The exit row and the cleanup are not cut short either ([`launch`] lets them through).
     super::signals::defer();
     let code = match session.shim.wait() {
-        Ok(s) => super::exit_code_of(s),
+        Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
     };
     let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
@@ -378,7 +379,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
 /// writes the audit row and the event, prints the answer to stderr, returns the exit code.
 ///
 /// ```no_run
-/// use relay_host::{Host, launch::refuse_early, request::Request};
+/// use relay_host::{Host, launch::refuse_early, launch::request::Request};
 /// let host = Host::from_dirs("/c".into(), "/s".into())?;
 /// let e = Request::from_json("not json").unwrap_err();
 /// assert_eq!(refuse_early(&host, &e.into()), 64);

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::error::{spawn_err, LaunchError, RequestError};
-use super::state::private_dir;
+use crate::state::private_dir;
 
 /// The session folder, locked, with a fresh temp folder; removed again if the launch is refused
 /// (after the write-deny placeholders the launch made, which may lie in folders it made).
@@ -30,7 +30,7 @@ impl SessionFolder {
         let failed = || spawn_err(format!("session folder {}", session_dir.display()));
         let mut made = Made::default();
         made.create_own(session_dir).map_err(failed())?;
-        let lock = super::state::lock_session(session_dir).map_err(|source| {
+        let lock = crate::state::lock_session(session_dir).map_err(|source| {
             let dir = session_dir.to_path_buf();
             RequestError::SessionLock { dir, source }
         })?;

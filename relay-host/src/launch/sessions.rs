@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::error::{LaunchError, RequestError};
-use super::human::path_json;
 use super::request::Validated;
-use super::state::{self, SESSIONS_DIR};
+use crate::human::path_json;
 use crate::settings::SameProject;
+use crate::state::{self, SESSIONS_DIR};
 
 /// The record's file name in a session folder.
 pub const RECORD_FILE: &str = "session.json";
@@ -23,7 +23,7 @@ pub const RECORD_FILE: &str = "session.json";
 /// What `ps` shows of one session, written once its session started.
 ///
 /// ```
-/// let r: relay_host::sessions::Record = serde_json::from_str(
+/// let r: relay_host::launch::sessions::Record = serde_json::from_str(
 ///     r#"{"id":"s1","template":"shell","kind":"terminal","project":null,"pid":7,"shim_pid":6,
 ///         "host_pid":5,"started":"2026-01-02T03:04:05Z","token":false,"network":"host"}"#,
 /// )?;
@@ -71,7 +71,7 @@ impl Record {
             pid,
             shim_pid,
             host_pid: std::process::id(),
-            started: crate::time::now_rfc3339(),
+            started: crate::state::time::now_rfc3339(),
             token,
             network: network.to_string(),
         }
@@ -120,7 +120,7 @@ fn alive(pid: u32) -> bool {
 /// alive. Sorted by start time, then id.
 ///
 /// ```
-/// assert!(relay_host::sessions::running("/nonexistent".as_ref()).is_empty());
+/// assert!(relay_host::launch::sessions::running("/nonexistent".as_ref()).is_empty());
 /// ```
 pub fn running(state_dir: &Path) -> Vec<Record> {
     let mut out: Vec<Record> = std::fs::read_dir(state_dir.join(SESSIONS_DIR))
@@ -168,7 +168,7 @@ pub(crate) fn check_same_project(state: &state::State, v: &Validated) -> Result<
         first.pid
     );
     state.log(&text);
-    if super::human::for_person() {
+    if crate::human::for_person() {
         errln!("relay-host: {text}");
     } else {
         errln!("{}", json!({"warning": text}));
@@ -180,7 +180,7 @@ pub(crate) fn check_same_project(state: &state::State, v: &Validated) -> Result<
 ///
 /// ```no_run
 /// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::sessions::print(&host, false));
+/// std::process::exit(relay_host::launch::sessions::print(&host, false));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn print(host: &crate::Host, json: bool) -> i32 {

@@ -2,7 +2,7 @@
 //! [`Validated`] request → [`Prepared`] (token, programs, session folder) → [`Networked`] →
 //! [`Confined`] (the shim's command line) → [`ShimCommand`] → [`Spawned`] → a running
 //! [`Session`]. Each is
-//! made by its step in [`super::launch`]; dropping one that did not reach a session removes
+//! made by its step in [`crate::launch`]; dropping one that did not reach a session removes
 //! what the launch made (its session folder, its proxy).
 
 use std::ffi::OsString;
@@ -12,10 +12,10 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use super::launch_token::LaunchToken;
 use super::programs::Programs;
 use super::request::Validated;
 use super::session_folder::SessionFolder;
+use super::token::LaunchToken;
 use super::wiring::{Gate, ShimWiring};
 use crate::net::proxy::Proxy;
 use relay_token::sandbox::SandboxNet;
@@ -30,7 +30,7 @@ pub(crate) struct Prepared {
     pub programs: Programs,
     /// Its session folder, locked.
     pub folder: SessionFolder,
-    /// The launch's own Claude config folder ([`crate::claude_config`]).
+    /// The launch's own Claude config folder ([`super::claude_config`]).
     pub claude_config: PathBuf,
 }
 

@@ -16,8 +16,8 @@ use super::audit_row::AuditRow;
 use super::confine;
 use super::error::{spawn_err, LaunchError, StartError};
 use super::stage::{Session, ShimCommand, Spawned};
-use super::state::State;
 use super::wiring::Gate;
+use crate::state::State;
 use relay_token::FdMap;
 use relay_token::{sys, ClaudeToken, TokenPipe};
 
@@ -124,7 +124,7 @@ pub(crate) fn wait_started(
 fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Result<(), LaunchError> {
     let v = &s.launch.v;
     // Removed only now, so a refused resume leaves the folder as it was.
-    let _ = std::fs::remove_file(s.launch.folder.dir().join(super::state::ENDED_MARK));
+    let _ = std::fs::remove_file(s.launch.folder.dir().join(crate::state::ENDED_MARK));
     for e in s.gate.events(v.session_id()) {
         let _ = state.event(&e);
     }
@@ -134,7 +134,7 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     let record = super::sessions::Record::of(v, pid, s.shim.id(), s.launch.carries_token());
     let _ = record.write(s.launch.folder.dir());
     state.audit(row.row("ok", "started")).map_err(|source| {
-        let audit = state.path().join(super::state::AUDIT_FILE);
+        let audit = state.path().join(crate::state::AUDIT_FILE);
         StartError::Unrecorded { audit, source }
     })?;
     state.log(&format!(

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::error::{LaunchError, RequestError, TokenError};
 use super::request::{check_token_request, Validated};
-use super::state::State;
-use super::{reach, Host};
 use crate::settings::Settings;
+use crate::state::State;
+use crate::{reach, Host};
 use relay_token::claude_token_path_in;
 use relay_token::Redactor;
 use relay_token::{read_claude_token, sandbox, ClaudeToken};
@@ -80,7 +80,7 @@ fn check_request(v: &Validated) -> Result<(), LaunchError> {
     let redirect = project.and_then(sandbox::git_guard::common_dir_redirect);
     // A `commondir` holding `.` (what Claude Code's own tool sandbox leaves) redirects nothing:
     // removed, not refused.
-    if let Some(file) = redirect.filter(|f| !super::leftovers::clear_commondir(f)) {
+    if let Some(file) = redirect.filter(|f| !crate::state::leftovers::clear_commondir(f)) {
         let project = project.unwrap_or(&file).to_path_buf();
         return Err(RequestError::GitRedirect { project, file }.into());
     }

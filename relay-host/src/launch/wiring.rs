@@ -3,7 +3,7 @@
 //! reported `hello_ok` (confirmed by the [`Bridge`] itself) and then `started`.
 //!
 //! ```no_run
-//! use relay_host::wiring::ShimWiring;
+//! use relay_host::launch::wiring::ShimWiring;
 //! use relay_shim::{SessionId, ShimOptions};
 //! use relay_token::FdMap;
 //! let wiring = ShimWiring::new(true, "/var/lib/relay".as_ref(), "s1")?;
@@ -51,9 +51,9 @@ impl ShimWiring {
     ///
     /// ```
     /// let state = tempfile::tempdir()?;
-    /// let w = relay_host::wiring::ShimWiring::new(false, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(false, state.path(), "s1")?;
     /// assert_eq!((w.identity(), w.status_fd()), (false, 3));
-    /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(true, state.path(), "s1")?;
     /// assert_eq!((w.identity(), w.status_fd()), (true, 4));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -74,7 +74,7 @@ impl ShimWiring {
     ///
     /// ```
     /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::wiring::ShimWiring::new(false, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(false, state.path(), "s1")?;
     /// assert_eq!(w.status_fd(), 3);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -89,7 +89,7 @@ impl ShimWiring {
     ///
     /// ```
     /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(true, state.path(), "s1")?;
     /// assert!(w.identity());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -103,7 +103,7 @@ impl ShimWiring {
     ///
     /// ```
     /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(true, state.path(), "s1")?;
     /// let mut cmd = std::process::Command::new("true");
     /// let mut map = relay_token::FdMap::new();
     /// w.attach(&mut cmd, &mut map)?;
@@ -128,7 +128,7 @@ impl ShimWiring {
     ///
     /// ```
     /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::wiring::ShimWiring::new(false, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(false, state.path(), "s1")?;
     /// let mut gate = w.start(std::time::Duration::from_secs(1));
     /// assert!(gate.check(&relay_shim::StatusEvent::Started { pid: 9 }).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -201,7 +201,7 @@ impl Gate {
     ///
     /// ```
     /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::wiring::ShimWiring::new(true, state.path(), "s1")?;
+    /// let w = relay_host::launch::wiring::ShimWiring::new(true, state.path(), "s1")?;
     /// let mut gate = w.start(std::time::Duration::from_secs(1));
     /// let err = gate.check(&relay_shim::StatusEvent::Started { pid: 9 }).unwrap_err();
     /// assert!(err.to_string().contains("started"), "{err}");
@@ -247,7 +247,7 @@ impl Gate {
     /// `session_id` added, for the host's event log. Empty without the identity.
     ///
     /// ```
-    /// let gate = relay_host::wiring::Gate::default();
+    /// let gate = relay_host::launch::wiring::Gate::default();
     /// assert!(gate.events("s1").is_empty());
     /// ```
     pub fn events(&self, session_id: &str) -> Vec<Value> {
@@ -276,7 +276,7 @@ impl Gate {
 /// `event` and `reason` words only) and what the bridge said.
 ///
 /// ```
-/// use relay_host::wiring::IdentityRefused;
+/// use relay_host::launch::wiring::IdentityRefused;
 /// let e = IdentityRefused::NoHello { line: r#"{"event":"hello_ok"}"#.into() };
 /// assert_eq!(e.to_string(), r#"relay-shim reported {"event":"hello_ok"}, but the bridge got no Hello"#);
 /// ```

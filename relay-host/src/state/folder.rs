@@ -160,7 +160,7 @@ impl State {
         // through the caller.
         let _ = self.append_line(
             LOG_FILE,
-            &format!("{} {redacted}", crate::time::now_rfc3339()),
+            &format!("{} {redacted}", super::time::now_rfc3339()),
         );
         redacted
     }

@@ -16,7 +16,7 @@
 //! what a session cannot have meant to write goes.
 //!
 //! ```
-//! use relay_host::leftovers::{is_leftover, NAMES};
+//! use relay_host::state::leftovers::{is_leftover, NAMES};
 //! let dir = tempfile::tempdir()?;
 //! std::fs::write(dir.path().join("package.json"), "")?;
 //! assert!(is_leftover(&dir.path().join("package.json")));
@@ -72,9 +72,9 @@ pub const WATCHED_FILE: &str = "watched";
 /// let dir = tempfile::tempdir()?;
 /// let c = dir.path().join("commondir");
 /// std::fs::write(&c, ".")?;
-/// assert!(relay_host::leftovers::is_leftover(&c));
+/// assert!(relay_host::state::leftovers::is_leftover(&c));
 /// std::fs::write(&c, "../..\n")?;
-/// assert!(!relay_host::leftovers::is_leftover(&c));
+/// assert!(!relay_host::state::leftovers::is_leftover(&c));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn is_leftover(path: &Path) -> bool {
@@ -101,8 +101,8 @@ pub fn is_leftover(path: &Path) -> bool {
 /// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
 /// std::fs::create_dir_all(&state)?;
 /// std::fs::create_dir_all(&project)?;
-/// relay_host::leftovers::watch(&state, &project)?;
-/// assert!(relay_host::leftovers::watched(&state).contains(&project.join(".env")));
+/// relay_host::state::leftovers::watch(&state, &project)?;
+/// assert!(relay_host::state::leftovers::watched(&state).contains(&project.join(".env")));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
@@ -130,7 +130,7 @@ pub fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
 /// The paths `<state>/watched` lists, in order (none when there is no list).
 ///
 /// ```
-/// assert!(relay_host::leftovers::watched(std::path::Path::new("/nonexistent")).is_empty());
+/// assert!(relay_host::state::leftovers::watched(std::path::Path::new("/nonexistent")).is_empty());
 /// ```
 pub fn watched(state_dir: &Path) -> Vec<PathBuf> {
     fs::read_to_string(state_dir.join(WATCHED_FILE))
@@ -148,9 +148,9 @@ pub fn watched(state_dir: &Path) -> Vec<PathBuf> {
 /// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
 /// std::fs::create_dir_all(&state)?;
 /// std::fs::create_dir_all(&project)?;
-/// relay_host::leftovers::watch(&state, &project)?;
+/// relay_host::state::leftovers::watch(&state, &project)?;
 /// std::fs::create_dir_all(project.join("node_modules/.bin"))?;
-/// let p = relay_host::leftovers::pending(&state, &[]);
+/// let p = relay_host::state::leftovers::pending(&state, &[]);
 /// assert_eq!(p, [project.join("node_modules/.bin"), project.join("node_modules")]);
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -182,11 +182,11 @@ pub fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
 /// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
 /// std::fs::create_dir_all(&state)?;
 /// std::fs::create_dir_all(&project)?;
-/// relay_host::leftovers::watch(&state, &project)?;
+/// relay_host::state::leftovers::watch(&state, &project)?;
 /// std::fs::create_dir_all(project.join("node_modules/.bin"))?;
 /// std::fs::write(project.join(".env"), "")?;
 /// std::fs::write(project.join("package.json"), "{\"name\": \"mine\"}")?;
-/// assert_eq!(relay_host::leftovers::release(&state, &[])?, 3);
+/// assert_eq!(relay_host::state::leftovers::release(&state, &[])?, 3);
 /// assert!(!project.join("node_modules").exists() && !project.join(".env").exists());
 /// assert!(project.join("package.json").exists());
 /// # Ok::<(), std::io::Error>(())
@@ -214,7 +214,7 @@ pub fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
 /// let dir = tempfile::tempdir()?;
 /// let c = dir.path().join("commondir");
 /// std::fs::write(&c, ".")?;
-/// assert!(relay_host::leftovers::clear_commondir(&c));
+/// assert!(relay_host::state::leftovers::clear_commondir(&c));
 /// assert!(!c.exists());
 /// # Ok::<(), std::io::Error>(())
 /// ```

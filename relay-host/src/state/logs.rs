@@ -12,7 +12,7 @@ use serde_json::Value;
 /// Which rows to print.
 ///
 /// ```
-/// let q = relay_host::logs::Query { since: Some(0), session: None, follow: false };
+/// let q = relay_host::state::logs::Query { since: Some(0), session: None, follow: false };
 /// assert!(q.matches(&serde_json::json!({"ts": 5})));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,7 +29,7 @@ impl Query {
     /// True when `row` passes the filters.
     ///
     /// ```
-    /// use relay_host::logs::Query;
+    /// use relay_host::state::logs::Query;
     /// let q = Query { since: Some(10), session: Some("s-1".into()), follow: false };
     /// assert!(q.matches(&serde_json::json!({"ts": 10, "session_id": "s-1"})));
     /// assert!(!q.matches(&serde_json::json!({"ts": 9, "session_id": "s-1"})));
@@ -51,18 +51,18 @@ impl Query {
 /// Seconds since the epoch as RFC 3339 in UTC (`2026-12-02T19:48:13Z`).
 ///
 /// ```
-/// use relay_host::logs::rfc3339;
+/// use relay_host::state::logs::rfc3339;
 /// assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
 /// assert_eq!(rfc3339(1_796_154_493), "2026-12-01T19:48:13Z");
 /// ```
 pub fn rfc3339(secs: u64) -> String {
-    crate::time::rfc3339(secs)
+    super::time::rfc3339(secs)
 }
 
 /// A `--since` value that is neither a time, a date nor an age (the value as given).
 ///
 /// ```
-/// let e = relay_host::logs::parse_since("soon", 0).unwrap_err();
+/// let e = relay_host::state::logs::parse_since("soon", 0).unwrap_err();
 /// assert!(e.to_string().starts_with("--since \"soon\": give a time"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl std::error::Error for BadSince {}
 /// or an age (`30s`, `15m`, `2h`, `7d`) counted back from `now`.
 ///
 /// ```
-/// use relay_host::logs::parse_since;
+/// use relay_host::state::logs::parse_since;
 /// assert_eq!(parse_since("1970-01-02", 0), Ok(86400));
 /// assert_eq!(parse_since("1970-01-01T01:00:00Z", 0), Ok(3600));
 /// assert_eq!(parse_since("2h", 10_000), Ok(10_000 - 7200));
@@ -125,7 +125,7 @@ pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
 ///
 /// ```
 /// let row = serde_json::json!({"event": "session_launch", "ts": 0, "outcome": "ok"});
-/// assert_eq!(relay_host::logs::text_line(&row), "1970-01-01T00:00:00Z event=session_launch outcome=ok");
+/// assert_eq!(relay_host::state::logs::text_line(&row), "1970-01-01T00:00:00Z event=session_launch outcome=ok");
 /// ```
 pub fn text_line(row: &Value) -> String {
     let Value::Object(m) = row else {
@@ -149,7 +149,7 @@ pub fn text_line(row: &Value) -> String {
 /// prints nothing and creates nothing.
 ///
 /// ```no_run
-/// use relay_host::logs::{print, Query};
+/// use relay_host::state::logs::{print, Query};
 /// print("/home/me/.local/state/relay".as_ref(), "audit.jsonl", false, &Query::default())?;
 /// # Ok::<(), std::io::Error>(())
 /// ```

@@ -3,7 +3,7 @@
 /// A time in seconds since the Unix epoch as RFC 3339 in UTC (`2026-12-02T19:00:00Z`).
 ///
 /// ```
-/// assert_eq!(relay_host::time::rfc3339(0), "1970-01-01T00:00:00Z");
+/// assert_eq!(relay_host::state::time::rfc3339(0), "1970-01-01T00:00:00Z");
 /// ```
 pub fn rfc3339(secs: u64) -> String {
     i64::try_from(secs)
@@ -15,7 +15,7 @@ pub fn rfc3339(secs: u64) -> String {
 /// Now, as [`rfc3339`] (whole seconds).
 ///
 /// ```
-/// assert!(relay_host::time::now_rfc3339().ends_with('Z'));
+/// assert!(relay_host::state::time::now_rfc3339().ends_with('Z'));
 /// ```
 pub fn now_rfc3339() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
