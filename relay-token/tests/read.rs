@@ -298,7 +298,15 @@ fn permission_denied_for_an_unprivileged_reader() {
     // The unprivileged reader runs a copy of this test binary from the open folder: the
     // checkout itself may sit in a home folder closed to uid 65534 (`/root` is 0700).
     let exe = dir.path().join("probe");
-    fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    // Copied by `cp`, never in this process: a descriptor of the new file open here for writing
+    // would pass to any child another test thread forks meanwhile, and running the copy would
+    // fail with ETXTBSY.
+    let cp = Command::new("cp")
+        .arg("--")
+        .arg(std::env::current_exe().unwrap())
+        .arg(&exe)
+        .status();
+    assert!(cp.unwrap().success(), "cp the test binary");
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&exe)

@@ -94,7 +94,7 @@ fn native_binary(npm: &Path) -> PathBuf {
 /// user chowns it.
 fn copy_program(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.parent().expect("a folder")).unwrap();
-    std::fs::copy(from, to).expect("copy the native binary");
+    crate::copy_program(from, to);
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 

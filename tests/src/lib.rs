@@ -36,6 +36,32 @@ pub fn relay_host() -> PathBuf {
     bin("relay-host")
 }
 
+/// Copies the program `from` to `to` (its mode kept) with `cp`, in a child process.
+///
+/// A copy made in this process (`std::fs::copy`) holds a descriptor open for writing on the new
+/// file while it writes; a test thread that forks in that moment hands the descriptor to its child
+/// until the child's `exec`, and running the copy meanwhile fails with `ETXTBSY` ("Text file
+/// busy"). `cp` holds that descriptor in its own process only, which no test thread forks.
+///
+/// ```no_run
+/// let to = std::env::temp_dir().join("relay-host-copy");
+/// relay_tests::copy_program(&relay_tests::relay_host(), &to);
+/// ```
+pub fn copy_program(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(
+        status.success(),
+        "cp {} {}: {status}",
+        from.display(),
+        to.display()
+    );
+}
+
 /// The built `fake-agent`'s path as a string (a program name for a command line or a
 /// template).
 ///

@@ -206,7 +206,7 @@ fn demo_runs_from_a_lone_relay_host() {
     // empty folder, with a PATH that holds bwrap but no relay-shim.
     let dir = tempfile::tempdir().unwrap();
     let host = dir.path().join("relay-host");
-    std::fs::copy(relay_tests::relay_host(), &host).unwrap();
+    relay_tests::copy_program(&relay_tests::relay_host(), &host);
     let path = "/usr/local/bin:/usr/bin:/bin";
     for d in std::env::split_paths(path) {
         assert!(

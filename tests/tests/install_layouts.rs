@@ -120,7 +120,7 @@ fn write(p: &Path, text: &str, mode: u32) {
 /// Copies the fake agent to `to` (0755), making its folders (0755).
 fn place_agent(to: &Path) {
     mkdir(to.parent().unwrap(), 0o755);
-    std::fs::copy(fake_agent(), to).unwrap();
+    relay_tests::copy_program(&fake_agent(), to);
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 

@@ -45,7 +45,7 @@ fn npm_user_prefix(home: &Path) -> Installed {
 fn place(program: &Path, bin: PathBuf, target: &Path) -> Installed {
     std::fs::create_dir_all(program.parent().unwrap()).unwrap();
     std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(fake_agent(), program).unwrap();
+    relay_tests::copy_program(&fake_agent(), program);
     std::os::unix::fs::symlink(target, bin.join("claude")).unwrap();
     let sibling = program.parent().unwrap().join("9.9.9");
     let program = program.to_path_buf();

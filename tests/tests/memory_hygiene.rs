@@ -113,7 +113,7 @@ fn no_copy_of_the_launch_secret_in_host_or_shim_memory() {
     let lone = fx.root.join("lone");
     std::fs::create_dir(&lone).unwrap();
     let host = lone.join("relay-host");
-    std::fs::copy(relay_tests::relay_host(), &host).unwrap();
+    relay_tests::copy_program(&relay_tests::relay_host(), &host);
     let kept = lone.join("secret");
     let wrapper = lone.join("relay-shim");
     std::fs::write(
@@ -179,7 +179,7 @@ fn the_host_is_not_dumpable() {
     std::fs::set_permissions(bins.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let copy = |from: PathBuf| {
         let to = bins.path().join(from.file_name().unwrap());
-        std::fs::copy(&from, &to).unwrap();
+        relay_tests::copy_program(&from, &to);
         to
     };
     let agent = copy(fake_agent());

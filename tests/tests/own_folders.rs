@@ -132,7 +132,7 @@ fn a_shell_session_cannot_replace_a_program_that_later_gets_the_token() {
     let bin = h.home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let program = bin.join("agent");
-    std::fs::copy(relay_tests::fake_agent(), &program).unwrap();
+    relay_tests::copy_program(&relay_tests::fake_agent(), &program);
     let settings = serde_json::json!({
         "claude_token_file": "~/.config/claude-ltt/token",
         "templates": [{"id": "claude-code", "command": [program], "sandbox": {"read_write": ["{project}"]}}],

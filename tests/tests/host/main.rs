@@ -178,7 +178,7 @@ impl Fx {
         let dir = self.root.join(folder);
         fs::create_dir(&dir).unwrap();
         let host = dir.join(name);
-        fs::copy(relay_tests::relay_host(), &host).unwrap();
+        relay_tests::copy_program(&relay_tests::relay_host(), &host);
         host
     }
 

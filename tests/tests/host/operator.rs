@@ -425,7 +425,7 @@ fn each_common_refusal_has_a_hint() {
     let lone = fx.root.join("lone");
     fs::create_dir(&lone).unwrap();
     let copy = lone.join("relay-host-copy");
-    fs::copy(relay_tests::relay_host(), &copy).unwrap();
+    relay_tests::copy_program(&relay_tests::relay_host(), &copy);
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
     let mut cmd = std::process::Command::new(&copy);
@@ -585,7 +585,7 @@ fn the_readme_operator_walkthrough_runs() {
     let mut ran = 0;
     for line in lines {
         if line == "cargo install --path relay-host" {
-            fs::copy(relay_tests::relay_host(), cargo_bin.join("relay-host")).unwrap();
+            relay_tests::copy_program(&relay_tests::relay_host(), &cargo_bin.join("relay-host"));
             continue;
         }
         if line == "claude setup-token" {
