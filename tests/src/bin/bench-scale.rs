@@ -81,7 +81,7 @@ fn world(agent: &Path, templates: Value) -> (Fixture, OsString) {
     let bin = fx.root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    relay_tests::copy_program(&agent, &bin.join("claude"));
+    relay_tests::copy_program(agent, &bin.join("claude"));
     let mut s = json!({"claude_token_file": "~/.config/acme-ltt/token"});
     if !templates.is_null() {
         s["templates"] = templates;
