@@ -21,7 +21,7 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
     let program = &launch.programs.command;
     let mut target: Vec<OsString> = vec![program.as_os_str().to_os_string()];
     target.extend(
-        v.template().command[1..]
+        v.template.command[1..]
             .iter()
             .map(|a| OsString::from(subst(a, &launch.claude_config, project))),
     );
@@ -31,14 +31,14 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
         target.push("--setting-sources".into());
         target.push("user".into());
     }
-    if let (true, Some(r)) = (v.claude(), &v.request().resume) {
+    if let (true, Some(r)) = (v.claude, &v.resume) {
         target.push("--resume".into());
         target.push(r.into());
     }
-    if v.claude() && v.request().continue_last {
+    if v.claude && v.continue_last {
         target.push("--continue".into());
     }
-    target.extend(v.request().extra_args.iter().map(OsString::from));
+    target.extend(v.extra_args.iter().map(OsString::from));
     target
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::error::LaunchError;
-use super::request::{Request, Validated};
+use super::request::{LaunchPlan, Request};
 
 /// What a launch is about, as far as it got.
 #[derive(Debug, Clone, Default)]
@@ -43,13 +43,13 @@ impl AuditRow {
     }
 
     /// A validated launch, which has not handed the token over (yet).
-    pub(crate) fn of_validated(v: &Validated) -> AuditRow {
+    pub(crate) fn of_validated(v: &LaunchPlan) -> AuditRow {
         AuditRow {
-            kind: v.request().kind.as_str(),
-            template: v.template().id.clone(),
-            sandbox: v.sandboxed(),
+            kind: v.kind.as_str(),
+            template: v.template.id.clone(),
+            sandbox: v.sandboxed,
             token: false,
-            session_id: Some(v.session_id().to_string()),
+            session_id: Some(v.session_id.as_str().to_string()),
         }
     }
 

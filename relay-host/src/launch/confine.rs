@@ -178,7 +178,7 @@ fn guard_git(
         .unwrap_or_default();
     let (k, v) = git_guard::linked_env(&linked);
     env.push((k.into(), v));
-    let template_path = i.launch.v.template().env.get("PATH").map(OsString::from);
+    let template_path = i.launch.v.template.env.get("PATH").map(OsString::from);
     let path = template_path
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_else(|| "/usr/bin:/bin".into());
@@ -273,7 +273,7 @@ fn base_profile(i: &Inputs<'_>, state_dir: &Path) -> Result<Profile, LaunchError
 fn template_profile(i: &Inputs<'_>) -> Result<Profile, LaunchError> {
     let project = i.launch.project();
     let mut profile = Profile::new();
-    for (value, rw) in template_grants(&i.launch.v.template().sandbox) {
+    for (value, rw) in template_grants(&i.launch.v.template.sandbox) {
         if let Some(p) = expand(i.host, value, project, &i.launch.claude_config)? {
             if rw {
                 profile.read_write(p);

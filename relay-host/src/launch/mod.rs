@@ -11,6 +11,7 @@ pub mod bridge;
 pub mod claude_args;
 pub mod claude_config;
 pub(crate) mod confine;
+pub(crate) mod context;
 pub mod error;
 #[cfg(not(target_os = "macos"))]
 pub(crate) mod git_binds;

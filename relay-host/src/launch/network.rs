@@ -83,7 +83,7 @@ pub fn start(
     // A socket left by an earlier run of this session id (the session folder is the host's,
     // and this launch holds the session's lock).
     let _ = std::fs::remove_file(&socket);
-    let mut events = State::open(state.path()).map_err(refuse("state folder".into()))?;
+    let events = State::open(state.path()).map_err(refuse("state folder".into()))?;
     // A refused host is the session's text: it may spell the token (`CONNECT <token>.x:443`).
     events.set_redactor(state.redactor().clone());
     let id = session_id.to_string();

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::error::{spawn_err, LaunchError, ProgramError};
-use super::request::Validated;
+use super::request::LaunchPlan;
 use crate::reach;
 use crate::settings::Settings;
 use crate::Host;
@@ -35,23 +35,23 @@ pub(crate) struct Programs {
 pub(crate) fn resolve(
     host: &Host,
     settings: &Settings,
-    v: &Validated,
+    v: &LaunchPlan,
     claude_config: &std::path::Path,
 ) -> Result<Programs, LaunchError> {
     let shim = host.find_shim(settings).map_err(ProgramError::Shim)?;
     let command = find_command(v)?;
-    let (bwrap, features) = match v.sandboxed() {
+    let (bwrap, features) = match v.sandboxed {
         true => find_sandbox(settings).map(|(p, f)| (Some(p), f))?,
         false => (None, Default::default()),
     };
-    let ssh = match &v.request().host {
+    let ssh = match &v.ssh_host {
         Some(_) => Some(relay_token::which::find_program("ssh").ok_or(ProgramError::SshNotFound)?),
         None => None,
     };
     let rw_grants = reach::rw_grants_in(
         &host.home,
         settings,
-        v.project(),
+        v.project.as_deref(),
         claude_config,
         &sandbox::Realpaths::default(),
     );
@@ -69,9 +69,9 @@ pub(crate) fn resolve(
 
 /// The template's command on `PATH`; a remote (ssh) launch names a program on the other
 /// machine: it is not looked up here.
-fn find_command(v: &Validated) -> Result<PathBuf, ProgramError> {
-    let name = &v.template().command[0];
-    match &v.request().host {
+fn find_command(v: &LaunchPlan) -> Result<PathBuf, ProgramError> {
+    let name = &v.template.command[0];
+    match &v.ssh_host {
         Some(_) => Ok(PathBuf::from(name)),
         None => relay_token::which::find_program(name)
             .ok_or_else(|| ProgramError::CommandNotFound { name: name.clone() }),
@@ -91,13 +91,9 @@ fn find_sandbox(
 }
 
 /// Refuses a program a session could have planted.
-fn check_planted(host: &Host, v: &Validated, p: &Programs) -> Result<(), ProgramError> {
+fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), ProgramError> {
     let guarded = reach::guarded_folders(&host.home, &p.rw_grants);
-    let local = v
-        .request()
-        .host
-        .is_none()
-        .then_some(("command", &p.command));
+    let local = v.ssh_host.is_none().then_some(("command", &p.command));
     let checks = [Some(("relay-shim", &p.shim)), local]
         .into_iter()
         .flatten()
@@ -112,8 +108,8 @@ fn check_planted(host: &Host, v: &Validated, p: &Programs) -> Result<(), Program
 }
 
 /// A local command by its real path.
-fn real_command(v: &Validated, mut p: Programs) -> Result<Programs, LaunchError> {
-    if v.request().host.is_none() {
+fn real_command(v: &LaunchPlan, mut p: Programs) -> Result<Programs, LaunchError> {
+    if v.ssh_host.is_none() {
         p.command = p
             .command
             .canonicalize()

@@ -1,7 +1,7 @@
 //! A launch request, as `relay-host launch` reads it, and its validation.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -118,87 +118,53 @@ pub fn valid_session_id(id: &str) -> bool {
     relay_shim::SessionId::parse(id).is_some()
 }
 
-/// A request checked against the settings: what to launch. Made only by [`Request::validate`].
+/// A request resolved against the settings: everything the later steps of a launch read, and
+/// nothing of the request's own words (the audit row keeps those). Made only by
+/// [`Request::validate`]; the launch replaces its project by the real path it checked.
 ///
 /// ```
 /// use relay_host::launch::request::Request;
-/// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell"}"#).unwrap();
-/// let v = r.validate(&Default::default()).unwrap();
-/// assert!(!v.claude());
+/// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell", "session_id": "s1"}"#)?;
+/// let plan = r.validate(&Default::default())?;
+/// assert!(!plan.claude);
+/// assert!(plan.sandboxed);
+/// assert_eq!((plan.session_id.as_str(), plan.template.id.as_str()), ("s1", "shell"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct Validated {
-    request: Request,
-    template: Template,
-    claude: bool,
-    sandboxed: bool,
-    session_id: String,
+#[non_exhaustive]
+pub struct LaunchPlan {
+    /// The kind of session asked for.
+    pub kind: Kind,
+    /// The template it resolved to.
+    pub template: Template,
+    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
+    pub claude: bool,
+    /// True when it runs in the sandbox (the request asks for it, it runs on this machine, and
+    /// the template has one).
+    pub sandboxed: bool,
+    /// The session id (given or generated).
+    pub session_id: String,
+    /// The project folder: as given until the launch checks it, then its real path.
+    pub project: Option<PathBuf>,
+    /// A Claude conversation to resume.
+    pub resume: Option<String>,
+    /// Continue the project's most recent Claude conversation.
+    pub continue_last: bool,
+    /// Arguments appended to the template's command.
+    pub extra_args: Vec<String>,
+    /// Variables set after the template's env.
+    pub env: BTreeMap<String, String>,
+    /// The machine an ssh launch runs on (never with the token).
+    pub ssh_host: Option<String>,
+    /// Keep the session folder after the session ends.
+    pub keep: bool,
 }
 
-impl Validated {
-    /// The request.
-    ///
-    /// ```
-    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
-    /// assert!(r.validate(&Default::default()).unwrap().request().sandbox);
-    /// ```
-    pub fn request(&self) -> &Request {
-        &self.request
-    }
-
-    /// The template it resolved to.
-    ///
-    /// ```
-    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
-    /// assert_eq!(r.validate(&Default::default()).unwrap().template().id, "claude-code");
-    /// ```
-    pub fn template(&self) -> &Template {
-        &self.template
-    }
-
-    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
-    ///
-    /// ```
-    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
-    /// assert!(r.validate(&Default::default()).unwrap().claude());
-    /// ```
-    pub fn claude(&self) -> bool {
-        self.claude
-    }
-
-    /// True when it runs in the sandbox (the request asks for it and the template has one).
-    ///
-    /// ```
-    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude", "sandbox": false}"#).unwrap();
-    /// assert!(!r.validate(&Default::default()).unwrap().sandboxed());
-    /// ```
-    pub fn sandboxed(&self) -> bool {
-        self.sandboxed
-    }
-
-    /// The session id (given or generated).
-    ///
-    /// ```
-    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude", "session_id": "s1"}"#).unwrap();
-    /// assert_eq!(r.validate(&Default::default()).unwrap().session_id(), "s1");
-    /// ```
-    pub fn session_id(&self) -> &str {
-        &self.session_id
-    }
-
-    /// The project folder, once checked its real path.
-    ///
-    /// ```
-    /// # let r = relay_host::launch::request::Request::from_json(r#"{"kind": "claude"}"#).unwrap();
-    /// assert!(r.validate(&Default::default()).unwrap().project().is_none());
-    /// ```
-    pub fn project(&self) -> Option<&Path> {
-        self.request.project.as_deref()
-    }
-
-    /// The request with its project replaced by the real path the launch checked.
-    pub(crate) fn with_real_project(mut self, real: PathBuf) -> Validated {
-        self.request.project = Some(real);
+impl LaunchPlan {
+    /// The plan with its project replaced by the real path the launch checked.
+    pub(crate) fn with_real_project(mut self, real: PathBuf) -> LaunchPlan {
+        self.project = Some(real);
         self
     }
 }
@@ -230,7 +196,7 @@ impl Request {
     /// let r = Request::from_json(r#"{"kind": "pi", "template": "claude-code"}"#).unwrap();
     /// assert!(r.validate(&Default::default()).is_err());
     /// ```
-    pub fn validate(self, settings: &Settings) -> Result<Validated, InvalidSpec> {
+    pub fn validate(self, settings: &Settings) -> Result<LaunchPlan, InvalidSpec> {
         let template_id = match (self.kind, self.template.as_deref()) {
             (Kind::Claude, None) | (Kind::Claude, Some(CLAUDE_TEMPLATE)) => CLAUDE_TEMPLATE,
             (Kind::Claude, Some(t)) => {
@@ -285,12 +251,19 @@ impl Request {
         let claude =
             template.id == CLAUDE_TEMPLATE && matches!(self.kind, Kind::Claude | Kind::Terminal);
         let sandboxed = self.sandbox && self.host.is_none() && template.sandbox != Sandbox::Off;
-        Ok(Validated {
-            request: self,
+        Ok(LaunchPlan {
+            kind: self.kind,
             template,
             claude,
             sandboxed,
             session_id,
+            project: self.project,
+            resume: self.resume,
+            continue_last: self.continue_last,
+            extra_args: self.extra_args,
+            env: self.env,
+            ssh_host: self.host,
+            keep: self.keep,
         })
     }
 }
@@ -329,13 +302,18 @@ pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_O
 /// ```
 /// use relay_host::launch::request::{check_token_request, Request};
 /// let r = Request::from_json(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#)?;
-/// let e = check_token_request(&r, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
+/// let plan = r.validate(&Default::default())?;
+/// let e = check_token_request(&plan, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
 /// assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
 /// let r = Request::from_json(r#"{"kind": "claude", "extra_args": ["--settings={}"]}"#)?;
-/// assert!(check_token_request(&r, &[]).unwrap_err().to_string().contains("--settings"));
+/// let plan = r.validate(&Default::default())?;
+/// assert!(check_token_request(&plan, &[]).unwrap_err().to_string().contains("--settings"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn check_token_request(request: &Request, allowed_env: &[String]) -> Result<(), InvalidSpec> {
+pub fn check_token_request(
+    request: &LaunchPlan,
+    allowed_env: &[String],
+) -> Result<(), InvalidSpec> {
     for k in request.env.keys() {
         if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
             return Err(InvalidSpec::EnvPrefix {

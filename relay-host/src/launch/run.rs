@@ -15,9 +15,10 @@ use serde_json::json;
 pub use super::argv::SSH_CONFIG;
 use super::audit_row::{AuditRow, Refused};
 use super::confine;
+use super::context::Launch;
 pub use super::error::LaunchError;
 use super::error::{RequestError, StartError};
-use super::request::{Kind, Request, Validated};
+use super::request::{Kind, LaunchPlan, Request};
 use super::session_folder::SessionFolder;
 pub use super::shim_command::Stdin;
 use super::stage::{Confined, Networked, Prepared, Session, SessionArgv, ShimCommand};
@@ -54,41 +55,43 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
 }
 
 fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
-    let mut state = match State::open(&host.state_dir) {
+    let state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
             errln!("relay-host: state folder {}: {e}", host.state_dir.display());
             return ExitCode::Internal.code();
         }
     };
-    let code = match start_session(host, &mut state, request, stdin) {
-        Ok(session) => supervise(&state, session),
-        Err(r) => {
-            refuse(&state, &r.row, &r.error);
-            r.error.exit_code().code()
+    let row = AuditRow::of_request(&request);
+    let (settings, plan) = match accept(host, &state, request) {
+        Ok(accepted) => accepted,
+        Err(e) => {
+            super::placeholders::release(state.path());
+            return refused(&state, &row.refused(e));
         }
     };
-    super::placeholders::release(state.path());
-    code
+    let cx = Launch::new(host, settings, state);
+    match start_session(&cx, plan, stdin) {
+        Ok(session) => supervise(&cx.state, session),
+        Err(r) => refused(&cx.state, &r),
+    }
 }
 
-/// The launch, stage by stage, up to its running session; a refusal carries the audit row of
-/// the stage it reached (the request's words before validation, the token only once handed
-/// over).
-fn start_session(
-    host: &Host,
-    state: &mut State,
-    request: Request,
-    stdin: Stdin,
-) -> Result<Session, Box<Refused>> {
-    let row = AuditRow::of_request(&request);
-    let (settings, v) = accept(host, state, request).map_err(|e| row.refused(e))?;
+/// Records a refusal ([`refuse`]) and returns its exit code.
+fn refused(state: &State, r: &Refused) -> i32 {
+    refuse(state, &r.row, &r.error);
+    r.error.exit_code().code()
+}
+
+/// The accepted launch, stage by stage, up to its running session; a refusal carries the audit
+/// row of the stage it reached (the token only once handed over).
+fn start_session(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<Session, Box<Refused>> {
     let row = AuditRow::of_validated(&v);
-    let spawned = shim_for(host, state, &settings, v, stdin)
+    let spawned = shim_for(cx, v, stdin)
         .and_then(start::spawn)
         .map_err(|e| row.refused(e))?;
     let row = row.spawned(spawned.launch.carries_token());
-    start::wait_started(state, &row, spawned).map_err(|e| row.refused(e))
+    start::wait_started(&cx.state, &row, spawned).map_err(|e| row.refused(e))
 }
 
 /// The state folder checked, the settings read, the request validated.
@@ -96,7 +99,7 @@ fn accept(
     host: &Host,
     state: &State,
     request: Request,
-) -> Result<(Settings, Validated), LaunchError> {
+) -> Result<(Settings, LaunchPlan), LaunchError> {
     // A session must never run without its audit row: a state folder that cannot take one
     // (read-only, full, a log that cannot be opened) refuses the launch before anything starts.
     state.check_writable().map_err(LaunchError::State)?;
@@ -105,18 +108,12 @@ fn accept(
     Ok((settings, v))
 }
 
-/// A validated launch's steps up to the shim's command: prepared → networked → confined.
-fn shim_for(
-    host: &Host,
-    state: &mut State,
-    settings: &Settings,
-    v: Validated,
-    stdin: Stdin,
-) -> Result<ShimCommand, LaunchError> {
-    let prepared = prepare(host, state, settings, v)?;
-    let networked = connect(prepared, state)?;
-    let confined = confine(host, state, settings, networked)?;
-    shim_command(confined, state, stdin)
+/// An accepted launch's steps up to the shim's command: prepared → networked → confined.
+fn shim_for(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
+    let prepared = prepare(cx, v)?;
+    let networked = connect(cx, prepared)?;
+    let confined = confine(cx, networked)?;
+    shim_command(cx, confined, stdin)
 }
 
 /// The request checked against the settings, its project against the folder rules.
@@ -125,18 +122,18 @@ fn validate(
     state: &State,
     settings: &Settings,
     request: Request,
-) -> Result<Validated, LaunchError> {
+) -> Result<LaunchPlan, LaunchError> {
     let v = request.validate(settings)?;
-    let Some(given) = v.project().map(Path::to_path_buf) else {
+    let Some(given) = v.project.as_deref().map(Path::to_path_buf) else {
         return Ok(v);
     };
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let own = [host.config_dir.as_path(), host.state_dir.as_path()];
     let real = super::project::check_project(&given, &own, me)?;
-    let claude_config = claude_config::launch_dir(&state.session_dir(v.session_id()));
-    if v.sandboxed() && !confine::grants_show(host, &v.template().sandbox, &real, &claude_config)? {
-        let template = v.template().id.clone();
+    let claude_config = claude_config::launch_dir(&state.session_dir(v.session_id.as_str()));
+    if v.sandboxed && !confine::grants_show(host, &v.template.sandbox, &real, &claude_config)? {
+        let template = v.template.id.clone();
         let project = given;
         return Err(RequestError::ProjectNotGranted { project, template }.into());
     }
@@ -145,30 +142,26 @@ fn validate(
 
 /// The token read, the network checked against it, the programs found, the session folder
 /// made (and marked kept, and the Claude config seeded).
-fn prepare(
-    host: &Host,
-    state: &mut State,
-    settings: &Settings,
-    v: Validated,
-) -> Result<Prepared, LaunchError> {
-    let session_dir = state.session_dir(v.session_id());
+fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
+    let (host, state, settings) = (cx.host, &cx.state, &cx.settings);
+    let session_dir = state.session_dir(v.session_id.as_str());
     if crate::state::session_locked(&session_dir) {
-        let session_id = v.session_id().to_string();
+        let session_id = v.session_id.as_str().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
     super::sessions::check_same_project(state, &v)?;
     let token = LaunchToken::read(host, state, settings, &v)?;
-    crate::human::note_token(v.claude(), v.sandboxed(), token.carried());
-    if v.sandboxed() {
-        super::network::check(&v.template().network(), token.carried(), settings)?;
+    crate::human::note_token(v.claude, v.sandboxed, token.carried());
+    if v.sandboxed {
+        super::network::check(&v.template.network(), token.carried(), settings)?;
     }
     let claude_config = claude_config::launch_dir(&session_dir);
     let programs = programs::resolve(host, settings, &v, &claude_config)?;
     let folder = SessionFolder::create(state.path(), &session_dir, &state.claude_config_dir())?;
-    if v.request().keep {
-        let _ = state.mark_kept(v.session_id());
+    if v.keep {
+        let _ = state.mark_kept(v.session_id.as_str());
     }
-    seed_claude_config(host, state, &v, &claude_config)?;
+    seed_claude_config(cx, &v, &claude_config)?;
     Ok(Prepared {
         v,
         token,
@@ -180,18 +173,13 @@ fn prepare(
 
 /// The launch's own Claude config folder ([`claude_config`]), seeded from the operator's
 /// `claude-seed/`, relay's defaults and the persistent folder's named state.
-fn seed_claude_config(
-    host: &Host,
-    state: &State,
-    v: &Validated,
-    launch_dir: &Path,
-) -> Result<(), LaunchError> {
+fn seed_claude_config(cx: &Launch, v: &LaunchPlan, launch_dir: &Path) -> Result<(), LaunchError> {
     let seed = claude_config::Seed {
-        config_dir: &host.config_dir,
-        persistent: &state.claude_config_dir(),
-        onboard: v.template().api_base_url.is_some(),
+        config_dir: &cx.host.config_dir,
+        persistent: &cx.state.claude_config_dir(),
+        onboard: v.template.api_base_url.is_some(),
         resume: resumes(v),
-        trust: v.project().filter(|_| v.template().trusts_project()),
+        trust: v.project.as_deref().filter(|_| v.template.trusts_project()),
     };
     claude_config::seed(launch_dir, &seed).map_err(super::error::spawn_err(format!(
         "Claude config folder {}",
@@ -201,15 +189,14 @@ fn seed_claude_config(
 
 /// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of them
 /// (`--continue`, which picks the newest), or none.
-fn resumes(v: &Validated) -> Option<Option<&str>> {
-    let r = v.request();
-    if let (true, Some(id)) = (v.claude(), &r.resume) {
+fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
+    if let (true, Some(id)) = (v.claude, &v.resume) {
         return Some(Some(id.as_str()));
     }
-    if v.claude() && r.continue_last {
+    if v.claude && v.continue_last {
         return Some(None);
     }
-    let args = &r.extra_args;
+    let args = &v.extra_args;
     for (i, a) in args.iter().enumerate() {
         match a.as_str() {
             "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
@@ -225,28 +212,28 @@ fn resumes(v: &Validated) -> Option<Option<&str>> {
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
 /// session.
-fn connect(launch: Prepared, state: &State) -> Result<Networked, LaunchError> {
+fn connect(cx: &Launch, launch: Prepared) -> Result<Networked, LaunchError> {
     if launch.programs.bwrap.is_none() {
         let (net, proxy) = (None, None);
         return Ok(Networked { launch, net, proxy });
     }
     let v = &launch.v;
-    let network = v.template().network();
-    let (net, proxy) = super::network::start(&network, launch.folder.dir(), state, v.session_id())?;
+    let network = v.template.network();
+    let (net, proxy) = super::network::start(
+        &network,
+        launch.folder.dir(),
+        &cx.state,
+        v.session_id.as_str(),
+    )?;
     let net = Some(net);
     Ok(Networked { launch, net, proxy })
 }
 
 /// The command line the shim runs around the session's own ([`argv::target_argv`]).
-fn confine(
-    host: &Host,
-    state: &State,
-    settings: &Settings,
-    n: Networked,
-) -> Result<Confined, LaunchError> {
+fn confine(cx: &Launch, n: Networked) -> Result<Confined, LaunchError> {
     let Networked { launch, net, proxy } = n;
-    let target = argv::target_argv(host, settings, &launch);
-    let argv = session_argv(host, state, settings, &launch, net, target)?;
+    let target = argv::target_argv(cx.host, &cx.settings, &launch);
+    let argv = session_argv(cx, &launch, net, target)?;
     Ok(Confined {
         launch,
         proxy,
@@ -256,9 +243,7 @@ fn confine(
 
 /// bwrap around the target (sandboxed), ssh to the remote host, or the target itself.
 fn session_argv(
-    host: &Host,
-    state: &State,
-    settings: &Settings,
+    cx: &Launch,
     launch: &Prepared,
     net: Option<SandboxNet>,
     target: Vec<OsString>,
@@ -266,8 +251,8 @@ fn session_argv(
     if let (Some(bwrap), Some(net)) = (&launch.programs.bwrap, net) {
         let real = sandbox::Realpaths::default();
         let inputs = confine::Inputs {
-            host,
-            settings,
+            host: cx.host,
+            settings: &cx.settings,
             launch,
             bwrap,
             net,
@@ -275,24 +260,24 @@ fn session_argv(
         };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
         // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
-        let setenv: Vec<(OsString, OsString)> = (launch.v.request().env.iter())
+        let setenv: Vec<(OsString, OsString)> = (launch.v.env.iter())
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
-        return confine::sandbox_argv(&inputs, state.path(), &setenv, &target);
+        return confine::sandbox_argv(&inputs, cx.state.path(), &setenv, &target);
     }
-    if let (Some(h), Some(ssh)) = (&launch.v.request().host, &launch.programs.ssh) {
-        return Ok(SessionArgv::plain(argv::ssh_argv(host, ssh, h, target)));
+    if let (Some(h), Some(ssh)) = (&launch.v.ssh_host, &launch.programs.ssh) {
+        return Ok(SessionArgv::plain(argv::ssh_argv(cx.host, ssh, h, target)));
     }
     Ok(SessionArgv::plain(target))
 }
 
 /// The shim's wiring (a provider launch proves itself to the host: `--identity`, the secret at
 /// 3, status at 4) and its command.
-fn shim_command(c: Confined, state: &State, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
+fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
     let v = &c.launch.v;
-    let identity = v.request().kind == Kind::Claude;
-    let wiring =
-        ShimWiring::new(identity, state.path(), v.session_id()).map_err(StartError::Bridge)?;
+    let identity = v.kind == Kind::Claude;
+    let wiring = ShimWiring::new(identity, cx.state.path(), v.session_id.as_str())
+        .map_err(StartError::Bridge)?;
     let cmd = super::shim_command::shim_command(&c, stdin, &wiring);
     let Confined {
         launch,

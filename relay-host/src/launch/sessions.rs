@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::error::{LaunchError, RequestError};
-use super::request::Validated;
+use super::request::LaunchPlan;
 use crate::human::path_json;
 use crate::settings::SameProject;
 use crate::state::{self, SESSIONS_DIR};
@@ -57,17 +57,17 @@ pub struct Record {
 impl Record {
     /// The record of a launch that started: its request, its program's and shim's pids, whether
     /// it carries the token.
-    pub(crate) fn of(v: &Validated, pid: i64, shim_pid: u32, token: bool) -> Record {
-        let network = if v.sandboxed() {
-            v.template().network().word()
+    pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token: bool) -> Record {
+        let network = if v.sandboxed {
+            v.template.network().word()
         } else {
             "host"
         };
         Record {
-            id: v.session_id().to_string(),
-            template: v.template().id.clone(),
-            kind: v.request().kind.as_str().to_string(),
-            project: v.project().map(Path::to_path_buf),
+            id: v.session_id.as_str().to_string(),
+            template: v.template.id.clone(),
+            kind: v.kind.as_str().to_string(),
+            project: v.project.as_deref().map(Path::to_path_buf),
             pid,
             shim_pid,
             host_pid: std::process::id(),
@@ -140,9 +140,10 @@ pub fn running(state_dir: &Path) -> Vec<Record> {
 /// Before a Claude launch: the Claude sessions already running in its project, by the
 /// template's `same_project` rule. Refuses, or prints the warning (and logs it), or says
 /// nothing.
-pub(crate) fn check_same_project(state: &state::State, v: &Validated) -> Result<(), LaunchError> {
-    let rule = v.template().same_project.unwrap_or_default();
-    let (Some(project), true, false) = (v.project(), v.claude(), rule == SameProject::Allow) else {
+pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result<(), LaunchError> {
+    let rule = v.template.same_project.unwrap_or_default();
+    let (Some(project), true, false) = (v.project.as_deref(), v.claude, rule == SameProject::Allow)
+    else {
         return Ok(());
     };
     let others: Vec<Record> = running(state.path())

@@ -1,5 +1,5 @@
 //! The stages of one launch, each a value that owns what the launch carries so far: a
-//! [`Validated`] request → [`Prepared`] (token, programs, session folder) → [`Networked`] →
+//! [`LaunchPlan`] request → [`Prepared`] (token, programs, session folder) → [`Networked`] →
 //! [`Confined`] (the shim's command line) → [`ShimCommand`] → [`Spawned`] → a running
 //! [`Session`]. Each is
 //! made by its step in [`crate::launch`]; dropping one that did not reach a session removes
@@ -13,17 +13,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 use super::programs::Programs;
-use super::request::Validated;
+use super::request::LaunchPlan;
 use super::session_folder::SessionFolder;
 use super::token::LaunchToken;
 use super::wiring::{Gate, ShimWiring};
 use crate::net::proxy::Proxy;
 use relay_token::sandbox::SandboxNet;
 
-/// A validated launch with its token read, its programs found and its session folder made.
+/// A launch plan with its token read, its programs found and its session folder made.
 pub(crate) struct Prepared {
-    /// The request checked against the settings.
-    pub v: Validated,
+    /// The launch plan: the request resolved against the settings.
+    pub v: LaunchPlan,
     /// The token file it denies and the token it carries.
     pub token: LaunchToken,
     /// The programs it runs.
@@ -42,7 +42,7 @@ impl Prepared {
 
     /// The project folder (its real path), if any.
     pub(crate) fn project(&self) -> Option<&Path> {
-        self.v.project()
+        self.v.project.as_deref()
     }
 }
 

@@ -110,7 +110,7 @@ pub(crate) fn wait_started(
         stop_at_once(&mut s.shim, pid);
     })?;
     Ok(Session {
-        id: s.launch.v.session_id().to_string(),
+        id: s.launch.v.session_id.as_str().to_string(),
         shim: s.shim,
         status: s.status,
         _proxy: s.proxy,
@@ -125,11 +125,11 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     let v = &s.launch.v;
     // Removed only now, so a refused resume leaves the folder as it was.
     let _ = std::fs::remove_file(s.launch.folder.dir().join(crate::state::ENDED_MARK));
-    for e in s.gate.events(v.session_id()) {
+    for e in s.gate.events(v.session_id.as_str()) {
         let _ = state.event(&e);
     }
     let answer =
-        json!({"event": "launch", "status": 201, "session_id": v.session_id(), "pid": pid});
+        json!({"event": "launch", "status": 201, "session_id": v.session_id.as_str(), "pid": pid});
     let _ = state.event(&answer);
     let record = super::sessions::Record::of(v, pid, s.shim.id(), s.launch.carries_token());
     let _ = record.write(s.launch.folder.dir());
@@ -139,9 +139,9 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     })?;
     state.log(&format!(
         "session {} started: pid {pid}, template {}, sandbox {}, token {}",
-        v.session_id(),
-        v.template().id,
-        v.sandboxed(),
+        v.session_id.as_str(),
+        v.template.id,
+        v.sandboxed,
         row.token_word()
     ));
     Ok(())

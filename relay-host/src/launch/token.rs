@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::{LaunchError, RequestError, TokenError};
-use super::request::{check_token_request, Validated};
+use super::request::{check_token_request, LaunchPlan};
 use crate::settings::Settings;
 use crate::state::State;
 use crate::{reach, Host};
@@ -26,16 +26,16 @@ impl LaunchToken {
     /// state's redactor learns the token.
     pub(crate) fn read(
         host: &Host,
-        state: &mut State,
+        state: &State,
         settings: &Settings,
-        v: &Validated,
+        v: &LaunchPlan,
     ) -> Result<LaunchToken, LaunchError> {
-        let path = match v.sandboxed() {
+        let path = match v.sandboxed {
             true => claude_token_path_in(&settings.claude_token_file, Some(&host.home))
                 .map_err(TokenError::Path)?,
             false => None,
         };
-        let Some(p) = path.as_deref().filter(|_| v.claude()) else {
+        let Some(p) = path.as_deref().filter(|_| v.claude) else {
             let (token, carried) = (None, false);
             return Ok(LaunchToken {
                 path,
@@ -74,9 +74,9 @@ impl LaunchToken {
 
 /// Refuses a token launch whose request could send the token elsewhere: what it adds
 /// ([`check_token_request`]), or a project whose git data another folder's repository holds.
-fn check_request(v: &Validated) -> Result<(), LaunchError> {
-    check_token_request(v.request(), &v.template().request_env)?;
-    let project = v.project();
+fn check_request(v: &LaunchPlan) -> Result<(), LaunchError> {
+    check_token_request(v, &v.template.request_env)?;
+    let project = v.project.as_deref();
     let redirect = project.and_then(sandbox::git_guard::common_dir_redirect);
     // A `commondir` holding `.` (what Claude Code's own tool sandbox leaves) redirects nothing:
     // removed, not refused.

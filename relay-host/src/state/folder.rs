@@ -32,6 +32,8 @@ pub const MIN_FREE_BYTES: u64 = 1 << 20;
 pub struct State {
     dir: PathBuf,
     redactor: Redactor,
+    /// The redactor that knows the launch's token, once the launch has read it.
+    learned: std::sync::OnceLock<Redactor>,
 }
 
 /// Creates `dir` (and missing parents) with mode 0700 and makes sure it is 0700.
@@ -65,6 +67,7 @@ impl State {
         Ok(State {
             dir: dir.to_path_buf(),
             redactor: Redactor::default(),
+            learned: std::sync::OnceLock::new(),
         })
     }
 
@@ -116,15 +119,16 @@ impl State {
         &self.dir
     }
 
-    /// Replaces the redactor used for every line written from now on (one that knows the
-    /// token, once it is read).
-    pub fn set_redactor(&mut self, redactor: Redactor) {
-        self.redactor = redactor;
+    /// Sets the redactor used for every line written from now on: one that knows the launch's
+    /// token, once it is read. Set once (a launch reads one token); a later call changes nothing
+    /// and returns `false`. Through `&self`, so a launch's steps share the state unchanged.
+    pub fn set_redactor(&self, redactor: Redactor) -> bool {
+        self.learned.set(redactor).is_ok()
     }
 
     /// The redactor in use.
     pub fn redactor(&self) -> &Redactor {
-        &self.redactor
+        self.learned.get().unwrap_or(&self.redactor)
     }
 
     fn append_line(&self, name: &str, line: &str) -> io::Result<()> {
@@ -515,7 +519,7 @@ mod tests {
     #[test]
     fn lines_are_redacted_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let mut state = State::open(&dir.path().join("state")).unwrap();
+        let state = State::open(&dir.path().join("state")).unwrap();
         assert_eq!(state.path(), dir.path().join("state"));
         assert!(state.read_jsonl(AUDIT_FILE).unwrap().is_empty());
         state.event(&serde_json::json!({"event": "hello"})).unwrap();
@@ -526,7 +530,8 @@ mod tests {
             .audit(serde_json::json!({"event": "session_launch"}))
             .unwrap();
         assert!(state.read_jsonl(AUDIT_FILE).unwrap()[0]["ts"].is_u64());
-        state.set_redactor(Redactor::default());
+        assert!(state.set_redactor(Redactor::default()));
+        assert!(!state.set_redactor(Redactor::default()), "set once");
         assert_eq!(state.redactor().redact("Bearer x"), "Bearer [REDACTED]");
         assert_eq!(
             state.log("refused: Bearer abc"),

@@ -1,0 +1,35 @@
+//! The context of one launch: what every step reads (the host, the settings as read once when the
+//! launch was accepted, the state folder), and the cleanup every accepted launch ends with.
+
+use crate::settings::Settings;
+use crate::state::State;
+use crate::Host;
+
+/// One accepted launch's context, passed to each step of [`super::run`]. Dropped when the launch
+/// ends (refused or its session over): it then releases the write-deny placeholders no running
+/// session needs any more.
+pub(crate) struct Launch<'a> {
+    /// Where the host keeps its settings and its state.
+    pub host: &'a Host,
+    /// The settings, read once when the launch was accepted: every step sees the same.
+    pub settings: Settings,
+    /// The state folder: logs, session folders, and the redactor that knows the token once read.
+    pub state: State,
+}
+
+impl<'a> Launch<'a> {
+    /// The context of a launch accepted with `settings`.
+    pub(crate) fn new(host: &'a Host, settings: Settings, state: State) -> Launch<'a> {
+        Launch {
+            host,
+            settings,
+            state,
+        }
+    }
+}
+
+impl Drop for Launch<'_> {
+    fn drop(&mut self) {
+        super::placeholders::release(self.state.path());
+    }
+}
