@@ -31,7 +31,8 @@ pub const MIN_FREE_BYTES: u64 = 1 << 20;
 #[derive(Debug)]
 pub struct State {
     dir: PathBuf,
-    redactor: Redactor,
+    /// The redactor before the launch has read a token (it knows every token's shape).
+    before_token: Redactor,
     /// The redactor that knows the launch's token, once the launch has read it.
     learned: std::sync::OnceLock<Redactor>,
 }
@@ -66,7 +67,7 @@ impl State {
         private_dir(dir)?;
         Ok(State {
             dir: dir.to_path_buf(),
-            redactor: Redactor::default(),
+            before_token: Redactor::default(),
             learned: std::sync::OnceLock::new(),
         })
     }
@@ -128,11 +129,11 @@ impl State {
 
     /// The redactor in use.
     pub fn redactor(&self) -> &Redactor {
-        self.learned.get().unwrap_or(&self.redactor)
+        self.learned.get().unwrap_or(&self.before_token)
     }
 
     fn append_line(&self, name: &str, line: &str) -> io::Result<()> {
-        let mut text = self.redactor.redact(line);
+        let mut text = self.redactor().redact(line);
         text.push('\n');
         // One write per line: O_APPEND keeps concurrent writers' lines whole.
         append_private(&self.dir.join(name))?.write_all(text.as_bytes())
@@ -159,7 +160,7 @@ impl State {
     /// Appends one line to `relay-host.log` (redacted, with a timestamp) and returns the redacted
     /// text, for a caller that also prints it.
     pub fn log(&self, line: &str) -> String {
-        let redacted = self.redactor.redact(line);
+        let redacted = self.redactor().redact(line);
         // A log that cannot be written must not stop a launch; the line still reaches stderr
         // through the caller.
         let _ = self.append_line(
@@ -530,9 +531,20 @@ mod tests {
             .audit(serde_json::json!({"event": "session_launch"}))
             .unwrap();
         assert!(state.read_jsonl(AUDIT_FILE).unwrap()[0]["ts"].is_u64());
-        assert!(state.set_redactor(Redactor::default()));
+        let secret = "zq7-not-shaped-like-a-token";
+        assert_eq!(state.log(&format!("k {secret}")), format!("k {secret}"));
+        let token = relay_token::ClaudeToken::from_bytes(secret.as_bytes()).unwrap();
+        assert!(state.set_redactor(Redactor::new(Some(&token))));
         assert!(!state.set_redactor(Redactor::default()), "set once");
         assert_eq!(state.redactor().redact("Bearer x"), "Bearer [REDACTED]");
+        // Every line written from now on knows the token: the log, the events, the audit.
+        assert_eq!(state.log(&format!("k {secret}")), "k [REDACTED]");
+        state
+            .event(&serde_json::json!({"event": "x", "m": secret}))
+            .unwrap();
+        assert!(!fs::read_to_string(state.path().join(EVENTS_FILE))
+            .unwrap()
+            .contains(secret));
         assert_eq!(
             state.log("refused: Bearer abc"),
             "refused: Bearer [REDACTED]"
