@@ -24,6 +24,26 @@ pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
 /// The name `relay-host` answers to as the forwarder (the file name of [`SANDBOX_FORWARDER`]).
 pub const FORWARDER_NAME: &str = "relay-net-forward";
 
+/// The program bound into an allow-list sandbox as its forwarder: `relay-net-forward` beside
+/// relay-host's real path when it is there (`cargo install` puts it there), else relay-host
+/// itself, which runs the forwarder when started under [`FORWARDER_NAME`]. The launch refuses
+/// either when a session could have planted it, as it does `relay-shim`: the forwarder `exec`s
+/// the session's program, descriptors and all.
+///
+/// ```
+/// let p = relay_host::net::forwarder_program()?;
+/// assert!(p.is_absolute());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn forwarder_program() -> std::io::Result<std::path::PathBuf> {
+    let me = std::env::current_exe()?.canonicalize()?;
+    let small = me.with_file_name(FORWARDER_NAME);
+    Ok(match relay_token::which::is_executable(&small) {
+        true => small,
+        false => me,
+    })
+}
+
 /// Where a session sees relay's proxy socket and forwarder: [`SANDBOX_SOCKET`],
 /// [`SANDBOX_FORWARDER`] and [`PROXY_PORT`].
 ///

@@ -60,12 +60,13 @@ pub fn check(
 /// use relay_host::{launch::network::start, state::State, net::Network};
 /// let dir = tempfile::tempdir()?;
 /// let state = State::open(dir.path())?;
-/// let (net, proxy) = start(&Network::None, dir.path(), &state, "s1")?;
+/// let (net, proxy) = start(&Network::None, None, dir.path(), &state, "s1")?;
 /// assert!(proxy.is_none());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn start(
     network: &Network,
+    forwarder: Option<&Path>,
     session_dir: &Path,
     state: &State,
     session_id: &str,
@@ -75,10 +76,13 @@ pub fn start(
         Network::None => return Ok((SandboxNet::Loopback, None)),
         Network::Allow(list) => list.clone(),
     };
+    let forwarder = forwarder
+        .map(Path::to_path_buf)
+        .ok_or_else(|| NetworkError::Proxy {
+            what: "the forwarder".into(),
+            source: io::Error::new(io::ErrorKind::NotFound, "not found"),
+        })?;
     let refuse = |what: String| move |source: io::Error| NetworkError::Proxy { what, source };
-    let forwarder = std::env::current_exe()
-        .and_then(|p| p.canonicalize())
-        .map_err(refuse("relay-host's own path".into()))?;
     let socket = session_dir.join(SOCKET_NAME);
     // A socket left by an earlier run of this session id (the session folder is the host's,
     // and this launch holds the session's lock).

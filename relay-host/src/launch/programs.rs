@@ -1,6 +1,6 @@
 //! The programs a launch runs, each found once as an absolute path: `relay-shim`, the
-//! template's command, bwrap (sandboxed) and ssh (remote); one a session could have planted is
-//! refused.
+//! template's command, bwrap (sandboxed), the allow-list's forwarder (sandboxed with an
+//! allow-list) and ssh (remote); one a session could have planted is refused.
 
 use std::path::PathBuf;
 
@@ -24,6 +24,9 @@ pub(crate) struct Programs {
     pub features: sandbox::BwrapFeatures,
     /// ssh, for a remote launch.
     pub ssh: Option<PathBuf>,
+    /// The allow-list's forwarder ([`crate::net::forwarder_program`]), for a sandboxed launch
+    /// with an allow-list: it `exec`s the session's program, descriptors and all.
+    pub forwarder: Option<PathBuf>,
     /// Every template's read-write grants, expanded for this launch's project (worked out once:
     /// the programs' checks and the sandbox's link checks share them).
     pub rw_grants: Vec<PathBuf>,
@@ -55,12 +58,20 @@ pub(crate) fn resolve(
         claude_config,
         &sandbox::Realpaths::default(),
     );
+    let forwarder = match (v.sandboxed, v.template.network()) {
+        (true, crate::net::Network::Allow(_)) => Some(
+            crate::net::forwarder_program()
+                .map_err(spawn_err("relay-host's own path".to_string()))?,
+        ),
+        _ => None,
+    };
     let programs = Programs {
         shim,
         command,
         bwrap,
         features,
         ssh,
+        forwarder,
         rw_grants,
     };
     check_planted(host, v, &programs)?;
@@ -98,6 +109,7 @@ fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), Progra
         .into_iter()
         .flatten()
         .chain(p.bwrap.iter().map(|b| ("bwrap", b)))
+        .chain(p.forwarder.iter().map(|f| ("relay-net-forward", f)))
         .chain(p.ssh.iter().map(|b| ("ssh", b)));
     for (what, path) in checks {
         if let Some(e) = reach::program_problem(what, path, &p.rw_grants, &guarded) {

@@ -221,6 +221,7 @@ fn connect(cx: &Launch, launch: Prepared) -> Result<Networked, LaunchError> {
     let network = v.template.network();
     let (net, proxy) = super::network::start(
         &network,
+        launch.programs.forwarder.as_deref(),
         launch.folder.dir(),
         &cx.state,
         v.session_id.as_str(),
