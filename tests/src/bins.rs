@@ -4,9 +4,9 @@
 //! or tool: a test runs from `target/<profile>/deps/`, a tool from `target/<profile>/`; both look
 //! in `target/<profile>/`.
 //!
-//! Run by cargo (`cargo test`, which sets `CARGO`), the first look builds them: one
-//! `cargo build --workspace --bin relay-host --bin relay-shim --bin fake-agent` per test process,
-//! into the same target folder and profile (a tenth of a second when they are up to date), so a
+//! Run by cargo (`cargo test`, which sets `CARGO`), the first look builds them: one `cargo build
+//! --workspace --bin relay-host --bin relay-shim --bin relay-net-forward --bin fake-agent` per
+//! test process, into the same target folder and profile (a tenth of a second when they are up to date), so a
 //! test never runs a missing or stale binary. Run directly (a test executable started by hand,
 //! `CARGO` unset) or with `RELAY_TEST_NO_BUILD=1`, nothing is built: a missing binary fails the
 //! test with one message naming the command that builds it.
@@ -16,7 +16,12 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 /// The binaries nearly every end-to-end test runs: built together, in one cargo run.
-const COMMON: [&str; 3] = ["relay-host", "relay-shim", "fake-agent"];
+const COMMON: [&str; 4] = [
+    "relay-host",
+    "relay-shim",
+    "relay-net-forward",
+    "fake-agent",
+];
 
 /// What this process built so far, under a lock: one cargo run at a time, and once per name.
 static BUILT: Mutex<Built> = Mutex::new(Built {
