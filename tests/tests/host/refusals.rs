@@ -175,6 +175,49 @@ fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
     assert_only_logs_left(&fx);
 }
 
+/// The allow-list's forwarder `exec`s the session's program with the token's descriptor, so
+/// one a session could have replaced refuses the launch as a planted `relay-shim` does:
+/// relay-host installed with its `relay-net-forward` in `~/tools`, inside the built-in `shell`
+/// template's read-write grant of `~` (relay-shim from a folder outside every grant).
+#[test]
+fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let tools = fx.home.join("tools");
+    let safe = fx.root.join("safe-bin");
+    fs::create_dir_all(&tools).unwrap();
+    fs::create_dir_all(&safe).unwrap();
+    let host = tools.join("relay-host");
+    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
+    relay_tests::copy_program(&built.join("relay-host"), &host);
+    relay_tests::copy_program(
+        &built.join("relay-net-forward"),
+        &tools.join("relay-net-forward"),
+    );
+    relay_tests::copy_program(&built.join("relay-shim"), &safe.join("relay-shim"));
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "f1", "project": fx.project}));
+    let mut cmd = Command::new(&host);
+    fx.host_setup(&mut cmd, &fx.state)
+        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
+        .arg("launch")
+        .arg(&req)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    let forwarder = tools.join("relay-net-forward");
+    assert!(
+        msg.starts_with(&format!(
+            "relay-net-forward {:?} lies inside the read-write grant",
+            forwarder.display().to_string()
+        )),
+        "{msg}"
+    );
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "f1");
+}
+
 /// The complaint of the test doubles of bwrap below, on the session's stderr.
 const FAKE_COMPLAINT: &str = "fake-bwrap: cannot set up the sandbox";
 
