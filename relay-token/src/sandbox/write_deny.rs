@@ -343,6 +343,11 @@ pub const PLACEHOLDERS_FILE: &str = "placeholders";
 pub struct Placeholders {
     file: PathBuf,
     made: Vec<(PathBuf, u64, u64)>,
+    /// The record file, opened at the first placeholder made and kept for the rest.
+    log: Option<File>,
+    /// The folders a walk reached, each by the descriptor the walk opened without following a
+    /// symlink: a later walk starts at the deepest one on its way instead of at `/`.
+    reached: Vec<(PathBuf, OwnedFd)>,
 }
 
 impl Placeholders {
@@ -372,7 +377,12 @@ impl Placeholders {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        Ok(Placeholders { file, made })
+        Ok(Placeholders {
+            file,
+            made,
+            log: None,
+            reached: Vec::new(),
+        })
     }
 
     /// Makes sure `path` exists, creating it (a folder when `dir`, else an empty 0600 file) and
@@ -400,9 +410,11 @@ impl Placeholders {
         if !path.is_absolute() || names.is_empty() {
             return Ok(false);
         }
-        let mut at = open_dir_at(None, std::ffi::OsStr::new("/"))?;
-        let mut sofar = PathBuf::from("/");
-        for (i, name) in names.iter().enumerate() {
+        let (start, mut at) = self.start_of(path)?;
+        let mut sofar: PathBuf = names[..start]
+            .iter()
+            .fold(PathBuf::from("/"), |p, n| p.join(n));
+        for (i, name) in names.iter().enumerate().skip(start) {
             sofar.push(name);
             let last = i + 1 == names.len();
             if last && !dir {
@@ -423,11 +435,26 @@ impl Placeholders {
                 Err(e) if is_not_followed(&e) => return Ok(false),
                 Err(e) => return Err(e),
             };
+            self.reached.push((sofar.clone(), at.try_clone()?));
             if made {
                 self.record(&sofar)?;
             }
         }
         Ok(true)
+    }
+
+    /// Where a walk to `path` starts: the deepest folder an earlier walk reached on its way (how
+    /// many of `path`'s names that folder covers, and a descriptor of it), else `/` (0).
+    fn start_of(&self, path: &Path) -> io::Result<(usize, OwnedFd)> {
+        let best = self
+            .reached
+            .iter()
+            .filter(|(p, _)| path.starts_with(p) && path != p)
+            .max_by_key(|(p, _)| p.components().count());
+        match best {
+            Some((p, fd)) => Ok((p.components().count() - 1, fd.try_clone()?)),
+            None => Ok((0, open_dir_at(None, std::ffi::OsStr::new("/"))?)),
+        }
     }
 
     /// The recorded placeholders' paths, in the order they were made.
@@ -445,15 +472,21 @@ impl Placeholders {
     fn record(&mut self, p: &Path) -> io::Result<()> {
         let m = fs::symlink_metadata(p)?;
         self.made.push((p.to_path_buf(), m.dev(), m.ino()));
-        let mut f = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&self.file)?;
+        if self.log.is_none() {
+            let f = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&self.file)?;
+            self.log = Some(f);
+        }
         // One write for the whole line: a host killed meanwhile leaves it whole or absent.
         let line = format!("{} {} {}\n", m.dev(), m.ino(), p.display());
-        f.write_all(line.as_bytes())
+        self.log
+            .as_mut()
+            .expect("opened above")
+            .write_all(line.as_bytes())
     }
 
     /// Removes every recorded placeholder that is still what was made (deepest first), and the
@@ -482,6 +515,8 @@ impl Placeholders {
             };
         }
         self.made.clear();
+        self.log = None;
+        self.reached.clear();
         match fs::remove_file(&self.file) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -569,6 +604,40 @@ fn create_file_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A later walk starts at a folder an earlier one reached, and still follows no symlink:
+    /// a link planted below that folder is refused, nothing is made where it points.
+    #[test]
+    fn a_walk_from_a_reached_folder_follows_no_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, elsewhere) = (dir.path().join("state"), dir.path().join("elsewhere"));
+        fs::create_dir_all(&state).unwrap();
+        fs::create_dir_all(&elsewhere).unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let mut ph = Placeholders::open(&state).unwrap();
+        assert!(ph.ensure(&real.join("p/.git/config"), false).unwrap());
+        std::os::unix::fs::symlink(&elsewhere, real.join("p/link")).unwrap();
+        assert!(!ph.ensure(&real.join("p/link/x"), false).unwrap());
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert!(ph
+            .ensure(&real.join("p/.claude/settings.json"), false)
+            .unwrap());
+        let made = ph.paths();
+        assert_eq!(
+            made,
+            [
+                "p",
+                "p/.git",
+                "p/.git/config",
+                "p/.claude",
+                "p/.claude/settings.json"
+            ]
+            .map(|r| real.join(r))
+        );
+        fs::remove_file(real.join("p/link")).unwrap();
+        ph.remove_all().unwrap();
+        assert!(!real.join("p").exists());
+    }
 
     fn rels(list: &[Listed], under: &Path) -> Vec<String> {
         list.iter()
