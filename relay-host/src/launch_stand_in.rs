@@ -45,7 +45,10 @@ pub(crate) fn begin(
     launch: &mut Prepared,
     _settings: &Settings,
 ) -> Result<Option<Intercept>, LaunchError> {
-    let _ = (launch.v.template().token_mode == TokenMode::StandIn, &launch.ca_file);
+    let _ = (
+        launch.v.template().token_mode == TokenMode::StandIn,
+        &launch.ca_file,
+    );
     Ok(None)
 }
 

@@ -72,7 +72,10 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
              allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real token"
         ));
     }
-    if t.api_base_url.as_ref().is_some_and(|g| !g.url().starts_with("https://")) {
+    if t.api_base_url
+        .as_ref()
+        .is_some_and(|g| !g.url().starts_with("https://"))
+    {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" swaps the token inside TLS only: give \
              api_base_url as https://"

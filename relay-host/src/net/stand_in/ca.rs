@@ -55,7 +55,9 @@ impl SessionCa {
         }
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(vec![host.to_string()])?;
-        params.distinguished_name.push(DnType::CommonName, host.to_string());
+        params
+            .distinguished_name
+            .push(DnType::CommonName, host.to_string());
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];

@@ -255,6 +255,10 @@ pub(super) fn response(head: &[u8], head_only: bool) -> Result<Response, &'stati
 /// The size of the chunk whose size line (with its CR LF) is `line`.
 pub(super) fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
     crlf_only(line)?;
+    // `httparse` takes an empty line as size 0: a size has at least one hex digit.
+    if !line.first().is_some_and(u8::is_ascii_hexdigit) {
+        return Err("a malformed chunk size");
+    }
     match httparse::parse_chunk_size(line) {
         Ok(httparse::Status::Complete((n, size))) if n == line.len() => Ok(size),
         _ => Err("a malformed chunk size"),
@@ -305,7 +309,9 @@ fn digits(v: &[u8]) -> Option<u64> {
 
 /// The comma-separated tokens of a header value, trimmed.
 fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
-    v.split(|&b| b == b',').map(|t| t.trim_ascii()).filter(|t| !t.is_empty())
+    v.split(|&b| b == b',')
+        .map(|t| t.trim_ascii())
+        .filter(|t| !t.is_empty())
 }
 
 /// Refuses a CR that does not start a CR LF, and an LF that does not end one: a bare LF, which

@@ -224,7 +224,11 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// ```
 pub fn api_hosts(t: &crate::settings::Template) -> Vec<String> {
     let mut hosts = vec![ANTHROPIC_API.to_string()];
-    if let Some(g) = t.api_base_url.as_ref().filter(|g| g.url().starts_with("https://")) {
+    if let Some(g) = t
+        .api_base_url
+        .as_ref()
+        .filter(|g| g.url().starts_with("https://"))
+    {
         if g.allow_entry() != ANTHROPIC_API {
             hosts.push(g.allow_entry().to_string());
         }

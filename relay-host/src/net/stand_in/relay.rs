@@ -91,7 +91,10 @@ impl<S: Read + Write> Conn<S> {
             if self.unread().is_empty() && self.fill()? == 0 {
                 return Err(invalid("the connection ended inside a body"));
             }
-            let take = self.unread().len().min(usize::try_from(n).unwrap_or(usize::MAX));
+            let take = self
+                .unread()
+                .len()
+                .min(usize::try_from(n).unwrap_or(usize::MAX));
             out.write_all(&self.buf[self.at..self.at + take])?;
             out.flush()?;
             self.at += take;

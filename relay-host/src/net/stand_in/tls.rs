@@ -3,8 +3,8 @@
 //! and `upstream_ca_file`'s certificates, ALPN `http/1.1`), and reading that file.
 
 use std::io::{self, Read, Write};
-use std::ops::{Deref, DerefMut};
 use std::net::TcpStream;
+use std::ops::{Deref, DerefMut};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;

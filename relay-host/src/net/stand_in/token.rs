@@ -54,7 +54,11 @@ mod tests {
         let a = stand_in_for(&real).unwrap();
         let b = stand_in_for(&real).unwrap();
         assert_ne!(a.expose_bytes(), b.expose_bytes(), "fresh per call");
-        assert_eq!(a.len(), PREFIX.len() + MIN_RANDOM, "never shorter than 32 random");
+        assert_eq!(
+            a.len(),
+            PREFIX.len() + MIN_RANDOM,
+            "never shorter than 32 random"
+        );
         let rest = &a.expose_bytes()[PREFIX.len()..];
         assert!(rest.iter().all(|c| ALPHABET.contains(c)), "base64url only");
         let long = ClaudeToken::from_bytes(&[b'x'; 200]).unwrap();
