@@ -22,7 +22,7 @@ pub(super) struct Exchange<'a> {
     /// The tunnel's port.
     pub port: u16,
     /// `Authorization`'s replacement, when there is one.
-    pub swap: &'a dyn Fn(&[u8]) -> Option<Zeroizing<Vec<u8>>>,
+    pub swap: &'a http1::Swap<'a>,
 }
 
 /// A stream with a read buffer: what was read past the part asked for stays for the next.
