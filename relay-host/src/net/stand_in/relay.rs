@@ -248,7 +248,7 @@ fn copy_trailers<S: Read + Write>(from: &mut Conn<S>, out: &mut impl Write) -> i
 }
 
 /// A short plain-text answer from relay; the caller then closes the connection.
-fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
+pub(super) fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
     let reason = match code {
         400 => "Bad Request",
         417 => "Expectation Failed",
