@@ -197,6 +197,9 @@ impl StandIn {
         client.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let mut inside = tls::accept(config, client, rest)?;
         inside.sock.set_read_timeout(None)?;
+        // Each piece is written and flushed as it comes: Nagle's wait for an ACK (40 ms
+        // against a peer that delays it) would only hold the head back from its body.
+        upstream.set_nodelay(true)?;
         let upstream_tls = Arc::clone(&self.upstream);
         let mut outside = match tls::connect(upstream_tls, host, upstream, HANDSHAKE_TIMEOUT) {
             Ok(s) => s,
