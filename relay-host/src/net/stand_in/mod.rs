@@ -46,6 +46,10 @@ pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
 pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
 
 /// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
+///
+/// ```
+/// assert_eq!(relay_host::net::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
+/// ```
 pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
 /// How long a session may take over its TLS handshake with the proxy, and an API host over
