@@ -16,6 +16,9 @@ use crate::net::{Network, TokenNetwork};
 #[path = "template_entry.rs"]
 mod entry;
 pub use entry::SameProject;
+#[path = "token_mode.rs"] // `token_mode` and the checks stand-in mode needs.
+mod token_mode;
+pub use token_mode::TokenMode;
 
 /// The settings of `relay-host`.
 ///
@@ -62,6 +65,10 @@ pub struct Settings {
     /// (`*.example.com`, which covers hosts other people control); else it is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub token_wildcards: bool,
+    /// A PEM file (absolute path) of CA certificates trusted for upstream TLS in stand-in mode
+    /// ([`TokenMode::StandIn`]) besides the webpki roots: a corporate TLS proxy's, a test's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_ca_file: Option<PathBuf>,
 }
 
 /// A launch template.
@@ -105,6 +112,9 @@ pub struct Template {
     /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
+    /// What a token launch hands on fd 5: `"pipe"` (left out) or `"stand_in"` ([`TokenMode`]).
+    #[serde(default, skip_serializing_if = "TokenMode::is_pipe")]
+    pub token_mode: TokenMode,
 }
 
 impl Template {
@@ -551,8 +561,11 @@ impl Settings {
                     )));
                 }
             }
+            if let Some(m) = token_mode::stand_in_problem(t) {
+                return Err(invalid(m));
+            }
         }
-        Ok(())
+        token_mode::ca_file_problem(self).map_or(Ok(()), |m| Err(invalid(m)))
     }
 }
 
@@ -648,6 +661,7 @@ pub fn builtin_templates() -> Vec<Template> {
             api_base_url: None,
             same_project: None,
             trust_project: None,
+            token_mode: TokenMode::Pipe,
         },
         Template {
             id: "shell".into(),
@@ -662,6 +676,7 @@ pub fn builtin_templates() -> Vec<Template> {
             api_base_url: None,
             same_project: None,
             trust_project: None,
+            token_mode: TokenMode::Pipe,
         },
     ]
 }

@@ -192,7 +192,10 @@ impl Crate {
                 folder
             };
             for p in paths_after(code, "super::") {
-                used.push([parent.to_vec(), p].concat());
+                // `super::super::x`: each further `super` is one folder up.
+                let ups = p.iter().take_while(|s| *s == "super").count();
+                let base = &parent[..parent.len().saturating_sub(ups)];
+                used.push([base.to_vec(), p[ups..].to_vec()].concat());
             }
             if own {
                 for kid in self.children.get(folder).into_iter().flatten() {
@@ -361,6 +364,14 @@ fn the_checker_finds_circles_across_folders_and_through_mod_rs() {
         ("y/two", "use crate::x::Thing;"),
     ]);
     assert_eq!(circle_in(&c).as_deref(), Some(": x -> y -> x"));
+    // `super::super::` climbs two folders: no edge to the folder's own file.
+    let c = crate_of(&[
+        ("x/mod", "mod y;\nfn f() { y::z::g() }"),
+        ("x/y/mod", "mod z;\nfn f() { z::h() }"),
+        ("x/y/z", "use super::super::w::W;"),
+        ("x/w", "pub struct W;"),
+    ]);
+    assert_eq!(circle_in(&c), None);
     // A mod.rs that holds code, and its child that uses it.
     let c = crate_of(&[
         ("x/mod", "mod one;\npub struct Host;\nfn f() { one::g() }"),

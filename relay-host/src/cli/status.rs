@@ -62,6 +62,12 @@ pub fn report(host: &Host) -> Value {
     };
     let checks: Vec<Value> = checked.iter().map(super::checks::Check::to_json).collect();
     let claude_ready = checked.iter().all(|c| c.ok || !c.claude);
+    // Each effective template's token mode; none when the settings did not load.
+    let templates: Option<Vec<Value>> = settings_error.is_none().then(|| {
+        (reach::templates(&settings).iter())
+            .map(|t| json!({"id": t.id, "token_mode": t.token_mode.word()}))
+            .collect()
+    });
     let mut report = json!({
         "leftovers": leftovers,
         "config_dir": path_json(&host.config_dir),
@@ -72,6 +78,7 @@ pub fn report(host: &Host) -> Value {
         "token": token,
         "bwrap": bwrap,
         "shim": shim,
+        "templates": templates,
         "problems": problems,
         "warnings": warnings,
         "checks": checks,
@@ -328,6 +335,13 @@ pub fn print(host: &Host, json: bool) -> i32 {
         outln!("relay-shim:        {shim} (this relay-host, acting as the shim)");
     } else {
         outln!("relay-shim:        {shim}");
+    }
+    for t in r["templates"].as_array().into_iter().flatten() {
+        outln!(
+            "template:          {} (token_mode {})",
+            s(&t["id"]),
+            s(&t["token_mode"])
+        );
     }
     for p in r["problems"].as_array().into_iter().flatten() {
         outln!("problem:           {}", s(p));

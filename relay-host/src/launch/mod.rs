@@ -27,6 +27,7 @@ pub mod sessions;
 pub(crate) mod shim_command;
 pub(crate) mod signals;
 pub(crate) mod stage;
+pub(crate) mod stand_in;
 pub(crate) mod start;
 pub(crate) mod token;
 pub mod wiring;

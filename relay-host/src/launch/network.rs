@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::net::proxy::{Denied, Proxy};
-use crate::net::{token_network_allowed, HostNetworkRefused, Network};
+use crate::net::{token_network_allowed, HostNetworkRefused, Intercept, Network};
 use crate::settings::Settings;
 use crate::state::State;
 use relay_token::sandbox::SandboxNet;
@@ -53,14 +53,15 @@ pub fn check(
 
 /// The sandbox's network for `network`, and the running proxy when it is an allow-list: bound
 /// at `session_dir/net.sock`, each refusal written to the events as `network_denied` with the
-/// session, host, port, reason and what would allow it (`allow_with`). A proxy that cannot be set up refuses the launch
+/// session, host, port, reason and what would allow it (`allow_with`); `intercept`: a stand-in
+/// session's ([`crate::net::stand_in`]). A proxy that cannot be set up refuses the launch
 /// (`sandbox_unavailable`, with the reason); there is no fall back to the host's network.
 ///
 /// ```no_run
 /// use relay_host::{launch::network::start, state::State, net::Network};
 /// let dir = tempfile::tempdir()?;
 /// let state = State::open(dir.path())?;
-/// let (net, proxy) = start(&Network::None, None, dir.path(), &state, "s1")?;
+/// let (net, proxy) = start(&Network::None, None, dir.path(), &state, "s1", None)?;
 /// assert!(proxy.is_none());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -70,6 +71,7 @@ pub fn start(
     session_dir: &Path,
     state: &State,
     session_id: &str,
+    intercept: Option<Intercept>,
 ) -> Result<(SandboxNet, Option<Proxy>), NetworkError> {
     let list = match network {
         Network::Host => return Ok((SandboxNet::Host, None)),
@@ -108,7 +110,12 @@ pub fn start(
             d.allow_with()
         ));
     });
-    let proxy = Proxy::start(&socket, list, on_deny)
+    #[cfg(target_os = "linux")]
+    if let Some(i) = &intercept {
+        let events = State::open(state.path()).map_err(refuse("state folder".into()))?;
+        i.on_refuse(note_refusals(events, session_id));
+    }
+    let proxy = Proxy::start_with(&socket, list, on_deny, intercept)
         .map_err(refuse(format!("socket {}", socket.display())))?;
     let inside = crate::net::relay_inside();
     Ok((
@@ -119,6 +126,28 @@ pub fn start(
         },
         Some(proxy),
     ))
+}
+
+/// A stand-in session's refusals ([`crate::net::stand_in::Refused`]): each written to the
+/// events as `stand_in_refused` with the session, host, port, the status the session got and
+/// why, and to the log.
+#[cfg(target_os = "linux")]
+fn note_refusals(events: State, session_id: &str) -> crate::net::stand_in::OnRefuse {
+    let id = session_id.to_string();
+    Box::new(move |r| {
+        let _ = events.event(&json!({
+            "event": "stand_in_refused",
+            "session_id": id,
+            "host": r.host,
+            "port": r.port,
+            "status": r.status,
+            "reason": r.reason,
+        }));
+        events.log(&format!(
+            "session {id}: stand-in proxy refused a request to {}:{} ({}: {})",
+            r.host, r.port, r.status, r.reason
+        ));
+    })
 }
 
 /// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).

@@ -168,6 +168,7 @@ fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
         programs,
         folder,
         claude_config,
+        ca_file: None,
     })
 }
 
@@ -211,12 +212,13 @@ fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
 }
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
-/// session.
-fn connect(cx: &Launch, launch: Prepared) -> Result<Networked, LaunchError> {
+/// session; in stand-in mode it takes the token (`stand_in`).
+fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> {
     if launch.programs.bwrap.is_none() {
         let (net, proxy) = (None, None);
         return Ok(Networked { launch, net, proxy });
     }
+    let intercept = super::stand_in::begin(&mut launch, &cx.settings)?;
     let v = &launch.v;
     let network = v.template.network();
     let (net, proxy) = super::network::start(
@@ -225,6 +227,7 @@ fn connect(cx: &Launch, launch: Prepared) -> Result<Networked, LaunchError> {
         launch.folder.dir(),
         &cx.state,
         v.session_id.as_str(),
+        intercept,
     )?;
     let net = Some(net);
     Ok(Networked { launch, net, proxy })

@@ -1,0 +1,74 @@
+//! Why stand-in mode cannot be set up.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Why stand-in mode cannot be set up.
+///
+/// ```
+/// let e = relay_host::net::stand_in::StandInError::ApiHost("x y".into());
+/// assert_eq!(e.to_string(), "stand-in mode: the API host \"x y\" is not host:port");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StandInError {
+    /// An API host that is not `host:port`.
+    ApiHost(String),
+    /// No random bytes for the stand-in.
+    Random(io::Error),
+    /// The session's CA or a leaf could not be made.
+    Certificate(rcgen::Error),
+    /// The TLS set-up refused a key or a certificate.
+    Tls(rustls::Error),
+    /// `upstream_ca_file` could not be read.
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// `upstream_ca_file` holds no usable certificate.
+    CaFileContent {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+impl fmt::Display for StandInError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StandInError::ApiHost(h) => {
+                write!(f, "stand-in mode: the API host {h:?} is not host:port")
+            }
+            StandInError::Random(e) => write!(f, "stand-in mode: no random bytes: {e}"),
+            StandInError::Certificate(e) => write!(f, "stand-in mode: the session's CA: {e}"),
+            StandInError::Tls(e) => write!(f, "stand-in mode: TLS set-up: {e}"),
+            StandInError::CaFile { path, source } => {
+                write!(f, "upstream_ca_file {}: {source}", path.display())
+            }
+            StandInError::CaFileContent { path, why } => {
+                write!(f, "upstream_ca_file {}: {why}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StandInError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StandInError::Random(e) | StandInError::CaFile { source: e, .. } => Some(e),
+            StandInError::Certificate(e) => Some(e),
+            StandInError::Tls(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<rcgen::Error> for StandInError {
+    fn from(e: rcgen::Error) -> StandInError {
+        StandInError::Certificate(e)
+    }
+}
