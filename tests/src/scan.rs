@@ -199,12 +199,16 @@ fn walk_memory(pid: u32, overlap: usize, each: &mut dyn FnMut(&[u8], usize)) -> 
 /// root.
 ///
 /// ```
+/// // This process holds the marker; a `sleep` started beside it does not.
 /// let marker = format!("scan-marker-{}", std::process::id());
-/// let keep = marker.clone().into_bytes();
-/// let scan = relay_tests::scan::scan_memory(&[std::process::id()], &[keep.as_slice(), b"\x01never\x02here\x03"]);
-/// assert!(scan.total(0) >= 1);
-/// assert_eq!(scan.total(1), 0);
-/// # drop(keep);
+/// let mut child = std::process::Command::new("sleep").arg("10").spawn()?;
+/// let scan = relay_tests::scan::scan_memory(&[std::process::id(), child.id()], &[marker.as_bytes()]);
+/// assert!(scan.processes[0].counts[0] >= 1);
+/// assert_eq!(scan.processes[1].counts[0], 0);
+/// assert!(scan.processes[1].bytes > 0);
+/// child.kill()?;
+/// child.wait()?;
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn scan_memory(pids: &[u32], needles: &[&[u8]]) -> MemoryScan {
     assert!(needles.iter().all(|n| !n.is_empty()), "an empty needle");
