@@ -92,6 +92,7 @@ fn bwrap_argv(
     }
     let rw: Vec<PathBuf> = real_rw_grants(i.real, &profile);
     let setenv = &preload_no_dump(i, &mut profile, setenv)?;
+    let setenv = &stand_in_ca(i, &mut profile, setenv);
     let setenv = &guard_git(i, &mut profile, setenv, &rw)?;
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
@@ -145,6 +146,35 @@ fn preload_no_dump(
         env.push(("LD_PRELOAD".into(), SANDBOX_PRELOAD.into()));
     }
     Ok(env)
+}
+
+/// A stand-in launch shows its session CA's certificate read-only at
+/// [`crate::net::stand_in::SANDBOX_CA`] and names it in `NODE_EXTRA_CA_CERTS`, set after the
+/// request's variables so none replaces it. Other launches are left as they are.
+#[cfg(target_os = "linux")]
+fn stand_in_ca(
+    i: &Inputs<'_>,
+    profile: &mut Profile,
+    setenv: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    use crate::net::stand_in::{CA_VARIABLE, SANDBOX_CA};
+    let mut env = setenv.to_vec();
+    if let Some(ca) = &i.launch.ca_file {
+        profile.place_file(ca.clone(), SANDBOX_CA);
+        env.retain(|(k, _)| k != CA_VARIABLE);
+        env.push((CA_VARIABLE.into(), SANDBOX_CA.into()));
+    }
+    env
+}
+
+/// No stand-in mode on this system.
+#[cfg(all(not(target_os = "linux"), not(target_os = "macos")))]
+fn stand_in_ca(
+    _: &Inputs<'_>,
+    _: &mut Profile,
+    setenv: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    setenv.to_vec()
 }
 
 /// A launch that gets the token runs git through [`sandbox::git_guard`]'s wrapper: written

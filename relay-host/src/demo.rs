@@ -207,6 +207,7 @@ fn sandboxed_probe(
             api_base_url: None,
             same_project: None,
             trust_project: None,
+            token_mode: Default::default(),
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),

@@ -113,7 +113,7 @@ fn shim_for(
     stdin: Stdin,
 ) -> Result<ShimCommand, LaunchError> {
     let prepared = prepare(host, state, settings, v)?;
-    let networked = connect(prepared, state)?;
+    let networked = connect(prepared, settings, state)?;
     let confined = confine(host, state, settings, networked)?;
     shim_command(confined, state, stdin)
 }
@@ -174,6 +174,7 @@ fn prepare(
         programs,
         folder,
         claude_config,
+        ca_file: None,
     })
 }
 
@@ -223,15 +224,21 @@ fn resumes(v: &Validated) -> Option<Option<&str>> {
 }
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
-/// session.
-fn connect(launch: Prepared, state: &State) -> Result<Networked, LaunchError> {
+/// session; in stand-in mode it takes the token ([`super::launch_stand_in`]).
+fn connect(
+    mut launch: Prepared,
+    settings: &Settings,
+    state: &State,
+) -> Result<Networked, LaunchError> {
     if launch.programs.bwrap.is_none() {
         let (net, proxy) = (None, None);
         return Ok(Networked { launch, net, proxy });
     }
+    let intercept = super::launch_stand_in::begin(&mut launch, settings)?;
     let v = &launch.v;
     let network = v.template().network();
-    let (net, proxy) = super::network::start(&network, launch.folder.dir(), state, v.session_id())?;
+    let (dir, id) = (launch.folder.dir(), v.session_id());
+    let (net, proxy) = super::network::start(&network, dir, state, id, intercept)?;
     let net = Some(net);
     Ok(Networked { launch, net, proxy })
 }

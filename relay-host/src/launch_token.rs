@@ -70,6 +70,13 @@ impl LaunchToken {
     pub(crate) fn take(&mut self) -> Option<ClaudeToken> {
         self.token.take()
     }
+
+    /// Hands `stand_in` over in place of the token (stand-in mode: the token was taken into
+    /// the session's proxy).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn hand_instead(&mut self, stand_in: ClaudeToken) {
+        self.token = Some(stand_in);
+    }
 }
 
 /// Refuses a token launch whose request could send the token elsewhere: what it adds

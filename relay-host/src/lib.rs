@@ -61,6 +61,7 @@ mod git_binds;
 pub mod human;
 mod invalid_spec;
 pub mod launch;
+mod launch_stand_in;
 mod launch_token;
 pub mod leftovers;
 pub mod logs;

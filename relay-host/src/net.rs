@@ -4,6 +4,8 @@
 
 pub mod forward;
 pub mod proxy;
+#[cfg(target_os = "linux")]
+pub mod stand_in;
 
 use std::fmt;
 use std::path::Path;
@@ -14,6 +16,15 @@ use relay_token::sandbox::ProxyInside;
 /// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
 /// namespace, so it clashes with nothing on the host).
 pub const PROXY_PORT: u16 = 3128;
+
+/// What the proxy of a stand-in session intercepts ([`stand_in::StandIn`], Linux only; on
+/// other systems there is none).
+#[cfg(target_os = "linux")]
+pub type Intercept = std::sync::Arc<stand_in::StandIn>;
+
+/// What the proxy of a stand-in session intercepts: nothing on this system.
+#[cfg(not(target_os = "linux"))]
+pub type Intercept = std::convert::Infallible;
 
 /// Where the sandbox sees the host's proxy socket.
 pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::state::State;
 use crate::net::proxy::{Denied, Proxy};
-use crate::net::{token_network_allowed, HostNetworkRefused, Network};
+use crate::net::{token_network_allowed, HostNetworkRefused, Intercept, Network};
 use crate::settings::Settings;
 use relay_token::sandbox::SandboxNet;
 
@@ -53,14 +53,15 @@ pub fn check(
 
 /// The sandbox's network for `network`, and the running proxy when it is an allow-list: bound
 /// at `session_dir/net.sock`, each refusal written to the events as `network_denied` with the
-/// session, host, port, reason and what would allow it (`allow_with`). A proxy that cannot be set up refuses the launch
+/// session, host, port, reason and what would allow it (`allow_with`); `intercept`: a stand-in
+/// session's ([`crate::net::stand_in`]). A proxy that cannot be set up refuses the launch
 /// (`sandbox_unavailable`, with the reason); there is no fall back to the host's network.
 ///
 /// ```no_run
 /// use relay_host::{network::start, state::State, net::Network};
 /// let dir = tempfile::tempdir()?;
 /// let state = State::open(dir.path())?;
-/// let (net, proxy) = start(&Network::None, dir.path(), &state, "s1")?;
+/// let (net, proxy) = start(&Network::None, dir.path(), &state, "s1", None)?;
 /// assert!(proxy.is_none());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -69,6 +70,7 @@ pub fn start(
     session_dir: &Path,
     state: &State,
     session_id: &str,
+    intercept: Option<Intercept>,
 ) -> Result<(SandboxNet, Option<Proxy>), NetworkError> {
     let list = match network {
         Network::Host => return Ok((SandboxNet::Host, None)),
@@ -104,7 +106,7 @@ pub fn start(
             d.allow_with()
         ));
     });
-    let proxy = Proxy::start(&socket, list, on_deny)
+    let proxy = Proxy::start_with(&socket, list, on_deny, intercept)
         .map_err(refuse(format!("socket {}", socket.display())))?;
     let inside = crate::net::relay_inside();
     Ok((

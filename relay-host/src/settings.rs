@@ -17,6 +17,11 @@ use crate::net::{Network, TokenNetwork};
 mod entry;
 pub use entry::SameProject;
 
+// `token_mode` and the checks stand-in mode needs.
+#[path = "token_mode.rs"]
+mod token_mode;
+pub use token_mode::TokenMode;
+
 /// The settings of `relay-host`.
 ///
 /// ```
@@ -62,6 +67,11 @@ pub struct Settings {
     /// (`*.example.com`, which covers hosts other people control); else it is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub token_wildcards: bool,
+    /// A PEM file (absolute path) of CA certificates the host trusts for upstream TLS in
+    /// stand-in mode ([`TokenMode::StandIn`]), besides the webpki roots: a corporate TLS
+    /// proxy's CA, or a test's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_ca_file: Option<PathBuf>,
 }
 
 /// A launch template.
@@ -105,6 +115,10 @@ pub struct Template {
     /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
+    /// What a token launch hands the session on fd 5: `"pipe"` (left out: the real token) or
+    /// `"stand_in"` (see [`TokenMode`]).
+    #[serde(default, skip_serializing_if = "TokenMode::is_pipe")]
+    pub token_mode: TokenMode,
 }
 
 impl Template {
@@ -551,8 +565,14 @@ impl Settings {
                     )));
                 }
             }
+            if let Some(m) = token_mode::stand_in_problem(t) {
+                return Err(invalid(m));
+            }
         }
-        Ok(())
+        match token_mode::ca_file_problem(self) {
+            Some(m) => Err(invalid(m)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -648,6 +668,7 @@ pub fn builtin_templates() -> Vec<Template> {
             api_base_url: None,
             same_project: None,
             trust_project: None,
+            token_mode: TokenMode::Pipe,
         },
         Template {
             id: "shell".into(),
@@ -662,6 +683,7 @@ pub fn builtin_templates() -> Vec<Template> {
             api_base_url: None,
             same_project: None,
             trust_project: None,
+            token_mode: TokenMode::Pipe,
         },
     ]
 }

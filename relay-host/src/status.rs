@@ -62,6 +62,10 @@ pub fn report(host: &Host) -> Value {
     };
     let checks: Vec<Value> = checked.iter().map(super::checks::Check::to_json).collect();
     let claude_ready = checked.iter().all(|c| c.ok || !c.claude);
+    let templates: Vec<Value> = reach::templates(&settings)
+        .iter()
+        .map(|t| json!({"id": t.id, "token_mode": t.token_mode.word()}))
+        .collect();
     let mut report = json!({
         "leftovers": leftovers,
         "config_dir": path_json(&host.config_dir),
@@ -72,6 +76,7 @@ pub fn report(host: &Host) -> Value {
         "token": token,
         "bwrap": bwrap,
         "shim": shim,
+        "templates": templates,
         "problems": problems,
         "warnings": warnings,
         "checks": checks,
@@ -328,6 +333,13 @@ pub fn print(host: &Host, json: bool) -> i32 {
         outln!("relay-shim:        {shim} (this relay-host, acting as the shim)");
     } else {
         outln!("relay-shim:        {shim}");
+    }
+    for t in r["templates"].as_array().into_iter().flatten() {
+        outln!(
+            "template:          {} (token_mode {})",
+            s(&t["id"]),
+            s(&t["token_mode"])
+        );
     }
     for p in r["problems"].as_array().into_iter().flatten() {
         outln!("problem:           {}", s(p));

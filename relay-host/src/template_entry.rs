@@ -10,7 +10,7 @@
 //! | `sandbox` | replaces (grants, or `false`) |
 //! | `request_env` | adds |
 //! | `network` | an allow-list's entries add to the built-in allow-list; `"host"` or `"none"` replaces |
-//! | `api_base_url`, `same_project`, `trust_project` | replace |
+//! | `api_base_url`, `same_project`, `trust_project`, `token_mode` | replace |
 
 use std::collections::BTreeMap;
 
@@ -54,6 +54,7 @@ struct Entry {
     api_base_url: Option<crate::net::Gateway>,
     same_project: Option<SameProject>,
     trust_project: Option<bool>,
+    token_mode: Option<super::TokenMode>,
 }
 
 /// `templates` of a settings file, each entry resolved ([`resolve`]) where it is read, so an
@@ -95,6 +96,7 @@ fn resolve(e: Entry) -> Result<Template, String> {
             api_base_url: e.api_base_url,
             same_project: e.same_project,
             trust_project: e.trust_project,
+            token_mode: e.token_mode.unwrap_or_default(),
         });
     };
     if let Some(c) = e.command {
@@ -123,6 +125,7 @@ fn resolve(e: Entry) -> Result<Template, String> {
     t.api_base_url = e.api_base_url.or(t.api_base_url);
     t.same_project = e.same_project.or(t.same_project);
     t.trust_project = e.trust_project.or(t.trust_project);
+    t.token_mode = e.token_mode.unwrap_or(t.token_mode);
     Ok(t)
 }
 

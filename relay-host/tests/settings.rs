@@ -62,6 +62,7 @@ fn expected() -> Settings {
                 api_base_url: None,
                 same_project: None,
                 trust_project: None,
+                token_mode: Default::default(),
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),

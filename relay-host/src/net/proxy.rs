@@ -15,7 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use super::allow::{normal_host, Host};
-use super::AllowList;
+use super::{AllowList, Intercept};
 
 /// The longest request head read (request line and headers).
 const MAX_HEAD: usize = 64 * 1024;
@@ -63,12 +63,16 @@ pub struct Proxy {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    intercept: Option<Intercept>,
 }
 
 struct Ctx {
     list: AllowList,
     on_deny: OnDeny,
     live: AtomicUsize,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    intercept: Option<Intercept>,
 }
 
 impl Proxy {
@@ -82,12 +86,30 @@ impl Proxy {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn start(path: &Path, list: AllowList, on_deny: OnDeny) -> io::Result<Proxy> {
+        Proxy::start_with(path, list, on_deny, None)
+    }
+
+    /// [`Proxy::start`] for a stand-in session: a `CONNECT` to one of `intercept`'s API hosts
+    /// is intercepted ([`super::stand_in`]); dropping the proxy ends the stand-in's swap.
+    ///
+    /// ```no_run
+    /// # use relay_host::net::{proxy::Proxy, AllowList};
+    /// let p = Proxy::start_with("/tmp/z.sock".as_ref(), AllowList::parse(&[]).unwrap(), Box::new(|_| {}), None)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn start_with(
+        path: &Path,
+        list: AllowList,
+        on_deny: OnDeny,
+        intercept: Option<Intercept>,
+    ) -> io::Result<Proxy> {
         let listener = UnixListener::bind(path)?;
         let stop = Arc::new(AtomicBool::new(false));
         let ctx = Arc::new(Ctx {
             list,
             on_deny,
             live: AtomicUsize::new(0),
+            intercept: intercept.clone(),
         });
         let stop_seen = Arc::clone(&stop);
         let thread = thread::Builder::new()
@@ -98,6 +120,7 @@ impl Proxy {
             path: path.to_path_buf(),
             stop,
             thread: Some(thread),
+            intercept,
         })
     }
 
@@ -123,6 +146,10 @@ impl Drop for Proxy {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.path);
+        #[cfg(target_os = "linux")]
+        if let Some(i) = &self.intercept {
+            i.end();
+        }
     }
 }
 
@@ -231,6 +258,10 @@ fn serve(mut client: UnixStream, ctx: &Ctx) -> io::Result<()> {
     client.set_read_timeout(None)?;
     if target.connect {
         client.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")?;
+        #[cfg(target_os = "linux")]
+        if let Some(i) = (ctx.intercept.as_ref()).filter(|i| i.intercepts(&host, target.port)) {
+            return i.serve(client, upstream, &host, target.port, &rest);
+        }
         upstream.write_all(&rest)?;
         return super::splice(client, upstream);
     }

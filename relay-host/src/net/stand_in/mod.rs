@@ -1,0 +1,306 @@
+//! Stand-in mode's host side (docs/DESIGN.md, "Stand-in mode"). A session gets a stand-in on
+//! fd 5 ([`stand_in_for`]); the real token stays here, in a [`StandIn`] that the session's
+//! allow-list proxy holds. For a `CONNECT` to one of the session's API hosts the proxy
+//! terminates TLS with a leaf of the session's own CA (its key never leaves this process),
+//! offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real token in
+//! place of the stand-in in `Authorization: Bearer ...` (only there, only for this session's
+//! stand-in) and sends the request on over TLS verified against webpki's roots and the
+//! operator's `upstream_ca_file`. Answers stream back as they come. Anything that is not valid
+//! HTTP/1.1 is refused and the connection closed. The proxy ends with the session, and with it
+//! the real token ([`StandIn::end`]).
+
+mod ca;
+mod http1;
+mod relay;
+mod tls;
+mod token;
+
+use std::fmt;
+use std::io;
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay_token::ClaudeToken;
+use zeroize::Zeroizing;
+
+use super::allow::Host;
+pub use tls::read_ca_file;
+pub use token::stand_in_for;
+
+/// Anthropic's API host, where every session's stand-in is swapped.
+///
+/// ```
+/// assert_eq!(relay_host::net::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
+/// ```
+pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
+
+/// Where a stand-in session sees its CA's certificate (bound read-only); `NODE_EXTRA_CA_CERTS`
+/// names it.
+///
+/// ```
+/// assert_eq!(relay_host::net::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
+/// ```
+pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
+
+/// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
+pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
+
+/// How long a session may take over its TLS handshake with the proxy.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One stand-in session's secrets and the TLS set-up of its proxy: the real token, the
+/// session's CA, the API hosts and the upstream trust.
+///
+/// ```
+/// use relay_host::net::stand_in::StandIn;
+/// use relay_token::ClaudeToken;
+/// let real = ClaudeToken::from_bytes(b"sk-ant-oat01-real-token-for-the-doc").unwrap();
+/// let (si, stand_in) = StandIn::new(real, &["api.anthropic.com:443".into()], None)?;
+/// assert!(stand_in.expose_bytes().starts_with(b"sk-ant-oat01-"));
+/// assert!(si.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+/// si.end();
+/// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+/// ```
+pub struct StandIn {
+    stand_in: ClaudeToken,
+    real: Mutex<Option<ClaudeToken>>,
+    ca: ca::SessionCa,
+    hosts: Vec<(Host, u16)>,
+    upstream: Arc<rustls::ClientConfig>,
+}
+
+impl fmt::Debug for StandIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StandIn")
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StandIn {
+    /// A stand-in session for `real`: its stand-in (returned, to go on fd 5), its CA, the API
+    /// hosts (`host:port` entries, as [`api_hosts`] gives them) and the upstream trust
+    /// (webpki's roots and the certificates of `upstream_ca_file`).
+    ///
+    /// ```
+    /// use relay_host::net::stand_in::StandIn;
+    /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// assert!(StandIn::new(real, &["not a host".into()], None).is_err());
+    /// ```
+    pub fn new(
+        real: ClaudeToken,
+        api_hosts: &[String],
+        upstream_ca_file: Option<&Path>,
+    ) -> Result<(Arc<StandIn>, ClaudeToken), StandInError> {
+        let mut hosts = Vec::new();
+        for entry in api_hosts {
+            let hp = http1::host_port(entry, 443);
+            hosts.push(hp.ok_or_else(|| StandInError::ApiHost(entry.clone()))?);
+        }
+        let extra = match upstream_ca_file {
+            Some(p) => read_ca_file(p)?,
+            None => Vec::new(),
+        };
+        let upstream = tls::client_config(extra).map_err(StandInError::Tls)?;
+        let ca = ca::SessionCa::new()?;
+        let stand_in = stand_in_for(&real).map_err(StandInError::Random)?;
+        let handed = ClaudeToken::from_bytes(stand_in.expose_bytes())
+            .ok_or_else(|| StandInError::Random(io::Error::other("not a token")))?;
+        let si = StandIn {
+            stand_in,
+            real: Mutex::new(Some(real)),
+            ca,
+            hosts,
+            upstream,
+        };
+        Ok((Arc::new(si), handed))
+    }
+
+    /// The session CA's certificate, PEM: what the session trusts ([`SANDBOX_CA`]).
+    ///
+    /// ```
+    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// assert!(si.ca_pem().contains("CERTIFICATE"));
+    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// ```
+    pub fn ca_pem(&self) -> &str {
+        self.ca.pem()
+    }
+
+    /// Ends the session's swap: the real token is dropped (zeroized) and no request gets it
+    /// after, even on a connection still open. The proxy calls it when it is dropped.
+    ///
+    /// ```
+    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// si.end();
+    /// assert!(si.ended());
+    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// ```
+    pub fn end(&self) {
+        let taken = match self.real.lock() {
+            Ok(mut g) => g.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        drop(taken);
+    }
+
+    /// True once [`StandIn::end`] ran.
+    ///
+    /// ```
+    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// assert!(!si.ended());
+    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// ```
+    pub fn ended(&self) -> bool {
+        self.real.lock().map(|g| g.is_none()).unwrap_or(true)
+    }
+
+    /// True when a `CONNECT` to `host:port` is intercepted: it names one of the API hosts.
+    pub(crate) fn intercepts(&self, host: &Host, port: u16) -> bool {
+        self.hosts.iter().any(|(h, p)| h == host && *p == port)
+    }
+
+    /// `Authorization`'s value with the real token when `value` is `Bearer <this session's
+    /// stand-in>` (the scheme in any case) and the session has not ended; else `None` (the
+    /// value is sent as it is).
+    fn replacement(&self, value: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+        let (scheme, rest) = (value.get(..7)?, value.get(7..)?);
+        if !scheme.eq_ignore_ascii_case(b"bearer ") || !same(rest, self.stand_in.expose_bytes()) {
+            return None;
+        }
+        let guard = self.real.lock().ok()?;
+        let real = guard.as_ref()?.expose_bytes();
+        let mut v = Zeroizing::new(Vec::with_capacity(7 + real.len()));
+        v.extend_from_slice(b"Bearer ");
+        v.extend_from_slice(real);
+        Some(v)
+    }
+
+    /// Serves one intercepted `CONNECT` (the `200` already sent): the session's TLS (`rest`:
+    /// what it sent after the `CONNECT` head), the upstream's, and the requests between them.
+    pub(crate) fn serve(
+        &self,
+        client: UnixStream,
+        upstream: TcpStream,
+        host: &Host,
+        port: u16,
+        rest: &[u8],
+    ) -> io::Result<()> {
+        let config = self.ca.server_config(host).map_err(io::Error::other)?;
+        client.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        let mut inside = tls::accept(config, client, rest)?;
+        inside.sock.set_read_timeout(None)?;
+        let mut outside = tls::connect(Arc::clone(&self.upstream), host, upstream)?;
+        let swap = |v: &[u8]| self.replacement(v);
+        let x = relay::Exchange {
+            host,
+            port,
+            swap: &swap,
+        };
+        let result = relay::relay(&mut inside, &mut outside, &x);
+        tls::close(&mut inside);
+        tls::close(&mut outside);
+        result
+    }
+}
+
+/// Equal bytes, compared in time that depends on the lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The API hosts of a template, as `host:port`: [`ANTHROPIC_API`], and the `api_base_url`'s
+/// host and port when it is `https://`.
+///
+/// ```
+/// let t = relay_host::settings::Settings::default().template("claude-code").unwrap();
+/// assert_eq!(relay_host::net::stand_in::api_hosts(&t), ["api.anthropic.com:443"]);
+/// ```
+pub fn api_hosts(t: &crate::settings::Template) -> Vec<String> {
+    let mut hosts = vec![ANTHROPIC_API.to_string()];
+    if let Some(g) = t
+        .api_base_url
+        .as_ref()
+        .filter(|g| g.url().starts_with("https://"))
+    {
+        if g.allow_entry() != ANTHROPIC_API {
+            hosts.push(g.allow_entry().to_string());
+        }
+    }
+    hosts
+}
+
+/// Why stand-in mode cannot be set up.
+///
+/// ```
+/// let e = relay_host::net::stand_in::StandInError::ApiHost("x y".into());
+/// assert_eq!(e.to_string(), "stand-in mode: the API host \"x y\" is not host:port");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StandInError {
+    /// An API host that is not `host:port`.
+    ApiHost(String),
+    /// No random bytes for the stand-in.
+    Random(io::Error),
+    /// The session's CA or a leaf could not be made.
+    Certificate(rcgen::Error),
+    /// The TLS set-up refused a key or a certificate.
+    Tls(rustls::Error),
+    /// `upstream_ca_file` could not be read.
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// `upstream_ca_file` holds no usable certificate.
+    CaFileContent {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+impl fmt::Display for StandInError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StandInError::ApiHost(h) => {
+                write!(f, "stand-in mode: the API host {h:?} is not host:port")
+            }
+            StandInError::Random(e) => write!(f, "stand-in mode: no random bytes: {e}"),
+            StandInError::Certificate(e) => write!(f, "stand-in mode: the session's CA: {e}"),
+            StandInError::Tls(e) => write!(f, "stand-in mode: TLS set-up: {e}"),
+            StandInError::CaFile { path, source } => {
+                write!(f, "upstream_ca_file {}: {source}", path.display())
+            }
+            StandInError::CaFileContent { path, why } => {
+                write!(f, "upstream_ca_file {}: {why}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StandInError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StandInError::Random(e) | StandInError::CaFile { source: e, .. } => Some(e),
+            StandInError::Certificate(e) => Some(e),
+            StandInError::Tls(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<rcgen::Error> for StandInError {
+    fn from(e: rcgen::Error) -> StandInError {
+        StandInError::Certificate(e)
+    }
+}

@@ -1,0 +1,269 @@
+//! The requests of one intercepted connection, one after the other (HTTP/1.1 keep-alive): a
+//! request head read and parsed whole ([`http1::request`]) and sent on, its body streamed by
+//! its framing, then the answer: its head parsed ([`http1::response`]) and sent back, its body
+//! streamed back as it comes (each piece flushed at once: server-sent events pass unbuffered).
+//! A request that is not valid HTTP is answered `400` (`417` for `Expect`) and the connection
+//! closed; an answer that is not, or a chunk that is not, ends the connection.
+
+use std::io::{self, Read, Write};
+
+use zeroize::Zeroizing;
+
+use super::super::allow::Host;
+use super::http1::{self, Body, MAX_HEAD, MAX_LINE};
+
+/// The biggest piece of a body copied at once.
+const PIECE: usize = 16 * 1024;
+
+/// What one connection's requests are checked against and changed by.
+pub(super) struct Exchange<'a> {
+    /// The tunnel's host, which each request's `Host` must name.
+    pub host: &'a Host,
+    /// The tunnel's port.
+    pub port: u16,
+    /// `Authorization`'s replacement, when there is one.
+    pub swap: &'a dyn Fn(&[u8]) -> Option<Zeroizing<Vec<u8>>>,
+}
+
+/// A stream with a read buffer: what was read past the part asked for stays for the next.
+pub(super) struct Conn<S> {
+    s: S,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl<S: Read + Write> Conn<S> {
+    pub(super) fn new(s: S) -> Conn<S> {
+        Conn {
+            s,
+            buf: Vec::new(),
+            at: 0,
+        }
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.buf[self.at..]
+    }
+
+    /// Reads more; 0 at the end (a TLS peer that just closed counts as an end).
+    fn fill(&mut self) -> io::Result<usize> {
+        if self.at > 0 {
+            self.buf.drain(..self.at);
+            self.at = 0;
+        }
+        let mut chunk = [0u8; PIECE];
+        let n = match self.s.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+            Err(e) => return Err(e),
+        };
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// The bytes up to and with the first `end`, at most `max`; `None` at an end before any
+    /// byte. An end inside, or more than `max`: an error.
+    fn until(&mut self, end: &[u8], max: usize) -> io::Result<Option<Vec<u8>>> {
+        let mut from = 0;
+        loop {
+            if let Some(i) = find(&self.unread()[from..], end) {
+                let stop = self.at + from + i + end.len();
+                let part = self.buf[self.at..stop].to_vec();
+                self.at = stop;
+                return Ok(Some(part));
+            }
+            from = self.unread().len().saturating_sub(end.len() - 1);
+            if self.unread().len() > max {
+                return Err(invalid("a head or line too long"));
+            }
+            if self.fill()? == 0 {
+                return match self.unread().is_empty() {
+                    true => Ok(None),
+                    false => Err(invalid("the connection ended inside a head")),
+                };
+            }
+        }
+    }
+
+    /// Copies exactly `n` bytes to `out`, flushing each piece.
+    fn copy_exact(&mut self, mut n: u64, out: &mut impl Write) -> io::Result<()> {
+        while n > 0 {
+            if self.unread().is_empty() && self.fill()? == 0 {
+                return Err(invalid("the connection ended inside a body"));
+            }
+            let take = self
+                .unread()
+                .len()
+                .min(usize::try_from(n).unwrap_or(usize::MAX));
+            out.write_all(&self.buf[self.at..self.at + take])?;
+            out.flush()?;
+            self.at += take;
+            n -= take as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies everything to the end of the connection to `out`, flushing each piece.
+    fn copy_to_end(&mut self, out: &mut impl Write) -> io::Result<()> {
+        loop {
+            if !self.unread().is_empty() {
+                out.write_all(self.unread())?;
+                out.flush()?;
+                self.at = self.buf.len();
+            }
+            if self.fill()? == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn invalid(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
+}
+
+/// Serves the requests of `client` (the session's side, decrypted) to `upstream` (the API's)
+/// until either ends or sends what is not valid HTTP.
+pub(super) fn relay<C, U>(client: C, upstream: U, x: &Exchange<'_>) -> io::Result<()>
+where
+    C: Read + Write,
+    U: Read + Write,
+{
+    let (mut c, mut u) = (Conn::new(client), Conn::new(upstream));
+    loop {
+        let head = match c.until(b"\r\n\r\n", MAX_HEAD) {
+            Ok(Some(h)) => Zeroizing::new(h),
+            Ok(None) => return Ok(()),
+            Err(e) => return refuse(&mut c.s, 400, "a malformed request head").and(Err(e)),
+        };
+        let req = match http1::request(&head, x.host, x.port, x.swap) {
+            Ok(r) => r,
+            Err(r) => return refuse(&mut c.s, r.code, r.why),
+        };
+        if let Err(e) = u.s.write_all(&req.head).and_then(|()| u.s.flush()) {
+            return refuse(&mut c.s, 502, "the API host could not be reached").and(Err(e));
+        }
+        drop(req.head);
+        if let Err(e) = send_body(&mut c, &mut u.s, req.body) {
+            let _ = refuse(&mut c.s, 400, "a malformed request body");
+            return Err(e);
+        }
+        if !answer(&mut u, &mut c.s, req.head_only)? || req.close {
+            return Ok(());
+        }
+    }
+}
+
+/// A request's body, by its framing.
+fn send_body<C: Read + Write>(c: &mut Conn<C>, out: &mut impl Write, body: Body) -> io::Result<()> {
+    match body {
+        Body::Empty => Ok(()),
+        Body::Length(n) => c.copy_exact(n, out),
+        Body::Chunked => copy_chunked(c, out),
+        Body::UntilClose => Err(invalid("a request body without a length")),
+    }
+}
+
+/// The answer to one request: interim (`1xx`) heads, then the final head and its body; true
+/// when the connection may carry another request.
+fn answer<U, C>(u: &mut Conn<U>, client: &mut C, head_only: bool) -> io::Result<bool>
+where
+    U: Read + Write,
+    C: Write,
+{
+    let mut sent = false;
+    loop {
+        let head = match u.until(b"\r\n\r\n", MAX_HEAD) {
+            Ok(Some(h)) => h,
+            Ok(None) if !sent => {
+                return refuse(client, 502, "the API host sent no answer").map(|()| false)
+            }
+            Ok(None) => return Ok(false),
+            Err(e) if !sent => return refuse(client, 502, "a malformed answer").and(Err(e)),
+            Err(e) => return Err(e),
+        };
+        let res = match http1::response(&head, head_only) {
+            Ok(r) => r,
+            Err(why) => return refuse(client, 502, why).map(|()| false),
+        };
+        client.write_all(&head)?;
+        client.flush()?;
+        sent = true;
+        if (100..200).contains(&res.status) {
+            continue;
+        }
+        match res.body {
+            Body::Empty => {}
+            Body::Length(n) => u.copy_exact(n, client)?,
+            Body::Chunked => copy_chunked(u, client)?,
+            Body::UntilClose => u.copy_to_end(client)?,
+        }
+        return Ok(!res.close);
+    }
+}
+
+/// Chunks as they come, each size line and the trailer section checked, each piece flushed.
+fn copy_chunked<S: Read + Write>(from: &mut Conn<S>, out: &mut impl Write) -> io::Result<()> {
+    loop {
+        let line = from
+            .until(b"\r\n", MAX_LINE)?
+            .ok_or_else(|| invalid("the connection ended inside a body"))?;
+        let size = http1::chunk_size(&line).map_err(invalid)?;
+        out.write_all(&line)?;
+        if size == 0 {
+            return copy_trailers(from, out);
+        }
+        from.copy_exact(size, out)?;
+        let end = from.until(b"\r\n", 2)?;
+        if end.as_deref() != Some(b"\r\n") {
+            return Err(invalid("a chunk longer than its size"));
+        }
+        out.write_all(b"\r\n")?;
+        out.flush()?;
+    }
+}
+
+/// The trailer section after the last chunk, up to its blank line, checked whole first.
+fn copy_trailers<S: Read + Write>(from: &mut Conn<S>, out: &mut impl Write) -> io::Result<()> {
+    let mut section = Vec::new();
+    loop {
+        let line = from
+            .until(b"\r\n", MAX_LINE)?
+            .ok_or_else(|| invalid("the connection ended inside a trailer"))?;
+        section.extend_from_slice(&line);
+        if section.len() > MAX_HEAD {
+            return Err(invalid("a trailer section too long"));
+        }
+        if line == b"\r\n" {
+            break;
+        }
+    }
+    http1::trailers(&section).map_err(invalid)?;
+    out.write_all(&section)?;
+    out.flush()
+}
+
+/// A short plain-text answer from relay; the caller then closes the connection.
+fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
+    let reason = match code {
+        400 => "Bad Request",
+        417 => "Expectation Failed",
+        _ => "Bad Gateway",
+    };
+    let body = format!("relay: {why}\n");
+    let text = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(text.as_bytes())?;
+    client.flush()
+}
+
+#[cfg(test)]
+#[path = "relay_tests.rs"]
+mod tests;

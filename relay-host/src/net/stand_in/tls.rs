@@ -1,0 +1,145 @@
+//! The TLS of stand-in mode, with rustls on ring: the server side toward the session (the
+//! session CA's leaf, ALPN `http/1.1` only), the client side toward the API (webpki's roots
+//! and `upstream_ca_file`'s certificates, ALPN `http/1.1`), and reading that file.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::ops::{Deref, DerefMut};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
+use rustls::{ConnectionCommon, SideData, StreamOwned};
+
+use super::super::allow::Host;
+use super::StandInError;
+
+/// The only application protocol either side offers.
+const HTTP11: &[u8] = b"http/1.1";
+
+/// The largest `upstream_ca_file` read.
+const MAX_CA_FILE: u64 = 4 << 20;
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificates of a PEM file of CA certificates (`upstream_ca_file`): each one must be
+/// usable as a trust anchor, and there must be at least one.
+///
+/// ```
+/// let e = relay_host::net::stand_in::read_ca_file("/nonexistent/ca.pem".as_ref()).unwrap_err();
+/// assert!(e.to_string().starts_with("upstream_ca_file /nonexistent/ca.pem: "));
+/// ```
+pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandInError> {
+    let io_err = |source| StandInError::CaFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let content = |why: String| StandInError::CaFileContent {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CA_FILE + 1).read_to_end(&mut bytes))
+        .map_err(io_err)?;
+    if bytes.len() as u64 > MAX_CA_FILE {
+        return Err(content("larger than 4 MiB".into()));
+    }
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<_, _>>()
+        .map_err(|e| content(format!("not PEM certificates: {e}")))?;
+    if certs.is_empty() {
+        return Err(content("holds no PEM certificate".into()));
+    }
+    let mut roots = RootCertStore::empty();
+    for c in &certs {
+        roots
+            .add(c.clone())
+            .map_err(|e| content(format!("a certificate that cannot be a CA: {e}")))?;
+    }
+    Ok(certs)
+}
+
+/// The server side for one leaf: TLS 1.3 and 1.2, no client certificate, `http/1.1` only.
+pub(super) fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let mut c = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    c.alpn_protocols = vec![HTTP11.to_vec()];
+    Ok(Arc::new(c))
+}
+
+/// The client side toward the API: webpki's roots and `extra`, `http/1.1`.
+pub(super) fn client_config(
+    extra: Vec<CertificateDer<'static>>,
+) -> Result<Arc<ClientConfig>, rustls::Error> {
+    let mut roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    for c in extra {
+        roots.add(c)?;
+    }
+    let mut c = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    c.alpn_protocols = vec![HTTP11.to_vec()];
+    Ok(Arc::new(c))
+}
+
+/// The session's TLS: `early` (what it sent right after the `CONNECT` head) first, then the
+/// handshake on `client`.
+pub(super) fn accept(
+    config: Arc<ServerConfig>,
+    client: UnixStream,
+    mut early: &[u8],
+) -> io::Result<StreamOwned<ServerConnection, UnixStream>> {
+    let mut conn = ServerConnection::new(config).map_err(io::Error::other)?;
+    while !early.is_empty() {
+        conn.read_tls(&mut early)?;
+        conn.process_new_packets().map_err(io::Error::other)?;
+    }
+    let mut s = StreamOwned::new(conn, client);
+    // Until the handshake is done (or the session's side ends: an error).
+    s.conn.complete_io(&mut s.sock)?;
+    if s.conn.is_handshaking() {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(s)
+}
+
+/// The upstream's TLS on `tcp`, verified for `host` (a name or an address). The handshake runs
+/// with the first write.
+pub(super) fn connect(
+    config: Arc<ClientConfig>,
+    host: &Host,
+    tcp: TcpStream,
+) -> io::Result<StreamOwned<ClientConnection, TcpStream>> {
+    let name = match host {
+        Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
+        other => ServerName::try_from(other.to_string()).map_err(io::Error::other)?,
+    };
+    let conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
+    Ok(StreamOwned::new(conn, tcp))
+}
+
+/// Sends `close_notify`, as far as the peer still takes it.
+pub(super) fn close<C, D, S>(s: &mut StreamOwned<C, S>)
+where
+    C: DerefMut + Deref<Target = ConnectionCommon<D>>,
+    D: SideData,
+    S: Read + Write,
+{
+    s.conn.send_close_notify();
+    let _ = s.conn.complete_io(&mut s.sock);
+}

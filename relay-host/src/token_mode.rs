@@ -1,0 +1,111 @@
+//! A template's `token_mode` and the settings checks stand-in mode needs: a sandboxed template
+//! with a network allow-list (the proxy that swaps the token is the allow-list's), Linux, an
+//! `https://` gateway when one is named, and a readable `upstream_ca_file`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Sandbox, Settings, Template};
+use crate::net::Network;
+
+/// What a token launch of the template hands the session on fd 5: the real token (`"pipe"`,
+/// the default), or a fresh stand-in per session that the host's proxy replaces by the real
+/// token in the `Authorization` header of requests to the API hosts only (`"stand_in"`; see
+/// docs/DESIGN.md, "Stand-in mode").
+///
+/// ```
+/// use relay_host::settings::TokenMode;
+/// assert_eq!(serde_json::from_str::<TokenMode>(r#""stand_in""#)?, TokenMode::StandIn);
+/// assert_eq!(TokenMode::default(), TokenMode::Pipe);
+/// assert_eq!(TokenMode::StandIn.word(), "stand_in");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenMode {
+    /// The real token on fd 5, as relay always did.
+    #[default]
+    Pipe,
+    /// A stand-in on fd 5; the real token stays in the host's memory.
+    StandIn,
+}
+
+impl TokenMode {
+    /// The setting's word: `pipe` or `stand_in`.
+    ///
+    /// ```
+    /// assert_eq!(relay_host::settings::TokenMode::Pipe.word(), "pipe");
+    /// ```
+    pub fn word(self) -> &'static str {
+        match self {
+            TokenMode::Pipe => "pipe",
+            TokenMode::StandIn => "stand_in",
+        }
+    }
+
+    /// True for the default (`pipe`), which a written template leaves out.
+    ///
+    /// ```
+    /// assert!(relay_host::settings::TokenMode::Pipe.is_pipe());
+    /// ```
+    pub fn is_pipe(&self) -> bool {
+        *self == TokenMode::Pipe
+    }
+}
+
+/// Why a template's `token_mode: "stand_in"` cannot work, or `None`.
+pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
+    if t.token_mode != TokenMode::StandIn {
+        return None;
+    }
+    let id = &t.id;
+    if !cfg!(target_os = "linux") {
+        return Some(format!(
+            "template {id:?}: token_mode \"stand_in\" needs the network allow-list's proxy, which \
+             runs on Linux only; on this system use token_mode \"pipe\" (or leave it out)"
+        ));
+    }
+    if t.sandbox == Sandbox::Off || !matches!(t.network(), Network::Allow(_)) {
+        return Some(format!(
+            "template {id:?}: token_mode \"stand_in\" needs a sandboxed template with a network \
+             allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real token"
+        ));
+    }
+    if t.api_base_url
+        .as_ref()
+        .is_some_and(|g| !g.url().starts_with("https://"))
+    {
+        return Some(format!(
+            "template {id:?}: token_mode \"stand_in\" swaps the token inside TLS only: give \
+             api_base_url as https://"
+        ));
+    }
+    None
+}
+
+/// Why `upstream_ca_file` cannot be used, or `None`: not absolute, unreadable, or no PEM
+/// certificate in it. The message names the file.
+pub(super) fn ca_file_problem(s: &Settings) -> Option<String> {
+    let p = s.upstream_ca_file.as_deref()?;
+    if !p.is_absolute() {
+        let shown = p.display().to_string();
+        return Some(format!("upstream_ca_file {shown:?}: give an absolute path"));
+    }
+    check_ca_file(p)
+}
+
+/// The file's problem, in words that name it.
+#[cfg(target_os = "linux")]
+fn check_ca_file(p: &Path) -> Option<String> {
+    crate::net::stand_in::read_ca_file(p)
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// The file's problem, in words that name it (read only: no stand-in mode here).
+#[cfg(not(target_os = "linux"))]
+fn check_ca_file(p: &Path) -> Option<String> {
+    let e = std::fs::read(p).err()?;
+    Some(format!("upstream_ca_file {}: {e}", p.display()))
+}
