@@ -4,8 +4,9 @@
 //! - [`sandbox_pids`]: the processes of a session, every descendant of a `relay-host` that
 //!   lives in a pid namespace other than the host's (the sandbox's);
 //! - [`scan_memory`]: how often each needle occurs in the readable memory of each process
-//!   (`/proc/PID/maps`, `/proc/PID/mem`), read in chunks that overlap by a needle's length;
-//! - [`token_hashes_in_memory`]: the SHA-256 of every token-shaped string (a prefix and a run
+//!   (`/proc/PID/maps`, `/proc/PID/mem`; only the pages `/proc/PID/pagemap` shows present or
+//!   swapped), read in chunks that overlap by a needle's length;
+//! - [`scan_memory_and_shapes`]: also the SHA-256 of every token-shaped string (a prefix and a run
 //!   of a token alphabet) in that memory, so a test can tell a stand-in from the real token
 //!   without holding either;
 //! - [`scan_files`]: which files under some folders hold a needle.
@@ -74,6 +75,9 @@ fn utf16le(needle: &[u8]) -> Vec<u8> {
 /// What [`scan_memory`] saw.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryScan {
+    /// The hashes of the token-shaped strings found, with their counts
+    /// ([`scan_memory_and_shapes`]).
+    pub shaped: BTreeMap<String, usize>,
     /// Per process: its pid, name, the bytes read, and per needle how often it occurred (as
     /// bytes or UTF-16LE).
     pub processes: Vec<ProcessScan>,
@@ -165,15 +169,53 @@ fn readable_ranges(pid: u32) -> Option<Vec<(u64, u64)>> {
     Some(out)
 }
 
-/// Calls `each` with consecutive pieces of `pid`'s readable memory and how many bytes at the
-/// piece's start were carried over from the piece before (its last `overlap` bytes, within the
-/// same mapping); returns the bytes read, or `None` when the process's memory cannot be opened.
+/// The runs of pages of `[start, end)` that hold data (present in memory or swapped out, by
+/// `/proc/PID/pagemap`): a page never touched reads as zeros and cannot hold a secret. When the
+/// page map cannot be read, the whole range.
+fn populated(pagemap: Option<&std::fs::File>, start: u64, end: u64) -> Vec<(u64, u64)> {
+    const PAGE: u64 = 4096;
+    let Some(map) = pagemap else {
+        return vec![(start, end)];
+    };
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut entries = vec![0u8; 8 * 4096];
+    let mut page = start / PAGE;
+    while page < end / PAGE {
+        let n = ((end / PAGE - page) as usize).min(4096);
+        let buf = &mut entries[..n * 8];
+        if map.read_exact_at(buf, page * 8).is_err() {
+            return vec![(start, end)];
+        }
+        for (i, e) in buf.chunks_exact(8).enumerate() {
+            let bits = u64::from_le_bytes(e.try_into().unwrap());
+            if bits & (3 << 62) == 0 {
+                continue;
+            }
+            let a = (page + i as u64) * PAGE;
+            match out.last_mut() {
+                Some(last) if last.1 == a => last.1 = a + PAGE,
+                _ => out.push((a, a + PAGE)),
+            }
+        }
+        page += n as u64;
+    }
+    out
+}
+
+/// Calls `each` with consecutive pieces of `pid`'s readable, populated memory ([`populated`])
+/// and how many bytes at the piece's start were carried over from the piece before (its last
+/// `overlap` bytes, within one run of pages); returns the bytes read, or `None` when the
+/// process's memory cannot be opened.
 fn walk_memory(pid: u32, overlap: usize, each: &mut dyn FnMut(&[u8], usize)) -> Option<u64> {
     let ranges = readable_ranges(pid)?;
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).ok();
     let mut buf = vec![0u8; CHUNK + overlap];
     let mut total = 0u64;
-    for (start, end) in ranges {
+    for (start, end) in ranges
+        .into_iter()
+        .flat_map(|(a, b)| populated(pagemap.as_ref(), a, b))
+    {
         let mut at = start;
         let mut kept = 0usize;
         while at < end {
@@ -211,30 +253,55 @@ fn walk_memory(pid: u32, overlap: usize, each: &mut dyn FnMut(&[u8], usize)) -> 
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn scan_memory(pids: &[u32], needles: &[&[u8]]) -> MemoryScan {
+    scan_memory_and_shapes(pids, needles, None)
+}
+
+/// [`scan_memory`], and in the same pass, when `shape` is `(prefix, rest)`, the SHA-256 (hex)
+/// of every string that is `prefix` followed by `rest` bytes of `[A-Za-z0-9_-]` (a token's
+/// shape; as bytes, or UTF-16LE hashed as the bytes it encodes), with how often each occurred
+/// ([`MemoryScan::shaped`]): a test compares them with the hashes of the values it expects,
+/// never holding what it finds.
+///
+/// ```
+/// let made = format!("zz-prefix-{}", "a1b2c3d4".repeat(4));
+/// let scan = relay_tests::scan::scan_memory_and_shapes(&[std::process::id()], &[b"zz"], Some((b"zz-prefix-", 32)));
+/// assert!(scan.shaped.contains_key(&relay_tests::sha256_hex(made.as_bytes())));
+/// # drop(made);
+/// ```
+pub fn scan_memory_and_shapes(
+    pids: &[u32],
+    needles: &[&[u8]],
+    shape: Option<(&[u8], usize)>,
+) -> MemoryScan {
     assert!(needles.iter().all(|n| !n.is_empty()), "an empty needle");
-    let wide: Vec<Vec<u8>> = needles.iter().map(|n| utf16le(n)).collect();
-    let finders: Vec<(memmem::Finder, memmem::Finder)> = needles
-        .iter()
-        .zip(&wide)
-        .map(|(n, w)| (memmem::Finder::new(n), memmem::Finder::new(w)))
-        .collect();
-    let overlap = wide.iter().map(Vec::len).max().unwrap_or(1) - 1;
+    let mut finders: Vec<memmem::Finder> = Vec::new();
+    for n in needles {
+        finders.push(memmem::Finder::new(n).into_owned());
+        finders.push(memmem::Finder::new(&utf16le(n)).into_owned());
+    }
+    let shapes = shape.map(|(prefix, rest)| Shapes::new(prefix, rest));
+    let mut overlap = finders.iter().map(|f| f.needle().len()).max().unwrap_or(1) - 1;
+    if let Some(sh) = &shapes {
+        overlap = overlap.max(sh.overlap());
+    }
     let mut out = MemoryScan::default();
     for &pid in pids {
+        let name = comm(pid);
         let mut counts = vec![0usize; needles.len()];
         // A hit wholly inside the carried-over bytes was counted with the piece before: count
         // only hits that end past them.
         let read = walk_memory(pid, overlap, &mut |piece, skip| {
-            for (i, (narrow, wide)) in finders.iter().enumerate() {
-                for f in [narrow, wide] {
-                    let len = f.needle().len();
-                    counts[i] += f.find_iter(piece).filter(|&at| at + len > skip).count();
-                }
+            for (i, f) in finders.iter().enumerate() {
+                let len = f.needle().len();
+                counts[i / 2] += f.find_iter(piece).filter(|&at| at + len > skip).count();
+            }
+            if let Some(sh) = &shapes {
+                sh.find(piece, skip, &mut out.shaped);
             }
         });
         out.processes.push(ProcessScan {
             pid,
-            comm: comm(pid),
+            comm: name,
             bytes: read.unwrap_or(0),
             counts,
             unreadable: read.is_none(),
@@ -243,35 +310,54 @@ pub fn scan_memory(pids: &[u32], needles: &[&[u8]]) -> MemoryScan {
     out
 }
 
-/// The SHA-256 (hex) of every string in the readable memory of `pids` that is `prefix`
-/// followed by `rest` bytes of `[A-Za-z0-9_-]` (a token's shape), and how often each occurred:
-/// a test compares them with the hashes of the values it expects, never holding what it finds.
-///
-/// ```
-/// let made = format!("zz-prefix-{}", "a1b2c3d4".repeat(4));
-/// let hashes = relay_tests::scan::token_hashes_in_memory(&[std::process::id()], b"zz-prefix-", 32);
-/// assert!(hashes.contains_key(&relay_tests::sha256_hex(made.as_bytes())));
-/// # drop(made);
-/// ```
-pub fn token_hashes_in_memory(pids: &[u32], prefix: &[u8], rest: usize) -> BTreeMap<String, usize> {
-    let finder = memmem::Finder::new(prefix);
-    let len = prefix.len() + rest;
-    let mut out: BTreeMap<String, usize> = BTreeMap::new();
-    let ok = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-';
-    for &pid in pids {
-        walk_memory(pid, len - 1, &mut |piece, skip| {
-            for at in finder.find_iter(piece) {
-                let Some(cand) = piece.get(at..at + len) else {
-                    continue;
-                };
-                if at + len <= skip || !cand[prefix.len()..].iter().all(ok) {
-                    continue;
-                }
-                *out.entry(crate::sha256_hex(cand)).or_default() += 1;
-            }
-        });
+/// The token-shape search of [`scan_memory_and_shapes`].
+struct Shapes {
+    narrow: memmem::Finder<'static>,
+    wide: memmem::Finder<'static>,
+    prefix: usize,
+    rest: usize,
+}
+
+impl Shapes {
+    fn new(prefix: &[u8], rest: usize) -> Shapes {
+        Shapes {
+            narrow: memmem::Finder::new(prefix).into_owned(),
+            wide: memmem::Finder::new(&utf16le(prefix)).into_owned(),
+            prefix: prefix.len(),
+            rest,
+        }
     }
-    out
+
+    /// The longest shaped string, in bytes (UTF-16), less one.
+    fn overlap(&self) -> usize {
+        2 * (self.prefix + self.rest) - 1
+    }
+
+    /// Adds the hash of each shaped string of `piece` that ends past `skip`.
+    fn find(&self, piece: &[u8], skip: usize, out: &mut BTreeMap<String, usize>) {
+        let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        let len = self.prefix + self.rest;
+        for at in self.narrow.find_iter(piece) {
+            match piece.get(at..at + len) {
+                Some(c) if at + len > skip && c[self.prefix..].iter().all(|&b| ok(b)) => {
+                    *out.entry(crate::sha256_hex(c)).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+        for at in self.wide.find_iter(piece) {
+            let Some(c) = piece.get(at..at + 2 * len) else {
+                continue;
+            };
+            let narrow: Vec<u8> = c
+                .chunks_exact(2)
+                .map(|p| if p[1] == 0 { p[0] } else { 0 })
+                .collect();
+            if at + 2 * len > skip && narrow[self.prefix..].iter().all(|&b| ok(b)) {
+                *out.entry(crate::sha256_hex(&narrow)).or_default() += 1;
+            }
+        }
+    }
 }
 
 /// What [`scan_files`] saw.

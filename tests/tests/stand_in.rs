@@ -21,7 +21,7 @@ use relay_tests::agent::{print_args, results_at, Setup, FINAL};
 use relay_tests::install::Install;
 use relay_tests::listener::AuthListener;
 use relay_tests::messages_api::{MessagesApi, Seen, Step};
-use relay_tests::scan::{sandbox_pids, scan_files, scan_memory, token_hashes_in_memory};
+use relay_tests::scan::{sandbox_pids, scan_files, scan_memory, scan_memory_and_shapes};
 use relay_tests::stand_in::{self, Fd5Recorder, STAND_IN, TOKEN_PREFIX};
 use relay_tests::tls::TestCa;
 use relay_tests::{sha256_hex, token_random_part};
@@ -38,12 +38,14 @@ const BASH_WORK: &str =
 const WAIT_SECONDS: u32 = 100;
 
 /// A Bash step that says `ready` by creating `.sync/NAME.ready`, then waits until the test
-/// creates `.sync/NAME.go` (at most [`WAIT_SECONDS`]).
+/// creates `.sync/NAME.go` (at most [`WAIT_SECONDS`]); writes `went-on` (or `timed-out`) to
+/// `.sync/NAME.verdict`.
 fn wait_step(name: &str) -> Step {
     Step::bash(&format!(
         "mkdir -p .sync && touch .sync/{name}.ready && i=0 && \
          while [ ! -e .sync/{name}.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done; \
-         echo waited-{name}",
+         if [ -e .sync/{name}.go ]; then v=went-on; else v=timed-out; fi; \
+         echo $v > .sync/{name}.verdict; echo $v",
         WAIT_SECONDS * 5
     ))
 }
@@ -120,6 +122,17 @@ impl World {
     }
 }
 
+/// The waiting step `name` went on when the test said so (so the session ran for the whole
+/// time the test acted), not at its timeout.
+fn assert_went_on(w: &World, name: &str) {
+    let verdict = std::fs::read_to_string(w.sync(name, "verdict")).unwrap_or_default();
+    assert_eq!(
+        verdict.trim(),
+        "went-on",
+        "the step {name} did not wait for the test"
+    );
+}
+
 /// Every request the fixture saw carried `Bearer` + the value hashed `want`; there was one.
 fn assert_every_bearer(seen: &[Seen], want: &str, what: &str) {
     assert!(!seen.is_empty(), "{what}: the fixture saw no request");
@@ -182,7 +195,7 @@ fn a_stand_in_turn_reaches_the_api_with_the_real_token_and_the_session_holds_a_s
     );
     let results = results_at(&w.s.api.main_requests(), 1);
     assert!(
-        results.iter().any(|r| r.trim() == "2"),
+        results.iter().any(|r| r.trim().lines().last() == Some("2")),
         "the Bash tool's output did not come back: {results:?}"
     );
     assert_every_bearer(&w.s.api.seen(), &w.real_hash(), "the turn");
@@ -223,13 +236,17 @@ fn after_a_stand_in_turn_no_process_file_or_log_of_the_session_holds_the_real_to
     let real = w.s.token.as_bytes();
     let random = token_random_part(&w.s.token).as_bytes();
     let pids = sandbox_pids(run.pid());
-    let scan = scan_memory(&pids, &[real, random, marker.as_bytes()]);
-    let shaped = token_hashes_in_memory(&pids, TOKEN_PREFIX.as_bytes(), random.len());
+    let started = std::time::Instant::now();
+    let shape = Some((TOKEN_PREFIX.as_bytes(), random.len()));
+    let scan = scan_memory_and_shapes(&pids, &[real, random, marker.as_bytes()], shape);
+    eprintln!("the scan took {:?}", started.elapsed());
+    let shaped = &scan.shaped;
     w.go("scan");
     let turn = run.finish();
     w.s.report("stand_in_scan");
     eprintln!("the sandbox's processes:\n{}", scan.summary());
     w.s.assert_completed(&turn, 5);
+    assert_went_on(&w, "scan");
 
     assert!(pids.len() >= 2, "too few sandbox processes found: {pids:?}");
     assert!(
@@ -306,6 +323,7 @@ fn in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox() {
     let turn = run.finish();
     eprintln!("the sandbox's processes:\n{}", scan.summary());
     w.s.assert_completed(&turn, 5);
+    assert_went_on(&w, "scan");
     assert!(
         scan.total(0) > 0,
         "the scan misses the real token in pipe mode"
