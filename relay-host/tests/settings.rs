@@ -362,3 +362,121 @@ fn nul_bytes_and_bad_variable_names_in_a_template_are_refused_when_read() {
         );
     }
 }
+
+/// `token_mode` is left out as `"pipe"`, reads `"stand_in"` for an allow-list template, and
+/// is refused with a message that says why where stand-in mode cannot work.
+#[test]
+fn token_mode_stand_in_needs_an_allow_list_and_an_https_gateway() {
+    use relay_host::settings::TokenMode;
+    let s =
+        Settings::from_json(r#"{"templates": [{"id": "claude-code", "token_mode": "stand_in"}]}"#);
+    #[cfg(target_os = "linux")]
+    {
+        let s = s.unwrap();
+        let t = s.template("claude-code").unwrap();
+        assert_eq!(t.token_mode, TokenMode::StandIn);
+        assert!(s.to_json().contains("\"token_mode\": \"stand_in\""));
+        assert!(!Settings::default().to_json().contains("token_mode"));
+        assert_eq!(Settings::from_toml(&s.to_toml()).unwrap(), s);
+    }
+    #[cfg(not(target_os = "linux"))]
+    assert!(s.unwrap_err().to_string().contains("runs on Linux only"));
+    for (text, says) in [
+        (
+            r#"{"templates": [{"id": "shell", "token_mode": "stand_in"}]}"#,
+            "network allow-list",
+        ),
+        (
+            r#"{"templates": [{"id": "c", "command": ["claude"], "sandbox": false, "network": {"allow": []}, "token_mode": "stand_in"}]}"#,
+            "needs a sandboxed template",
+        ),
+        (
+            r#"{"templates": [{"id": "claude-code", "api_base_url": "http://127.0.0.1:9", "token_mode": "stand_in"}]}"#,
+            "give api_base_url as https://",
+        ),
+    ] {
+        let e = Settings::from_json(text).unwrap_err();
+        assert!(matches!(e, SettingsError::Invalid { .. }), "{e}");
+        #[cfg(target_os = "linux")]
+        assert!(e.to_string().contains(says), "{e}");
+        let _ = says;
+    }
+    let e = Settings::from_json(r#"{"templates": [{"id": "claude-code", "token_mode": "swap"}]}"#);
+    assert!(e.unwrap_err().to_string().contains("unknown variant"));
+}
+
+/// An `upstream_ca_file` that is relative, missing, or holds no certificate refuses the settings,
+/// naming the file; one inside a session's read-write grant refuses them for safety.
+#[cfg(target_os = "linux")]
+#[test]
+fn upstream_ca_file_must_be_a_readable_pem_outside_every_grant() {
+    let d = tempfile::tempdir().unwrap();
+    let with =
+        |p: &std::path::Path| format!(r#"{{"upstream_ca_file": {:?}}}"#, p.display().to_string());
+    let missing = d.path().join("missing.pem");
+    let e = Settings::from_json(&with(&missing))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("upstream_ca_file {}: ", missing.display())),
+        "{e}"
+    );
+    let garbage = d.path().join("garbage.pem");
+    fs::write(&garbage, "not a certificate\n").unwrap();
+    let e = Settings::from_json(&with(&garbage))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("holds no PEM certificate"), "{e}");
+    let e = Settings::from_json(r#"{"upstream_ca_file": "ca.pem"}"#).unwrap_err();
+    assert!(e.to_string().contains("give an absolute path"), "{e}");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let good = d.path().join("ca.pem");
+    fs::write(&good, params.self_signed(&key).unwrap().pem()).unwrap();
+    let s = Settings::from_json(&with(&good)).unwrap();
+    assert_eq!(s.upstream_ca_file.as_deref(), Some(good.as_path()));
+    // The same file inside a read-write grant (the built-in shell template grants the home).
+    let home = d.path().to_path_buf();
+    let config = home.join("config");
+    fs::create_dir(&config).unwrap();
+    fs::write(config.join("settings.json"), with(&good)).unwrap();
+    let host = relay_host::Host {
+        config_dir: config.clone(),
+        state_dir: d.path().join("state"),
+        home,
+    };
+    let e = host.settings().unwrap_err();
+    assert!(e.unsafe_place(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("where a session could add a CA of its own"),
+        "{e}"
+    );
+    let kept = config.join("ca.pem");
+    fs::copy(&good, &kept).unwrap();
+    fs::write(config.join("settings.json"), with(&kept)).unwrap();
+    assert!(host.settings().is_ok(), "the config folder is no grant's");
+}
+
+/// `status` names each effective template's token mode.
+#[cfg(target_os = "linux")]
+#[test]
+fn status_shows_each_template_s_token_mode() {
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("config");
+    fs::create_dir(&config).unwrap();
+    let text = r#"{"templates": [{"id": "claude-code", "token_mode": "stand_in"}]}"#;
+    fs::write(config.join("settings.json"), text).unwrap();
+    let host = relay_host::Host {
+        config_dir: config,
+        state_dir: d.path().join("state"),
+        home: d.path().to_path_buf(),
+    };
+    let r = relay_host::status::report(&host);
+    assert_eq!(
+        r["templates"],
+        serde_json::json!([{"id": "claude-code", "token_mode": "stand_in"},
+                           {"id": "shell", "token_mode": "pipe"}])
+    );
+}

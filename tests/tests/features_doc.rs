@@ -21,6 +21,20 @@ const AREAS: [&str; 11] = [
     "embedding",
 ];
 
+/// A self-signed CA certificate (P-256, valid to 2126) for `upstream_ca_file`.
+const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBojCCAUegAwIBAgIUX+hFR5vbg7IubNyf40vL6U/LeiIwCgYIKoZIzj0EAwIw
+JTEjMCEGA1UEAwwacmVsYXkgZmVhdHVyZXNfZG9jIHRlc3QgQ0EwIBcNMjYxMjA0
+MDgyOTI2WhgPMjEyNjExMTAwODI5MjZaMCUxIzAhBgNVBAMMGnJlbGF5IGZlYXR1
+cmVzX2RvYyB0ZXN0IENBMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEOO2mRH2j
+rT6Uuo+285JjNSZ/Yg5y1DpZAUXhBREZtESH+zeBsfw4G9oDCgTpw32pXQgVZVtH
+HD5FbUHkGCKlsaNTMFEwHQYDVR0OBBYEFK9VZ5vf5BwyUPbjemsYre96/3oAMB8G
+A1UdIwQYMBaAFK9VZ5vf5BwyUPbjemsYre96/3oAMA8GA1UdEwEB/wQFMAMBAf8w
+CgYIKoZIzj0EAwIDSQAwRgIhALqf9C8Ds2dn6FW4K4zQQGLJfzDs0Y56+0ii/bp9
+XU9UAiEA4bE5HlWYuhDO0cOkYzcTH8GJdFKHij5dA4uKbc8me88=
+-----END CERTIFICATE-----
+";
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -228,9 +242,13 @@ fn readme_settings_table_has_a_row_per_key_and_the_install_section_a_script() {
         assert_eq!(cells.len(), 2, "a row of two cells: {row}");
         keys.push(cells[0].trim().trim_matches('`').to_string());
     }
+    // `upstream_ca_file` is read when the settings are: a CA certificate in a file of its own.
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path().join("ca.pem");
+    std::fs::write(&ca, TEST_CA).unwrap();
     let all = serde_json::json!({"claude_token_file": "~/t", "templates": [], "bwrap": "/b",
         "shim": "/s", "write_deny": ["~/x"], "trusted_projects": ["~/p"], "token_network": "host",
-        "token_wildcards": true});
+        "token_wildcards": true, "upstream_ca_file": ca});
     relay_host::settings::Settings::from_json(&all.to_string()).expect("every key");
     let want: Vec<String> = all.as_object().unwrap().keys().cloned().collect();
     let mut got = keys.clone();

@@ -105,11 +105,14 @@ impl Proxy {
     ) -> io::Result<Proxy> {
         let listener = UnixListener::bind(path)?;
         let stop = Arc::new(AtomicBool::new(false));
+        // Off Linux there is no interception: the type is uninhabited (and `Copy`).
+        #[cfg_attr(not(target_os = "linux"), allow(clippy::clone_on_copy))]
+        let shared = intercept.clone();
         let ctx = Arc::new(Ctx {
             list,
             on_deny,
             live: AtomicUsize::new(0),
-            intercept: intercept.clone(),
+            intercept: shared,
         });
         let stop_seen = Arc::clone(&stop);
         let thread = thread::Builder::new()

@@ -29,6 +29,9 @@ pub(super) enum Body {
     UntilClose,
 }
 
+/// What replaces an `Authorization` value, given it (`None`: it goes as it is).
+pub(super) type Swap<'a> = dyn Fn(&[u8]) -> Option<Zeroizing<Vec<u8>>> + 'a;
+
 /// A refused request: the status the session gets and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Refusal {
@@ -71,7 +74,7 @@ pub(super) fn request(
     head: &[u8],
     host: &Host,
     port: u16,
-    swap: &dyn Fn(&[u8]) -> Option<Zeroizing<Vec<u8>>>,
+    swap: &Swap<'_>,
 ) -> Result<Request, Refusal> {
     crlf_only(head).map_err(bad)?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];

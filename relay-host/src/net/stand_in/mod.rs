@@ -48,7 +48,8 @@ pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
 /// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
 pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
-/// How long a session may take over its TLS handshake with the proxy.
+/// How long a session may take over its TLS handshake with the proxy, and an API host over
+/// its own.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One stand-in session's secrets and the TLS set-up of its proxy: the real token, the
@@ -196,7 +197,17 @@ impl StandIn {
         client.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let mut inside = tls::accept(config, client, rest)?;
         inside.sock.set_read_timeout(None)?;
-        let mut outside = tls::connect(Arc::clone(&self.upstream), host, upstream)?;
+        let upstream_tls = Arc::clone(&self.upstream);
+        let mut outside = match tls::connect(upstream_tls, host, upstream, HANDSHAKE_TIMEOUT) {
+            Ok(s) => s,
+            Err(e) => {
+                // Its TLS failed (an unknown certificate, no TLS at all): the session's request
+                // gets a 502, and never goes anywhere.
+                let _ = relay::refuse(&mut inside, 502, "the API host's TLS failed");
+                tls::close(&mut inside);
+                return Err(e);
+            }
+        };
         let swap = |v: &[u8]| self.replacement(v);
         let x = relay::Exchange {
             host,

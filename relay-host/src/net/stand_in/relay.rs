@@ -22,7 +22,7 @@ pub(super) struct Exchange<'a> {
     /// The tunnel's port.
     pub port: u16,
     /// `Authorization`'s replacement, when there is one.
-    pub swap: &'a dyn Fn(&[u8]) -> Option<Zeroizing<Vec<u8>>>,
+    pub swap: &'a http1::Swap<'a>,
 }
 
 /// A stream with a read buffer: what was read past the part asked for stays for the next.
@@ -248,7 +248,7 @@ fn copy_trailers<S: Read + Write>(from: &mut Conn<S>, out: &mut impl Write) -> i
 }
 
 /// A short plain-text answer from relay; the caller then closes the connection.
-fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
+pub(super) fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
     let reason = match code {
         400 => "Bad Request",
         417 => "Expectation Failed",

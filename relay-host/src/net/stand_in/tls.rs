@@ -8,6 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -118,19 +119,27 @@ pub(super) fn accept(
     Ok(s)
 }
 
-/// The upstream's TLS on `tcp`, verified for `host` (a name or an address). The handshake runs
-/// with the first write.
+/// The upstream's TLS on `tcp`, verified for `host` (a name or an address): the handshake
+/// done, within `timeout`.
 pub(super) fn connect(
     config: Arc<ClientConfig>,
     host: &Host,
     tcp: TcpStream,
+    timeout: Duration,
 ) -> io::Result<StreamOwned<ClientConnection, TcpStream>> {
     let name = match host {
         Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
         other => ServerName::try_from(other.to_string()).map_err(io::Error::other)?,
     };
     let conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
-    Ok(StreamOwned::new(conn, tcp))
+    let mut s = StreamOwned::new(conn, tcp);
+    s.sock.set_read_timeout(Some(timeout))?;
+    s.conn.complete_io(&mut s.sock)?;
+    if s.conn.is_handshaking() {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    s.sock.set_read_timeout(None)?;
+    Ok(s)
 }
 
 /// Sends `close_notify`, as far as the peer still takes it.

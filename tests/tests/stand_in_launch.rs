@@ -1,0 +1,134 @@
+//! Stand-in mode's launch wiring, end to end with the real binaries and no Claude: a token
+//! launch whose template says `token_mode: "stand_in"` hands the session a stand-in on fd 5
+//! (shaped like a setup token, not the real one), shows the session CA's certificate at
+//! `/run/relay/ca.pem` named by `NODE_EXTRA_CA_CERTS`, and its proxy terminates TLS for the API
+//! host with a leaf that CA signed (curl trusting it gets through to the proxy; without it, it
+//! refuses the certificate). The same template in pipe mode hands the real token and sets no
+//! CA. The real token's path to the API is `relay-host/tests/stand_in_proxy.rs`'s; real Claude
+//! Code's is `tests/stand_in.rs`'s.
+//!
+//! Run: `cargo test -p relay-tests --test stand_in_launch`. Linux only (bwrap's namespaces).
+#![cfg(target_os = "linux")]
+
+use std::path::Path;
+use std::process::Stdio;
+
+use relay_tests::fake_agent;
+use relay_tests::fixture::Fixture;
+use serde_json::json;
+
+/// The session: what fd 5 held (its hash, length and first 13 bytes), `NODE_EXTRA_CA_CERTS`,
+/// a copy of the CA certificate, and curl to the API host with and without that CA.
+fn script(fx: &Fixture, port: u16) -> std::path::PathBuf {
+    let p = fx.project.display();
+    let url = format!("https://127.0.0.1:{port}/v1/messages");
+    let text = format!(
+        "#!/bin/sh\n\
+         t=$(cat <&5)\n\
+         printf '%s' \"$t\" | sha256sum | cut -d' ' -f1 > {p}/fd5.sha\n\
+         printf '%s' \"$t\" | wc -c | tr -d ' ' > {p}/fd5.len\n\
+         printf '%s' \"$t\" | cut -c1-13 > {p}/fd5.prefix\n\
+         echo \"${{NODE_EXTRA_CA_CERTS:-unset}}\" > {p}/ca.var\n\
+         cp /run/relay/ca.pem {p}/ca.pem 2>/dev/null\n\
+         c=$(curl -s -o /dev/null -m 10 -w '%{{http_code}}' --cacert /run/relay/ca.pem \
+             -H \"Authorization: Bearer $t\" {url}); echo \"$c $?\" > {p}/with-ca\n\
+         c=$(curl -s -o /dev/null -m 10 -w '%{{http_code}}' {url}); echo \"$c $?\" > {p}/without-ca\n"
+    );
+    let path = fx.project.join("probe.sh");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn settings(fx: &Fixture, script: &Path, port: u16, mode: &str) {
+    let s = json!({
+        "claude_token_file": "~/.config/acme-ltt/token",
+        "templates": [{
+            "id": "claude-code",
+            "command": ["/bin/sh", script],
+            "sandbox": {"read_write": ["{project}"]},
+            "network": {"allow": []},
+            "api_base_url": format!("https://127.0.0.1:{port}"),
+            "token_mode": mode,
+        }],
+    });
+    std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+}
+
+fn read(fx: &Fixture, name: &str) -> String {
+    std::fs::read_to_string(fx.project.join(name))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn launch(fx: &Fixture, name: &str) {
+    let req = fx.request(name, true, name, &[]);
+    let mut cmd = fx.launch(&req);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token() {
+    let fx = Fixture::new(&fake_agent());
+    let real = fx.write_token();
+    // An "API" that takes each connection and closes it: the proxy's upstream TLS to it fails
+    // (502), after the session's TLS with the proxy succeeded.
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = api.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for mut c in api.incoming().flatten() {
+            let mut first = [0u8; 4096];
+            let n = std::io::Read::read(&mut c, &mut first).unwrap_or(0);
+            log.lock().unwrap().extend_from_slice(&first[..n]);
+        }
+    });
+    let probe = script(&fx, port);
+    settings(&fx, &probe, port, "stand_in");
+    launch(&fx, "standin");
+    let sha = read(&fx, "fd5.sha");
+    assert_eq!(sha.len(), 64, "fd 5 was read");
+    assert_ne!(
+        sha,
+        relay_tests::sha256_hex(real.as_bytes()),
+        "not the real token"
+    );
+    assert_eq!(read(&fx, "fd5.prefix"), "sk-ant-oat01-");
+    let len: usize = read(&fx, "fd5.len").parse().unwrap();
+    assert_eq!(
+        len,
+        "sk-ant-oat01-".len() + real.len(),
+        "the real token's length of random"
+    );
+    assert_eq!(read(&fx, "ca.var"), "/run/relay/ca.pem");
+    assert!(read(&fx, "ca.pem").starts_with("-----BEGIN CERTIFICATE-----"));
+    assert_eq!(
+        read(&fx, "with-ca"),
+        "502 0",
+        "TLS with the proxy, then no upstream TLS"
+    );
+    assert_eq!(
+        read(&fx, "without-ca"),
+        "000 60",
+        "the leaf is the session CA's"
+    );
+    let got = seen.lock().unwrap().clone();
+    assert!(
+        got.starts_with(&[0x16, 0x03]),
+        "a TLS ClientHello, no clear text: {got:?}"
+    );
+    // Pipe mode (the default): the real token on fd 5, no CA.
+    let _ = std::fs::remove_file(fx.project.join("ca.pem"));
+    settings(&fx, &probe, port, "pipe");
+    launch(&fx, "pipe");
+    assert_eq!(
+        read(&fx, "fd5.sha"),
+        relay_tests::sha256_hex(real.as_bytes())
+    );
+    // (Whatever the host's own environment says: relay sets nothing.)
+    assert_ne!(read(&fx, "ca.var"), "/run/relay/ca.pem");
+    assert_eq!(read(&fx, "ca.pem"), "");
+}
