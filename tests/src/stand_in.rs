@@ -61,6 +61,13 @@ pub fn settings(gateway: &str, mode: Option<&str>, ca_file: Option<&Path>, extra
 }
 
 /// Writes [`settings`] for `s` (its fixture's base URL) into its config folder.
+///
+/// ```no_run
+/// use relay_tests::agent::Setup;
+/// let s = Setup::new(|_, _| vec![]);
+/// relay_tests::stand_in::write_settings(&s, Some("stand_in"), None, serde_json::json!({}));
+/// relay_tests::stand_in::assert_as_shipped_in(&s.config, Some("stand_in"));
+/// ```
 pub fn write_settings(s: &Setup, mode: Option<&str>, ca_file: Option<&Path>, extra: Value) {
     let v = settings(&s.api.base_url(), mode, ca_file, extra);
     std::fs::write(
@@ -120,6 +127,14 @@ impl Fd5Recorder {
     /// Puts the wrapper in front of the native layout's binary of `s` (which must be installed
     /// as [`crate::install::Install::Native`]); `keep_values`: the wrapper also keeps each value
     /// (the replay tests copy the stand-in out this way; never with the real token in play).
+    ///
+    /// ```no_run
+    /// use relay_tests::agent::Setup;
+    /// use relay_tests::install::Install;
+    /// let s = Setup::with(Install::Native, None, |_, _| vec![]);
+    /// let fd5 = relay_tests::stand_in::Fd5Recorder::install(&s, false);
+    /// assert!(fd5.hashes().is_empty());
+    /// ```
     pub fn install(s: &Setup, keep_values: bool) -> Fd5Recorder {
         let link = &s.installed.claude;
         let real = std::fs::read_link(link).expect("the native layout's claude link");
@@ -153,6 +168,11 @@ impl Fd5Recorder {
     }
 
     /// The SHA-256 of what fd 5 carried, one per launch so far, in order.
+    ///
+    /// ```no_run
+    /// # let fd5: relay_tests::stand_in::Fd5Recorder = unimplemented!();
+    /// assert!(fd5.hashes().iter().all(|h| h.len() == 64));
+    /// ```
     pub fn hashes(&self) -> Vec<String> {
         self.lines("sha256")
     }
@@ -160,11 +180,22 @@ impl Fd5Recorder {
     /// The shape of what fd 5 carried, one per launch so far: its length, its first 13 bytes
     /// (`sk-ant-oat01-` for a token) and `ok` when the rest is all `[A-Za-z0-9_-]`, else
     /// `other`.
+    ///
+    /// ```no_run
+    /// # let fd5: relay_tests::stand_in::Fd5Recorder = unimplemented!();
+    /// assert!(fd5.shapes().iter().all(|s| s.contains(" sk-ant-oat01- ")));
+    /// ```
     pub fn shapes(&self) -> Vec<String> {
         self.lines("shape")
     }
 
     /// What fd 5 carried, one per launch so far (only when installed with `keep_values`).
+    ///
+    /// ```no_run
+    /// # let fd5: relay_tests::stand_in::Fd5Recorder = unimplemented!();
+    /// let copied = fd5.values();
+    /// # drop(copied);
+    /// ```
     pub fn values(&self) -> Vec<String> {
         self.lines("values")
     }
@@ -188,8 +219,29 @@ pub struct Running {
 /// A token launch of template `claude-code` in the project of `s` with `extra_args` (a `-p`
 /// turn's, or `auth status --json`), in the background, once the settings are checked to be
 /// as shipped in `mode` ([`assert_as_shipped_in`]).
+///
+/// ```no_run
+/// use relay_tests::agent::{print_args, Setup};
+/// let s = Setup::new(|_, _| vec![]);
+/// let mut run = relay_tests::stand_in::launch(&s, None, &print_args("Go."));
+/// let turn = run.finish();
+/// assert_eq!(turn.code, Some(0));
+/// ```
 pub fn launch(s: &Setup, mode: Option<&str>, extra_args: &[String]) -> Running {
     assert_as_shipped_in(&s.config, mode);
+    launch_as_configured(s, extra_args)
+}
+
+/// [`launch`] on whatever settings were written (a benchmark's series that differs from the
+/// shipped template on purpose).
+///
+/// ```no_run
+/// use relay_tests::agent::{print_args, Setup};
+/// let s = Setup::new(|_, _| vec![]);
+/// let turn = relay_tests::stand_in::launch_as_configured(&s, &print_args("Go.")).finish();
+/// # drop(turn);
+/// ```
+pub fn launch_as_configured(s: &Setup, extra_args: &[String]) -> Running {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let req = s.root.join(format!("request-{n}.json"));
@@ -212,18 +264,37 @@ pub fn launch(s: &Setup, mode: Option<&str>, extra_args: &[String]) -> Running {
 }
 
 /// [`launch`] to its end.
+///
+/// ```no_run
+/// use relay_tests::agent::Setup;
+/// let s = Setup::new(|_, _| vec![]);
+/// let status = ["auth", "status", "--json"].map(String::from);
+/// let out = relay_tests::stand_in::turn(&s, None, &status);
+/// assert_eq!(out.code, Some(0));
+/// ```
 pub fn turn(s: &Setup, mode: Option<&str>, extra_args: &[String]) -> Turn {
     launch(s, mode, extra_args).finish()
 }
 
 impl Running {
     /// relay-host's pid.
+    ///
+    /// ```no_run
+    /// # let run: relay_tests::stand_in::Running = unimplemented!();
+    /// let inside = relay_tests::scan::sandbox_pids(run.pid());
+    /// # drop(inside);
+    /// ```
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
 
     /// Waits until `path` exists (a step of the script made it), or panics after `timeout` or
     /// when the launch ended first.
+    ///
+    /// ```no_run
+    /// # let mut run: relay_tests::stand_in::Running = unimplemented!();
+    /// run.wait_for("/var/tmp/x/project/.sync/scan.ready".as_ref(), std::time::Duration::from_secs(60));
+    /// ```
     pub fn wait_for(&mut self, path: &Path, timeout: Duration) {
         let start = Instant::now();
         while !path.exists() {
@@ -250,6 +321,12 @@ impl Running {
 
     /// Waits for the end (killing the group after [`TURN_TIMEOUT`]); checks that neither stream
     /// holds the token.
+    ///
+    /// ```no_run
+    /// # let mut run: relay_tests::stand_in::Running = unimplemented!();
+    /// let turn = run.finish();
+    /// eprintln!("{}", turn.describe());
+    /// ```
     pub fn finish(&mut self) -> Turn {
         let child = self.child.take().expect("finished once");
         let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);

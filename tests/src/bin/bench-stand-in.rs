@@ -1,20 +1,26 @@
 //! `bench-stand-in [N] [M]`: what stand-in mode costs a real Claude Code turn, and relay-host's
 //! memory with the TLS path (issue 34).
 //!
-//! Two installations of the built-in `claude-code` template as shipped (Claude Code from npm,
-//! relay-host as root): pipe mode (the default; the plain-HTTP Messages API fixture) and
-//! stand-in mode (`token_mode: "stand_in"`; the fixture over TLS with a test CA named by
-//! `upstream_ca_file`, so relay-host's proxy terminates the session's TLS, swaps the stand-in
-//! and speaks TLS upstream). The scripted turn: Bash (rewrites `notes.txt`, `git commit`), Read,
-//! Edit, Write, a Bash step that holds only when told, the final text: six API requests.
+//! Three installations (Claude Code from npm, relay-host as root), each a series:
+//! - `pipe`: the built-in `claude-code` template as shipped (pipe mode, the real token on fd 5)
+//!   against the plain-HTTP Messages API fixture;
+//! - `pipe+TLS`: pipe mode against the fixture over TLS, Claude Code trusting the test CA through
+//!   `NODE_EXTRA_CA_CERTS` added to the template's environment (the proxy tunnels the TLS as it
+//!   does to api.anthropic.com): what pipe mode costs against a real, TLS, API;
+//! - `stand-in`: the template as shipped with `token_mode: "stand_in"`, the fixture over TLS,
+//!   the test CA in `upstream_ca_file`: relay-host's proxy terminates the session's TLS, swaps
+//!   the stand-in and speaks TLS upstream.
 //!
-//! - Time: N rounds (default 10), each one turn per mode, the order alternating by round, timed
-//!   from spawn to exit (`relay-host launch` of a `-p` turn). Printed: p25, median, p75 per mode
-//!   and the ratio of the medians.
-//! - Memory: M turns per mode (default 3) whose fifth step holds; while it holds (after four
-//!   API requests through the proxy) `relay-host`'s `/proc/PID/smaps_rollup` is read: Pss and
-//!   Private_Dirty, and the same summed over the host-side processes of the session (relay-host
-//!   and its descendants outside the sandbox's pid namespace). Printed: the median per mode.
+//! The scripted turn: Bash (rewrites `notes.txt`, `git commit`), Read, Edit, Write, a Bash step
+//! that holds only when told, the final text (six steps of the main conversation).
+//!
+//! - Time: N rounds (default 10), each one turn per series, the order rotating by round, timed
+//!   from spawn to exit (`relay-host launch` of a `-p` turn). Printed: p25, median, p75 per
+//!   series and the ratios of stand-in's median to the others'.
+//! - Memory: M turns per series (default 5) whose fifth step holds; while it holds (after four
+//!   requests of the main conversation through the proxy) `/proc/PID/smaps_rollup` is read:
+//!   relay-host's Pss and Private_Dirty, and the same summed over the host side of the session
+//!   (relay-host and its descendants outside the sandbox's pid namespace). Printed: medians.
 //!
 //! Use the release build, as root, with the pinned CLI:
 //! `cargo build --release -p relay-host -p relay-shim -p relay-tests --bins &&
@@ -69,18 +75,23 @@ mod linux {
         ]
     }
 
-    /// One mode's installation.
-    struct Mode {
+    /// One series' installation.
+    struct Series {
         name: &'static str,
         mode: Option<&'static str>,
+        /// The template is the shipped one (else `pipe+TLS`: `NODE_EXTRA_CA_CERTS` added).
+        shipped: bool,
         s: Setup,
         _ca: Option<TestCa>,
     }
 
-    impl Mode {
-        fn new(name: &'static str, mode: Option<&'static str>) -> Mode {
+    impl Series {
+        /// `tls`: the fixture over TLS; in pipe mode Claude Code then trusts the test CA through
+        /// `NODE_EXTRA_CA_CERTS` (its copy in the project), in stand-in mode relay-host through
+        /// `upstream_ca_file`.
+        fn new(name: &'static str, mode: Option<&'static str>, tls: bool) -> Series {
             let mut s = Setup::with(Install::Npm, None, |_, _| Vec::new());
-            let ca = mode.map(|_| TestCa::new());
+            let ca = tls.then(TestCa::new);
             let ca_file = s.root.join("upstream-ca.pem");
             s.api = match &ca {
                 Some(ca) => {
@@ -89,19 +100,39 @@ mod linux {
                 }
                 None => MessagesApi::start(script(&s.project)),
             };
-            let ca_path = ca.as_ref().map(|_| ca_file.as_path());
-            stand_in::write_settings(&s, mode, ca_path, json!({}));
-            Mode {
+            let shipped = !(tls && mode.is_none());
+            let extra = if shipped {
+                json!({})
+            } else {
+                let in_project = s.project.join("test-ca.pem");
+                std::fs::copy(&ca_file, &in_project).unwrap();
+                let shipped = relay_tests::install::shipped("claude-code");
+                let mut env = serde_json::to_value(shipped).unwrap()["env"].clone();
+                env["NODE_EXTRA_CA_CERTS"] = json!(in_project);
+                json!({"template": {"env": env}})
+            };
+            let ca_path = (tls && mode.is_some()).then_some(ca_file.as_path());
+            stand_in::write_settings(&s, mode, ca_path, extra);
+            Series {
                 name,
                 mode,
+                shipped,
                 s,
                 _ca: ca,
             }
         }
 
+        fn launch(&self) -> stand_in::Running {
+            let args = print_args("Do the scripted work.");
+            match self.shipped {
+                true => stand_in::launch(&self.s, self.mode, &args),
+                false => stand_in::launch_as_configured(&self.s, &args),
+            }
+        }
+
         /// One turn; its time. Panics unless it completed.
         fn turn(&self) -> Duration {
-            let t = stand_in::turn(&self.s, self.mode, &print_args("Do the scripted work."));
+            let t = self.launch().finish();
             assert_eq!(t.code, Some(0), "{}: {}", self.name, t.describe());
             assert_eq!(
                 t.result()["result"],
@@ -120,20 +151,16 @@ mod linux {
                 let _ = std::fs::remove_file(p.join(f));
             }
             std::fs::write(p.join(".hold"), "").unwrap();
-            let mut run =
-                stand_in::launch(&self.s, self.mode, &print_args("Do the scripted work."));
+            let mut run = self.launch();
             run.wait_for(&p.join(".held"), Duration::from_secs(120));
             let host = run.pid();
             let inside = relay_tests::scan::sandbox_pids(host);
-            let outside: Vec<u32> = relay_tests::fixture::descendants(host as i32)
+            let own = rollup(host);
+            let all = relay_tests::fixture::descendants(host as i32)
                 .into_iter()
                 .map(|x| x as u32)
                 .filter(|x| !inside.contains(x))
-                .collect();
-            let own = rollup(host);
-            let all = outside
-                .iter()
-                .map(|&x| rollup(x))
+                .map(rollup)
                 .fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]]);
             std::fs::write(p.join(".go"), "").unwrap();
             let t = run.finish();
@@ -156,6 +183,76 @@ mod linux {
         [field("Pss:"), field("Private_Dirty:")]
     }
 
+    /// The `f` quantile of `v`, in ms.
+    fn quantile(v: &[Duration], f: f64) -> f64 {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[((v.len() - 1) as f64 * f).round() as usize].as_secs_f64() * 1e3
+    }
+
+    /// N rounds of one turn per series, the order rotating; prints the times.
+    fn time(series: &[Series], n: usize) {
+        for s in series {
+            s.turn();
+        }
+        let k = series.len();
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); k];
+        for round in 0..n {
+            for j in 0..k {
+                let i = (j + round) % k;
+                times[i].push(series[i].turn());
+            }
+        }
+        println!(
+            "\na real Claude Code turn (six scripted steps), N={n} rounds (ms, spawn to exit)"
+        );
+        for (s, v) in series.iter().zip(&times) {
+            println!(
+                "{:<9} p25 {:>8.1}  median {:>8.1}  p75 {:>8.1}",
+                s.name,
+                quantile(v, 0.25),
+                quantile(v, 0.5),
+                quantile(v, 0.75)
+            );
+        }
+        let last = quantile(&times[k - 1], 0.5);
+        for (s, v) in series.iter().zip(&times).take(k - 1) {
+            let b = quantile(v, 0.5);
+            println!(
+                "{} / {} (medians): {:.3} ({:+.1} ms)",
+                series[k - 1].name,
+                s.name,
+                last / b,
+                last - b
+            );
+        }
+    }
+
+    /// M held turns per series; prints the medians of the memory figures.
+    fn memory(series: &[Series], m: usize) {
+        println!("\nmemory while a turn holds after four steps, M={m} per series (KiB, median)");
+        println!(
+            "{:<9} {:>14} {:>22} {:>14} {:>22}",
+            "series",
+            "relay-host Pss",
+            "relay-host Priv_Dirty",
+            "host side Pss",
+            "host side Priv_Dirty"
+        );
+        for s in series {
+            let mut rows: Vec<[u64; 4]> = (0..m).map(|_| s.memory()).collect();
+            let mut med = |c: usize| {
+                rows.sort_unstable_by_key(|r| r[c]);
+                rows[rows.len() / 2][c]
+            };
+            let v: Vec<u64> = (0..4).map(&mut med).collect();
+            println!(
+                "{:<9} {:>14} {:>22} {:>14} {:>22}",
+                s.name, v[0], v[1], v[2], v[3]
+            );
+        }
+    }
+
     pub fn main() {
         let arg = |i: usize, d: usize| {
             std::env::args()
@@ -163,65 +260,12 @@ mod linux {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(d)
         };
-        let (n, m) = (arg(1, 10), arg(2, 3));
-        let modes = [
-            Mode::new("pipe", None),
-            Mode::new("stand-in", Some(STAND_IN)),
+        let series = [
+            Series::new("pipe", None, false),
+            Series::new("pipe+TLS", None, true),
+            Series::new("stand-in", Some(STAND_IN), true),
         ];
-        for md in &modes {
-            md.turn();
-        }
-        let mut times: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
-        for round in 0..n {
-            for k in 0..2 {
-                let i = (k + round) % 2;
-                times[i].push(modes[i].turn());
-            }
-        }
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let q = |v: &[Duration], f: f64| {
-            let mut v = v.to_vec();
-            v.sort_unstable();
-            ms(v[((v.len() - 1) as f64 * f).round() as usize])
-        };
-        println!("\na real Claude Code turn (6 API requests), N={n} interleaved rounds (ms, spawn to exit)");
-        for (i, md) in modes.iter().enumerate() {
-            let v = &times[i];
-            println!(
-                "{:<9} p25 {:>8.1}  median {:>8.1}  p75 {:>8.1}",
-                md.name,
-                q(v, 0.25),
-                q(v, 0.5),
-                q(v, 0.75)
-            );
-        }
-        let (p50, s50) = (q(&times[0], 0.5), q(&times[1], 0.5));
-        println!(
-            "stand-in / pipe (medians): {:.3} ({:+.1} ms)",
-            s50 / p50,
-            s50 - p50
-        );
-
-        println!("\nmemory while a turn holds after 4 API requests, M={m} per mode (KiB, median)");
-        println!(
-            "{:<9} {:>14} {:>22} {:>16} {:>24}",
-            "mode",
-            "relay-host Pss",
-            "relay-host Priv_Dirty",
-            "host side Pss",
-            "host side Priv_Dirty"
-        );
-        for md in &modes {
-            let mut rows: Vec<[u64; 4]> = (0..m).map(|_| md.memory()).collect();
-            let med = |k: usize, rows: &mut Vec<[u64; 4]>| {
-                rows.sort_unstable_by_key(|r| r[k]);
-                rows[rows.len() / 2][k]
-            };
-            let v: Vec<u64> = (0..4).map(|k| med(k, &mut rows)).collect();
-            println!(
-                "{:<9} {:>14} {:>22} {:>16} {:>24}",
-                md.name, v[0], v[1], v[2], v[3]
-            );
-        }
+        time(&series, arg(1, 10));
+        memory(&series, arg(2, 5));
     }
 }
