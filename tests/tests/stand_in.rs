@@ -356,22 +356,98 @@ fn pipe_mode_turn_as_shipped_still_works() {
 /// The step of the replay test: runs `./step.sh`, which the test rewrites between sessions.
 const STEP: &str = "sh ./step.sh";
 
+/// The paths of the replays that must never yield the real token.
+const REPLAYS: [&str; 3] = [
+    "/v1/replay/a-while-running",
+    "/v1/replay/from-host",
+    "/v1/replay/a-after-end",
+];
+
 /// A `curl` in the session through relay's proxy to the fixture's `path`, with `Bearer` + the
-/// value on line `line` of the recorder's values, trusting the session's CA; prints the code.
+/// value on line `line` of the recorder's values, trusting the session's CA; appends the path
+/// and the answer's code (`000`: refused) to `.sync/replays`.
 fn replay_curl(port: u16, path: &str, line: usize) -> String {
     format!(
         "curl -sS -m 20 -o /dev/null -w '{path} http=%{{http_code}}\\n' \
          --cacert \"${{NODE_EXTRA_CA_CERTS:-/run/relay/ca.pem}}\" \
          -H \"Authorization: Bearer $(sed -n {line}p .fd5/values)\" \
-         https://127.0.0.1:{port}{path}\n"
+         https://127.0.0.1:{port}{path} >> .sync/replays 2>&1\n"
     )
+}
+
+/// Replaces `step.sh` by a new file (renamed over it): a shell still running the old one reads
+/// on in the old file, never in the new text.
+fn put_step(step: &Path, text: &str) {
+    let new = step.with_extension("new");
+    std::fs::write(&new, text).unwrap();
+    std::fs::rename(&new, step).unwrap();
+}
+
+/// Session A's step: it waits for the test (`.sync/a.go`) and writes its verdict.
+fn a_waits() -> String {
+    format!(
+        "mkdir -p .sync; touch .sync/a.ready; i=0\n\
+         while [ ! -e .sync/a.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done\n\
+         if [ -e .sync/a.go ]; then echo went-on; else echo timed-out; fi > .sync/a.verdict\n",
+        WAIT_SECONDS * 5
+    )
+}
+
+/// Sends `Bearer <value>` straight from the host (the test process) to the fixture over TLS.
+fn replay_from_host(w: &World, value: &str) {
+    let port = w.s.api.port();
+    let host = format!(
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {value}\r\n\
+         Content-Length: 2\r\n\r\n{{}}",
+        REPLAYS[1]
+    );
+    let answer = relay_tests::tls::exchange(&w.ca, port, host.as_bytes()).expect("host replay");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the fixture did not answer the host"
+    );
+}
+
+/// What the replays left: each was tried (its line in `.sync/replays`); none that reached the
+/// fixture carried the real token, each carried A's stand-in; B's own did carry the real token;
+/// every other request (Claude Code's own) carried the real token.
+fn assert_replays(w: &World, a_hash: &str) {
+    let log = std::fs::read_to_string(w.s.project.join(".sync/replays")).unwrap_or_default();
+    eprintln!("the sessions' replays:\n{log}");
+    for path in [REPLAYS[0], REPLAYS[2], "/v1/replay/b-own"] {
+        assert!(
+            log.lines().any(|l| l.starts_with(&format!("{path} http="))),
+            "{path} was not tried: {log}"
+        );
+    }
+    let seen = w.s.api.seen();
+    let at = |path: &str| -> Vec<&Seen> { seen.iter().filter(|r| r.path == path).collect() };
+    let real = w.real_hash();
+    for path in REPLAYS {
+        for r in at(path) {
+            let got = r.authorization_sha256.as_deref();
+            assert_ne!(got, Some(real.as_str()), "{path}: the real token");
+            assert_eq!(got, Some(a_hash), "{path}: not what was sent");
+        }
+    }
+    assert_eq!(at(REPLAYS[1]).len(), 1);
+    let own = at("/v1/replay/b-own");
+    assert_eq!(own.len(), 1, "B's own replay did not reach the fixture");
+    assert_eq!(own[0].authorization_sha256.as_deref(), Some(real.as_str()));
+    let claude: Vec<Seen> = seen
+        .iter()
+        .filter(|r| !r.path.starts_with("/v1/replay/"))
+        .cloned()
+        .collect();
+    assert_every_bearer(&claude, &real, "Claude Code's own requests");
 }
 
 /// The stand-in copied out of session A (read from its fd 5) and replayed: from session B
 /// while A runs, straight from the host to the fixture, and from session C after A ended:
-/// no request with it carries the real token (each is passed on with what it carried, or
-/// refused). Control: session B's own stand-in, replayed the same way from B, does reach the
-/// fixture as the real token (the path substitutes, so the other replays were not lost).
+/// no request with it carries the real token (today each is passed on with what it carried;
+/// refused would pass too, but each must have been tried). Control: session B's own stand-in,
+/// replayed the same way from B, does reach the fixture as the real token (the path
+/// substitutes, so the other replays were not simply lost).
 #[test]
 fn a_stand_in_copied_out_never_yields_the_real_token() {
     let w = World::new(Some(STAND_IN), true, json!({}), |_| {
@@ -379,12 +455,7 @@ fn a_stand_in_copied_out_never_yields_the_real_token() {
     });
     let port = w.s.api.port();
     let step = w.s.project.join("step.sh");
-    let a_wait = format!(
-        "mkdir -p .sync; touch .sync/a.ready; i=0\n\
-         while [ ! -e .sync/a.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done\n",
-        WAIT_SECONDS * 5
-    );
-    std::fs::write(&step, a_wait).unwrap();
+    put_step(&step, &a_waits());
     let mut a = w.launch("Run the step.");
     a.wait_for(&w.sync("a", "ready"), Duration::from_secs(120));
     let values = w.fd5.values();
@@ -392,73 +463,21 @@ fn a_stand_in_copied_out_never_yields_the_real_token() {
     let a_hash = sha256_hex(values[0].as_bytes());
     assert_eq!(a_hash, w.fd5.hashes()[0]);
 
-    let b = replay_curl(port, "/v1/replay/a-while-running", 1)
-        + &replay_curl(port, "/v1/replay/b-own", 2);
-    std::fs::write(&step, b).unwrap();
+    let b = replay_curl(port, REPLAYS[0], 1) + &replay_curl(port, "/v1/replay/b-own", 2);
+    put_step(&step, &b);
     let turn_b = w.turn("Run the step.");
     assert_eq!(turn_b.code, Some(0), "session B: {}", turn_b.describe());
-    eprintln!("session B: {:?}", results_at(&w.s.api.main_requests(), 1));
-
-    let host = format!(
-        "POST /v1/replay/from-host HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\n\
-         Content-Length: 2\r\n\r\n{{}}",
-        values[0]
-    );
-    let answer = relay_tests::tls::exchange(&w.ca, port, host.as_bytes()).expect("host replay");
-    assert!(
-        answer.starts_with("HTTP/1.1 200"),
-        "the fixture did not answer the host"
-    );
+    replay_from_host(&w, &values[0]);
 
     w.go("a");
     let turn_a = a.finish();
     assert_eq!(turn_a.code, Some(0), "session A: {}", turn_a.describe());
-    std::fs::write(&step, replay_curl(port, "/v1/replay/a-after-end", 1)).unwrap();
+    assert_went_on(&w, "a");
+    put_step(&step, &replay_curl(port, REPLAYS[2], 1));
     let turn_c = w.turn("Run the step.");
     assert_eq!(turn_c.code, Some(0), "session C: {}", turn_c.describe());
     w.s.report("replay");
-
-    let seen = w.s.api.seen();
-    let at = |path: &str| -> Vec<&Seen> { seen.iter().filter(|r| r.path == path).collect() };
-    let real = w.real_hash();
-    for path in [
-        "/v1/replay/a-while-running",
-        "/v1/replay/from-host",
-        "/v1/replay/a-after-end",
-    ] {
-        for r in at(path) {
-            assert_ne!(
-                r.authorization_sha256.as_deref(),
-                Some(real.as_str()),
-                "{path}: the real token"
-            );
-            assert_eq!(
-                r.authorization_sha256.as_deref(),
-                Some(a_hash.as_str()),
-                "{path}"
-            );
-        }
-    }
-    assert_eq!(at("/v1/replay/from-host").len(), 1);
-    let own = at("/v1/replay/b-own");
-    assert_eq!(
-        own.len(),
-        1,
-        "session B's own replay did not reach the fixture: {seen:?}"
-    );
-    assert_eq!(own[0].authorization_sha256.as_deref(), Some(real.as_str()));
-    // Only replays and Claude Code's own requests reached the fixture.
-    for r in &seen {
-        if !r.path.starts_with("/v1/replay/") {
-            assert_eq!(
-                r.authorization_sha256.as_deref(),
-                Some(real.as_str()),
-                "{} {}",
-                r.method,
-                r.path
-            );
-        }
-    }
+    assert_replays(&w, &a_hash);
 }
 
 /// A Perl listener for inside the sandbox: on `127.0.0.1:PORT`, each request's `Authorization`
