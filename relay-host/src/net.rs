@@ -19,10 +19,20 @@ pub const PROXY_PORT: u16 = 3128;
 
 /// What the proxy of a stand-in session intercepts ([`stand_in::StandIn`], Linux only; on
 /// other systems there is none).
+///
+/// ```
+/// let none: Option<relay_host::net::Intercept> = None;
+/// assert!(none.is_none());
+/// ```
 #[cfg(target_os = "linux")]
 pub type Intercept = std::sync::Arc<stand_in::StandIn>;
 
 /// What the proxy of a stand-in session intercepts: nothing on this system.
+///
+/// ```
+/// let none: Option<relay_host::net::Intercept> = None;
+/// assert!(none.is_none());
+/// ```
 #[cfg(not(target_os = "linux"))]
 pub type Intercept = std::convert::Infallible;
 

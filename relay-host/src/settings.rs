@@ -16,9 +16,7 @@ use crate::net::{Network, TokenNetwork};
 #[path = "template_entry.rs"]
 mod entry;
 pub use entry::SameProject;
-
-// `token_mode` and the checks stand-in mode needs.
-#[path = "token_mode.rs"]
+#[path = "token_mode.rs"] // `token_mode` and the checks stand-in mode needs.
 mod token_mode;
 pub use token_mode::TokenMode;
 
@@ -67,9 +65,8 @@ pub struct Settings {
     /// (`*.example.com`, which covers hosts other people control); else it is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub token_wildcards: bool,
-    /// A PEM file (absolute path) of CA certificates the host trusts for upstream TLS in
-    /// stand-in mode ([`TokenMode::StandIn`]), besides the webpki roots: a corporate TLS
-    /// proxy's CA, or a test's.
+    /// A PEM file (absolute path) of CA certificates trusted for upstream TLS in stand-in mode
+    /// ([`TokenMode::StandIn`]) besides the webpki roots: a corporate TLS proxy's, a test's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_ca_file: Option<PathBuf>,
 }
@@ -115,8 +112,7 @@ pub struct Template {
     /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
-    /// What a token launch hands the session on fd 5: `"pipe"` (left out: the real token) or
-    /// `"stand_in"` (see [`TokenMode`]).
+    /// What a token launch hands on fd 5: `"pipe"` (left out) or `"stand_in"` ([`TokenMode`]).
     #[serde(default, skip_serializing_if = "TokenMode::is_pipe")]
     pub token_mode: TokenMode,
 }
@@ -569,10 +565,7 @@ impl Settings {
                 return Err(invalid(m));
             }
         }
-        match token_mode::ca_file_problem(self) {
-            Some(m) => Err(invalid(m)),
-            None => Ok(()),
-        }
+        token_mode::ca_file_problem(self).map_or(Ok(()), |m| Err(invalid(m)))
     }
 }
 

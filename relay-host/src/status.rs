@@ -62,10 +62,12 @@ pub fn report(host: &Host) -> Value {
     };
     let checks: Vec<Value> = checked.iter().map(super::checks::Check::to_json).collect();
     let claude_ready = checked.iter().all(|c| c.ok || !c.claude);
-    let templates: Vec<Value> = reach::templates(&settings)
-        .iter()
-        .map(|t| json!({"id": t.id, "token_mode": t.token_mode.word()}))
-        .collect();
+    // Each effective template's token mode; none when the settings did not load.
+    let templates: Option<Vec<Value>> = settings_error.is_none().then(|| {
+        (reach::templates(&settings).iter())
+            .map(|t| json!({"id": t.id, "token_mode": t.token_mode.word()}))
+            .collect()
+    });
     let mut report = json!({
         "leftovers": leftovers,
         "config_dir": path_json(&host.config_dir),

@@ -367,14 +367,13 @@ fn nul_bytes_and_bad_variable_names_in_a_template_are_refused_when_read() {
 /// is refused with a message that says why where stand-in mode cannot work.
 #[test]
 fn token_mode_stand_in_needs_an_allow_list_and_an_https_gateway() {
-    use relay_host::settings::TokenMode;
     let s =
         Settings::from_json(r#"{"templates": [{"id": "claude-code", "token_mode": "stand_in"}]}"#);
     #[cfg(target_os = "linux")]
     {
         let s = s.unwrap();
         let t = s.template("claude-code").unwrap();
-        assert_eq!(t.token_mode, TokenMode::StandIn);
+        assert_eq!(t.token_mode, relay_host::settings::TokenMode::StandIn);
         assert!(s.to_json().contains("\"token_mode\": \"stand_in\""));
         assert!(!Settings::default().to_json().contains("token_mode"));
         assert_eq!(Settings::from_toml(&s.to_toml()).unwrap(), s);

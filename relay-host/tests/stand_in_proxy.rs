@@ -177,6 +177,16 @@ fn session(
     target: &str,
     roots: &str,
 ) -> io::Result<StreamOwned<ClientConnection, UnixStream>> {
+    session_offering(proxy, target, roots, b"http/1.1")
+}
+
+/// [`session`], its client offering `alpn` alone.
+fn session_offering(
+    proxy: &Path,
+    target: &str,
+    roots: &str,
+    alpn: &[u8],
+) -> io::Result<StreamOwned<ClientConnection, UnixStream>> {
     let mut s = UnixStream::connect(proxy)?;
     write!(s, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n")?;
     let mut answer = Vec::new();
@@ -201,7 +211,7 @@ fn session(
         .unwrap()
         .with_root_certificates(store)
         .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let conn = ClientConnection::new(Arc::new(config), name).unwrap();
     let mut tls = StreamOwned::new(conn, s);
@@ -382,6 +392,9 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     let _ = tls.read_to_string(&mut a);
     assert!(a.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{a}");
     assert!(s.api.seen().is_empty());
+    // HTTP/2 alone is not spoken: the handshake fails.
+    let h2 = session_offering(&s.socket, &s.api.entry(), &s.session_ca, b"h2");
+    assert!(h2.is_err(), "an h2-only client is refused");
     // Upstream TLS is verified: without upstream_ca_file the test CA is no root.
     let s = setup(false);
     let mut tls = session(&s.socket, &s.api.entry(), &s.session_ca).unwrap();

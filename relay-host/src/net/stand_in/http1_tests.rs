@@ -167,3 +167,30 @@ fn hosts_compare_as_the_allow_list_does() {
         assert_eq!(host_port(bad, 443), None, "{bad:?}");
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+
+    /// No input makes a parser panic; what a request parse gives back is itself valid HTTP,
+    /// holding the real token only as `Authorization`'s value.
+    #[test]
+    fn no_bytes_make_a_parser_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        let _ = response(&bytes, false);
+        let _ = chunk_size(&bytes);
+        let _ = trailers(&bytes);
+        let _ = host_port(&String::from_utf8_lossy(&bytes), 443);
+        let mut head = b"POST / HTTP/1.1\r\nHost: api.anthropic.com\r\n".to_vec();
+        head.extend_from_slice(&bytes);
+        head.extend_from_slice(b"\r\n\r\n");
+        for input in [&bytes[..], &head[..]] {
+            if let Ok(r) = req(input) {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let parsed = httparse::Request::new(&mut headers).parse(&r.head);
+                proptest::prop_assert_eq!(parsed, Ok(httparse::Status::Complete(r.head.len())));
+                let real = r.head.windows(11).filter(|w| *w == b"Bearer REAL").count();
+                let auth = headers.iter().filter(|h| h.name.eq_ignore_ascii_case("authorization") && h.value == b"Bearer REAL").count();
+                proptest::prop_assert_eq!(real, auth);
+            }
+        }
+    }
+}

@@ -46,6 +46,10 @@ pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
 pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
 
 /// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
+///
+/// ```
+/// assert_eq!(relay_host::net::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
+/// ```
 pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
 /// How long a session may take over its TLS handshake with the proxy, and an API host over
@@ -197,6 +201,9 @@ impl StandIn {
         client.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let mut inside = tls::accept(config, client, rest)?;
         inside.sock.set_read_timeout(None)?;
+        // Each piece is written and flushed as it comes: Nagle's wait for an ACK (40 ms
+        // against a peer that delays it) would only hold the head back from its body.
+        upstream.set_nodelay(true)?;
         let upstream_tls = Arc::clone(&self.upstream);
         let mut outside = match tls::connect(upstream_tls, host, upstream, HANDSHAKE_TIMEOUT) {
             Ok(s) => s,

@@ -15,7 +15,7 @@ const MIN_RANDOM: usize = 32;
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-/// A fresh stand-in for `real`: [`PREFIX`] and as many random base64url characters as the
+/// A fresh stand-in for `real`: `sk-ant-oat01-` and as many random base64url characters as the
 /// real token has after its prefix (at least 32), never equal to `real`.
 ///
 /// ```
