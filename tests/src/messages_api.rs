@@ -15,7 +15,8 @@
 //! credential headers (`Authorization`, less any `Bearer ` prefix, and `x-api-key`) only the
 //! SHA-256. The request head is zeroed once read.
 //!
-//! [`MessagesApi::start`] serves plain HTTP; on Linux [`MessagesApi::start_tls`] serves the same
+//! [`MessagesApi::start`](crate::messages_api::MessagesApi::start) serves plain HTTP; on Linux
+//! [`MessagesApi::start_tls`](crate::messages_api::MessagesApi::start_tls) serves the same
 //! over TLS with a leaf for `127.0.0.1` signed by a test CA ([`crate::tls::TestCa`]), for the
 //! stand-in mode's upstream.
 

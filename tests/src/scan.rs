@@ -1,18 +1,18 @@
-//! Secret scans from the host, as root, that report only counts and names, never the bytes
-//! they look for or find:
+//! Secret scans from the host, as root, that report only counts and names, never the bytes they
+//! look for or find:
 //!
-//! - [`sandbox_pids`]: the processes of a session, every descendant of a `relay-host` that
-//!   lives in a pid namespace other than the host's (the sandbox's);
-//! - [`scan_memory`]: how often each needle occurs in the readable memory of each process
-//!   (`/proc/PID/maps`, `/proc/PID/mem`; only the pages `/proc/PID/pagemap` shows present or
-//!   swapped), read in chunks that overlap by a needle's length;
-//! - [`scan_memory_and_shapes`]: also the SHA-256 of every token-shaped string (a prefix and a run
-//!   of a token alphabet) in that memory, so a test can tell a stand-in from the real token
-//!   without holding either;
-//! - [`scan_files`]: which files under some folders hold a needle.
+//! - [`sandbox_pids`](crate::scan::sandbox_pids): the processes of a session, every descendant of a
+//!   `relay-host` that lives in a pid namespace other than the host's (the sandbox's);
+//! - [`scan_memory`](crate::scan::scan_memory): how often each needle occurs in the readable memory
+//!   of each process (`/proc/PID/maps`, `/proc/PID/mem`; only the pages `/proc/PID/pagemap` shows
+//!   present or swapped), read in chunks that overlap by a needle's length;
+//! - [`scan_memory_and_shapes`](crate::scan::scan_memory_and_shapes): also the SHA-256 of every
+//!   token-shaped string (a prefix and a run of a token alphabet) in that memory, so a test can
+//!   tell a stand-in from the real token without holding either;
+//! - [`scan_files`](crate::scan::scan_files): which files under some folders hold a needle.
 //!
-//! Each needle is looked for as bytes and as UTF-16LE (a JavaScript engine may keep a string
-//! as either).
+//! Each needle is looked for as bytes and as UTF-16LE (a JavaScript engine may keep a string as
+//! either).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;

@@ -2,17 +2,20 @@
 //! settings keys (not its Rust types): the template's `token_mode` (`"pipe"`, the default, or
 //! `"stand_in"`) and the top-level `upstream_ca_file`.
 //!
-//! - [`write_settings`]: the built-in `claude-code` template as shipped, `api_base_url` at the
-//!   fixture, `token_mode` as asked, `upstream_ca_file` at the test CA; [`assert_as_shipped_in`]
-//!   fails a turn whose template differs from the built-in one in anything else.
-//! - [`Fd5Recorder`]: what fd 5 carried into each launch, recorded by a wrapper that Claude Code
-//!   in the native installer's layout is reached through (`~/.local/bin/claude` ->
-//!   `versions/claude-fd5`, a shell script beside the real binary): it reads fd 5, appends the
-//!   SHA-256 of what it read (and, for the replay tests only, the value itself) to a file in the
-//!   project, puts the same bytes on a fresh fd 5 and `exec`s the real binary. The template, its
-//!   environment and relay's launch are untouched; only the `claude` found on `PATH` differs.
-//! - [`launch`]: a token launch of `claude-code` (a `-p` turn, or `auth status`) started in the
-//!   background ([`Running`]), so a test can act while the session still runs.
+//! - [`write_settings`](crate::stand_in::write_settings): the built-in `claude-code` template as
+//!   shipped, `api_base_url` at the fixture, `token_mode` as asked, `upstream_ca_file` at the test
+//!   CA; [`assert_as_shipped_in`](crate::stand_in::assert_as_shipped_in) fails a turn whose
+//!   template differs from the built-in one in anything else.
+//! - [`Fd5Recorder`](crate::stand_in::Fd5Recorder): what fd 5 carried into each launch, recorded by
+//!   a wrapper that Claude Code in the native installer's layout is reached through
+//!   (`~/.local/bin/claude` -> `versions/claude-fd5`, a shell script beside the real binary): it
+//!   reads fd 5, appends the SHA-256 of what it read (and, for the replay tests only, the value
+//!   itself) to a file in the project, puts the same bytes on a fresh fd 5 and `exec`s the real
+//!   binary. The template, its environment and relay's launch are untouched; only the `claude`
+//!   found on `PATH` differs.
+//! - [`launch`](crate::stand_in::launch): a token launch of `claude-code` (a `-p` turn, or `auth
+//!   status`) started in the background ([`Running`](crate::stand_in::Running)), so a test can act
+//!   while the session still runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;

@@ -1,11 +1,12 @@
 //! A test certificate authority for the TLS side of the tests (Linux only): a fresh CA key and
-//! self-signed certificate per [`TestCa`], a leaf for `127.0.0.1` and `localhost` it signs, the
-//! rustls server configuration of the Messages API fixture
-//! ([`crate::messages_api::MessagesApi::start_tls`]), and a client configuration that trusts the
-//! CA alone (a test that talks to the fixture straight from the host).
+//! self-signed certificate per [`TestCa`](crate::tls::TestCa), a leaf for `127.0.0.1` and
+//! `localhost` it signs, the rustls server configuration of the Messages API fixture
+//! ([`crate::messages_api::MessagesApi::start_tls`]), and a client configuration that trusts the CA
+//! alone (a test that talks to the fixture straight from the host).
 //!
-//! The CA's certificate is written to a file ([`TestCa::write_pem`]) that relay-host's settings
-//! name as `upstream_ca_file`: relay-host trusts the fixture only through it.
+//! The CA's certificate is written to a file ([`TestCa::write_pem`](crate::tls::TestCa::write_pem))
+//! that relay-host's settings name as `upstream_ca_file`: relay-host trusts the fixture only
+//! through it.
 
 use std::path::Path;
 use std::sync::Arc;
