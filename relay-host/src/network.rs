@@ -106,6 +106,11 @@ pub fn start(
             d.allow_with()
         ));
     });
+    #[cfg(target_os = "linux")]
+    if let Some(i) = &intercept {
+        let events = State::open(state.path()).map_err(refuse("state folder".into()))?;
+        i.on_refuse(note_refusals(events, session_id));
+    }
     let proxy = Proxy::start_with(&socket, list, on_deny, intercept)
         .map_err(refuse(format!("socket {}", socket.display())))?;
     let inside = crate::net::relay_inside();
@@ -117,6 +122,28 @@ pub fn start(
         },
         Some(proxy),
     ))
+}
+
+/// A stand-in session's refusals ([`crate::net::stand_in::Refused`]): each written to the
+/// events as `stand_in_refused` with the session, host, port, the status the session got and
+/// why, and to the log.
+#[cfg(target_os = "linux")]
+fn note_refusals(events: State, session_id: &str) -> crate::net::stand_in::OnRefuse {
+    let id = session_id.to_string();
+    Box::new(move |r| {
+        let _ = events.event(&json!({
+            "event": "stand_in_refused",
+            "session_id": id,
+            "host": r.host,
+            "port": r.port,
+            "status": r.status,
+            "reason": r.reason,
+        }));
+        events.log(&format!(
+            "session {id}: stand-in proxy refused a request to {}:{} ({}: {})",
+            r.host, r.port, r.status, r.reason
+        ));
+    })
 }
 
 /// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).

@@ -259,6 +259,7 @@ struct Setup {
     other: Upstream,
     stand_in: Vec<u8>,
     session_ca: String,
+    refused: Arc<Mutex<Vec<relay_host::net::stand_in::Refused>>>,
     proxy: Option<Proxy>,
     first: Sender<()>,
 }
@@ -276,6 +277,9 @@ fn setup(trust: bool) -> Setup {
     let ca = trust.then_some(both.as_path());
     let (si, handed) = StandIn::new(real, &[api.entry()], ca).unwrap();
     let session_ca = si.ca_pem().to_string();
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&refused);
+    si.on_refuse(Box::new(move |r| log.lock().unwrap().push(r.clone())));
     let list = AllowList::parse(&[api.entry(), other.entry()]).unwrap();
     let socket = dir.path().join("net.sock");
     let proxy = Proxy::start_with(&socket, list, Box::new(|_| {}), Some(si)).unwrap();
@@ -287,6 +291,7 @@ fn setup(trust: bool) -> Setup {
         other,
         stand_in,
         session_ca,
+        refused,
         proxy: Some(proxy),
         first,
     }
@@ -392,9 +397,22 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     let _ = tls.read_to_string(&mut a);
     assert!(a.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{a}");
     assert!(s.api.seen().is_empty());
+    // Each refusal is told (host, port, status, reason), never a byte of the request.
+    let told = s.refused.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(
+        (told[0].host.as_str(), told[0].port, told[0].status),
+        ("127.0.0.1", s.api.port, 400)
+    );
     // HTTP/2 alone is not spoken: the handshake fails.
     let h2 = session_offering(&s.socket, &s.api.entry(), &s.session_ca, b"h2");
     assert!(h2.is_err(), "an h2-only client is refused");
+    let told = s.refused.lock().unwrap().clone();
+    assert_eq!(
+        told.last().map(|r| r.status),
+        Some(0),
+        "a failed handshake is told: {told:?}"
+    );
     // Upstream TLS is verified: without upstream_ca_file the test CA is no root.
     let s = setup(false);
     let mut tls = session(&s.socket, &s.api.entry(), &s.session_ca).unwrap();
@@ -408,6 +426,11 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     .unwrap();
     assert!(a.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{a}");
     assert!(s.api.seen().is_empty());
+    let told = s.refused.lock().unwrap().clone();
+    assert_eq!(
+        told.last().map(|r| r.reason),
+        Some("the API host's TLS failed")
+    );
 }
 
 /// TLS straight to the upstream, from the host's network.

@@ -3,7 +3,7 @@
 //! (shaped like a setup token, not the real one), shows the session CA's certificate at
 //! `/run/relay/ca.pem` named by `NODE_EXTRA_CA_CERTS`, and its proxy terminates TLS for the API
 //! host with a leaf that CA signed (curl trusting it gets through to the proxy; without it, it
-//! refuses the certificate). The same template in pipe mode hands the real token and sets no
+//! refuses the certificate); each refusal is a `stand_in_refused` event. The same template in pipe mode hands the real token and sets no
 //! CA. The real token's path to the API is `relay-host/tests/stand_in_proxy.rs`'s; real Claude
 //! Code's is `tests/stand_in.rs`'s.
 //!
@@ -120,6 +120,21 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
         got.starts_with(&[0x16, 0x03]),
         "a TLS ClientHello, no clear text: {got:?}"
     );
+    // Both refusals are events: the upstream's TLS (502), the session's handshake (curl
+    // without the CA: status 0).
+    let refused: Vec<(u64, String)> = fx
+        .log("events.jsonl")
+        .iter()
+        .filter(|e| e["event"] == "stand_in_refused" && e["session_id"] == "standin")
+        .map(|e| {
+            (
+                e["status"].as_u64().unwrap(),
+                e["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let statuses: Vec<u64> = refused.iter().map(|r| r.0).collect();
+    assert_eq!(statuses, [502, 0], "{refused:?}");
     // Pipe mode (the default): the real token on fd 5, no CA.
     let _ = std::fs::remove_file(fx.project.join("ca.pem"));
     settings(&fx, &probe, port, "pipe");

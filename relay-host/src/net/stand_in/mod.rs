@@ -20,7 +20,7 @@ use std::io;
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use relay_token::ClaudeToken;
@@ -75,7 +75,29 @@ pub struct StandIn {
     ca: ca::SessionCa,
     hosts: Vec<(Host, u16)>,
     upstream: Arc<rustls::ClientConfig>,
+    on_refuse: OnceLock<OnRefuse>,
 }
+
+/// A refusal on an intercepted connection, as told to [`StandIn::on_refuse`]'s hook.
+///
+/// ```
+/// let r = relay_host::net::stand_in::Refused { host: "api.anthropic.com".into(), port: 443, status: 400, reason: "two Authorization headers" };
+/// assert_eq!(r.status, 400);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The API host (a name, or an address without brackets).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The status the session got: `400`, `417` or `502`; `0` when its TLS handshake failed.
+    pub status: u16,
+    /// Why, in words (never a byte of the request).
+    pub reason: &'static str,
+}
+
+/// Told each [`Refused`].
+pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
 
 impl fmt::Debug for StandIn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -120,6 +142,7 @@ impl StandIn {
             ca,
             hosts,
             upstream,
+            on_refuse: OnceLock::new(),
         };
         Ok((Arc::new(si), handed))
     }
@@ -166,6 +189,32 @@ impl StandIn {
         self.real.lock().map(|g| g.is_none()).unwrap_or(true)
     }
 
+    /// Sets what is told of each refusal on an intercepted connection (once; later calls
+    /// change nothing): the host, port, the status the session got (`0`: none, its TLS
+    /// handshake failed) and why, never a byte of a request.
+    ///
+    /// ```
+    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// si.on_refuse(Box::new(|r| eprintln!("{}:{} {} ({})", r.host, r.port, r.status, r.reason)));
+    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// ```
+    pub fn on_refuse(&self, hook: OnRefuse) {
+        let _ = self.on_refuse.set(hook);
+    }
+
+    fn note(&self, host: &Host, port: u16, status: u16, reason: &'static str) {
+        if let Some(hook) = self.on_refuse.get() {
+            let host = host.to_string();
+            hook(&Refused {
+                host,
+                port,
+                status,
+                reason,
+            });
+        }
+    }
+
     /// True when a `CONNECT` to `host:port` is intercepted: it names one of the API hosts.
     pub(crate) fn intercepts(&self, host: &Host, port: u16) -> bool {
         self.hosts.iter().any(|(h, p)| h == host && *p == port)
@@ -197,9 +246,11 @@ impl StandIn {
         port: u16,
         rest: &[u8],
     ) -> io::Result<()> {
+        let noted = |status: u16, reason: &'static str| self.note(host, port, status, reason);
         let config = self.ca.server_config(host).map_err(io::Error::other)?;
         client.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-        let mut inside = tls::accept(config, client, rest)?;
+        let mut inside = tls::accept(config, client, rest)
+            .inspect_err(|_| noted(0, "the session's TLS handshake with the proxy failed"))?;
         inside.sock.set_read_timeout(None)?;
         // Each piece is written and flushed as it comes: Nagle's wait for an ACK (40 ms
         // against a peer that delays it) would only hold the head back from its body.
@@ -210,7 +261,9 @@ impl StandIn {
             Err(e) => {
                 // Its TLS failed (an unknown certificate, no TLS at all): the session's request
                 // gets a 502, and never goes anywhere.
-                let _ = relay::refuse(&mut inside, 502, "the API host's TLS failed");
+                let why = "the API host's TLS failed";
+                noted(502, why);
+                let _ = relay::refuse(&mut inside, 502, why);
                 tls::close(&mut inside);
                 return Err(e);
             }
@@ -220,6 +273,7 @@ impl StandIn {
             host,
             port,
             swap: &swap,
+            noted: &noted,
         };
         let result = relay::relay(&mut inside, &mut outside, &x);
         tls::close(&mut inside);

@@ -23,6 +23,16 @@ pub(super) struct Exchange<'a> {
     pub port: u16,
     /// `Authorization`'s replacement, when there is one.
     pub swap: &'a http1::Swap<'a>,
+    /// Told each refusal: the status the session got and why.
+    pub noted: &'a dyn Fn(u16, &'static str),
+}
+
+impl Exchange<'_> {
+    /// [`refuse`], noted.
+    fn refuse(&self, client: &mut impl Write, code: u16, why: &'static str) -> io::Result<()> {
+        (self.noted)(code, why);
+        refuse(client, code, why)
+    }
 }
 
 /// A stream with a read buffer: what was read past the part asked for stays for the next.
@@ -138,21 +148,27 @@ where
         let head = match c.until(b"\r\n\r\n", MAX_HEAD) {
             Ok(Some(h)) => Zeroizing::new(h),
             Ok(None) => return Ok(()),
-            Err(e) => return refuse(&mut c.s, 400, "a malformed request head").and(Err(e)),
+            Err(e) => {
+                return x
+                    .refuse(&mut c.s, 400, "a malformed request head")
+                    .and(Err(e))
+            }
         };
         let req = match http1::request(&head, x.host, x.port, x.swap) {
             Ok(r) => r,
-            Err(r) => return refuse(&mut c.s, r.code, r.why),
+            Err(r) => return x.refuse(&mut c.s, r.code, r.why),
         };
         if let Err(e) = u.s.write_all(&req.head).and_then(|()| u.s.flush()) {
-            return refuse(&mut c.s, 502, "the API host could not be reached").and(Err(e));
+            return x
+                .refuse(&mut c.s, 502, "the API host could not be reached")
+                .and(Err(e));
         }
         drop(req.head);
         if let Err(e) = send_body(&mut c, &mut u.s, req.body) {
-            let _ = refuse(&mut c.s, 400, "a malformed request body");
+            let _ = x.refuse(&mut c.s, 400, "a malformed request body");
             return Err(e);
         }
-        if !answer(&mut u, &mut c.s, req.head_only)? || req.close {
+        if !answer(&mut u, &mut c.s, req.head_only, x)? || req.close {
             return Ok(());
         }
     }
@@ -170,7 +186,7 @@ fn send_body<C: Read + Write>(c: &mut Conn<C>, out: &mut impl Write, body: Body)
 
 /// The answer to one request: interim (`1xx`) heads, then the final head and its body; true
 /// when the connection may carry another request.
-fn answer<U, C>(u: &mut Conn<U>, client: &mut C, head_only: bool) -> io::Result<bool>
+fn answer<U, C>(u: &mut Conn<U>, client: &mut C, head_only: bool, x: &Exchange) -> io::Result<bool>
 where
     U: Read + Write,
     C: Write,
@@ -180,15 +196,17 @@ where
         let head = match u.until(b"\r\n\r\n", MAX_HEAD) {
             Ok(Some(h)) => h,
             Ok(None) if !sent => {
-                return refuse(client, 502, "the API host sent no answer").map(|()| false)
+                return x
+                    .refuse(client, 502, "the API host sent no answer")
+                    .map(|()| false)
             }
             Ok(None) => return Ok(false),
-            Err(e) if !sent => return refuse(client, 502, "a malformed answer").and(Err(e)),
+            Err(e) if !sent => return x.refuse(client, 502, "a malformed answer").and(Err(e)),
             Err(e) => return Err(e),
         };
         let res = match http1::response(&head, head_only) {
             Ok(r) => r,
-            Err(why) => return refuse(client, 502, why).map(|()| false),
+            Err(why) => return x.refuse(client, 502, why).map(|()| false),
         };
         client.write_all(&head)?;
         client.flush()?;

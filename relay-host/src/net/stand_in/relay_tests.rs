@@ -64,10 +64,12 @@ const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 fn run(input: &[u8], answer: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let host = Host::Name("api.anthropic.com".into());
     let swap = |v: &[u8]| (v == b"Bearer STAND").then(|| Zeroizing::new(b"Bearer REAL".to_vec()));
+    let noted = |_: u16, _: &'static str| {};
     let x = Exchange {
         host: &host,
         port: 443,
         swap: &swap,
+        noted: &noted,
     };
     let mut c = Client {
         input: Cursor::new(input.to_vec()),
