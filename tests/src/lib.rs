@@ -517,6 +517,19 @@ pub mod agent;
 /// A tmux server of a test's own, for the terminal-UI turns (see the module).
 pub mod tmux;
 
+/// Secret scans of a session's process memory and of folders that report counts, never bytes
+/// (see the module).
+pub mod scan;
+
+/// A test CA and the TLS configurations of the fixture and its clients (see the module).
+#[cfg(target_os = "linux")]
+pub mod tls;
+
+/// Stand-in mode's test harness: settings, the fd 5 recorder, turns run in the background (see
+/// the module).
+#[cfg(target_os = "linux")]
+pub mod stand_in;
+
 /// Claude Code as people install it (npm, the native installer) and the built-in template as
 /// shipped (see the module).
 pub mod install;

@@ -14,6 +14,11 @@
 //! Every request is recorded (`Seen`): method, path, a few non-secret headers, and of the
 //! credential headers (`Authorization`, less any `Bearer ` prefix, and `x-api-key`) only the
 //! SHA-256. The request head is zeroed once read.
+//!
+//! [`MessagesApi::start`](crate::messages_api::MessagesApi::start) serves plain HTTP; on Linux
+//! [`MessagesApi::start_tls`](crate::messages_api::MessagesApi::start_tls) serves the same
+//! over TLS with a leaf for `127.0.0.1` signed by a test CA ([`crate::tls::TestCa`]), for the
+//! stand-in mode's upstream.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -143,6 +148,15 @@ pub struct MessagesApi {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
     stop: Arc<AtomicBool>,
+    tls: bool,
+}
+
+/// How the fixture speaks on each connection: plain HTTP, or TLS first.
+#[derive(Clone)]
+enum Wire {
+    Plain,
+    #[cfg(target_os = "linux")]
+    Tls(Arc<rustls::ServerConfig>),
 }
 
 impl MessagesApi {
@@ -155,6 +169,24 @@ impl MessagesApi {
     /// assert!(api.seen().is_empty());
     /// ```
     pub fn start(script: Vec<Step>) -> MessagesApi {
+        MessagesApi::start_on(script, Wire::Plain)
+    }
+
+    /// As [`MessagesApi::start`], over TLS: the leaf for `127.0.0.1` (and `localhost`) that
+    /// `ca` signed, ALPN `http/1.1`; [`MessagesApi::base_url`] is `https://127.0.0.1:PORT`.
+    ///
+    /// ```
+    /// let ca = relay_tests::tls::TestCa::new();
+    /// let api = relay_tests::messages_api::MessagesApi::start_tls(vec![], &ca);
+    /// assert!(api.base_url().starts_with("https://127.0.0.1:"));
+    /// ```
+    #[cfg(target_os = "linux")]
+    pub fn start_tls(script: Vec<Step>, ca: &crate::tls::TestCa) -> MessagesApi {
+        MessagesApi::start_on(script, Wire::Tls(ca.server_config()))
+    }
+
+    fn start_on(script: Vec<Step>, wire: Wire) -> MessagesApi {
+        let tls = !matches!(wire, Wire::Plain);
         let sock = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let port = sock.local_addr().expect("local address").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -168,12 +200,18 @@ impl MessagesApi {
                 }
                 let Ok(conn) = conn else { continue };
                 let (seen, script) = (Arc::clone(&seen2), Arc::clone(&script));
+                let wire = wire.clone();
                 std::thread::spawn(move || {
-                    let _ = serve(conn, &script, &seen);
+                    let _ = serve_on(conn, &wire, &script, &seen);
                 });
             }
         });
-        MessagesApi { port, seen, stop }
+        MessagesApi {
+            port,
+            seen,
+            stop,
+            tls,
+        }
     }
 
     /// Its port on `127.0.0.1`.
@@ -185,14 +223,15 @@ impl MessagesApi {
         self.port
     }
 
-    /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
+    /// `http://127.0.0.1:PORT` (`https://` when served over TLS), for `ANTHROPIC_BASE_URL`.
     ///
     /// ```
     /// let api = relay_tests::messages_api::MessagesApi::start(vec![]);
     /// assert!(api.base_url().ends_with(&api.port().to_string()));
     /// ```
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// Every request recorded so far, in the order they were read.
@@ -222,10 +261,41 @@ impl Drop for MessagesApi {
     }
 }
 
-/// Reads one request, records it, answers it, closes the connection.
-fn serve(mut conn: TcpStream, script: &[Step], seen: &Mutex<Vec<Seen>>) -> io::Result<()> {
+/// Serves one connection (after a TLS handshake, for [`Wire::Tls`]), then closes it.
+fn serve_on(
+    conn: TcpStream,
+    wire: &Wire,
+    script: &[Step],
+    seen: &Mutex<Vec<Seen>>,
+) -> io::Result<()> {
     conn.set_read_timeout(Some(READ_TIMEOUT))?;
     conn.set_write_timeout(Some(READ_TIMEOUT))?;
+    match wire {
+        Wire::Plain => {
+            let mut conn = conn;
+            serve(&mut conn, script, seen)?;
+            let _ = conn.shutdown(Shutdown::Both);
+        }
+        #[cfg(target_os = "linux")]
+        Wire::Tls(config) => {
+            let tls =
+                rustls::ServerConnection::new(Arc::clone(config)).map_err(io::Error::other)?;
+            let mut s = rustls::StreamOwned::new(tls, conn);
+            serve(&mut s, script, seen)?;
+            s.conn.send_close_notify();
+            let _ = s.flush();
+            let _ = s.sock.shutdown(Shutdown::Both);
+        }
+    }
+    Ok(())
+}
+
+/// Reads one request, records it, answers it.
+fn serve<S: Read + Write>(
+    conn: &mut S,
+    script: &[Step],
+    seen: &Mutex<Vec<Seen>>,
+) -> io::Result<()> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let head_end = loop {
@@ -254,7 +324,7 @@ fn serve(mut conn: TcpStream, script: &[Step], seen: &Mutex<Vec<Seen>>) -> io::R
     drop(head);
 
     let body = if chunked {
-        read_chunked(&mut conn, rest)?
+        read_chunked(conn, rest)?
     } else {
         let want = length.unwrap_or(0).min(MAX_BODY);
         while rest.len() < want {
@@ -320,7 +390,6 @@ fn serve(mut conn: TcpStream, script: &[Step], seen: &Mutex<Vec<Seen>>) -> io::R
             }
         }
     }
-    let _ = conn.shutdown(Shutdown::Both);
     Ok(())
 }
 
@@ -509,7 +578,7 @@ fn is_chunked(head: &[u8]) -> bool {
 
 /// Reads a chunked body (`have` holds what came after the head), at most [`MAX_BODY`] bytes
 /// and a bounded number of chunks.
-fn read_chunked(conn: &mut TcpStream, mut have: Vec<u8>) -> io::Result<Vec<u8>> {
+fn read_chunked<S: Read>(conn: &mut S, mut have: Vec<u8>) -> io::Result<Vec<u8>> {
     let mut body = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     for _ in 0..100_000 {

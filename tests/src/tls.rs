@@ -1,0 +1,174 @@
+//! A test certificate authority for the TLS side of the tests (Linux only): a fresh CA key and
+//! self-signed certificate per [`TestCa`](crate::tls::TestCa), a leaf for `127.0.0.1` and
+//! `localhost` it signs, the rustls server configuration of the Messages API fixture
+//! ([`crate::messages_api::MessagesApi::start_tls`]), and a client configuration that trusts the CA
+//! alone (a test that talks to the fixture straight from the host).
+//!
+//! The CA's certificate is written to a file ([`TestCa::write_pem`](crate::tls::TestCa::write_pem))
+//! that relay-host's settings name as `upstream_ca_file`: relay-host trusts the fixture only
+//! through it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// A test CA and the `127.0.0.1` leaf it signed (keys held in this process only).
+pub struct TestCa {
+    ca_pem: String,
+    ca_der: CertificateDer<'static>,
+    leaf_der: CertificateDer<'static>,
+    leaf_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for TestCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCa").finish_non_exhaustive()
+    }
+}
+
+impl Default for TestCa {
+    fn default() -> Self {
+        TestCa::new()
+    }
+}
+
+/// ring's provider: the one TLS implementation the workspace builds.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl TestCa {
+    /// A fresh CA (`relay test CA`, may sign leaves) and its leaf for `127.0.0.1` and
+    /// `localhost`.
+    ///
+    /// ```
+    /// let ca = relay_tests::tls::TestCa::new();
+    /// assert!(ca.pem().starts_with("-----BEGIN CERTIFICATE-----"));
+    /// assert_ne!(ca.pem(), relay_tests::tls::TestCa::new().pem());
+    /// ```
+    pub fn new() -> TestCa {
+        let ca_key = KeyPair::generate().expect("a CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        ca.distinguished_name
+            .push(DnType::CommonName, "relay test CA");
+        let ca_cert = ca.self_signed(&ca_key).expect("a self-signed CA");
+        let issuer = Issuer::new(ca, ca_key);
+
+        let leaf_key = KeyPair::generate().expect("a leaf key");
+        let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).expect("leaf");
+        leaf.subject_alt_names
+            .push(SanType::IpAddress([127, 0, 0, 1].into()));
+        leaf.distinguished_name
+            .push(DnType::CommonName, "127.0.0.1");
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("a signed leaf");
+        TestCa {
+            ca_pem: ca_cert.pem(),
+            ca_der: ca_cert.der().clone(),
+            leaf_der: leaf_cert.der().clone(),
+            leaf_key: leaf_key.serialize_der(),
+        }
+    }
+
+    /// The CA's certificate, PEM.
+    ///
+    /// ```
+    /// assert!(relay_tests::tls::TestCa::new().pem().contains("END CERTIFICATE"));
+    /// ```
+    pub fn pem(&self) -> String {
+        self.ca_pem.clone()
+    }
+
+    /// Writes the CA's certificate (PEM) to `path`, for `upstream_ca_file`.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let ca = relay_tests::tls::TestCa::new();
+    /// ca.write_pem(&dir.path().join("ca.pem"));
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("ca.pem"))?, ca.pem());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_pem(&self, path: &Path) {
+        std::fs::write(path, &self.ca_pem)
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
+    /// The fixture's server configuration: the leaf, ALPN `http/1.1` only.
+    ///
+    /// ```
+    /// let cfg = relay_tests::tls::TestCa::new().server_config();
+    /// assert_eq!(cfg.alpn_protocols, [b"http/1.1".to_vec()]);
+    /// ```
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.leaf_key.clone()));
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![self.leaf_der.clone()], key)
+            .expect("the leaf and its key");
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(cfg)
+    }
+
+    /// A client configuration that trusts this CA only, ALPN `http/1.1`.
+    ///
+    /// ```
+    /// let cfg = relay_tests::tls::TestCa::new().client_config();
+    /// assert_eq!(cfg.alpn_protocols, [b"http/1.1".to_vec()]);
+    /// ```
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca_der.clone()).expect("the CA as a root");
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(cfg)
+    }
+}
+
+/// Sends `request` (a whole HTTP/1.1 request) over TLS to `127.0.0.1:port`, trusting `ca` only,
+/// and returns the whole answer (the server closes the connection after it).
+///
+/// ```
+/// use relay_tests::messages_api::MessagesApi;
+/// let ca = relay_tests::tls::TestCa::new();
+/// let api = MessagesApi::start_tls(vec![], &ca);
+/// let answer = relay_tests::tls::exchange(&ca, api.port(), b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")?;
+/// assert!(answer.starts_with("HTTP/1.1 200 OK"));
+/// assert_eq!(api.seen()[0].path, "/x");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn exchange(ca: &TestCa, port: u16, request: &[u8]) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")
+        .map_err(std::io::Error::other)?
+        .to_owned();
+    let conn =
+        rustls::ClientConnection::new(ca.client_config(), name).map_err(std::io::Error::other)?;
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    s.write_all(request)?;
+    s.flush()?;
+    let mut out = Vec::new();
+    match s.read_to_end(&mut out) {
+        Ok(_) => {}
+        // A server that closes without close_notify: what came is the answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => return Err(e),
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
