@@ -123,6 +123,12 @@ impl Host {
                     message: message.to_string(),
                 });
             }
+            if let Some(message) = ca_file_problem(&settings, &self.config_dir, &grants) {
+                return Err(SettingsError::Reachable {
+                    path: file,
+                    message,
+                });
+            }
         }
         Ok(settings)
     }
@@ -165,6 +171,24 @@ impl Host {
             return Ok(me);
         }
         Err(ShimNotFound { looked })
+    }
+}
+
+/// Why `upstream_ca_file` cannot be trusted, or `None`: its real path lies inside a read-write
+/// grant, where a session could put a CA of its own in it and so read the real token on its
+/// way upstream (stand-in mode).
+fn ca_file_problem(settings: &Settings, config_dir: &Path, grants: &[PathBuf]) -> Option<String> {
+    let ca = settings.upstream_ca_file.as_deref()?;
+    match reach::settings_problem(ca, config_dir, grants)? {
+        reach::Exposure::Settings { real, grant } => Some(format!(
+            "upstream_ca_file {}: its real path {} lies inside the read-write grant {}, where a \
+             session could add a CA of its own; keep it outside every read-write grant (the \
+             config folder is)",
+            ca.display(),
+            real.display(),
+            grant.display()
+        )),
+        other => Some(other.to_string()),
     }
 }
 
