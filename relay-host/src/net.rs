@@ -102,6 +102,25 @@ pub(crate) fn splice(
     Ok(())
 }
 
+/// relay's own short plain-text answer to a session's proxy request (a refusal or a failure),
+/// after which the connection is closed: the status line, `Connection: close`, and
+/// `relay: MSG` as the body.
+pub(crate) fn plain_answer(code: u16, msg: &str) -> String {
+    let reason = match code {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        417 => "Expectation Failed",
+        502 => "Bad Gateway",
+        _ => "Service Unavailable",
+    };
+    let body = format!("relay: {msg}\n");
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// The setting that lets a token launch share the host's network: `"token_network": "host"`.
 ///
 /// ```

@@ -37,6 +37,19 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// The turn `child` made: waited for under the turn timeout (killed when it overruns), timed
+    /// from `start`.
+    pub fn wait(child: std::process::Child, start: Instant) -> Turn {
+        let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);
+        Turn {
+            code: f.code,
+            killed: f.killed,
+            stdout: f.stdout,
+            stderr: f.stderr,
+            took: start.elapsed(),
+        }
+    }
+
     /// Exit, timing and both streams, for a failure message.
     pub fn describe(&self) -> String {
         format!(
@@ -335,14 +348,7 @@ impl Setup {
         install::assert_as_shipped(&self.config);
         let start = Instant::now();
         let child = cmd.spawn().expect("spawn relay-host");
-        let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);
-        let turn = Turn {
-            code: f.code,
-            killed: f.killed,
-            stdout: f.stdout,
-            stderr: f.stderr,
-            took: start.elapsed(),
-        };
+        let turn = Turn::wait(child, start);
         assert!(
             !turn.stdout.contains(&self.token) && !turn.stderr.contains(&self.token),
             "the turn's output holds the token"
@@ -515,4 +521,22 @@ pub fn results_at(main: &[Seen], n: usize) -> Vec<String> {
         .find(|s| s.step == Some(n))
         .map(|s| s.tool_results.clone())
         .unwrap_or_default()
+}
+
+/// The file tools' part of a turn: Write makes `written.txt`, Read and Edit change the committed
+/// `notes.txt` (`colour: red` to `colour: blue`).
+pub fn file_steps(project: &Path) -> Vec<Step> {
+    vec![
+        Step::tool(
+            "Write",
+            json!({"file_path": project.join("written.txt"),
+                   "content": "written by the Write tool\n"}),
+        ),
+        Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
+        Step::tool(
+            "Edit",
+            json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
+                   "new_string": "colour: blue"}),
+        ),
+    ]
 }

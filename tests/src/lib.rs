@@ -565,36 +565,21 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// ```
 pub fn process_memory(pid: u32) -> Vec<(String, Vec<u8>)> {
     use std::os::unix::fs::FileExt;
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read maps");
+    let maps = scan::readable_mappings(pid).expect("read maps");
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open mem");
     let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-            continue;
-        };
-        let name = f.nth(3).unwrap_or("");
-        if !perms.starts_with('r') || name.starts_with("[vvar") || name == "[vsyscall]" {
-            continue;
-        }
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        let mut buf = vec![0u8; (b - a) as usize];
+    for m in maps {
+        let mut buf = vec![0u8; (m.end - m.start) as usize];
         let mut n = 0;
         while n < buf.len() {
-            match mem.read_at(&mut buf[n..], a + n as u64) {
+            match mem.read_at(&mut buf[n..], m.start + n as u64) {
                 Ok(0) | Err(_) => break,
                 Ok(k) => n += k,
             }
         }
         if n > 0 {
             buf.truncate(n);
-            out.push((line.to_owned(), buf));
+            out.push((m.line, buf));
         }
     }
     out

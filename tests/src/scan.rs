@@ -145,6 +145,31 @@ impl MemoryScan {
 /// The readable mappings of `pid` as `(start, end)`, `[vvar]`, `[vsyscall]` and device memory
 /// aside; `None` when its maps cannot be read.
 fn readable_ranges(pid: u32) -> Option<Vec<(u64, u64)>> {
+    let maps = readable_mappings(pid)?;
+    let device = |name: &str| name.starts_with("/dev/") && !name.starts_with("/dev/shm");
+    Some(
+        maps.into_iter()
+            .filter(|m| !device(&m.name))
+            .map(|m| (m.start, m.end))
+            .collect(),
+    )
+}
+
+/// One readable mapping of a process: its `/proc/PID/maps` line, its range and its name.
+pub(crate) struct Mapping {
+    /// The whole maps line.
+    pub line: String,
+    /// The first address.
+    pub start: u64,
+    /// The address past the end.
+    pub end: u64,
+    /// The mapped file or `[heap]`-like name (empty for an anonymous mapping).
+    pub name: String,
+}
+
+/// The readable mappings of `pid`, `[vvar]` and `[vsyscall]` aside (they cannot be read
+/// through `/proc/PID/mem`); `None` when its maps cannot be read.
+pub(crate) fn readable_mappings(pid: u32) -> Option<Vec<Mapping>> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     let mut out = Vec::new();
     for line in maps.lines() {
@@ -156,14 +181,17 @@ fn readable_ranges(pid: u32) -> Option<Vec<(u64, u64)>> {
         if !perms.starts_with('r') || name.starts_with("[vvar") || name == "[vsyscall]" {
             continue;
         }
-        if name.starts_with("/dev/") && !name.starts_with("/dev/shm") {
-            continue;
-        }
         let Some((a, b)) = range.split_once('-') else {
             continue;
         };
-        if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
-            out.push((a, b));
+        if let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+            let (line, name) = (line.to_owned(), name.to_owned());
+            out.push(Mapping {
+                line,
+                start,
+                end,
+                name,
+            });
         }
     }
     Some(out)

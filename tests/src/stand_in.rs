@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::agent::{Setup, Turn, TURN_TIMEOUT};
+use crate::agent::{Setup, Turn};
 use crate::install::shipped_settings;
 
 /// `token_mode` for stand-in mode.
@@ -322,7 +322,7 @@ impl Running {
         }
     }
 
-    /// Waits for the end (killing the group after [`TURN_TIMEOUT`]); checks that neither stream
+    /// Waits for the end (killing the group after [`crate::agent::TURN_TIMEOUT`]); checks that neither stream
     /// holds the token.
     ///
     /// ```no_run
@@ -332,14 +332,7 @@ impl Running {
     /// ```
     pub fn finish(&mut self) -> Turn {
         let child = self.child.take().expect("finished once");
-        let f = crate::run::finish_with(child, TURN_TIMEOUT, &|| false);
-        let turn = Turn {
-            code: f.code,
-            killed: f.killed,
-            stdout: f.stdout,
-            stderr: f.stderr,
-            took: self.start.elapsed(),
-        };
+        let turn = Turn::wait(child, self.start);
         assert!(
             !turn.stdout.contains(&self.token) && !turn.stderr.contains(&self.token),
             "the launch's output holds the token"

@@ -43,22 +43,10 @@ const DOCTOR: &str = "\"$CLAUDE_CODE_EXECPATH\" doctor 2>&1 | grep -m 1 'Auto-up
 /// auto-update line ([`DOCTOR`]); Write makes a new file; Read and Edit change the committed
 /// `notes.txt`.
 fn work_script(project: &Path) -> Vec<Step> {
-    vec![
-        Step::bash(BASH_WORK),
-        Step::bash(DOCTOR),
-        Step::tool(
-            "Write",
-            json!({"file_path": project.join("written.txt"),
-                   "content": "written by the Write tool\n"}),
-        ),
-        Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
-        Step::tool(
-            "Edit",
-            json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
-                   "new_string": "colour: blue"}),
-        ),
-        Step::text(FINAL),
-    ]
+    let mut steps = vec![Step::bash(BASH_WORK), Step::bash(DOCTOR)];
+    steps.extend(relay_tests::agent::file_steps(project));
+    steps.push(Step::text(FINAL));
+    steps
 }
 
 /// One shipped turn: the built-in `claude-code` template as shipped (only `api_base_url` at the

@@ -53,20 +53,8 @@ fn wait_step(name: &str) -> Step {
 /// The work of a turn: Bash (a file, `git commit`), Write a new file, Read and Edit the
 /// committed `notes.txt`; then `tail` (more steps) and the final text.
 fn work_script(project: &Path, tail: Vec<Step>) -> Vec<Step> {
-    let mut steps = vec![
-        Step::bash(BASH_WORK),
-        Step::tool(
-            "Write",
-            json!({"file_path": project.join("written.txt"),
-                   "content": "written by the Write tool\n"}),
-        ),
-        Step::tool("Read", json!({"file_path": project.join("notes.txt")})),
-        Step::tool(
-            "Edit",
-            json!({"file_path": project.join("notes.txt"), "old_string": "colour: red",
-                   "new_string": "colour: blue"}),
-        ),
-    ];
+    let mut steps = vec![Step::bash(BASH_WORK)];
+    steps.extend(relay_tests::agent::file_steps(project));
     steps.extend(tail);
     steps.push(Step::text(FINAL));
     steps

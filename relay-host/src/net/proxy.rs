@@ -571,19 +571,7 @@ fn refusal(host: &str, port: u16, reason: &str) -> String {
 
 /// A short plain-text answer, then the connection is closed.
 fn reply(mut client: &UnixStream, code: u16, msg: &str) -> io::Result<()> {
-    let reason = match code {
-        400 => "Bad Request",
-        403 => "Forbidden",
-        502 => "Bad Gateway",
-        _ => "Service Unavailable",
-    };
-    let body = format!("relay: {msg}\n");
-    let text = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    client.write_all(text.as_bytes())?;
+    client.write_all(super::plain_answer(code, msg).as_bytes())?;
     client.shutdown(Shutdown::Both)
 }
 

@@ -267,18 +267,7 @@ fn copy_trailers<S: Read + Write>(from: &mut Conn<S>, out: &mut impl Write) -> i
 
 /// A short plain-text answer from relay; the caller then closes the connection.
 pub(super) fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
-    let reason = match code {
-        400 => "Bad Request",
-        417 => "Expectation Failed",
-        _ => "Bad Gateway",
-    };
-    let body = format!("relay: {why}\n");
-    let text = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    client.write_all(text.as_bytes())?;
+    client.write_all(crate::net::plain_answer(code, why).as_bytes())?;
     client.flush()
 }
 
