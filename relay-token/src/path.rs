@@ -194,6 +194,7 @@ pub fn to_cstring(path: &Path) -> Option<std::ffi::CString> {
 }
 
 /// Path depth in components (`/` is 0).
+#[cfg(feature = "sandbox")]
 pub(crate) fn depth(p: &Path) -> usize {
     p.components()
         .filter(|c| matches!(c, Component::Normal(_)))
