@@ -39,8 +39,7 @@ impl Cleanup {
     /// After the session ended with `end`: when the host is gone, its cleanup; else nothing
     /// (the host does it).
     pub(crate) fn after(&self, end: StatusEvent) {
-        // SAFETY: as above.
-        if unsafe { libc::getppid() } == self.parent || !self.session_dir.is_dir() {
+        if !host_gone(self.parent) || !self.session_dir.is_dir() {
             return;
         }
         let (Some(sessions), Some(id)) = (self.session_dir.parent(), self.session_dir.file_name())
@@ -63,6 +62,32 @@ impl Cleanup {
         }
         let _ = release_placeholders(state);
     }
+}
+
+/// Whether the host `parent` is gone or going: this shim was reparented away from it, or (Linux)
+/// its main thread has exited. A host killed with `kill -9` reparents its children only when its
+/// last thread is gone, so for a moment after its death signal reached the shim (sent as the
+/// main thread exits) `getppid` still names it; the session may end within that moment.
+fn host_gone(parent: libc::pid_t) -> bool {
+    // SAFETY: getppid has no preconditions and cannot fail.
+    if unsafe { libc::getppid() } != parent {
+        return true;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // Still our parent, so the number is not reused: its main thread's state.
+        match std::fs::read_to_string(format!("/proc/{parent}/stat")) {
+            Err(_) => return true,
+            Ok(stat) => {
+                let state = stat
+                    .rfind(')')
+                    .and_then(|i| stat[i + 1..].trim_start().chars().next());
+                return matches!(state, Some('Z' | 'X'));
+            }
+        }
+    }
+    #[allow(unreachable_code)]
+    false
 }
 
 /// The launch's Claude config folder in a session folder (relay-host's `claude_config`).
