@@ -213,7 +213,7 @@ fn requests_in(got: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                     break;
                 }
                 let size = size as usize;
-                if rest.len() < size + 2 {
+                if size.checked_add(2).is_none_or(|need| rest.len() < need) {
                     return Ok(heads); // cut short: the last request
                 }
                 if &rest[size..size + 2] != b"\r\n" {
