@@ -398,7 +398,7 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     assert!(a.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{a}");
     assert!(s.api.seen().is_empty());
     // Each refusal is told (host, port, status, reason), never a byte of the request.
-    let told = s.refused.lock().unwrap().clone();
+    let told = refusals(&s, 1);
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(
         (told[0].host.as_str(), told[0].port, told[0].status),
@@ -407,7 +407,7 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     // HTTP/2 alone is not spoken: the handshake fails.
     let h2 = session_offering(&s.socket, &s.api.entry(), &s.session_ca, b"h2");
     assert!(h2.is_err(), "an h2-only client is refused");
-    let told = s.refused.lock().unwrap().clone();
+    let told = refusals(&s, 2);
     assert_eq!(
         told.last().map(|r| r.status),
         Some(0),
@@ -426,11 +426,25 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     .unwrap();
     assert!(a.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{a}");
     assert!(s.api.seen().is_empty());
-    let told = s.refused.lock().unwrap().clone();
+    let told = refusals(&s, 1);
     assert_eq!(
         told.last().map(|r| r.reason),
         Some("the API host's TLS failed")
     );
+}
+
+/// The refusals the proxy has told, once there are `n` of them: the proxy's thread tells a
+/// refusal after the client has seen its end (the answer, or the failed handshake), so the test
+/// waits for it (up to 30 s, then takes what is there).
+fn refusals(s: &Setup, n: usize) -> Vec<relay_host::net::stand_in::Refused> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let told = s.refused.lock().unwrap().clone();
+        if told.len() >= n || std::time::Instant::now() > deadline {
+            return told;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// TLS straight to the upstream, from the host's network.
