@@ -101,11 +101,12 @@ impl From<PlaceError> for io::Error {
     }
 }
 
-/// The plan as the hook sees it: plain integers in a fixed array, copied into the closure.
-#[derive(Clone, Copy)]
+/// The plan as the hook sees it: plain integers, allocated by the parent before the fork and
+/// moved into the closure, so the hook only reads them. (A fixed array of [`MAX_PLACED`] pairs
+/// was copied onto the stack several times a spawn: 72 KiB of stack that stayed dirty in every
+/// host and shim.)
 struct Plan {
-    pairs: [(RawFd, RawFd); MAX_PLACED],
-    len: usize,
+    pairs: Box<[(RawFd, RawFd)]>,
 }
 
 /// What the hook of an armed spawn shares with the parent: whether it is still armed, and
@@ -188,10 +189,7 @@ impl<'fd> FdMap<'fd> {
     fn plan(&self) -> io::Result<(Plan, Vec<OwnedFd>)> {
         let max_target = self.placed.iter().map(|&(_, d)| d).max().unwrap_or(2);
         let mut moved: Vec<OwnedFd> = Vec::new();
-        let mut plan = Plan {
-            pairs: [(-1, -1); MAX_PLACED],
-            len: self.placed.len(),
-        };
+        let mut pairs = vec![(-1, -1); self.placed.len()];
         for (i, &(src, dst)) in self.placed.iter().enumerate() {
             let raw = src.as_raw_fd();
             let clashes = raw <= 2 || (raw != dst && self.placed.iter().any(|&(_, d)| d == raw));
@@ -203,11 +201,12 @@ impl<'fd> FdMap<'fd> {
             } else {
                 raw
             };
-            plan.pairs[i] = (raw, dst);
+            pairs[i] = (raw, dst);
         }
         // Sorted by target here, so the hook walks the gaps between targets in one pass.
-        plan.pairs[..plan.len].sort_unstable_by_key(|&(_, dst)| dst);
-        Ok((plan, moved))
+        pairs.sort_unstable_by_key(|&(_, dst)| dst);
+        let pairs = pairs.into_boxed_slice();
+        Ok((Plan { pairs }, moved))
     }
 
     /// Replaces this process with `cmd`, holding the placed descriptors and nothing else above
@@ -228,8 +227,8 @@ impl<'fd> FdMap<'fd> {
             Err(e) => return e,
         };
         // SAFETY: with `exec` the hook runs in this process just before execve, after std has
-        // set up stdio; it reads a `Copy` plan and makes only raw system calls. Nothing is
-        // parked, and nothing can change, so nothing is checked.
+        // set up stdio; it only reads the plan, allocated before, and makes only raw system
+        // calls. Nothing is parked, and nothing can change, so nothing is checked.
         unsafe {
             cmd.pre_exec(move || child_apply(&plan, &[]));
         }
@@ -284,7 +283,8 @@ impl<'fd> FdMap<'fd> {
     /// std's channel may sit there; the hook then refuses (`EAGAIN`) rather than overwrite it.
     pub(crate) fn arm(&self, cmd: &mut Command) -> io::Result<Armed> {
         let (plan, moved) = self.plan()?;
-        let targets: Vec<Target> = plan.pairs[..plan.len]
+        let targets: Vec<Target> = plan
+            .pairs
             .iter()
             .map(|&(_, dst)| Target {
                 dst,
@@ -303,8 +303,9 @@ impl<'fd> FdMap<'fd> {
             _moved: moved,
         };
         armed.hold(0)?;
-        // SAFETY: the closure runs in the child between fork and exec. It reads a `Copy` plan
-        // and atomics allocated before the fork, and makes only raw system calls (fstat, fcntl,
+        // SAFETY: the closure runs in the child between fork and exec. It only reads the plan and
+        // the atomics, both allocated by the parent before the fork (the child never drops
+        // them), and makes only raw system calls (fstat, fcntl,
         // dup2, close_range, getrlimit); it neither allocates nor takes locks, and builds errors
         // with `from_raw_os_error` or `last_os_error`, which do not allocate.
         unsafe {
@@ -443,7 +444,7 @@ fn park(fd: RawFd, devnull: &mut Option<OwnedFd>) -> io::Result<Option<OwnedFd>>
 /// recorded in `held` (in the plan's order; empty: no check), places each pair, then marks
 /// everything else above 2 close-on-exec. Async-signal-safe.
 fn child_apply(plan: &Plan, held: &[(AtomicU64, AtomicU64)]) -> io::Result<()> {
-    for (&(_, dst), held) in plan.pairs[..plan.len].iter().zip(held) {
+    for (&(_, dst), held) in plan.pairs.iter().zip(held) {
         // SAFETY: `stat` is plain old data; fstat fills it. No allocation.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `st` is a valid, writable stat; fstat on an int fd.
@@ -453,7 +454,7 @@ fn child_apply(plan: &Plan, held: &[(AtomicU64, AtomicU64)]) -> io::Result<()> {
             return Err(io::Error::from_raw_os_error(libc::EAGAIN));
         }
     }
-    for &(src, dst) in &plan.pairs[..plan.len] {
+    for &(src, dst) in plan.pairs.iter() {
         if src == dst {
             // SAFETY: fcntl(F_SETFD, 0) on an int fd; it clears close-on-exec and touches no memory.
             if unsafe { libc::fcntl(dst, libc::F_SETFD, 0) } < 0 {
@@ -468,7 +469,7 @@ fn child_apply(plan: &Plan, held: &[(AtomicU64, AtomicU64)]) -> io::Result<()> {
     }
     // Keep 0..=2 and the targets (sorted by the parent); mark every gap close-on-exec.
     let mut lo: RawFd = 3;
-    for &(_, next) in &plan.pairs[..plan.len] {
+    for &(_, next) in plan.pairs.iter() {
         if next > lo {
             cloexec_range(lo as u32, (next - 1) as u32)?;
         }
