@@ -9,6 +9,9 @@
 //! | `relay-shim`, or `relay-host __shim` | [`relay_shim::run_cli`], the shim's library, in-process |
 //! | `relay-net-forward` | [`net::forward::run`], the allow-list's in-sandbox forwarder |
 //!
+//! Stand-in mode's proxy is not among them: `relay-stand-in` is a program of its own
+//! ([`stand_in_program::run`], Linux), so that relay-host links none of its TLS code.
+//!
 //! Built on [`relay_token`] (the token, its pipe, the sandbox profile, the allow-list) and
 //! [`relay_shim`] (the shim, its exit codes, the one signal forwarder).
 #![deny(missing_docs)]
@@ -47,6 +50,8 @@ pub mod launch;
 pub mod net;
 pub mod reach;
 pub mod settings;
+#[cfg(target_os = "linux")]
+pub mod stand_in_program;
 pub mod state;
 pub mod userns;
 

@@ -18,14 +18,15 @@ use relay_token::sandbox::ProxyInside;
 pub const PROXY_PORT: u16 = 3128;
 
 /// What the proxy of a stand-in session intercepts ([`stand_in::StandIn`], Linux only; on
-/// other systems there is none).
+/// other systems there is none). A trait object, so that a proxy without one (every proxy
+/// relay-host runs itself) reaches none of stand-in mode's TLS code.
 ///
 /// ```
 /// let none: Option<relay_host::net::Intercept> = None;
 /// assert!(none.is_none());
 /// ```
 #[cfg(target_os = "linux")]
-pub type Intercept = std::sync::Arc<stand_in::StandIn>;
+pub type Intercept = std::sync::Arc<dyn Interceptor>;
 
 /// What the proxy of a stand-in session intercepts: nothing on this system.
 ///
@@ -35,6 +36,30 @@ pub type Intercept = std::sync::Arc<stand_in::StandIn>;
 /// ```
 #[cfg(not(target_os = "linux"))]
 pub type Intercept = std::convert::Infallible;
+
+/// What the allow-list proxy hands an intercepted `CONNECT` to: [`stand_in::StandIn`].
+///
+/// ```
+/// fn takes(_: &dyn relay_host::net::Interceptor) {}
+/// ```
+#[cfg(target_os = "linux")]
+pub trait Interceptor: Send + Sync + std::fmt::Debug {
+    /// True when a `CONNECT` to `host`:`port` is intercepted.
+    fn intercepts(&self, host: &allow::Host, port: u16) -> bool;
+    /// Serves an intercepted `CONNECT` (already answered `200`): `client` is the session's
+    /// side, `upstream` the connection to the destination, `early` what the session sent right
+    /// after the `CONNECT` head.
+    fn serve(
+        &self,
+        client: std::os::unix::net::UnixStream,
+        upstream: std::net::TcpStream,
+        host: &allow::Host,
+        port: u16,
+        early: &[u8],
+    ) -> std::io::Result<()>;
+    /// Ends the interception (the proxy is dropped): nothing is swapped after.
+    fn end(&self);
+}
 
 /// Where the sandbox sees the host's proxy socket.
 pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
@@ -64,6 +89,25 @@ pub fn forwarder_program() -> std::io::Result<std::path::PathBuf> {
         false => me,
     })
 }
+
+/// The program that runs a stand-in session's proxy: `relay-stand-in` beside relay-host's real
+/// path (`cargo install` puts it there). Unlike the forwarder there is no fall back to
+/// relay-host itself, which holds none of stand-in mode's TLS code: without it a stand-in
+/// launch is refused, naming the path. The launch refuses it, too, when a session could have
+/// planted it: it is handed the real token.
+///
+/// ```
+/// let p = relay_host::net::stand_in_program()?;
+/// assert!(p.ends_with("relay-stand-in"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn stand_in_program() -> std::io::Result<std::path::PathBuf> {
+    let me = std::env::current_exe()?.canonicalize()?;
+    Ok(me.with_file_name(STAND_IN_NAME))
+}
+
+/// The file name of [`stand_in_program`].
+pub const STAND_IN_NAME: &str = "relay-stand-in";
 
 /// Where a session sees relay's proxy socket and forwarder: [`SANDBOX_SOCKET`],
 /// [`SANDBOX_FORWARDER`] and [`PROXY_PORT`].

@@ -5,10 +5,10 @@
 //! in `target/<profile>/`.
 //!
 //! Run by cargo (`cargo test`, which sets `CARGO`), the first look builds them: one `cargo build
-//! --workspace --bin relay-host --bin relay-shim --bin relay-net-forward --bin fake-agent` per
-//! test process, into the same target folder and profile (a tenth of a second when they are up
-//! to date), so a test never runs a missing or stale binary. Run directly (a test executable started by hand,
-//! `CARGO` unset) or with `RELAY_TEST_NO_BUILD=1`, nothing is built: a missing binary fails the
+//! --workspace --bin relay-host --bin relay-shim --bin relay-net-forward --bin relay-stand-in
+//! --bin fake-agent` per test process, into the same target folder and profile (a tenth of a
+//! second when they are up to date), so a test never runs a missing or stale binary. Run
+//! directly (a test executable started by hand, `CARGO` unset) or with `RELAY_TEST_NO_BUILD=1`, nothing is built: a missing binary fails the
 //! test with one message naming the command that builds it.
 
 use std::path::{Path, PathBuf};
@@ -16,10 +16,11 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 /// The binaries nearly every end-to-end test runs: built together, in one cargo run.
-const COMMON: [&str; 4] = [
+const COMMON: [&str; 5] = [
     "relay-host",
     "relay-shim",
     "relay-net-forward",
+    "relay-stand-in",
     "fake-agent",
 ];
 

@@ -28,7 +28,9 @@ pub(crate) mod shim_command;
 pub(crate) mod signals;
 pub(crate) mod stage;
 pub(crate) mod stand_in;
+pub(crate) mod stand_in_proxy;
 pub(crate) mod start;
+pub(crate) mod tie;
 pub(crate) mod token;
 pub mod wiring;
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::net::proxy::{Denied, Proxy};
-use crate::net::{token_network_allowed, HostNetworkRefused, Intercept, Network};
+use crate::net::{token_network_allowed, HostNetworkRefused, Network};
 use crate::settings::Settings;
 use crate::state::State;
 use relay_token::sandbox::SandboxNet;
@@ -53,25 +53,17 @@ pub fn check(
 
 /// The sandbox's network for `network`, and the running proxy when it is an allow-list: bound
 /// at `session_dir/net.sock`, each refusal written to the events as `network_denied` with the
-/// session, host, port, reason and what would allow it (`allow_with`); `intercept`: a stand-in
-/// session's ([`crate::net::stand_in`]). A proxy that cannot be set up refuses the launch
-/// (`sandbox_unavailable`, with the reason); there is no fall back to the host's network.
-///
-/// ```no_run
-/// use relay_host::{launch::network::start, state::State, net::Network};
-/// let dir = tempfile::tempdir()?;
-/// let state = State::open(dir.path())?;
-/// let (net, proxy) = start(&Network::None, None, dir.path(), &state, "s1", None)?;
-/// assert!(proxy.is_none());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn start(
+/// session, host, port, reason and what would allow it (`allow_with`). When `served`, a stand-in
+/// session's `relay-stand-in` already listens there: no proxy is started here. A proxy that
+/// cannot be set up refuses the launch (`sandbox_unavailable`, with the reason); there is no
+/// fall back to the host's network.
+pub(crate) fn start(
     network: &Network,
     forwarder: Option<&Path>,
     session_dir: &Path,
     state: &State,
     session_id: &str,
-    intercept: Option<Intercept>,
+    served: bool,
 ) -> Result<(SandboxNet, Option<Proxy>), NetworkError> {
     let list = match network {
         Network::Host => return Ok((SandboxNet::Host, None)),
@@ -85,69 +77,93 @@ pub fn start(
             source: io::Error::new(io::ErrorKind::NotFound, "not found"),
         })?;
     let refuse = |what: String| move |source: io::Error| NetworkError::Proxy { what, source };
-    let socket = session_dir.join(SOCKET_NAME);
-    // A socket left by an earlier run of this session id (the session folder is the host's,
-    // and this launch holds the session's lock).
-    let _ = std::fs::remove_file(&socket);
-    let events = State::open(state.path()).map_err(refuse("state folder".into()))?;
-    // A refused host is the session's text: it may spell the token (`CONNECT <token>.x:443`).
-    events.set_redactor(state.redactor().clone());
-    let id = session_id.to_string();
-    let on_deny = Box::new(move |d: &Denied| {
-        let _ = events.event(&json!({
-            "event": "network_denied",
-            "session_id": id,
-            "host": d.host,
-            "port": d.port,
-            "reason": d.reason,
-            "allow_with": d.allow_with(),
-        }));
-        events.log(&format!(
-            "session {id}: network refused {}:{} ({}); to allow it, {}",
-            d.host,
-            d.port,
-            d.reason,
-            d.allow_with()
-        ));
-    });
-    #[cfg(target_os = "linux")]
-    if let Some(i) = &intercept {
-        let events = State::open(state.path()).map_err(refuse("state folder".into()))?;
-        i.on_refuse(note_refusals(events, session_id));
-    }
-    let proxy = Proxy::start_with(&socket, list, on_deny, intercept)
-        .map_err(refuse(format!("socket {}", socket.display())))?;
+    let socket = session_socket(session_dir);
     let inside = crate::net::relay_inside();
-    Ok((
-        SandboxNet::Proxy {
-            socket,
-            forwarder,
-            inside,
-        },
-        Some(proxy),
-    ))
+    let proxy = match served {
+        true => None,
+        false => {
+            // A socket left by an earlier run of this session id (the session folder is the
+            // host's, and this launch holds the session's lock).
+            let _ = std::fs::remove_file(&socket);
+            let events = State::open(state.path()).map_err(refuse("state folder".into()))?;
+            // A refused host is the session's text: it may spell the token (`CONNECT
+            // <token>.x:443`).
+            events.set_redactor(state.redactor().clone());
+            let id = session_id.to_string();
+            let on_deny = Box::new(move |d: &Denied| {
+                note_denied(
+                    &events,
+                    &id,
+                    &d.host,
+                    d.port.into(),
+                    d.reason,
+                    &d.allow_with(),
+                );
+            });
+            let p = Proxy::start_with(&socket, list, on_deny, None)
+                .map_err(refuse(format!("socket {}", socket.display())))?;
+            Some(p)
+        }
+    };
+    let net = SandboxNet::Proxy {
+        socket,
+        forwarder,
+        inside,
+    };
+    Ok((net, proxy))
 }
 
-/// A stand-in session's refusals ([`crate::net::stand_in::Refused`]): each written to the
-/// events as `stand_in_refused` with the session, host, port, the status the session got and
-/// why, and to the log.
+/// Where a session's proxy listens: [`SOCKET_NAME`] in its session folder.
+pub(crate) fn session_socket(session_dir: &Path) -> std::path::PathBuf {
+    session_dir.join(SOCKET_NAME)
+}
+
+/// A destination the allow-list refused: the `network_denied` event (the session, host, port,
+/// reason and what would allow it) and the log line.
+pub(crate) fn note_denied(
+    events: &State,
+    id: &str,
+    host: &str,
+    port: u64,
+    reason: &str,
+    allow_with: &str,
+) {
+    let _ = events.event(&json!({
+        "event": "network_denied",
+        "session_id": id,
+        "host": host,
+        "port": port,
+        "reason": reason,
+        "allow_with": allow_with,
+    }));
+    events.log(&format!(
+        "session {id}: network refused {host}:{port} ({reason}); to allow it, {allow_with}"
+    ));
+}
+
+/// A request a stand-in session's proxy refused on an intercepted connection: the
+/// `stand_in_refused` event (the session, host, port, the status the session got and why) and
+/// the log line.
 #[cfg(target_os = "linux")]
-fn note_refusals(events: State, session_id: &str) -> crate::net::stand_in::OnRefuse {
-    let id = session_id.to_string();
-    Box::new(move |r| {
-        let _ = events.event(&json!({
-            "event": "stand_in_refused",
-            "session_id": id,
-            "host": r.host,
-            "port": r.port,
-            "status": r.status,
-            "reason": r.reason,
-        }));
-        events.log(&format!(
-            "session {id}: stand-in proxy refused a request to {}:{} ({}: {})",
-            r.host, r.port, r.status, r.reason
-        ));
-    })
+pub(crate) fn note_refused(
+    events: &State,
+    id: &str,
+    host: &str,
+    port: u64,
+    status: u64,
+    reason: &str,
+) {
+    let _ = events.event(&json!({
+        "event": "stand_in_refused",
+        "session_id": id,
+        "host": host,
+        "port": port,
+        "status": status,
+        "reason": reason,
+    }));
+    events.log(&format!(
+        "session {id}: stand-in proxy refused a request to {host}:{port} ({status}: {reason})"
+    ));
 }
 
 /// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).

@@ -27,19 +27,24 @@ pub(crate) struct Programs {
     /// The allow-list's forwarder ([`crate::net::forwarder_program`]), for a sandboxed launch
     /// with an allow-list: it `exec`s the session's program, descriptors and all.
     pub forwarder: Option<PathBuf>,
+    /// The stand-in session's proxy ([`crate::net::stand_in_program`]), for a launch in stand-in
+    /// mode that carries the token: it is handed the real token.
+    pub stand_in: Option<PathBuf>,
     /// Every template's read-write grants, expanded for this launch's project (worked out once:
     /// the programs' checks and the sandbox's link checks share them).
     pub rw_grants: Vec<PathBuf>,
 }
 
-/// Finds relay-shim, the template's command, bwrap (sandboxed) and ssh (remote); refuses one
-/// that a session could have planted (inside a read-write grant, outside the folders every
-/// sandbox keeps read-only).
+/// Finds relay-shim, the template's command, bwrap (sandboxed), ssh (remote), the forwarder
+/// (an allow-list) and `relay-stand-in` (stand-in mode, for a launch that `carries_token`);
+/// refuses one that a session could have planted (inside a read-write grant, outside the
+/// folders every sandbox keeps read-only).
 pub(crate) fn resolve(
     host: &Host,
     settings: &Settings,
     v: &LaunchPlan,
     claude_config: &std::path::Path,
+    carries_token: bool,
 ) -> Result<Programs, LaunchError> {
     let shim = host.find_shim(settings).map_err(ProgramError::Shim)?;
     let command = find_command(v)?;
@@ -65,6 +70,10 @@ pub(crate) fn resolve(
         ),
         _ => None,
     };
+    let stand_in = match stand_in_mode(v, carries_token) {
+        true => Some(find_stand_in()?),
+        false => None,
+    };
     let programs = Programs {
         shim,
         command,
@@ -72,10 +81,32 @@ pub(crate) fn resolve(
         features,
         ssh,
         forwarder,
+        stand_in,
         rw_grants,
     };
     check_planted(host, v, &programs)?;
     real_command(v, programs)
+}
+
+/// True when the launch runs in stand-in mode: its template asks for it, it is sandboxed with
+/// an allow-list (the settings refuse stand-in mode otherwise) and it carries the token.
+pub(crate) fn stand_in_mode(v: &LaunchPlan, carries_token: bool) -> bool {
+    v.template.token_mode == crate::settings::TokenMode::StandIn
+        && v.sandboxed
+        && matches!(v.template.network(), crate::net::Network::Allow(_))
+        && carries_token
+}
+
+/// `relay-stand-in` beside relay-host, which must be there and runnable.
+fn find_stand_in() -> Result<PathBuf, LaunchError> {
+    let p =
+        crate::net::stand_in_program().map_err(spawn_err("relay-host's own path".to_string()))?;
+    match relay_token::which::is_executable(&p) {
+        true => Ok(p),
+        false => Err(spawn_err(format!("stand-in mode needs {}", p.display()))(
+            std::io::Error::new(std::io::ErrorKind::NotFound, "not found"),
+        )),
+    }
 }
 
 /// The template's command on `PATH`; a remote (ssh) launch names a program on the other
@@ -109,6 +140,7 @@ fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), Progra
         .into_iter()
         .flatten()
         .chain(p.bwrap.iter().map(|b| ("bwrap", b)))
+        .chain(p.stand_in.iter().map(|f| ("relay-stand-in", f)))
         .chain(p.forwarder.iter().map(|f| ("relay-net-forward", f)))
         .chain(p.ssh.iter().map(|b| ("ssh", b)));
     for (what, path) in checks {

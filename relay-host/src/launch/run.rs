@@ -21,7 +21,9 @@ use super::error::{RequestError, StartError};
 use super::request::{Kind, LaunchPlan, Request};
 use super::session_folder::SessionFolder;
 pub use super::shim_command::Stdin;
-use super::stage::{Confined, Networked, Prepared, Session, SessionArgv, ShimCommand};
+use super::stage::{
+    Confined, Networked, Prepared, Session, SessionArgv, SessionProxy, ShimCommand,
+};
 pub use super::start::START_TIMEOUT;
 use super::token::LaunchToken;
 use super::wiring::ShimWiring;
@@ -156,7 +158,7 @@ fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
         super::network::check(&v.template.network(), token.carried(), settings)?;
     }
     let claude_config = claude_config::launch_dir(&session_dir);
-    let programs = programs::resolve(host, settings, &v, &claude_config)?;
+    let programs = programs::resolve(host, settings, &v, &claude_config, token.carried())?;
     let folder = SessionFolder::create(state.path(), &session_dir, &state.claude_config_dir())?;
     if v.keep {
         let _ = state.mark_kept(v.session_id.as_str());
@@ -212,13 +214,15 @@ fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
 }
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
-/// session; in stand-in mode it takes the token (`stand_in`).
+/// session; in stand-in mode it is the session's `relay-stand-in`, which takes the token
+/// ([`super::stand_in`]).
 fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> {
     if launch.programs.bwrap.is_none() {
         let (net, proxy) = (None, None);
         return Ok(Networked { launch, net, proxy });
     }
-    let intercept = super::stand_in::begin(&mut launch, &cx.settings)?;
+    let socket = super::network::session_socket(launch.folder.dir());
+    let stand_in = super::stand_in::begin(&mut launch, &cx.settings, &cx.state, &socket)?;
     let v = &launch.v;
     let network = v.template.network();
     let (net, proxy) = super::network::start(
@@ -227,8 +231,12 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         launch.folder.dir(),
         &cx.state,
         v.session_id.as_str(),
-        intercept,
+        stand_in.is_some(),
     )?;
+    let proxy = match stand_in {
+        Some(s) => Some(SessionProxy::StandIn(s)),
+        None => proxy.map(SessionProxy::Here),
+    };
     let net = Some(net);
     Ok(Networked { launch, net, proxy })
 }

@@ -57,7 +57,7 @@ pub(crate) struct Networked {
     /// The sandbox's network, for a sandboxed launch.
     pub net: Option<SandboxNet>,
     /// The allow-list's proxy (dropped after the session folder).
-    pub proxy: Option<Proxy>,
+    pub proxy: Option<SessionProxy>,
 }
 
 /// The command line the shim runs (bwrap around the target, ssh to the remote host, or the
@@ -93,7 +93,7 @@ pub(crate) struct Confined {
     /// The launch.
     pub launch: Prepared,
     /// The allow-list's proxy.
-    pub proxy: Option<Proxy>,
+    pub proxy: Option<SessionProxy>,
     /// The shim's command line and what it hands on with it.
     pub argv: SessionArgv,
 }
@@ -103,7 +103,7 @@ pub(crate) struct ShimCommand {
     /// The launch.
     pub launch: Prepared,
     /// The allow-list's proxy.
-    pub proxy: Option<Proxy>,
+    pub proxy: Option<SessionProxy>,
     /// The shim's command line and what it hands on with it.
     pub argv: SessionArgv,
     /// The shim's status descriptor and launch identity.
@@ -117,7 +117,7 @@ pub(crate) struct Spawned {
     /// The launch.
     pub launch: Prepared,
     /// The allow-list's proxy.
-    pub proxy: Option<Proxy>,
+    pub proxy: Option<SessionProxy>,
     /// The shim's command line; its descriptors are held until the session started.
     pub _argv: SessionArgv,
     /// The shim.
@@ -139,5 +139,14 @@ pub(crate) struct Session {
     /// The session folder's lock, held while the session runs.
     pub _lock: File,
     /// The allow-list's proxy, which ends with the session.
-    pub _proxy: Option<Proxy>,
+    pub _proxy: Option<SessionProxy>,
+}
+
+/// A session's running allow-list proxy: a thread of relay-host's own, or a stand-in session's
+/// `relay-stand-in` ([`super::stand_in`]). Dropping it ends it.
+pub(crate) enum SessionProxy {
+    /// relay-host's own proxy thread.
+    Here(#[allow(dead_code)] Proxy),
+    /// A stand-in session's program.
+    StandIn(#[allow(dead_code)] super::stand_in_proxy::StandInProxy),
 }

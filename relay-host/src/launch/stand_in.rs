@@ -1,55 +1,161 @@
-//! A stand-in launch's part (the template's `token_mode: "stand_in"`): the real token moves
-//! from the launch into the session's [`StandIn`](crate::net::stand_in::StandIn), which its
-//! proxy holds; the launch hands the stand-in on fd 5 instead; the session CA's certificate is
-//! written into the session folder, for the sandbox to show read-only.
+//! A stand-in launch's part (the template's `token_mode: "stand_in"`): the real token goes to
+//! the session's own `relay-stand-in` ([`crate::stand_in_program`]), which runs the
+//! session's allow-list proxy; the launch hands the stand-in that program made on fd 5 instead,
+//! and writes the session CA's certificate into the session folder, for the sandbox to show
+//! read-only. relay-host itself holds no TLS code: the program is started for stand-in
+//! sessions only, and ended with the session.
 
 use super::error::LaunchError;
 use super::stage::Prepared;
-use crate::net::Intercept;
-use crate::settings::{Settings, TokenMode};
+use super::stand_in_proxy::StandInProxy;
+use crate::settings::Settings;
+use crate::state::State;
 
 /// The CA certificate's file name in the session folder.
 #[cfg(target_os = "linux")]
 const CA_FILE: &str = "ca.pem";
 
-/// Sets up stand-in mode for `launch` when its template asks for it and it carries the token:
-/// the interception its proxy gets. Any other launch: `None`, nothing changed.
+/// Starts stand-in mode for `launch` when it runs in it ([`super::programs::stand_in_mode`]):
+/// the real token is handed to `relay-stand-in`, which listens at `socket` (a stale one is
+/// removed first); its stand-in replaces the token the launch hands over. Any other launch:
+/// `None`, nothing changed. The program's reports go to `state`'s events and log.
 #[cfg(target_os = "linux")]
 pub(crate) fn begin(
     launch: &mut Prepared,
     settings: &Settings,
-) -> Result<Option<Intercept>, LaunchError> {
-    use crate::net::stand_in::StandIn;
-    let template = &launch.v.template;
-    if template.token_mode != TokenMode::StandIn || !launch.carries_token() {
+    state: &State,
+    socket: &std::path::Path,
+) -> Result<Option<StandInProxy>, LaunchError> {
+    use std::io::BufRead;
+    let Some(program) = launch.programs.stand_in.clone() else {
         return Ok(None);
-    }
-    let hosts = template.api_hosts();
+    };
     let Some(real) = launch.token.take() else {
         return Ok(None);
     };
-    let what = "stand-in mode";
-    let (stand_in, handed) = StandIn::new(real, &hosts, settings.upstream_ca_file.as_deref())
-        .map_err(|e| super::error::spawn_err(what)(std::io::Error::other(e)))?;
+    let what = format!("stand-in mode: {}", program.display());
+    let fail = |e: std::io::Error| super::error::spawn_err(&what)(e);
+    let _ = std::fs::remove_file(socket);
+    let (mut child, report) = spawn(&program, launch, settings, socket, &real).map_err(fail)?;
+    drop(real);
+    let mut report = std::io::BufReader::new(report);
+    let mut line = String::new();
+    let ready = report.read_line(&mut line).map(|_| ready(&line));
+    let (handed, ca) = match ready {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) | Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(fail(e));
+        }
+    };
+    let proxy = StandInProxy::new(child, reports(report, state, launch.v.session_id.as_str()));
     launch.token.hand_instead(handed);
     let file = launch.folder.dir().join(CA_FILE);
-    write_ca(&file, stand_in.ca_pem())
-        .map_err(super::error::spawn_err(format_args!("{}", file.display())))?;
+    write_ca(&file, &ca).map_err(super::error::spawn_err(format_args!("{}", file.display())))?;
     launch.ca_file = Some(file);
-    Ok(Some(stand_in))
+    Ok(Some(proxy))
 }
 
-/// No stand-in mode on this system: the settings refuse the setting, so nothing to set up.
+/// No stand-in mode on this system: the settings refuse the setting, so nothing to start.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn begin(
     launch: &mut Prepared,
     _settings: &Settings,
-) -> Result<Option<Intercept>, LaunchError> {
-    let _ = (
-        launch.v.template.token_mode == TokenMode::StandIn,
-        &launch.ca_file,
-    );
+    _state: &State,
+    _socket: &std::path::Path,
+) -> Result<Option<StandInProxy>, LaunchError> {
+    let _ = (&launch.programs.stand_in, &launch.ca_file);
     Ok(None)
+}
+
+/// Spawns `relay-stand-in` for `launch`: its socket, API hosts, `upstream_ca_file` and
+/// allow-list on its command line, the real token in a pipe at fd 3, its report pipe at fd 4;
+/// tied to this host's life as the shim is. Returns the child and the report pipe's read end.
+#[cfg(target_os = "linux")]
+fn spawn(
+    program: &std::path::Path,
+    launch: &Prepared,
+    settings: &Settings,
+    socket: &std::path::Path,
+    real: &relay_token::ClaudeToken,
+) -> std::io::Result<(std::process::Child, std::fs::File)> {
+    use crate::stand_in_program::{REPORT_FD, TOKEN_FD};
+    use std::os::fd::AsFd;
+    let template = &launch.v.template;
+    let mut cmd = std::process::Command::new(program);
+    cmd.arg(socket);
+    for h in template.api_hosts() {
+        cmd.args(["--api", &h]);
+    }
+    if let Some(ca) = &settings.upstream_ca_file {
+        cmd.arg("--upstream-ca").arg(ca);
+    }
+    cmd.arg("--");
+    if let crate::net::Network::Allow(list) = template.network() {
+        cmd.args(list.entries());
+    }
+    cmd.env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    super::tie::tie_to_host(&mut cmd, false);
+    let token = relay_token::TokenPipe::new(real)?.into_fd();
+    let (report, report_w) = relay_token::sys::pipe2_cloexec()?;
+    let mut map = relay_token::FdMap::new();
+    map.place(token.as_fd(), TOKEN_FD)?;
+    map.place(report_w.as_fd(), REPORT_FD)?;
+    let child = map.spawn(&mut cmd)?;
+    Ok((child, std::fs::File::from(report)))
+}
+
+/// The `ready` line's stand-in and CA certificate, or the program's `error`, as an error.
+#[cfg(target_os = "linux")]
+fn ready(line: &str) -> std::io::Result<(relay_token::ClaudeToken, String)> {
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+    if let Some(e) = v["error"].as_str() {
+        return Err(std::io::Error::other(e.to_string()));
+    }
+    let r = &v["ready"];
+    let handed = r["stand_in"]
+        .as_str()
+        .and_then(|s| relay_token::ClaudeToken::from_bytes(s.as_bytes()));
+    match (handed, r["ca"].as_str()) {
+        (Some(h), Some(ca)) => Ok((h, ca.to_string())),
+        _ => Err(std::io::Error::other("ended before it was ready")),
+    }
+}
+
+/// Writes each report of the running program to the events and the log, until it ends.
+#[cfg(target_os = "linux")]
+fn reports(
+    report: std::io::BufReader<std::fs::File>,
+    state: &State,
+    session_id: &str,
+) -> std::thread::JoinHandle<()> {
+    use std::io::BufRead;
+    let events = State::open(state.path()).ok();
+    if let Some(e) = &events {
+        // A refused host is the session's text: it may spell the token.
+        e.set_redactor(state.redactor().clone());
+    }
+    let id = session_id.to_string();
+    std::thread::spawn(move || {
+        let Some(events) = events else { return };
+        for line in report.lines().map_while(Result::ok) {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            let port = |r: &serde_json::Value| r["port"].as_u64().unwrap_or(0);
+            let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap_or("").to_string();
+            if let Some(d) = v.get("denied") {
+                let (host, reason) = (text(d, "host"), text(d, "reason"));
+                let allow_with = text(d, "allow_with");
+                super::network::note_denied(&events, &id, &host, port(d), &reason, &allow_with);
+            } else if let Some(r) = v.get("refused") {
+                let (host, reason) = (text(r, "host"), text(r, "reason"));
+                let status = r["status"].as_u64().unwrap_or(0);
+                super::network::note_refused(&events, &id, &host, port(r), status, &reason);
+            }
+        }
+    })
 }
 
 /// Writes the certificate afresh (a kept session's folder may hold an earlier one), `0644`:

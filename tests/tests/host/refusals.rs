@@ -218,6 +218,84 @@ fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
     assert_nothing_started(&fx, "f1");
 }
 
+/// A stand-in session's `relay-stand-in` is handed the real token, so one a session could have
+/// replaced refuses the launch as a planted forwarder does: relay-host installed with its
+/// programs in `~/tools`, inside the built-in `shell` template's read-write grant of `~`, and a
+/// template in stand-in mode. The real token never reaches the planted program: nothing runs.
+#[test]
+fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
+    let fx = Fx::new();
+    let mut t = claude_template(&[], json!({}), &[]);
+    t["token_mode"] = json!("stand_in");
+    t["network"] = json!({"allow": ["api.anthropic.com:443"]});
+    fx.with_token(vec![t]);
+    let tools = fx.home.join("tools");
+    let safe = fx.root.join("safe-bin");
+    fs::create_dir_all(&tools).unwrap();
+    fs::create_dir_all(&safe).unwrap();
+    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
+    for p in ["relay-host", "relay-net-forward", "relay-stand-in"] {
+        relay_tests::copy_program(&built.join(p), &tools.join(p));
+    }
+    relay_tests::copy_program(&built.join("relay-shim"), &safe.join("relay-shim"));
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "f2", "project": fx.project}));
+    let mut cmd = Command::new(tools.join("relay-host"));
+    fx.host_setup(&mut cmd, &fx.state)
+        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
+        .arg("launch")
+        .arg(&req)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
+    let program = tools.join("relay-stand-in");
+    assert!(
+        msg.starts_with(&format!(
+            "relay-stand-in {:?} lies inside the read-write grant",
+            program.display().to_string()
+        )),
+        "{msg}"
+    );
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "f2");
+}
+
+/// relay-host holds none of stand-in mode's TLS code: without `relay-stand-in` beside it, a
+/// stand-in launch is refused, naming the path it looked at, and nothing starts.
+#[test]
+fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
+    let fx = Fx::new();
+    let mut t = claude_template(&[], json!({}), &[]);
+    t["token_mode"] = json!("stand_in");
+    t["network"] = json!({"allow": ["api.anthropic.com:443"]});
+    fx.with_token(vec![t]);
+    let safe = fx.root.join("safe-bin");
+    fs::create_dir_all(&safe).unwrap();
+    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
+    for p in ["relay-host", "relay-net-forward", "relay-shim"] {
+        relay_tests::copy_program(&built.join(p), &safe.join(p));
+    }
+    let req =
+        fx.request_file(&json!({"kind": "claude", "session_id": "f3", "project": fx.project}));
+    let mut cmd = Command::new(safe.join("relay-host"));
+    fx.host_setup(&mut cmd, &fx.state)
+        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
+        .arg("launch")
+        .arg(&req)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let msg = assert_refused(&fx, &out, 71, "spawn_failed");
+    let program = safe.join("relay-stand-in");
+    assert_eq!(
+        msg,
+        format!("stand-in mode needs {}: not found", program.display())
+    );
+    assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "f3");
+}
+
 /// The complaint of the test doubles of bwrap below, on the session's stderr.
 const FAKE_COMPLAINT: &str = "fake-bwrap: cannot set up the sandbox";
 

@@ -1,5 +1,5 @@
 //! `scripts/release`: a tarball for a machine without a checkout, with relay's three programs
-//! (relay-host, relay-shim, relay-net-forward), the completions and the man pages.
+//! (relay-host, relay-shim, relay-net-forward, relay-stand-in), the completions and the man pages.
 
 use super::*;
 
@@ -32,6 +32,7 @@ fn the_release_tarball_holds_both_binaries_completions_and_man_pages() {
         "bin/relay-host",
         "bin/relay-shim",
         "bin/relay-net-forward",
+        "bin/relay-stand-in",
         "share/man/man1/relay-host.1",
         "share/man/man1/relay-host-ps.1",
         "share/bash-completion/completions/relay-host",

@@ -101,6 +101,27 @@ pub struct Refused {
 /// Told each [`Refused`].
 pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
 
+impl super::Interceptor for StandIn {
+    fn intercepts(&self, host: &Host, port: u16) -> bool {
+        StandIn::intercepts(self, host, port)
+    }
+
+    fn serve(
+        &self,
+        client: UnixStream,
+        upstream: TcpStream,
+        host: &Host,
+        port: u16,
+        early: &[u8],
+    ) -> io::Result<()> {
+        StandIn::serve(self, client, upstream, host, port, early)
+    }
+
+    fn end(&self) {
+        StandIn::end(self)
+    }
+}
+
 impl fmt::Debug for StandIn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StandIn")
@@ -130,7 +151,7 @@ impl StandIn {
             hosts.push(hp.ok_or_else(|| StandInError::ApiHost(entry.clone()))?);
         }
         let extra = match upstream_ca_file {
-            Some(p) => read_ca_file(p)?,
+            Some(p) => tls::anchors(p)?,
             None => Vec::new(),
         };
         let upstream = tls::client_config(extra).map_err(StandInError::Tls)?;

@@ -29,8 +29,10 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The certificates of a PEM file of CA certificates (`upstream_ca_file`): each one must be
-/// usable as a trust anchor, and there must be at least one.
+/// The certificates of a PEM file of CA certificates (`upstream_ca_file`): PEM, at least one.
+/// Only PEM is parsed here (what relay-host checks when it reads the settings, without any TLS
+/// code); that each can be a trust anchor is checked when the stand-in
+/// session starts.
 ///
 /// ```
 /// let e = relay_host::net::stand_in::read_ca_file("/nonexistent/ca.pem".as_ref()).unwrap_err();
@@ -58,11 +60,20 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandIn
     if certs.is_empty() {
         return Err(content("holds no PEM certificate".into()));
     }
+    Ok(certs)
+}
+
+/// [`read_ca_file`]'s certificates, each checked to be usable as a trust anchor.
+pub(super) fn anchors(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandInError> {
+    let certs = read_ca_file(path)?;
     let mut roots = RootCertStore::empty();
     for c in &certs {
         roots
             .add(c.clone())
-            .map_err(|e| content(format!("a certificate that cannot be a CA: {e}")))?;
+            .map_err(|e| StandInError::CaFileContent {
+                path: path.to_path_buf(),
+                why: format!("a certificate that cannot be a CA: {e}"),
+            })?;
     }
     Ok(certs)
 }
