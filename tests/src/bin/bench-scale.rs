@@ -152,14 +152,25 @@ fn relay(fx: &Fixture, req: &Path, path: &OsString, record: &OsString) -> Comman
 /// the placeholders can be counted while it runs). Returns (bwrap arguments, placeholders in
 /// all, placeholders in the project) and the capture.
 /// Points the settings' `bwrap` at a capturing wrapper around the real one (captures go to
-/// `<root>/capture`); returns that folder, the settings file and its text before.
-fn capture_bwrap(fx: &Fixture) -> (PathBuf, PathBuf, Vec<u8>) {
+/// `<root>/capture`) and makes the `claude-code` template's agent sleep `secs` seconds (its
+/// command's `--sleep`: a launch with the token may not pass that flag itself), so the session
+/// stays up to be counted or replayed; returns that folder, the settings file and its text
+/// before.
+fn capture_bwrap(fx: &Fixture, secs: &str) -> (PathBuf, PathBuf, Vec<u8>) {
     let dir = fx.root.join("capture");
     std::fs::create_dir_all(&dir).unwrap();
     let file = fx.config.join("settings.json");
     let saved = std::fs::read(&file).unwrap();
     let mut s: Value = serde_json::from_slice(&saved).unwrap();
     s["bwrap"] = json!(capture::wrapper(&dir, Path::new(BWRAP)));
+    let command = json!(["claude", "--sleep", secs]);
+    match s["templates"].as_array_mut() {
+        Some(ts) => ts
+            .iter_mut()
+            .filter(|t| t["id"] == "claude-code")
+            .for_each(|t| t["command"] = command.clone()),
+        None => s["templates"] = json!([{"id": "claude-code", "command": command}]),
+    }
     std::fs::write(&file, s.to_string()).unwrap();
     (dir, file, saved)
 }
@@ -170,7 +181,7 @@ fn count(
     req_sleeping: &Path,
     project: &Path,
 ) -> (usize, usize, usize, Captured) {
-    let (dir, file, saved) = capture_bwrap(fx);
+    let (dir, file, saved) = capture_bwrap(fx, "0.5");
     let mut cmd = relay(fx, req_sleeping, path, &OsString::new());
     let answer = fx.root.join("count.out");
     let out = std::fs::File::create(&answer).unwrap();
@@ -223,9 +234,9 @@ fn replay_series(agent: &Path) -> Series {
         &fx,
         "capture",
         json!({"kind": "claude", "project": fx.project, "sandbox": true,
-               "session_id": "capture", "extra_args": ["--sleep", "3600"]}),
+               "session_id": "capture"}),
     );
-    let (dir, file, saved) = capture_bwrap(&fx);
+    let (dir, file, saved) = capture_bwrap(&fx, "3600");
     let live = Live(relay(&fx, &req, &path, &OsString::new()).spawn().unwrap());
     let start = Instant::now();
     while !dir.join("argv").exists() && start.elapsed() < Duration::from_secs(10) {
@@ -236,9 +247,10 @@ fn replay_series(agent: &Path) -> Series {
     std::fs::write(&file, saved).unwrap();
     let mut captured = capture::read(&dir, Path::new(BWRAP));
     // The replay runs the agent as the timed launch does: without the capture's `--sleep`.
-    let n = captured.command.len();
-    assert_eq!(captured.command[n - 2..], ["--sleep", "3600"]);
-    captured.command.truncate(n - 2);
+    let at = (captured.command.windows(2))
+        .position(|w| w == ["--sleep", "3600"])
+        .expect("the captured command has the capture's --sleep");
+    captured.command.drain(at..at + 2);
     let fds = captured.numbered_fds(&fx.state.join("sessions/capture/tmp"));
     Series {
         name: "bwrap replay".into(),
@@ -323,7 +335,7 @@ type Counted = (String, usize, usize, usize);
 /// The built-in templates' series: `claude-code` (the token, the allow-list) and `shell`.
 fn builtin_series(agent: &Path, series: &mut Vec<Series>, counts: &mut Vec<Counted>) {
     let (fx, path) = world(agent, Value::Null);
-    let sleeping = claude_request(&fx, "count", &["--sleep", "0.5"]);
+    let sleeping = claude_request(&fx, "count", &[]);
     let (args, ph, in_p, _) = count(&fx, &path, &sleeping, &fx.project);
     counts.push(("relay claude-code".into(), args, ph, in_p));
     let req = claude_request(&fx, "timed", &[]);
@@ -385,7 +397,7 @@ fn grant_series(agent: &Path, series: &mut Vec<Series>, counts: &mut Vec<Counted
                 .to_string(),
         )
         .unwrap();
-        let sleeping = claude_request(&fx, "count", &["--sleep", "0.5"]);
+        let sleeping = claude_request(&fx, "count", &[]);
         let (args, ph, in_p, _) = count(&fx, &path, &sleeping, &fx.project);
         counts.push((format!("relay +{k} rw"), args, ph, in_p));
         let mut binds = vec![fx.project.clone()];
