@@ -7,9 +7,10 @@ use std::process::Command;
 #[cfg(target_os = "linux")]
 use relay_token::sandbox;
 
-/// If the host dies (killed before `started`, or at any time), the shim gets SIGTERM and
-/// forwards it to the session: nothing runs on unsupervised (SIGTERM is at its default action in
-/// the shim, whatever the host inherited). Sandboxed, the shim also installs
+/// If the host dies (killed before `started`, or at any time), the spawned program gets SIGTERM
+/// (the shim forwards it to the session, `relay-stand-in` ends and wipes the real token):
+/// nothing runs on unsupervised (SIGTERM is at its default action in the program, whatever the
+/// host inherited). Sandboxed, the shim also installs
 /// the no-tracing filter that bwrap and the session inherit (a session could otherwise stop
 /// bwrap's init and hang the launch, or read the token out of Claude Code's memory).
 pub(crate) fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
