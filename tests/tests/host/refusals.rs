@@ -184,36 +184,9 @@ fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
     let fx = Fx::new();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let tools = fx.home.join("tools");
-    let safe = fx.root.join("safe-bin");
-    fs::create_dir_all(&tools).unwrap();
-    fs::create_dir_all(&safe).unwrap();
-    let host = tools.join("relay-host");
-    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
-    relay_tests::copy_program(&built.join("relay-host"), &host);
-    relay_tests::copy_program(
-        &built.join("relay-net-forward"),
-        &tools.join("relay-net-forward"),
-    );
-    relay_tests::copy_program(&built.join("relay-shim"), &safe.join("relay-shim"));
-    let req =
-        fx.request_file(&json!({"kind": "claude", "session_id": "f1", "project": fx.project}));
-    let mut cmd = Command::new(&host);
-    fx.host_setup(&mut cmd, &fx.state)
-        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
-        .arg("launch")
-        .arg(&req)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let out = launch_installed(&fx, &tools, &["relay-host", "relay-net-forward"], "f1");
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
-    let forwarder = tools.join("relay-net-forward");
-    assert!(
-        msg.starts_with(&format!(
-            "relay-net-forward {:?} lies inside the read-write grant",
-            forwarder.display().to_string()
-        )),
-        "{msg}"
-    );
+    assert_planted(&msg, "relay-net-forward", &tools);
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f1");
 }
@@ -225,38 +198,12 @@ fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
 #[test]
 fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
     let fx = Fx::new();
-    let mut t = claude_template(&[], json!({}), &[]);
-    t["token_mode"] = json!("stand_in");
-    t["network"] = json!({"allow": ["api.anthropic.com:443"]});
-    fx.with_token(vec![t]);
+    fx.with_token(vec![stand_in_template()]);
     let tools = fx.home.join("tools");
-    let safe = fx.root.join("safe-bin");
-    fs::create_dir_all(&tools).unwrap();
-    fs::create_dir_all(&safe).unwrap();
-    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
-    for p in ["relay-host", "relay-net-forward", "relay-stand-in"] {
-        relay_tests::copy_program(&built.join(p), &tools.join(p));
-    }
-    relay_tests::copy_program(&built.join("relay-shim"), &safe.join("relay-shim"));
-    let req =
-        fx.request_file(&json!({"kind": "claude", "session_id": "f2", "project": fx.project}));
-    let mut cmd = Command::new(tools.join("relay-host"));
-    fx.host_setup(&mut cmd, &fx.state)
-        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
-        .arg("launch")
-        .arg(&req)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let programs = ["relay-host", "relay-net-forward", "relay-stand-in"];
+    let out = launch_installed(&fx, &tools, &programs, "f2");
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
-    let program = tools.join("relay-stand-in");
-    assert!(
-        msg.starts_with(&format!(
-            "relay-stand-in {:?} lies inside the read-write grant",
-            program.display().to_string()
-        )),
-        "{msg}"
-    );
+    assert_planted(&msg, "relay-stand-in", &tools);
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f2");
 }
@@ -266,26 +213,10 @@ fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
 #[test]
 fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     let fx = Fx::new();
-    let mut t = claude_template(&[], json!({}), &[]);
-    t["token_mode"] = json!("stand_in");
-    t["network"] = json!({"allow": ["api.anthropic.com:443"]});
-    fx.with_token(vec![t]);
+    fx.with_token(vec![stand_in_template()]);
     let safe = fx.root.join("safe-bin");
-    fs::create_dir_all(&safe).unwrap();
-    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
-    for p in ["relay-host", "relay-net-forward", "relay-shim"] {
-        relay_tests::copy_program(&built.join(p), &safe.join(p));
-    }
-    let req =
-        fx.request_file(&json!({"kind": "claude", "session_id": "f3", "project": fx.project}));
-    let mut cmd = Command::new(safe.join("relay-host"));
-    fx.host_setup(&mut cmd, &fx.state)
-        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
-        .arg("launch")
-        .arg(&req)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    let programs = ["relay-host", "relay-net-forward", "relay-shim"];
+    let out = launch_installed(&fx, &safe, &programs, "f3");
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     let program = safe.join("relay-stand-in");
     assert_eq!(
@@ -294,6 +225,46 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     );
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f3");
+}
+
+/// The test template in stand-in mode, with an allow-list.
+fn stand_in_template() -> serde_json::Value {
+    let mut t = claude_template(&[], json!({}), &[]);
+    t["token_mode"] = json!("stand_in");
+    t["network"] = json!({"allow": ["api.anthropic.com:443"]});
+    t
+}
+
+/// relay-host installed in `dir` with `programs` (file names of the build) beside it, relay-shim
+/// from `<root>/safe-bin` (outside every grant) when it is not among them, launching session
+/// `id` in the project: what it printed and how it ended.
+fn launch_installed(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str) -> Out {
+    let safe = fx.root.join("safe-bin");
+    fs::create_dir_all(dir).unwrap();
+    fs::create_dir_all(&safe).unwrap();
+    let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
+    for p in programs {
+        relay_tests::copy_program(&built.join(p), &dir.join(p));
+    }
+    if !programs.contains(&"relay-shim") {
+        relay_tests::copy_program(&built.join("relay-shim"), &safe.join("relay-shim"));
+    }
+    let req = fx.request_file(&json!({"kind": "claude", "session_id": id, "project": fx.project}));
+    let mut cmd = Command::new(dir.join("relay-host"));
+    fx.host_setup(&mut cmd, &fx.state)
+        .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
+        .arg("launch")
+        .arg(&req)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    finish(cmd.spawn().unwrap(), TIMEOUT)
+}
+
+/// `msg` is the refusal of `program` in `dir`, a folder a session could write.
+fn assert_planted(msg: &str, program: &str, dir: &std::path::Path) {
+    let path = dir.join(program).display().to_string();
+    let want = format!("{program} {path:?} lies inside the read-write grant");
+    assert!(msg.starts_with(&want), "{msg}");
 }
 
 /// The complaint of the test doubles of bwrap below, on the session's stderr.
