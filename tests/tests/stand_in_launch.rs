@@ -147,3 +147,79 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     assert_ne!(read(&fx, "ca.var"), "/run/relay/ca.pem");
     assert_eq!(read(&fx, "ca.pem"), "");
 }
+
+/// The `relay-stand-in` processes of `fx`'s sessions (its socket, in the command line, lies in
+/// `fx`'s state folder): pids.
+fn stand_in_programs(fx: &Fixture) -> Vec<u32> {
+    let state = fx.state.display().to_string();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = (cmdline.split(|b| *b == 0))
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args[0].ends_with("relay-stand-in") && args.iter().any(|a| a.starts_with(&state)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (up to 10 s) until `what` holds.
+fn wait_for(what: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !what() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// A stand-in session's `relay-stand-in` (which holds the real token) ends with its session, and
+/// with its host: none of this fixture's is left once relay-host has exited, nor after a
+/// `kill -9` of relay-host while the session runs (its parent-death signal).
+#[test]
+fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
+    let fx = Fixture::new(&fake_agent());
+    fx.write_token();
+    let p = fx.project.display();
+    let script = fx.project.join("wait.sh");
+    let text = format!("#!/bin/sh\ntouch {p}/up\nwhile [ ! -e {p}/go ]; do sleep 0.05; done\n");
+    std::fs::write(&script, text).unwrap();
+    settings(&fx, &script, 9, "stand_in");
+    for (id, kill) in [("ends", false), ("killed", true)] {
+        let _ = std::fs::remove_file(fx.project.join("up"));
+        let _ = std::fs::remove_file(fx.project.join("go"));
+        let req = fx.request(id, true, id, &[]);
+        let mut host = fx
+            .launch(&req)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_for(|| fx.project.join("up").exists()), "{id}: up");
+        assert_eq!(stand_in_programs(&fx).len(), 1, "{id}: it runs");
+        if kill {
+            host.kill().unwrap();
+        } else {
+            std::fs::write(fx.project.join("go"), "").unwrap();
+        }
+        let st = host.wait().unwrap();
+        assert_eq!(st.success(), !kill, "{id}: {st}");
+        if !kill {
+            assert_eq!(
+                stand_in_programs(&fx),
+                [0u32; 0],
+                "{id}: gone with the host"
+            );
+        }
+        let gone = wait_for(|| stand_in_programs(&fx).is_empty());
+        std::fs::write(fx.project.join("go"), "").unwrap();
+        assert!(gone, "{id}: relay-stand-in outlived its host");
+    }
+}
