@@ -201,6 +201,14 @@ fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) 
             programs.push(("command", p));
         }
     }
+    match stand_in_program(settings) {
+        Some((_, Ok(p))) => programs.push(("relay-stand-in", p)),
+        Some((id, Err(p))) => problems.push(format!(
+            "template {id:?} is in stand-in mode, which needs {}: not found",
+            p.display()
+        )),
+        None => {}
+    }
     for (what, p) in &programs {
         problems.extend(reach::program_problem(what, p, &grants, &guarded).map(|e| e.to_string()));
     }
@@ -377,6 +385,21 @@ fn print_checks(r: &Value) {
     } else {
         outln!("a Claude session would not start logged in: see the failed checks");
     }
+}
+
+/// For settings with a template in stand-in mode: that template's id and `relay-stand-in` (the
+/// session's proxy, which the launch needs), `Ok` when it is there and runnable, `Err` (the path
+/// looked at) when not.
+fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, PathBuf>)> {
+    let t = reach::templates(settings)
+        .into_iter()
+        .find(|t| t.token_mode == crate::settings::TokenMode::StandIn)?;
+    let p = crate::net::stand_in_program().ok()?;
+    let found = match relay_token::which::is_executable(&p) {
+        true => Ok(p),
+        false => Err(p),
+    };
+    Some((t.id.clone(), found))
 }
 
 /// A warning when the template that gets the token (`claude-code`) has wildcards on its

@@ -225,6 +225,21 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     );
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f3");
+    // `status` says so before any launch: a problem naming the template and the path.
+    let mut cmd = Command::new(safe.join("relay-host"));
+    fx.host_setup(&mut cmd, &fx.state)
+        .args(["status", "--json"]);
+    let out = cmd.output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = format!(
+        "template \"claude-code\" is in stand-in mode, which needs {}: not found",
+        program.display()
+    );
+    assert!(
+        r["problems"].as_array().unwrap().contains(&json!(want)),
+        "{r}"
+    );
+    assert_eq!(out.status.code(), Some(78), "{r}");
 }
 
 /// The test template in stand-in mode, with an allow-list.
