@@ -265,11 +265,18 @@ fn after_kill_9_of_the_host_and_shim_gc_removes_the_placeholders_and_the_session
     // The host and its shim both killed at once (a power cut, the OOM killer): nobody is left to
     // clean up. (`kill -9` of the host alone: its shim cleans up, see
     // `tests/tests/operator_day/crash.rs`.)
+    // The shim is stopped first: killed only after the host, it could take the host's death
+    // signal in between and do the host's cleanup (it did, once in a full run: the session
+    // folder was gone), which is the other test's case, not this one's.
     let shims = relay_tests::fixture::children_of(host.id() as i32);
-    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    for &s in &shims {
+        // SAFETY: kill takes integers only; the host's own children, of this test.
+        unsafe { libc::kill(s, libc::SIGSTOP) };
+    }
+    // SAFETY: as above; the pid is our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGKILL) }, 0);
     for s in shims {
-        // SAFETY: as above; the host's own children, of this test.
+        // SAFETY: as above.
         unsafe { libc::kill(s, libc::SIGKILL) };
     }
     let killed_at = std::time::Instant::now();
