@@ -666,3 +666,21 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Waits (bounded by `timeout`, polling every 20 ms) until `cond` holds; false on timeout.
+///
+/// ```
+/// use std::time::Duration;
+/// assert!(relay_tests::wait_until(Duration::from_secs(1), &|| true));
+/// assert!(!relay_tests::wait_until(Duration::from_millis(50), &|| false));
+/// ```
+pub fn wait_until(timeout: std::time::Duration, cond: &dyn Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    cond()
+}

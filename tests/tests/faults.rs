@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use relay_tests::fixture::{descendants, Fixture};
 use relay_tests::run::{finish_with, Out};
+use relay_tests::wait_until;
 
 /// The load tests count this process's descriptors and children: they run alone (a write
 /// lock); every other test takes a read lock.
@@ -177,18 +178,6 @@ fn alive(pid: i32) -> bool {
                 .map(|i| s[i + 1..].trim_start().starts_with('Z'))
         })
         .is_some_and(|zombie| !zombie)
-}
-
-/// Waits (bounded by `timeout`, polling every 20 ms) until `cond` holds; false on timeout.
-fn wait_until(timeout: Duration, cond: &dyn Fn() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < timeout {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
 }
 
 /// Settings with a `shell` template: `/bin/sh`, sandboxed, home and project read-write (so the

@@ -168,17 +168,8 @@ fn stand_in_programs(fx: &Fixture) -> Vec<u32> {
     found
 }
 
-/// Waits (up to 10 s) until `what` holds.
-fn wait_for(what: impl Fn() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !what() {
-        if std::time::Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    true
-}
+/// How long the test waits for a session to come up, or a process to go.
+const TEN_S: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A stand-in session's `relay-stand-in` (which holds the real token) ends with its session, and
 /// with its host: none of this fixture's is left once relay-host has exited, nor after a
@@ -202,7 +193,10 @@ fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        assert!(wait_for(|| fx.project.join("up").exists()), "{id}: up");
+        assert!(
+            relay_tests::wait_until(TEN_S, &|| fx.project.join("up").exists()),
+            "{id}: up"
+        );
         assert_eq!(stand_in_programs(&fx).len(), 1, "{id}: it runs");
         if kill {
             host.kill().unwrap();
@@ -218,7 +212,7 @@ fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
                 "{id}: gone with the host"
             );
         }
-        let gone = wait_for(|| stand_in_programs(&fx).is_empty());
+        let gone = relay_tests::wait_until(TEN_S, &|| stand_in_programs(&fx).is_empty());
         std::fs::write(fx.project.join("go"), "").unwrap();
         assert!(gone, "{id}: relay-stand-in outlived its host");
     }

@@ -1,6 +1,7 @@
-//! Stand-in mode's host side (docs/DESIGN.md, "Stand-in mode"). A session gets a stand-in on
-//! fd 5 ([`stand_in_for`]); the real token stays here, in a [`StandIn`] that the session's
-//! allow-list proxy holds. For a `CONNECT` to one of the session's API hosts the proxy
+//! Stand-in mode's host side (docs/DESIGN.md, "Stand-in mode"), run by `relay-stand-in`
+//! ([`crate::stand_in_program`]), never by relay-host itself. A session gets a stand-in on
+//! fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`] that the
+//! session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts the proxy
 //! terminates TLS with a leaf of the session's own CA (its key never leaves this process),
 //! offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real token in
 //! place of the stand-in in `Authorization: Bearer ...` (only there, only for this session's
