@@ -317,7 +317,8 @@ impl State {
 /// The `exit` rows of lost sessions go to the `events.jsonl` beside it.
 ///
 /// ```
-/// let r = relay_host::state::gc_sessions("/nonexistent".as_ref(), Default::default())?;
+/// let dir = tempfile::tempdir()?;
+/// let r = relay_host::state::gc_sessions(&dir.path().join("sessions"), Default::default())?;
 /// assert_eq!(r.removed, 0);
 /// # Ok::<(), std::io::Error>(())
 /// ```
