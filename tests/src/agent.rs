@@ -373,7 +373,7 @@ impl Setup {
     }
 
     /// `relay-host run --template claude-code` with the tools allowed, in a tmux pane in the
-    /// project (as root, with [`Setup::path`], the test's HOME and a terminal type only), once
+    /// project (as [`Setup::user`], with [`Setup::path`], the test's HOME and a terminal type only), once
     /// the settings are checked to hold the built-in templates as shipped.
     pub fn start_tui(&self) -> crate::tmux::Tmux {
         install::assert_as_shipped(&self.config);
@@ -382,8 +382,11 @@ impl Setup {
 
     /// [`Setup::start_tui`] on whatever settings were written (a test's control).
     pub fn start_tui_as_configured(&self) -> crate::tmux::Tmux {
+        let who = self.user.map_or(String::new(), |id| {
+            format!("setpriv --reuid={id} --regid={id} --clear-groups ")
+        });
         let line = format!(
-            "exec env -i PATH='{}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \
+            "exec env -i PATH='{}' HOME='{}' TERM=xterm-256color {who}'{}' --config-dir '{}' \
              --state-dir '{}' run --template claude-code -- --permission-mode acceptEdits \
              --allowedTools Bash,Write,Edit,Read",
             self.path,

@@ -203,7 +203,7 @@ pub fn assert_as_shipped(config: &Path) {
         let built_in = shipped(&t.id);
         plain.api_base_url = None;
         plain.network = built_in.network.clone();
-        plain.token_mode = built_in.token_mode.clone();
+        plain.token_mode = built_in.token_mode;
         assert_eq!(
             plain, built_in,
             "the test's template {:?} is not the built-in one as shipped (only api_base_url and \

@@ -13,7 +13,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use relay_tests::agent::{Setup, FINAL, NOBODY};
+use relay_tests::agent::{print_args, Setup, FINAL, NOBODY};
 use relay_tests::fake_internet::{FakeInternet, API};
 use relay_tests::install::Install;
 use relay_tests::messages_api::Step;
@@ -97,6 +97,7 @@ fn first_and_next(install: Install, user: Option<u32>) {
     for stand_in in [false, true] {
         let what = format!("{install:?} as {user:?}, stand-in {stand_in}");
         let s = Setup::as_shipped(install, user, |_, _| script());
+        let start = Instant::now();
         let fd5 = (stand_in && install == Install::Native).then(|| Fd5Recorder::install(&s, false));
         if stand_in {
             s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
@@ -116,8 +117,24 @@ fn first_and_next(install: Install, user: Option<u32>) {
                 "{what}: the session got the token"
             );
         }
+        eprintln!(
+            "{what}: the fake internet saw:\n{}\nrelay refused {:?}",
+            net(&s).report(start),
+            s.denied()
+        );
+        assert_only_the_api(&s);
         s.assert_no_token_on_disk();
     }
+}
+
+/// With onboarding answered, nothing but `api.anthropic.com` was reached: not
+/// `platform.claude.com` (onboarding's other check), nor a host the allow-list refuses.
+fn assert_only_the_api(s: &Setup) {
+    let elsewhere: Vec<String> = (net(s).hits().iter())
+        .filter(|h| h.host != API)
+        .map(|h| format!("{} {} {}", h.host, h.method, h.path))
+        .collect();
+    assert!(elsewhere.is_empty(), "reached {elsewhere:?}");
 }
 
 /// Every credential that reached the API is the real token: in stand-in mode the session's
@@ -167,6 +184,28 @@ fn print_mode_and_continue_as_shipped() {
     );
     s.assert_completed(&turn, 1);
     assert_eq!(runs(&s), 1);
+
+    // The conversation goes on where it ended: its two answers come back to the fixture, which
+    // answers past the script's end.
+    let mut args = vec!["run", "--template", "claude-code", "--continue", "--"];
+    let extra = print_args("Go on.");
+    args.extend(extra.iter().map(String::as_str));
+    let turn = s.finish(s.host(&args));
+    assert_eq!(turn.code, Some(0), "{}", turn.describe());
+    assert_eq!(
+        turn.result()["result"],
+        "The scripted turn is over.",
+        "{}",
+        turn.describe()
+    );
+    let last = s.api.main_requests().pop().expect("a main request");
+    assert_eq!(
+        last.step,
+        Some(2),
+        "the continued conversation did not come back: {last:?}"
+    );
+    assert_eq!(runs(&s), 1, "the continued turn ran the script again");
     let token = sha256_hex(s.token.as_bytes());
     net(&s).assert_only_bearer_to_api(&token);
+    assert_only_the_api(&s);
 }
