@@ -83,8 +83,11 @@ pub struct Setup {
     pub user: Option<u32>,
     /// relay-host's `PATH`: the folder `claude` is in, then [`HOST_PATH`].
     pub path: String,
-    /// The Messages API fixture.
+    /// The Messages API fixture (`api.anthropic.com` itself in [`Setup::internet`]).
     pub api: MessagesApi,
+    /// The fake internet relay-host runs in ([`Setup::as_shipped`]), if any.
+    #[cfg(target_os = "linux")]
+    pub internet: Option<crate::fake_internet::FakeInternet>,
 }
 
 /// A setup is its folders (`s.home`, `s.project`, ...) and the turn it plays.
@@ -131,13 +134,50 @@ impl Setup {
         user: Option<u32>,
         script: impl FnOnce(&Path, &str) -> Vec<Step>,
     ) -> Setup {
+        Setup::build(install, user, script, false)
+    }
+
+    /// What a new user has: relay-host and Claude Code (installed by `install`, relay-host run
+    /// as `user`) in a fake internet ([`crate::fake_internet`]) whose `api.anthropic.com` plays
+    /// the script; the settings only `claude_token_file` and the built-in templates as shipped
+    /// (no gateway), the Claude config fresh, the tree handed to `user`.
+    #[cfg(target_os = "linux")]
+    pub fn as_shipped(
+        install: Install,
+        user: Option<u32>,
+        script: impl FnOnce(&Path, &str) -> Vec<Step>,
+    ) -> Setup {
+        let s = Setup::build(install, user, script, true);
+        s.hand_over();
+        s
+    }
+
+    fn build(
+        install: Install,
+        user: Option<u32>,
+        script: impl FnOnce(&Path, &str) -> Vec<Step>,
+        internet: bool,
+    ) -> Setup {
         let folders = Folders::new(Layout::claude("relay-agent-turn."));
         let installed = install.install(&folders.root, &folders.home);
         let token = crate::claude_fake_token();
         std::fs::write(&folders.token_file, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&folders.token_file, std::fs::Permissions::from_mode(0o600))
             .unwrap();
-        let api = MessagesApi::start(script(&folders.project, &sha256_hex(token.as_bytes())));
+        let script = script(&folders.project, &sha256_hex(token.as_bytes()));
+        #[cfg(target_os = "linux")]
+        let (internet, api) = if internet {
+            let net = crate::fake_internet::FakeInternet::start();
+            let api = net.serve_api(script);
+            (Some(net), api)
+        } else {
+            (None, MessagesApi::start(script))
+        };
+        #[cfg(not(target_os = "linux"))]
+        let api = {
+            assert!(!internet, "the fake internet is Linux only");
+            MessagesApi::start(script)
+        };
         let s = Setup {
             folders,
             token,
@@ -146,10 +186,21 @@ impl Setup {
             install,
             user,
             api,
+            #[cfg(target_os = "linux")]
+            internet,
         };
         s.init_project();
         s.write_settings();
         s
+    }
+
+    /// Makes `cmd` run in [`Setup::internet`], if any.
+    pub fn enter(&self, cmd: &mut Command) {
+        #[cfg(target_os = "linux")]
+        if let Some(net) = &self.internet {
+            net.enter(cmd);
+        }
+        let _ = cmd;
     }
 
     /// Hands the whole tree to [`Setup::user`], if any (`chown -R`).
@@ -215,6 +266,12 @@ impl Setup {
     /// ([`install::assert_as_shipped`]), so `how` can change only its network.
     pub fn write_settings_with(&self, how: Value) {
         let mut settings = install::shipped_settings(&self.api.base_url());
+        #[cfg(target_os = "linux")]
+        if let Some(net) = &self.internet {
+            // As shipped: no gateway; the test CA for stand-in mode's upstream.
+            settings = install::shipped_settings_as_is();
+            settings["upstream_ca_file"] = json!(net.ca_file());
+        }
         for (k, v) in how.as_object().expect("an object") {
             settings["templates"][0][k] = v.clone();
         }
@@ -305,6 +362,7 @@ impl Setup {
                 c
             }
         };
+        self.enter(&mut cmd);
         self.host_setup(&mut cmd, &self.state)
             .env("PATH", &self.path)
             .args(args)
@@ -315,7 +373,7 @@ impl Setup {
     }
 
     /// `relay-host run --template claude-code` with the tools allowed, in a tmux pane in the
-    /// project (as root, with [`Setup::path`], the test's HOME and a terminal type only), once
+    /// project (as [`Setup::user`], with [`Setup::path`], the test's HOME and a terminal type only), once
     /// the settings are checked to hold the built-in templates as shipped.
     pub fn start_tui(&self) -> crate::tmux::Tmux {
         install::assert_as_shipped(&self.config);
@@ -324,8 +382,11 @@ impl Setup {
 
     /// [`Setup::start_tui`] on whatever settings were written (a test's control).
     pub fn start_tui_as_configured(&self) -> crate::tmux::Tmux {
+        let who = self.user.map_or(String::new(), |id| {
+            format!("setpriv --reuid={id} --regid={id} --clear-groups ")
+        });
         let line = format!(
-            "exec env -i PATH='{}' HOME='{}' TERM=xterm-256color '{}' --config-dir '{}' \
+            "exec env -i PATH='{}' HOME='{}' TERM=xterm-256color {who}'{}' --config-dir '{}' \
              --state-dir '{}' run --template claude-code -- --permission-mode acceptEdits \
              --allowedTools Bash,Write,Edit,Read",
             self.path,
@@ -338,7 +399,7 @@ impl Setup {
         static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let socket = self.root.join(format!("tmux-{n}.sock"));
-        crate::tmux::Tmux::start(&socket, &self.project, &line)
+        crate::tmux::Tmux::start_with(&socket, &self.project, &line, &|c| self.enter(c))
     }
 
     /// Runs `cmd` under [`TURN_TIMEOUT`] (its group killed then), once the settings are checked

@@ -166,15 +166,28 @@ pub fn shipped(id: &str) -> Template {
 /// assert_eq!(s["templates"][0]["api_base_url"], "http://127.0.0.1:9");
 /// ```
 pub fn shipped_settings(gateway: &str) -> Value {
-    let mut t = serde_json::to_value(shipped("claude-code")).expect("a template serializes");
-    t["api_base_url"] = json!(gateway);
+    let mut s = shipped_settings_as_is();
+    s["templates"][0]["api_base_url"] = json!(gateway);
+    s
+}
+
+/// What a new user's settings hold: the token file at `~/.config/claude-ltt/token` and the
+/// built-in `claude-code` template exactly as shipped.
+///
+/// ```
+/// let s = relay_tests::install::shipped_settings_as_is();
+/// assert!(s["templates"][0].get("api_base_url").is_none());
+/// ```
+pub fn shipped_settings_as_is() -> Value {
+    let t = serde_json::to_value(shipped("claude-code")).expect("a template serializes");
     json!({"claude_token_file": "~/.config/claude-ltt/token", "templates": [t]})
 }
 
 /// Panics unless every template in the settings of `config` is a built-in one as shipped: its
 /// command, environment, sandbox and request variables exactly the built-in's. Only the
-/// operator's network settings may differ: `api_base_url` (the documented gateway setting) and
-/// `network` (a test that needs a second host reachable). What the tests run is what users run.
+/// operator's network settings may differ: `api_base_url` (the documented gateway setting),
+/// `network` (a test that needs a second host reachable) and `token_mode`. What the tests run
+/// is what users run.
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
@@ -190,10 +203,11 @@ pub fn assert_as_shipped(config: &Path) {
         let built_in = shipped(&t.id);
         plain.api_base_url = None;
         plain.network = built_in.network.clone();
+        plain.token_mode = built_in.token_mode;
         assert_eq!(
             plain, built_in,
             "the test's template {:?} is not the built-in one as shipped (only api_base_url and \
-             network may differ)",
+             network and token_mode may differ)",
             t.id
         );
     }

@@ -521,6 +521,9 @@ pub mod tmux;
 /// (see the module).
 pub mod scan;
 
+/// A fake Anthropic internet in private namespaces (see the module).
+#[cfg(target_os = "linux")]
+pub mod fake_internet;
 /// A test CA and the TLS configurations of the fixture and its clients (see the module).
 #[cfg(target_os = "linux")]
 pub mod tls;

@@ -24,7 +24,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -124,6 +124,8 @@ pub struct Seen {
     pub model: Option<String>,
     /// The text of each `tool_result` block in the body's last message, in order.
     pub tool_results: Vec<String>,
+    /// When its head was read.
+    pub at: Instant,
 }
 
 impl Seen {
@@ -149,6 +151,8 @@ pub struct MessagesApi {
     seen: Arc<Mutex<Vec<Seen>>>,
     stop: Arc<AtomicBool>,
     tls: bool,
+    /// The listening socket, shut down to wake the accepting thread when dropped.
+    sock: TcpListener,
 }
 
 /// How the fixture speaks on each connection: plain HTTP, or TLS first.
@@ -185,16 +189,28 @@ impl MessagesApi {
         MessagesApi::start_on(script, Wire::Tls(ca.server_config()))
     }
 
+    /// As [`MessagesApi::start_tls`], on `sock` (bound by the caller: the fake internet's
+    /// `api.anthropic.com:443`, [`crate::fake_internet`]).
+    #[cfg(target_os = "linux")]
+    pub fn serve_tls(sock: TcpListener, script: Vec<Step>, ca: &crate::tls::TestCa) -> MessagesApi {
+        MessagesApi::serve(sock, script, Wire::Tls(ca.server_config()))
+    }
+
     fn start_on(script: Vec<Step>, wire: Wire) -> MessagesApi {
-        let tls = !matches!(wire, Wire::Plain);
         let sock = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        MessagesApi::serve(sock, script, wire)
+    }
+
+    fn serve(sock: TcpListener, script: Vec<Step>, wire: Wire) -> MessagesApi {
+        let tls = !matches!(wire, Wire::Plain);
         let port = sock.local_addr().expect("local address").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let script = Arc::new(script);
         let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
+        let listening = sock.try_clone().expect("a second handle on the socket");
         std::thread::spawn(move || {
-            for conn in sock.incoming() {
+            for conn in listening.incoming() {
                 if stop2.load(Ordering::SeqCst) {
                     break;
                 }
@@ -211,6 +227,7 @@ impl MessagesApi {
             seen,
             stop,
             tls,
+            sock,
         }
     }
 
@@ -243,6 +260,11 @@ impl MessagesApi {
         self.seen.lock().unwrap().clone()
     }
 
+    /// The record itself, shared (the fake internet reads it).
+    pub(crate) fn log(&self) -> Arc<Mutex<Vec<Seen>>> {
+        Arc::clone(&self.seen)
+    }
+
     /// The main conversation's requests recorded so far.
     ///
     /// ```
@@ -256,9 +278,18 @@ impl MessagesApi {
 impl Drop for MessagesApi {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wakes the accepting thread so it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        // Wakes the accepting thread so it sees the flag (on Linux a listening socket shut down
+        // fails its blocked accept with EINVAL), wherever the socket was bound.
+        wake_listener(&self.sock);
     }
+}
+
+/// Shuts `sock` down so that a thread blocked in its `accept` wakes (on Linux with `EINVAL`),
+/// from any network namespace.
+pub(crate) fn wake_listener(sock: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: shutdown(2) on a descriptor the listener owns and keeps open.
+    unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_RDWR) };
 }
 
 /// Serves one connection (after a TLS handshake, for [`Wire::Tls`]), then closes it.
@@ -513,7 +544,7 @@ fn last_tool_results(body: &Value) -> Vec<String> {
 }
 
 /// The request line and the kept headers; the credential headers by hash only.
-fn parse_head(head: &[u8]) -> Seen {
+pub(crate) fn parse_head(head: &[u8]) -> Seen {
     let text = String::from_utf8_lossy(head);
     let mut lines = text.split("\r\n");
     let mut first = lines.next().unwrap_or("").split(' ');
@@ -536,6 +567,7 @@ fn parse_head(head: &[u8]) -> Seen {
         stream: false,
         model: None,
         tool_results: Vec::new(),
+        at: Instant::now(),
     };
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
@@ -565,7 +597,7 @@ fn header_value<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn content_length(head: &[u8]) -> Option<usize> {
+pub(crate) fn content_length(head: &[u8]) -> Option<usize> {
     header_value(&String::from_utf8_lossy(head), "content-length")?
         .parse()
         .ok()
@@ -613,7 +645,7 @@ fn read_chunked<S: Read>(conn: &mut S, mut have: Vec<u8>) -> io::Result<Vec<u8>>
     Ok(body)
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 

@@ -51,6 +51,16 @@ impl TestCa {
     /// assert_ne!(ca.pem(), relay_tests::tls::TestCa::new().pem());
     /// ```
     pub fn new() -> TestCa {
+        TestCa::for_names(&[])
+    }
+
+    /// As [`TestCa::new`], the leaf also for each of `names` (the fake internet's hosts).
+    ///
+    /// ```
+    /// let ca = relay_tests::tls::TestCa::for_names(&["api.anthropic.com"]);
+    /// assert!(ca.pem().starts_with("-----BEGIN CERTIFICATE-----"));
+    /// ```
+    pub fn for_names(names: &[&str]) -> TestCa {
         let ca_key = KeyPair::generate().expect("a CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -65,7 +75,9 @@ impl TestCa {
         let issuer = Issuer::new(ca, ca_key);
 
         let leaf_key = KeyPair::generate().expect("a leaf key");
-        let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).expect("leaf");
+        let dns = std::iter::once("localhost").chain(names.iter().copied());
+        let mut leaf =
+            CertificateParams::new(dns.map(str::to_string).collect::<Vec<_>>()).expect("leaf");
         leaf.subject_alt_names
             .push(SanType::IpAddress([127, 0, 0, 1].into()));
         leaf.distinguished_name

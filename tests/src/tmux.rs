@@ -19,10 +19,28 @@ impl Tmux {
     /// assert!(t.screen().is_empty());
     /// ```
     pub fn start(socket: &Path, dir: &Path, shell_line: &str) -> Tmux {
+        Tmux::start_with(socket, dir, shell_line, &|_| {})
+    }
+
+    /// As [`Tmux::start`], the command that starts the server made ready by `prepare` first
+    /// (the server and its pane inherit what it sets up: [`crate::fake_internet`]'s
+    /// namespaces, say).
+    ///
+    /// ```no_run
+    /// let t = relay_tests::tmux::Tmux::start_with(
+    ///     "/var/tmp/x/tmux.sock".as_ref(), "/".as_ref(), "sleep 5", &|c| { c.env("X", "1"); });
+    /// # drop(t);
+    /// ```
+    pub fn start_with(
+        socket: &Path,
+        dir: &Path,
+        shell_line: &str,
+        prepare: &dyn Fn(&mut Command),
+    ) -> Tmux {
         let t = Tmux {
             socket: socket.to_path_buf(),
         };
-        let out = t.run(&[
+        let mut cmd = t.command(&[
             "new-session",
             "-d",
             "-s",
@@ -35,6 +53,8 @@ impl Tmux {
             dir.to_str().expect("a UTF-8 folder"),
             shell_line,
         ]);
+        prepare(&mut cmd);
+        let out = cmd.output().expect("run tmux");
         assert!(out.status.success(), "tmux new-session: {out:?}");
         t
     }
@@ -46,13 +66,17 @@ impl Tmux {
     /// t.run(&["send-keys", "-t", "turn", "Enter"]);
     /// ```
     pub fn run(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .args(["-f", "/dev/null", "-S"])
+        self.command(args).output().expect("run tmux")
+    }
+
+    /// The command [`Tmux::run`] runs.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-f", "/dev/null", "-S"])
             .arg(&self.socket)
             .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tmux")
+            .stdin(Stdio::null());
+        cmd
     }
 
     /// The pane's text now.

@@ -3,7 +3,8 @@
 //! A launch's `{claude_config}` (its grant and its `CLAUDE_CONFIG_DIR`) is a fresh folder in its
 //! own session folder (`launch_dir`), never the relay-owned persistent folder in the state
 //! folder, which no sandbox sees. At launch it is seeded from the operator's `claude-seed/`
-//! (vetted, outside every grant), relay's defaults (onboarding done behind a gateway) and the
+//! (vetted, outside every grant), relay's answers (onboarding done for a launch with the token
+//! or behind a gateway, the operator's project trusted) laid over the
 //! persistent folder's named state only; when the session ends, only named state is carried
 //! back (`carry_back`):
 //!
@@ -152,7 +153,7 @@ pub(crate) struct Seed<'a> {
     pub config_dir: &'a Path,
     /// The relay-owned persistent Claude config folder.
     pub persistent: &'a Path,
-    /// Onboarding marked done (a template behind a gateway).
+    /// Onboarding marked done (a Claude launch with the token, a template behind a gateway).
     pub onboard: bool,
     /// The transcripts to copy in: none, one conversation (`Some(Some(id))`), or all
     /// (`Some(None)`, for `--continue`).
@@ -176,7 +177,7 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
         write_new(&launch.join(CLAUDE_STATE_FILE), &named_state(&v))?;
     }
     if s.onboard {
-        state::seed_onboarding(launch);
+        seed_onboarded(launch)?;
     }
     if let Some(project) = s.trust {
         seed_trust(launch, project)?;
@@ -200,14 +201,37 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn seed_trust(launch: &Path, project: &Path) -> io::Result<()> {
+    let key = project.to_string_lossy().into_owned();
+    let trusted = serde_json::json!({"projects": {key: {"hasTrustDialogAccepted": true}}});
+    lay_over(launch, trusted)
+}
+
+/// Marks Claude Code's first-run onboarding done in the launch folder's `.claude.json`
+/// (`hasCompletedOnboarding`, whatever a session's carried-back copy said), keeping what the
+/// file holds: onboarding would check Anthropic's `hello` endpoints and ask for a login that
+/// the token on fd 5 already is.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join(".claude.json"), r#"{"hasCompletedOnboarding": false, "numStartups": 3}"#)?;
+/// relay_host::launch::claude_config::seed_onboarded(dir.path())?;
+/// let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(".claude.json"))?)?;
+/// assert_eq!(v, serde_json::json!({"hasCompletedOnboarding": true, "numStartups": 3}));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn seed_onboarded(launch: &Path) -> io::Result<()> {
+    lay_over(launch, serde_json::json!({"hasCompletedOnboarding": true}))
+}
+
+/// Lays relay's `answer` over the launch folder's `.claude.json` (per project, key by key); the
+/// file is written anew (0600, renamed into place).
+fn lay_over(launch: &Path, answer: Value) -> io::Result<()> {
     let path = launch.join(CLAUDE_STATE_FILE);
     let mut v = read_state(&path).unwrap_or_else(|| Value::Object(Map::new()));
     if !v.is_object() {
         v = Value::Object(Map::new());
     }
-    let key = project.to_string_lossy().into_owned();
-    let trusted = serde_json::json!({"projects": {key: {"hasTrustDialogAccepted": true}}});
-    let v = merged(v, trusted);
+    let v = merged(v, answer);
     replace(&path, &mut serde_json::to_vec(&v)?.as_slice(), None)
 }
 

@@ -163,7 +163,7 @@ fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
     if v.keep {
         let _ = state.mark_kept(v.session_id.as_str());
     }
-    seed_claude_config(cx, &v, &claude_config)?;
+    seed_claude_config(cx, &v, &claude_config, token.carried())?;
     Ok(Prepared {
         v,
         token,
@@ -175,12 +175,19 @@ fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
 }
 
 /// The launch's own Claude config folder ([`claude_config`]), seeded from the operator's
-/// `claude-seed/`, relay's defaults and the persistent folder's named state.
-fn seed_claude_config(cx: &Launch, v: &LaunchPlan, launch_dir: &Path) -> Result<(), LaunchError> {
+/// `claude-seed/`, relay's defaults and the persistent folder's named state. Onboarding is
+/// answered for a Claude launch that carries the token (the login it would ask for is on fd 5)
+/// and behind a gateway (its checks go to Anthropic, which the allow-list does not reach).
+fn seed_claude_config(
+    cx: &Launch,
+    v: &LaunchPlan,
+    launch_dir: &Path,
+    carries_token: bool,
+) -> Result<(), LaunchError> {
     let seed = claude_config::Seed {
         config_dir: &cx.host.config_dir,
         persistent: &cx.state.claude_config_dir(),
-        onboard: v.template.api_base_url.is_some(),
+        onboard: (v.claude && carries_token) || v.template.api_base_url.is_some(),
         resume: resumes(v),
         trust: v.project.as_deref().filter(|_| v.template.trusts_project()),
     };

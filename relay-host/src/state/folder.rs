@@ -423,28 +423,6 @@ pub fn seed_claude_config(config_dir: &Path, claude_config: &Path) {
 /// Claude Code's state file in its config folder.
 pub const CLAUDE_STATE_FILE: &str = ".claude.json";
 
-/// What [`seed_onboarding`] writes: first-run onboarding done.
-pub const ONBOARDED: &str = "{\"hasCompletedOnboarding\":true}\n";
-
-/// Marks Claude Code's first-run onboarding done in a relay-owned Claude config folder that has
-/// no [`CLAUDE_STATE_FILE`] yet (written new, 0600, never through an existing name). For a
-/// template behind a gateway: onboarding checks Anthropic's API directly, whatever
-/// `ANTHROPIC_BASE_URL` says, and the allow-list reaches only the gateway. A file already there
-/// is left as it is.
-///
-/// ```
-/// let claude = tempfile::tempdir()?;
-/// relay_host::state::seed_onboarding(claude.path());
-/// let text = std::fs::read_to_string(claude.path().join(".claude.json"))?;
-/// assert_eq!(text, relay_host::state::ONBOARDED);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn seed_onboarding(claude_config: &Path) {
-    if let Ok(mut f) = create_private_new(&claude_config.join(CLAUDE_STATE_FILE)) {
-        let _ = io::Write::write_all(&mut f, ONBOARDED.as_bytes());
-    }
-}
-
 /// A new 0600 file at `path`; an existing name (a link a session planted included) is an
 /// error, never written through.
 fn create_private_new(path: &Path) -> io::Result<File> {

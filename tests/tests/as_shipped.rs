@@ -1,0 +1,211 @@
+//! The headline command as a new user runs it: the built-in `claude-code` template exactly as
+//! shipped (no gateway), only `claude_token_file` set, a fresh state folder, the real Claude Code
+//! in a fake Anthropic internet ([`relay_tests::fake_internet`]): `api.anthropic.com` is the
+//! Messages API fixture, the other hosts Claude Code's first run reaches answer onboarding's
+//! checks. The terminal UI reaches its prompt logged in and runs a Bash tool call, on the first
+//! launch and the next; for root and `nobody`, npm's layout and the native installer's, pipe
+//! mode and stand-in mode. The token (by hash) reaches only `api.anthropic.com`, only as
+//! `Authorization: Bearer`.
+//!
+//! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`), the CLI
+//! (see `agent_turn.rs`), root, `ip` and tmux.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use relay_tests::agent::{print_args, Setup, FINAL, NOBODY};
+use relay_tests::fake_internet::{FakeInternet, API};
+use relay_tests::install::Install;
+use relay_tests::messages_api::Step;
+use relay_tests::sha256_hex;
+use relay_tests::stand_in::{Fd5Recorder, STAND_IN};
+use relay_tests::tmux::{at_prompt, Tmux};
+
+/// One terminal UI at a time: each costs a few seconds of both cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The file each launch's Bash tool call appends a line to.
+const RUNS: &str = "runs.txt";
+
+/// The script: one Bash tool call appending to [`RUNS`], then the final text.
+fn script() -> Vec<Step> {
+    vec![
+        Step::bash(&format!("echo launched >> {RUNS}")),
+        Step::text(FINAL),
+    ]
+}
+
+/// How Claude Code 2.1.332 says its first run failed or stopped short of the prompt.
+fn stuck(screen: &str) -> bool {
+    ["Unable to connect", "Select login method", "No, exit"]
+        .iter()
+        .any(|w| screen.contains(w))
+}
+
+/// The lines in the project's [`RUNS`].
+fn runs(s: &Setup) -> usize {
+    std::fs::read_to_string(s.project.join(RUNS)).map_or(0, |t| t.lines().count())
+}
+
+/// The fake internet of `s`.
+fn net(s: &Setup) -> &FakeInternet {
+    s.internet.as_ref().expect("a setup in the fake internet")
+}
+
+/// One launch of the terminal UI (`relay-host run`): it reaches its prompt (how long that took
+/// is returned), a typed prompt runs the script's Bash call (the `n`th line of [`RUNS`]), and
+/// `/exit` ends relay-host.
+fn tui_launch(s: &Setup, what: &str, n: usize) -> Duration {
+    let start = Instant::now();
+    let tmux = s.start_tui();
+    let gone = |t: &Tmux| !t.run(&["has-session", "-t", "turn"]).status.success();
+    let (screen, _) = tmux.wait(Duration::from_secs(90), &|t| {
+        at_prompt(t) || stuck(t) || gone(&tmux)
+    });
+    let to_prompt = start.elapsed();
+    let hits = net(s).report(start);
+    assert!(
+        at_prompt(&screen) && !stuck(&screen),
+        "{what}: the terminal UI did not reach its prompt after {to_prompt:?}:\n{screen}\n\
+         the fake internet saw:\n{hits}\nrelay refused {:?}",
+        s.denied()
+    );
+    eprintln!("{what}: at the prompt after {to_prompt:?}; the fake internet saw:\n{hits}");
+    tmux.run(&["send-keys", "-t", "turn", "-l", "Run the scripted command."]);
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+    let (screen, done) = tmux.wait(Duration::from_secs(90), &|t| {
+        t.contains(FINAL) && runs(s) == n
+    });
+    assert!(done, "{what}: the turn did not finish on screen:\n{screen}");
+    tmux.run(&["send-keys", "-t", "turn", "-l", "/exit"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+    assert!(
+        tmux.gone(Duration::from_secs(20)),
+        "{what}: relay-host did not end after /exit"
+    );
+    to_prompt
+}
+
+/// The first launch and the next of the terminal UI as shipped, with `install` as `user`, in
+/// pipe mode and in stand-in mode (each in a setup of its own); the token only to the API.
+fn first_and_next(install: Install, user: Option<u32>) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Builds the binaries first (when under `cargo test`), out of the timings.
+    relay_tests::relay_host();
+    for stand_in in [false, true] {
+        let what = format!("{install:?} as {user:?}, stand-in {stand_in}");
+        let s = Setup::as_shipped(install, user, |_, _| script());
+        let start = Instant::now();
+        let fd5 = (stand_in && install == Install::Native).then(|| Fd5Recorder::install(&s, false));
+        if stand_in {
+            s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
+        }
+        s.hand_over();
+        let first = tui_launch(&s, &format!("{what}, first launch"), 1);
+        let next = tui_launch(&s, &format!("{what}, next launch"), 2);
+        eprintln!("{what}: to the prompt {first:?} first, {next:?} next");
+        let token = sha256_hex(s.token.as_bytes());
+        net(&s).assert_only_bearer_to_api(&token);
+        assert_every_api_credential_is(&s, &token);
+        if let Some(fd5) = fd5 {
+            let got = fd5.hashes();
+            assert_eq!(got.len(), 2, "{what}: fd 5 of each launch: {got:?}");
+            assert!(
+                got.iter().all(|h| *h != token),
+                "{what}: the session got the token"
+            );
+        }
+        eprintln!(
+            "{what}: the fake internet saw:\n{}\nrelay refused {:?}",
+            net(&s).report(start),
+            s.denied()
+        );
+        assert_only_the_api(&s);
+        s.assert_no_token_on_disk();
+    }
+}
+
+/// With onboarding answered, nothing but `api.anthropic.com` was reached: not
+/// `platform.claude.com` (onboarding's other check), nor a host the allow-list refuses.
+fn assert_only_the_api(s: &Setup) {
+    let elsewhere: Vec<String> = (net(s).hits().iter())
+        .filter(|h| h.host != API)
+        .map(|h| format!("{} {} {}", h.host, h.method, h.path))
+        .collect();
+    assert!(elsewhere.is_empty(), "reached {elsewhere:?}");
+}
+
+/// Every credential that reached the API is the real token: in stand-in mode the session's
+/// stand-in never got there (its proxy put the token in its place), in pipe mode nothing else
+/// was sent.
+fn assert_every_api_credential_is(s: &Setup, token: &str) {
+    for h in net(s).hits().iter().filter(|h| h.host == API) {
+        for c in &h.credentials {
+            assert_eq!(c.sha256, token, "{} {}: not the token", h.method, h.path);
+        }
+    }
+}
+
+#[test]
+fn first_run_as_shipped_npm_as_root() {
+    first_and_next(Install::Npm, None);
+}
+
+#[test]
+fn first_run_as_shipped_native_as_root() {
+    first_and_next(Install::Native, None);
+}
+
+#[test]
+fn first_run_as_shipped_npm_as_a_user() {
+    first_and_next(Install::Npm, Some(NOBODY));
+}
+
+#[test]
+fn first_run_as_shipped_native_as_a_user() {
+    first_and_next(Install::Native, Some(NOBODY));
+}
+
+/// A print-mode turn (`relay-host run -- -p ...`) as shipped runs the script; then
+/// `relay-host run --continue` resumes that conversation (the fixture sees its earlier turns).
+#[test]
+fn print_mode_and_continue_as_shipped() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Setup::as_shipped(Install::Npm, None, |_, _| script());
+    relay_tests::relay_host();
+    let start = Instant::now();
+    let turn = s.turn_by_run("Run the scripted command.");
+    eprintln!(
+        "print mode: {:?}; the fake internet saw:\n{}",
+        turn.took,
+        net(&s).report(start)
+    );
+    s.assert_completed(&turn, 1);
+    assert_eq!(runs(&s), 1);
+
+    // The conversation goes on where it ended: its two answers come back to the fixture, which
+    // answers past the script's end.
+    let mut args = vec!["run", "--template", "claude-code", "--continue", "--"];
+    let extra = print_args("Go on.");
+    args.extend(extra.iter().map(String::as_str));
+    let turn = s.finish(s.host(&args));
+    assert_eq!(turn.code, Some(0), "{}", turn.describe());
+    assert_eq!(
+        turn.result()["result"],
+        "The scripted turn is over.",
+        "{}",
+        turn.describe()
+    );
+    let last = s.api.main_requests().pop().expect("a main request");
+    assert_eq!(
+        last.step,
+        Some(2),
+        "the continued conversation did not come back: {last:?}"
+    );
+    assert_eq!(runs(&s), 1, "the continued turn ran the script again");
+    let token = sha256_hex(s.token.as_bytes());
+    net(&s).assert_only_bearer_to_api(&token);
+    assert_only_the_api(&s);
+}
