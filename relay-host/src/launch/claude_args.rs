@@ -15,7 +15,7 @@
 //!
 //! A prompt of one word runs as a prompt, never as a subcommand. Measured with the pinned CLI
 //! (scratch `HOME`, a loopback stand-in for the API): with `-p`/`--print` given as an option,
-//! Claude Code registers no subcommand at all, so `claude -p mcp`, `claude -p doctor`,
+//! Claude Code runs no subcommand, so `claude -p mcp`, `claude -p doctor`,
 //! `claude -p -- mcp` and `claude -p --allowedTools Bash Write -- doctor` each send the word to
 //! the API as the user's prompt; relay passes print mode's prompt as it is. Without `-p`, the
 //! first word that is not an option or an option's value is looked up as a subcommand, `--` or
