@@ -245,8 +245,8 @@ impl Fixture {
     }
 
     /// Gives the fake agent `args` through the `claude-code` template's command: a launch that
-    /// carries the token passes no agent flag in its request (`extra_args` are an allow-list of
-    /// Claude Code's flags).
+    /// carries the token passes no agent flag in its request (its `extra_args` pass only Claude
+    /// Code's own options, as relay classifies them).
     ///
     /// ```no_run
     /// # let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());

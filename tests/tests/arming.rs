@@ -862,10 +862,10 @@ fn a_token_launch_refuses_steering_variables() {
     w.assert_no_token_on_disk();
 }
 
-/// A token launch whose `extra_args` load settings or move requests (`--settings`, in both
-/// forms, `--mcp-config`, `--setting-sources`, `--plugin-dir`, `--add-dir`: none is on the
-/// allow-list of a token launch's flags) is refused `invalid_spec` naming the flag, and no
-/// program runs.
+/// A token launch whose `extra_args` load settings, servers, plugins or agents (`--settings`, in
+/// both forms, `--mcp-config`, `--setting-sources`, `--plugin-dir`, `--agents`, `--plugin-url`:
+/// each refused by the classification of Claude Code's options) is refused `invalid_spec`
+/// naming the flag, and no program runs.
 #[test]
 fn a_token_launch_refuses_settings_flags() {
     let w = World::new();
@@ -885,8 +885,8 @@ fn a_token_launch_refuses_settings_flags() {
         (&["--setting-sources=project"], "--setting-sources"),
         (&["--plugin-dir", "d"], "--plugin-dir"),
         (&["--plugin-dir=d"], "--plugin-dir"),
-        (&["-p", "--add-dir", "d"], "extra_args[1] \"--add-dir\""),
-        (&["--add-dir=d"], "--add-dir"),
+        (&["-p", "--agents", "{}"], "extra_args[1] \"--agents\""),
+        (&["--plugin-url=http://127.0.0.1:9/p.zip"], "--plugin-url"),
     ];
     for (args, flag) in cases {
         let out = w.launch(&json!({"kind": "claude", "project": w.project, "extra_args": args}));

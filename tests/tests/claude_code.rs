@@ -574,8 +574,8 @@ fn file_hashes(dir: &Path) -> std::collections::BTreeMap<PathBuf, String> {
 /// Issue 31: a token launch's request that names a Claude Code subcommand (`mcp add-json -s
 /// user ...`, which would write a server into the relay-owned `.claude.json` for every later
 /// session to start) is refused `invalid_spec` (64) naming the argument, and no file of the
-/// Claude config folder changed; so is a prompt shaped like a command (`-p mcp`). Stopped by
-/// the allow-list of a token launch's `extra_args`.
+/// Claude config folder changed; so is the subcommand after `--`, which Claude Code runs all the
+/// same. Stopped by the grammar of a token launch's `extra_args`.
 #[test]
 fn a_requests_subcommand_never_runs_with_the_token() {
     let mut fx = Fixture::new();
@@ -592,7 +592,10 @@ fn a_requests_subcommand_never_runs_with_the_token() {
             &["mcp", "add-json", "-s", "user", "planted", server][..],
             "extra_args[0] \"mcp\"",
         ),
-        (&["-p", "mcp"], "extra_args[1] \"mcp\""),
+        (
+            &["--verbose", "--", "mcp", "add-json", "planted", server],
+            "extra_args[2] \"mcp\"",
+        ),
     ] {
         let out = fx.launch(args, "a request's subcommand");
         assert_eq!(out.code, Some(64), "{args:?}: {}", out.describe());
@@ -606,5 +609,18 @@ fn a_requests_subcommand_never_runs_with_the_token() {
             "{args:?}: the Claude config folder changed"
         );
     }
+    fx.assert_no_token_on_disk();
+}
+
+/// Claude Code's own `--version` (refused before: not on the allow-list) passes a token launch
+/// and runs the real CLI, which prints its version.
+#[test]
+fn claudes_version_flag_runs_with_the_token() {
+    let mut fx = Fixture::new();
+    fx.write_settings("~/.config/claude-ltt/token", false);
+    fx.write_token();
+    let out = fx.launch(&["--version"], "claude --version");
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    assert_eq!(out.stdout.trim(), format!("{PINNED_VERSION} (Claude Code)"));
     fx.assert_no_token_on_disk();
 }

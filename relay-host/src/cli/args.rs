@@ -111,7 +111,11 @@ pub struct RunArgs {
     /// Continue the project's most recent Claude conversation (Claude's --continue)
     #[arg(short, long = "continue")]
     pub continue_last: bool,
-    /// Arguments for the session's program, after --
+    /// Arguments for the session's program, after --. With the token they are read as Claude Code
+    /// reads them: a prompt with or without -p, options that change Claude only inside the
+    /// sandbox (--allowedTools Bash Edit, --add-dir, --model, --append-system-prompt, --version,
+    /// ...); options that load settings, plugins, servers or agents, or reach elsewhere, and
+    /// subcommands (but auth status) are refused, naming the option and why
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,
 }

@@ -15,7 +15,7 @@ pub const SSH_CONFIG: &str = "ssh_config";
 
 /// The session's program and its arguments: the template's command (placeholders filled in),
 /// `--setting-sources user` for a token launch outside a trusted project, `--resume`, then the
-/// request's extra arguments.
+/// request's extra arguments (a token launch's as [`super::claude_args::for_claude`] hands them).
 pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -> Vec<OsString> {
     let (v, project) = (&launch.v, launch.project());
     let program = &launch.programs.command;
@@ -38,7 +38,13 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
     if v.claude && v.continue_last {
         target.push("--continue".into());
     }
-    target.extend(v.extra_args.iter().map(OsString::from));
+    if launch.carries_token() {
+        // As checked: a one-word prompt for the terminal UI is kept from reading as a command.
+        let args = super::claude_args::for_claude(&v.extra_args);
+        target.extend(args.into_iter().map(OsString::from));
+    } else {
+        target.extend(v.extra_args.iter().map(OsString::from));
+    }
     target
 }
 

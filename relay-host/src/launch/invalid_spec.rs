@@ -83,7 +83,8 @@ pub enum InvalidSpec {
     },
     /// A token launch's `env` entry not in the template's `request_env`.
     EnvNotAllowed(String),
-    /// A token launch's `extra_args` entry outside the allow-list of Claude Code flags.
+    /// A token launch's `extra_args` entry that Claude Code's grammar and relay's classification
+    /// of its options refuse.
     Arg {
         /// Its index in `extra_args`.
         index: usize,
@@ -205,7 +206,7 @@ impl fmt::Display for InvalidSpec {
                  token may not set it"
             ),
             Arg { index, arg, rule } => {
-                write!(f, "extra_args[{index}] {arg:?}: {}", rule.words())
+                write!(f, "extra_args[{index}] {arg:?}: {rule}")
             }
         }
     }

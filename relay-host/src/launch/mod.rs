@@ -1,5 +1,5 @@
 //! One launch, from a request to a supervised session, one module per step: the request and its
-//! validation ([`request`], [`claude_args`], [`project`]), the token (`token`), the programs
+//! validation ([`request`], [`claude_args`] with [`claude_flags`], [`project`]), the token (`token`), the programs
 //! (`programs`), the session folder (`session_folder`), the network ([`network`]), the
 //! sandbox (`confine`), the shim's wiring and command ([`wiring`], `shim_command`,
 //! [`bridge`]), the start (`start`) and the running sessions ([`sessions`]). [`run`] chains
@@ -10,6 +10,7 @@ pub(crate) mod audit_row;
 pub mod bridge;
 pub mod claude_args;
 pub mod claude_config;
+pub mod claude_flags;
 pub(crate) mod confine;
 pub(crate) mod context;
 pub mod error;

@@ -297,7 +297,8 @@ pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_O
 
 /// Checks what a request adds to a launch that carries the token: each `env` name must be in
 /// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; `extra_args`
-/// pass [`super::claude_args::check`]: allowed Claude Code flags only, never a subcommand.
+/// pass [`super::claude_args::check`]: read with Claude Code's grammar, each option as classified,
+/// no subcommand but `auth status`.
 ///
 /// ```
 /// use relay_host::launch::request::{check_token_request, Request};

@@ -1,0 +1,168 @@
+//! A token launch's Claude Code arguments follow Claude Code's own grammar: every option of the
+//! pinned CLI's `--help` is classified by relay; the command lines Claude Code's users write
+//! (a prompt without `-p`, a one-word prompt, a space-separated tool list, `--version`) reach
+//! the session; a refused option is refused naming it and why.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use relay_host::launch::claude_flags;
+use relay_tests::fixture::Fixture;
+use serde_json::Value;
+
+/// The option names and aliases (`--allowedTools, --allowed-tools`, `-p, --print`) and the
+/// command names (`plugin|plugins`) of a `--help` text: its `Options:` and `Commands:` lines
+/// indented by two spaces, up to the column where the description starts.
+fn help_names(help: &str) -> (Vec<String>, Vec<String>) {
+    let (mut options, mut commands, mut section) = (Vec::new(), Vec::new(), "");
+    for line in help.lines() {
+        if !line.starts_with(' ') {
+            section = line.trim_end_matches(':');
+            continue;
+        }
+        if line.starts_with("   ") {
+            continue;
+        }
+        let head = line.trim_start().split("  ").next().unwrap_or_default();
+        match section {
+            "Options" => options.extend(
+                head.split([' ', ','])
+                    .filter(|w| w.starts_with('-'))
+                    .map(String::from),
+            ),
+            "Commands" => {
+                let name = head.split(' ').next().unwrap_or_default();
+                commands.extend(name.split('|').map(String::from));
+            }
+            _ => {}
+        }
+    }
+    (options, commands)
+}
+
+/// Every option (each spelling) and every command of the pinned Claude Code's `--help` is in
+/// relay's classification, so a new flag of a later CLI fails here until it is decided.
+#[test]
+fn every_option_and_command_of_the_pinned_claude_is_classified() {
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(relay_tests::claude_cli())
+        .arg("--help")
+        .env("HOME", scratch.path())
+        .env("CLAUDE_CONFIG_DIR", scratch.path().join(".claude"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "claude --help: {out:?}");
+    let (options, commands) = help_names(&String::from_utf8_lossy(&out.stdout));
+    // The extraction itself: Claude Code 2.1.332 lists 77 spellings and 22 command names.
+    assert!(options.len() >= 70, "{options:?}");
+    assert!(commands.len() >= 20, "{commands:?}");
+    for needed in ["--allowed-tools", "-p", "--print", "--add-dir", "-v"] {
+        assert!(options.iter().any(|o| o == needed), "{needed}: {options:?}");
+    }
+    let unclassified: Vec<&String> = options
+        .iter()
+        .chain(&commands)
+        .filter(|n| !claude_flags::classified(n))
+        .collect();
+    assert!(
+        unclassified.is_empty(),
+        "not classified in relay-host's launch::claude_flags: {unclassified:?}"
+    );
+}
+
+/// `relay-host launch` of a request with `extra_args`, its answer on stderr.
+fn launch(fx: &Fixture, name: &str, extra: &[&str]) -> Output {
+    let req = fx.request(name, true, name, extra);
+    fx.launch(&req)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("relay-host launch")
+}
+
+/// The arguments the session's program last received, after the program.
+fn last_argv(record: &Path) -> Vec<String> {
+    let recs = relay_tests::read_records(record);
+    let last = recs.last().expect("the agent ran and recorded");
+    let argv: Vec<String> = serde_json::from_value(last["argv"].clone()).unwrap();
+    argv[1..].to_vec()
+}
+
+/// Claude Code's own ways of writing its command line, each refused before (exit 64): a
+/// prompt without `-p`, `-p` with a one-word prompt, a space-separated `--allowedTools` list,
+/// `--version`. Each is launched and reaches the session as written, but for a one-word
+/// terminal UI prompt, which gets a space before it (Claude Code would look the bare word up
+/// as a subcommand). `relay-host run -- "explain this repo"` runs too.
+#[test]
+fn claudes_own_command_lines_reach_the_session() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["explain this repo"], &["explain this repo"]),
+        (&["-p", "hi"], &["-p", "hi"]),
+        (&["-p", "mcp"], &["-p", "mcp"]),
+        (&["hi"], &[" hi"]),
+        (
+            &["--allowedTools", "Bash", "Write", "Edit"],
+            &["--allowedTools", "Bash", "Write", "Edit"],
+        ),
+        (&["--version"], &["--version"]),
+    ];
+    for (i, (given, handed)) in cases.into_iter().enumerate() {
+        let out = launch(&fx, &format!("s-{i}"), given);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{given:?}: {stderr}");
+        let argv = last_argv(&fx.record);
+        assert!(
+            argv.ends_with(&handed.iter().map(|a| a.to_string()).collect::<Vec<_>>()),
+            "{given:?}: the session got {argv:?}"
+        );
+    }
+    let mut run = Command::new(&fx.host);
+    relay_tests::run::default_signals(&mut run)
+        .arg("--config-dir")
+        .arg(&fx.config)
+        .arg("--state-dir")
+        .arg(&fx.state)
+        .args(["run", "--", "explain this repo"])
+        .current_dir(&fx.project)
+        .env("HOME", &fx.home)
+        .env("FAKE_AGENT_RECORD", &fx.record)
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR")
+        .stdin(Stdio::null());
+    let out = run.output().expect("relay-host run");
+    assert_eq!(out.status.code(), Some(0), "run: {out:?}");
+    assert_eq!(last_argv(&fx.record).last().unwrap(), "explain this repo");
+}
+
+/// A refused option is refused `invalid_spec` (64) with a message naming the argument, the
+/// option and why; a subcommand is refused naming it; no program runs.
+#[test]
+fn a_refused_option_is_named_with_its_reason() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--settings={}"],
+            "extra_args[0] \"--settings={}\": --settings is refused: it loads settings (a base \
+             URL, hooks, apiKeyHelper) from a file or JSON",
+        ),
+        (
+            &["-p", "hi", "--dangerously-skip-permissions"],
+            "extra_args[2] \"--dangerously-skip-permissions\": --dangerously-skip-permissions is \
+             refused: it bypasses every permission check: the operator's choice, not a request's",
+        ),
+        (
+            &["--verbose", "--", "mcp", "add-json", "x", "{}"],
+            "extra_args[2] \"mcp\": a Claude Code subcommand, which a launch that carries the \
+             token may not run (only auth status may); to send the word as a prompt, write -p \
+             before it",
+        ),
+    ];
+    for (i, (args, message)) in cases.into_iter().enumerate() {
+        let out = launch(&fx, &format!("r-{i}"), args);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
+        let line: Value = serde_json::from_slice(out.stderr.trim_ascii()).unwrap();
+        assert_eq!(line["error"], "invalid_spec", "{line}");
+        assert_eq!(line["message"], message, "{args:?}");
+    }
+    assert!(!fx.record.exists(), "a refused launch ran the program");
+}
