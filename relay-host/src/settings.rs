@@ -352,15 +352,29 @@ impl SettingsError {
     }
 }
 
-/// A parser's error with the key path it happened at (`templates[0].env.FOO: ...`); the root's
-/// path (`.`) is left out.
+/// A parser's error with the key path it happened at (`templates[0].env.FOO: ...`): the keys
+/// known up to the first the parser could not know (a trailing comma comes before any key,
+/// which serde_path_to_error shows as `?`), none at all for the root.
 fn with_path<E: fmt::Display>(
     e: serde_path_to_error::Error<E>,
     words: impl Fn(&E) -> String,
 ) -> String {
-    let path = e.path().to_string();
+    use serde_path_to_error::Segment;
+    let mut path = String::new();
+    for segment in e.path().iter() {
+        match segment {
+            Segment::Unknown => break,
+            Segment::Seq { index } => path.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+            }
+        }
+    }
     let inner = words(e.inner());
-    if path == "." || path.is_empty() {
+    if path.is_empty() {
         inner
     } else {
         format!("{path}: {inner}")
