@@ -164,6 +164,11 @@ const HINTS: &[(&[&str], &str)] = &[
          `relay-host templates` prints valid templates to copy from)",
     ),
     (
+        &["state folder", "(os error"],
+        "relay-host keeps its logs and session folders in its state folder: set HOME to your home \
+         folder, or name a folder you can write with --state-dir or RELAY_STATE_DIR",
+    ),
+    (
         &["relay's own folder"],
         "the current folder is the cause: `run` takes it as the project, and it holds the relay's \
          own folders (as ~ does); run from a project folder or name one: \

@@ -355,6 +355,50 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
     )
 }
 
+/// A home relay-host cannot keep its state folder in (`HOME` names a file here): `run --json`
+/// prints the launch's JSON answer naming the state folder (exit 71, as for a full one), and on
+/// a terminal a sentence and a hint.
+#[test]
+fn run_without_a_usable_home_answers_as_any_refusal() {
+    let fx = Fx::new();
+    let home = fx.root.join("home-file");
+    fs::write(&home, "").unwrap();
+    let state = home.join(".local/state/relay");
+    let cmd = |json: bool| {
+        let mut c = std::process::Command::new(relay_tests::relay_host());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home)
+            .current_dir(&fx.project)
+            .args(json.then_some("--json"))
+            .args(["run", "--project", fx.project.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let out = finish(cmd(true).spawn().unwrap(), TIMEOUT);
+    assert_eq!(out.code, Some(71), "{}", out.stderr);
+    let r: serde_json::Value = serde_json::from_str(out.stderr.trim()).expect("one JSON answer");
+    assert_eq!(
+        (&r["event"], &r["error"]),
+        (&json!("launch"), &json!("spawn_failed")),
+        "{r}"
+    );
+    let want = format!("state folder {}: ", state.display());
+    assert!(r["message"].as_str().unwrap().starts_with(&want), "{r}");
+    let (code, shown) = on_a_terminal(cmd(false));
+    assert_eq!(code, 71, "{shown}");
+    assert_shows(
+        &shown,
+        &format!("relay-host: the launch was refused: {want}"),
+    );
+    assert_shows(
+        &shown,
+        "\nhint: relay-host keeps its logs and session folders",
+    );
+}
+
 /// On a terminal a refusal is one sentence and a hint; the event log holds the same JSON answer
 /// as off a terminal; `--json` keeps JSON on a terminal too.
 #[test]
