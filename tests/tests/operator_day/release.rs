@@ -63,7 +63,11 @@ fn the_release_tarball_holds_both_binaries_completions_and_man_pages() {
         .current_dir(out_dir.path())
         .output()
         .unwrap();
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
     let v = Command::new(unpacked.path().join("bin/relay-host"))
         .arg("--version")
         .output()
