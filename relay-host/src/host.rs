@@ -135,8 +135,8 @@ impl Host {
 
     /// Finds `relay-shim`: beside this executable, else on `PATH`, else the `shim` setting, else
     /// this executable itself when it is `relay-host` (started under the name `relay-shim`, it
-    /// acts as the shim: a lone `cargo install --path relay-host` runs sessions). The error says
-    /// where it looked.
+    /// acts as the shim: a lone `cargo install --locked --path relay-host` runs sessions). The
+    /// error says where it looked.
     ///
     /// ```no_run
     /// let host = relay_host::Host::from_dirs("/c".into(), "/s".into())?;

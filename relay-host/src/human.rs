@@ -115,8 +115,8 @@ const HINTS: &[(&[&str], &str)] = &[
     ),
     (
         &["claude_token_file", "not a token"],
-        "the token file must hold the token alone (an `sk-ant-oat01-...` line): replace it with \
-         `relay-host token import` and paste the output of `claude setup-token`",
+        "the token file must hold the token alone (the one `sk-ant-…` line `claude setup-token` \
+         printed): replace it with `relay-host token import` and paste that output",
     ),
     (
         &["claude_token_file", ": empty"],
@@ -127,6 +127,11 @@ const HINTS: &[(&[&str], &str)] = &[
         &["claude_token_file", "hard links"],
         "another name links to the token file: remove it, or write a fresh file with \
          `relay-host token import`",
+    ),
+    (
+        &["claude_token_file", "lets others read it"],
+        "the token file must be readable by its owner alone: `chmod 600` it (a launch refuses it \
+         until then)",
     ),
     (
         &["claude_token_file", "permission denied"],
@@ -159,6 +164,11 @@ const HINTS: &[(&[&str], &str)] = &[
          `relay-host templates` prints valid templates to copy from)",
     ),
     (
+        &["state folder", "(os error"],
+        "relay-host keeps its logs and session folders in its state folder: set HOME to your home \
+         folder, or name a folder you can write with --state-dir or RELAY_STATE_DIR",
+    ),
+    (
         &["relay's own folder"],
         "the current folder is the cause: `run` takes it as the project, and it holds the relay's \
          own folders (as ~ does); run from a project folder or name one: \
@@ -171,7 +181,7 @@ const HINTS: &[(&[&str], &str)] = &[
     ),
     (
         &["relay-shim not found"],
-        "install relay-shim beside relay-host (`cargo install --path relay-shim`), or set \
+        "install relay-shim beside relay-host (`cargo install --locked --path relay-shim`), or set \
          \"shim\" in the settings to its path",
     ),
     (

@@ -9,6 +9,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_path_to_error::{Error, Segment};
 
 use crate::net::{Network, TokenNetwork};
 
@@ -352,18 +353,21 @@ impl SettingsError {
     }
 }
 
-/// A parser's error with the key path it happened at (`templates[0].env.FOO: ...`); the root's
-/// path (`.`) is left out.
-fn with_path<E: fmt::Display>(
-    e: serde_path_to_error::Error<E>,
-    words: impl Fn(&E) -> String,
-) -> String {
-    let path = e.path().to_string();
-    let inner = words(e.inner());
-    if path == "." || path.is_empty() {
-        inner
-    } else {
-        format!("{path}: {inner}")
+/// A parser's error with the key path it happened at (`templates[0].env.FOO: ...`), up to the
+/// first key it could not know (shown as `?`: a trailing comma comes before any key).
+fn with_path<E: fmt::Display>(e: Error<E>, words: impl Fn(&E) -> String) -> String {
+    let mut path = String::new();
+    for s in e.path().iter() {
+        match s {
+            Segment::Unknown => break,
+            Segment::Seq { .. } => path += &s.to_string(),
+            _ if path.is_empty() => path = s.to_string(),
+            _ => path = format!("{path}.{s}"),
+        }
+    }
+    match path.is_empty() {
+        true => words(e.inner()),
+        false => format!("{path}: {}", words(e.inner())),
     }
 }
 

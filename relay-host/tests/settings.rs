@@ -219,6 +219,34 @@ fn parse_errors_name_line_and_column_on_one_line() {
     assert!(!msg.contains(" | "), "{msg}");
 }
 
+/// A trailing comma is where the parser knows no key yet: the message names the file, the
+/// error and its line and column, with no `?` for the key it could not know; inside a template
+/// it names the template.
+#[test]
+fn a_trailing_comma_is_named_without_a_placeholder_key() {
+    let d = dir_with(&[("settings.json", "{\"claude_token_file\": \"~/t\",}\n")]);
+    let msg = Settings::load(d.path()).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "{}: trailing comma at line 1 column 29",
+            d.path().join("settings.json").display()
+        )
+    );
+    let d = dir_with(&[(
+        "settings.json",
+        "{\"templates\": [{\"id\": \"x\", \"command\": [\"x\"],}]}",
+    )]);
+    let msg = Settings::load(d.path()).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "{}: templates[0]: trailing comma at line 1 column 45",
+            d.path().join("settings.json").display()
+        )
+    );
+}
+
 #[test]
 fn written_without_token_file_omits_the_key_and_round_trips() {
     let mut s = expected();

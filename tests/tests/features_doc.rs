@@ -255,9 +255,81 @@ fn readme_settings_table_has_a_row_per_key_and_the_install_section_a_script() {
     got.sort();
     assert_eq!(got, want, "one row per settings key");
     let install = &readme[readme.find("## Install").expect("an install section")..];
-    assert!(install.contains("scripts/release") && install.contains("cargo install relay-host"));
+    assert!(
+        install.contains("scripts/release")
+            && install.contains("cargo install --locked relay-host")
+    );
     let script = root().join("scripts/release");
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&script).unwrap().permissions());
     assert!(mode & 0o111 != 0, "scripts/release is executable");
+}
+
+/// The commands the README gives to copy: its first command is the first line of the "Two
+/// commands" block (what `scripts/test` runs, as printed); every `cargo run -p PKG` picks one
+/// binary of PKG (its only one, or its `default-run`); every `cargo install` line uses
+/// `--locked`, and a `--path` one names a package of this workspace.
+#[test]
+fn readme_cargo_lines_work_as_written() {
+    let readme = read("README.md");
+    let first = block_after(&readme, "## Two commands", "sh");
+    let first = first.lines().next().expect("a first command");
+    assert!(
+        first.starts_with("cargo run --release -p relay-host -- demo"),
+        "{first}"
+    );
+    let meta = std::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        meta.status.success(),
+        "{}",
+        String::from_utf8_lossy(&meta.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).expect("cargo metadata");
+    let package = |name: &str| {
+        (meta["packages"].as_array().unwrap().iter())
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no package {name}"))
+            .clone()
+    };
+    // Each command as a person copies it: a code line of a block, or a `...` span of the text.
+    let mut commands: Vec<String> = readme.lines().map(str::to_string).collect();
+    commands.extend(readme.split('`').skip(1).step_by(2).map(str::to_string));
+    let mut seen = 0;
+    for c in commands
+        .iter()
+        .map(|c| c.split(" #").next().unwrap().trim())
+    {
+        let words: Vec<&str> = c.split_whitespace().collect();
+        let value = |flag: &str| words.windows(2).find(|w| w[0] == flag).map(|w| w[1]);
+        if c.starts_with("cargo run") && !c.contains("--example") {
+            seen += 1;
+            let p = package(value("-p").unwrap_or_else(|| panic!("{c}: names no package")));
+            let bins = (p["targets"].as_array().unwrap().iter())
+                .filter(|t| t["kind"] == serde_json::json!(["bin"]))
+                .count();
+            assert!(
+                bins == 1 || p["default_run"].is_string(),
+                "{c}: {} has {bins} binaries and no default-run",
+                p["name"]
+            );
+        } else if c.starts_with("cargo install") {
+            seen += 1;
+            assert!(words.contains(&"--locked"), "{c}: without --locked");
+            if let Some(dir) = value("--path") {
+                let manifest = root().join(dir).join("Cargo.toml");
+                assert!(manifest.is_file(), "{c}: no {}", manifest.display());
+            }
+        }
+    }
+    assert!(seen >= 4, "the README's cargo lines: {seen}");
 }

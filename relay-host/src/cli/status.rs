@@ -61,7 +61,7 @@ pub fn report(host: &Host) -> Value {
         Some(e) => super::checks::run(host, Err(e.clone())),
     };
     let checks: Vec<Value> = checked.iter().map(super::checks::Check::to_json).collect();
-    let claude_ready = checked.iter().all(|c| c.ok || !c.claude);
+    let claude_ready = ready(&checked, &problems);
     // Each effective template's token mode; none when the settings did not load.
     let templates: Option<Vec<Value>> = settings_error.is_none().then(|| {
         (reach::templates(&settings).iter())
@@ -173,17 +173,15 @@ fn bwrap_mode(f: sandbox::BwrapFeatures) -> (&'static str, &'static str) {
     (binds, start)
 }
 
-/// What would refuse a launch today because a session could have armed it (a program or the
-/// token file within a session's reach), and what is merely weaker than it should be (a `PATH`
+/// What would refuse a launch today because a session could have armed it (a program within a
+/// session's reach), and what is merely weaker than it should be (a `PATH`
 /// folder that cannot be kept read-only, so it is skipped).
 fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) {
     let claude_config = host.state_dir.join(crate::state::CLAUDE_CONFIG_DIR);
     let grants = reach::rw_grants(&host.home, settings, None, &claude_config);
     let guarded = reach::guarded_folders(&host.home, &grants);
+    // The token file's mode and owner are the token check's (what a launch would say).
     let mut problems = Vec::new();
-    if let Ok(Some(p)) = claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
-        problems.extend(reach::token_file_problem(&p).map(|e| e.to_string()));
-    }
     let mut programs: Vec<(&'static str, PathBuf)> = Vec::new();
     programs.extend(host.find_shim(settings).ok().map(|p| ("relay-shim", p)));
     programs.extend(
@@ -228,22 +226,23 @@ fn redact_strings(v: &mut Value, redactor: &Redactor) {
     }
 }
 
-/// True when a Claude session would start logged in: every check a Claude launch needs passes
-/// (`claude_ready`: the settings load, the token is set and reads as a token, bwrap works, user
-/// namespaces can be made, a shim is found, the `claude-code` template's command runs), and no
-/// check of what a session could have armed fails (`problems`).
+/// The one verdict, derived here once: a Claude session would start logged in when every check
+/// a Claude launch needs passes (the settings load, the token is set and a launch would hand it
+/// over, bwrap works, user namespaces can be made, a shim is found, the `claude-code`
+/// template's command runs) and nothing a session could have armed is found (`problems`).
+/// The report's `claude_ready`, its text's last line and the exit code all say this.
+fn ready(checked: &[super::checks::Check], problems: &[String]) -> bool {
+    checked.iter().all(|c| c.ok || !c.claude) && problems.is_empty()
+}
+
+/// True when a Claude session would start logged in: the report's `claude_ready`.
 ///
 /// ```
-/// let r = serde_json::json!({"settings_error": null, "token": {"configured": false}, "bwrap": {"works": true}, "shim": {"path": "/s"}, "problems": [], "claude_ready": true});
+/// let r = serde_json::json!({"claude_ready": true});
 /// assert!(relay_host::cli::status::usable(&r));
 /// ```
 pub fn usable(r: &Value) -> bool {
     r["claude_ready"] == json!(true)
-        && r["settings_error"].is_null()
-        && (r["token"]["configured"] != json!(true) || r["token"]["ok"] == json!(true))
-        && r["bwrap"]["works"] == json!(true)
-        && !r["shim"]["path"].is_null()
-        && !r["problems"].as_array().is_some_and(|p| !p.is_empty())
 }
 
 /// The token file's health (from [`super::token_file::check`]) as text lines.
@@ -380,10 +379,10 @@ fn print_checks(r: &Value) {
             outln!("  hint: {h}");
         }
     }
-    if r["claude_ready"] == json!(true) {
+    if usable(r) {
         outln!("a Claude session would start logged in");
     } else {
-        outln!("a Claude session would not start logged in: see the failed checks");
+        outln!("a Claude session would not start logged in: see the failed checks and problems");
     }
 }
 

@@ -24,7 +24,7 @@ use relay_shim::exit::ExitCode;
 use relay_token::claude_token_path_in;
 use relay_token::sandbox::SandboxError;
 use relay_token::TokenPathError;
-use relay_token::{read_claude_token, sys, ClaudeToken};
+use relay_token::{sys, ClaudeToken};
 
 /// The setting `token import` writes when `claude_token_file` was empty: the recommended place,
 /// a folder that holds nothing but the token.
@@ -476,10 +476,11 @@ fn set_token_setting(
     Ok(path)
 }
 
-/// The token file's health as JSON: path, mode, owner, link count, size, age, whether it reads
-/// as a token, and warnings (a shape other than `sk-ant-oat01-`, an age past
-/// [`OLD_AFTER_DAYS`] days, a mode or folder open to others). `ok` is false when the reader
-/// refuses it, and `hint` says what to do.
+/// The token file's health as JSON: path, mode, owner, link count, size, age, whether a launch
+/// would hand it over, and warnings (a shape other than `sk-ant-oat01-`, an age past
+/// [`OLD_AFTER_DAYS`] days, a folder open to others). `ok` is false when a launch would refuse
+/// it (the reader refuses it, others may read it, another user owns it), with that refusal as
+/// `error`, and `hint` says what to do.
 ///
 /// ```
 /// let report = relay_host::cli::token_file::check("/nonexistent/token".as_ref());
@@ -501,12 +502,6 @@ pub fn check(path: &Path) -> Value {
             .map(|d| d.as_secs() / 86400)
             .unwrap_or(0);
         r["age_days"] = json!(age);
-        if mode & 0o077 != 0 && m.is_file() {
-            warnings.push(format!(
-                "mode {mode:04o} lets group or others at it: chmod 600 {}",
-                path.display()
-            ));
-        }
         // SAFETY: geteuid takes no arguments and cannot fail.
         if m.uid() != unsafe { libc::geteuid() } {
             warnings.push(format!(
@@ -529,14 +524,17 @@ pub fn check(path: &Path) -> Value {
             ));
         }
     }
-    match read_claude_token(path) {
+    // What a launch would say: the mode and the owner are its refusals, not warnings.
+    match crate::launch::token::read_usable(path) {
         Ok(t) => {
             r["ok"] = json!(true);
             r["bytes"] = json!(t.len());
             if !t.expose_bytes().starts_with(TOKEN_PREFIX.as_bytes()) {
-                warnings.push(format!(
-                    "does not start with {TOKEN_PREFIX}, as a `claude setup-token` token does"
-                ));
+                // Said without the whole prefix, which the redaction of reports would mask.
+                warnings.push(
+                    "does not start as a `claude setup-token` token does (sk-ant- then oat01-)"
+                        .to_string(),
+                );
             }
         }
         Err(e) => {

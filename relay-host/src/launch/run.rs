@@ -60,8 +60,11 @@ fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
     let state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
-            errln!("relay-host: state folder {}: {e}", host.state_dir.display());
-            return ExitCode::Internal.code();
+            let e = LaunchError::State(std::io::Error::new(
+                e.kind(),
+                format!("state folder {}: {e}", host.state_dir.display()),
+            ));
+            return refuse_without_state(&e, None);
         }
     };
     let row = AuditRow::of_request(&request);
@@ -316,18 +319,37 @@ fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, L
 /// the answer on stderr.
 fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
     let message = e.message();
-    let answer = json!({
-        "event": "launch",
-        "status": e.status(),
-        "error": e.code(),
-        "message": state.redactor().redact(&message),
-        "session_id": row.session_id(),
-        "ts": crate::state::now_secs(),
-    });
+    let answer = answer(e, &message, row.session_id(), state.redactor());
     let _ = state.event(&answer);
     let _ = state.audit(row.row("error", &message));
     state.log(&format!("launch refused: {e}"));
     crate::human::print_refusal(&answer, state.redactor());
+}
+
+/// The answer of a refused launch, its message passed through `redactor`.
+fn answer(
+    e: &LaunchError,
+    message: &str,
+    session_id: Option<&str>,
+    redactor: &relay_token::Redactor,
+) -> serde_json::Value {
+    json!({
+        "event": "launch",
+        "status": e.status(),
+        "error": e.code(),
+        "message": redactor.redact(message),
+        "session_id": session_id,
+        "ts": crate::state::now_secs(),
+    })
+}
+
+/// A refusal with no state folder to record it in: its answer is printed all the same (JSON
+/// off a terminal and with `--json`, a sentence and a hint for a person); returns its exit code.
+fn refuse_without_state(e: &LaunchError, message: Option<String>) -> i32 {
+    let redactor = relay_token::Redactor::default();
+    let message = message.unwrap_or_else(|| e.message());
+    crate::human::print_refusal(&answer(e, &message, None, &redactor), &redactor);
+    e.exit_code().code()
 }
 
 /// Waits for the session to end: forwards SIGTERM and SIGHUP to the shim, ignores SIGINT and
@@ -395,10 +417,14 @@ fn supervise(state: &State, mut session: Session) -> i32 {
 pub fn refuse_early(host: &Host, e: &LaunchError) -> i32 {
     match State::open(&host.state_dir) {
         Ok(state) => refuse(&state, &AuditRow::early(), e),
-        Err(err) => errln!(
-            "relay-host: {e} (and the state folder {}: {err})",
-            host.state_dir.display()
-        ),
+        Err(err) => {
+            let message = format!(
+                "{} (and the state folder {}: {err})",
+                e.message(),
+                host.state_dir.display()
+            );
+            return refuse_without_state(e, Some(message));
+        }
     }
     e.exit_code().code()
 }

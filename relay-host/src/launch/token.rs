@@ -44,10 +44,7 @@ impl LaunchToken {
             });
         };
         check_request(v)?;
-        let t = read_claude_token(p).map_err(TokenError::Read)?;
-        if let Some(e) = reach::token_file_problem(p) {
-            return Err(TokenError::Exposed(e).into());
-        }
+        let t = read_usable(p)?;
         state.set_redactor(Redactor::new(Some(&t)));
         Ok(LaunchToken {
             path,
@@ -76,6 +73,17 @@ impl LaunchToken {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn hand_instead(&mut self, stand_in: ClaudeToken) {
         self.token = Some(stand_in);
+    }
+}
+
+/// The token of the file at `path` when a launch would hand it over: it reads as a token, and
+/// neither others may read it nor another user owns it. The one verdict on a token file: a
+/// launch, `status` and `token check` all take it from here.
+pub(crate) fn read_usable(path: &Path) -> Result<ClaudeToken, TokenError> {
+    let t = read_claude_token(path).map_err(TokenError::Read)?;
+    match reach::token_file_problem(path) {
+        Some(e) => Err(TokenError::Exposed(e)),
+        None => Ok(t),
     }
 }
 

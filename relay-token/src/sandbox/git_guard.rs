@@ -74,25 +74,57 @@ pub const WRAPPER: &str = include_str!("git_wrapper.sh");
 
 /// Writes [`WRAPPER`] as `git` (0700: the owner runs it) into `dir` (a folder no sandbox reaches, such as the
 /// session folder); returns its path, to be shown read-only inside the sandbox, in a folder
-/// that comes first on the session's `PATH`.
+/// that comes first on the session's `PATH`. Whatever stands at `dir/git` already (a kept
+/// session's folder reused under its id holds the last launch's wrapper, or whatever was put in
+/// its place) is removed first, and the wrapper is a new file: `dir` is opened without following
+/// a link, and the old entry is unlinked and the new one made relative to that descriptor
+/// (`O_EXCL | O_NOFOLLOW`), so no link in the way is ever followed.
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
 /// let p = relay_token::sandbox::git_guard::write_wrapper(dir.path())?;
 /// assert_eq!(std::fs::read_to_string(&p)?, relay_token::sandbox::git_guard::WRAPPER);
+/// // A folder reused: the link that stands there now is replaced, not followed.
+/// std::fs::remove_file(&p)?;
+/// std::os::unix::fs::symlink("/etc/hostname", &p)?;
+/// relay_token::sandbox::git_guard::write_wrapper(dir.path())?;
+/// assert!(std::fs::symlink_metadata(&p)?.is_file());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn write_wrapper(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
     use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join("git");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .open(&path)?;
+    let folder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)?;
+    let name = c"git";
+    // SAFETY: `folder` is an open folder descriptor and `name` a NUL-terminated string, both
+    // alive for the call; unlinkat never follows a link in its last component.
+    if unsafe { libc::unlinkat(folder.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(e);
+        }
+    }
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: as above; the mode is passed as the variadic argument O_CREAT reads.
+    let fd = unsafe {
+        libc::openat(
+            folder.as_raw_fd(),
+            name.as_ptr(),
+            flags,
+            0o700 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nothing else.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
     f.write_all(WRAPPER.as_bytes())?;
-    Ok(path)
+    Ok(dir.join("git"))
 }
 
 /// The variables [`WRAPPER`] reads: the real git, the common folder of the project's

@@ -644,3 +644,42 @@ fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
         "{args:?}"
     );
 }
+
+/// A kept session launched again under its id, resuming its conversation (the documented way
+/// back to a kept session), starts with the token: relay's git wrapper in the kept session
+/// folder is written afresh, and whatever stands at its place (here a link to a file outside)
+/// is replaced, never followed.
+#[test]
+fn a_kept_session_launches_again_under_its_id() {
+    let fx = Fx::new();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let first = json!({"kind": "claude", "session_id": "k1", "project": fx.project, "keep": true});
+    assert_eq!(fx.launch(&first).code, Some(0));
+    let wrapper = fx.session_dir("k1").join("git");
+    assert!(
+        wrapper.is_file(),
+        "the token launch ran git through the wrapper"
+    );
+    let again = json!({"kind": "claude", "session_id": "k1", "resume": "k1",
+                       "project": fx.project, "keep": true});
+    let out = fx.launch(&again);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let victim = fx.root.join("victim");
+    fs::write(&victim, "not relay's\n").unwrap();
+    fs::remove_file(&wrapper).unwrap();
+    std::os::unix::fs::symlink(&victim, &wrapper).unwrap();
+    let out = fx.launch(&again);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "not relay's\n");
+    let meta = fs::symlink_metadata(&wrapper).unwrap();
+    assert!(meta.is_file(), "the link was replaced by a file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+        fs::read_to_string(&wrapper).unwrap(),
+        relay_token::sandbox::git_guard::WRAPPER
+    );
+    for rec in fx.wait_records(3) {
+        assert_eq!(rec["session_id"], "k1");
+        assert_got_token(&rec, &fx.token);
+    }
+}

@@ -289,8 +289,8 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
     assert!(!fx.session_dir("kept1").exists());
 }
 
-/// `cargo install --path relay-host` installs relay-host alone: with no relay-shim anywhere it
-/// runs itself as the shim, and the session gets its token.
+/// `cargo install --locked --path relay-host` installs no relay-shim: with no relay-shim anywhere
+/// relay-host runs itself as the shim, and the session gets its token.
 #[test]
 fn a_lone_relay_host_runs_itself_as_the_shim() {
     let fx = Fx::new();
@@ -353,6 +353,50 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
         out.code.expect("finish saw an exit code"),
         String::from_utf8_lossy(&shown).replace("\r\n", "\n"),
     )
+}
+
+/// A home relay-host cannot keep its state folder in (`HOME` names a file here): `run --json`
+/// prints the launch's JSON answer naming the state folder (exit 71, as for a full one), and on
+/// a terminal a sentence and a hint.
+#[test]
+fn run_without_a_usable_home_answers_as_any_refusal() {
+    let fx = Fx::new();
+    let home = fx.root.join("home-file");
+    fs::write(&home, "").unwrap();
+    let state = home.join(".local/state/relay");
+    let cmd = |json: bool| {
+        let mut c = std::process::Command::new(relay_tests::relay_host());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home)
+            .current_dir(&fx.project)
+            .args(json.then_some("--json"))
+            .args(["run", "--project", fx.project.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let out = finish(cmd(true).spawn().unwrap(), TIMEOUT);
+    assert_eq!(out.code, Some(71), "{}", out.stderr);
+    let r: serde_json::Value = serde_json::from_str(out.stderr.trim()).expect("one JSON answer");
+    assert_eq!(
+        (&r["event"], &r["error"]),
+        (&json!("launch"), &json!("spawn_failed")),
+        "{r}"
+    );
+    let want = format!("state folder {}: ", state.display());
+    assert!(r["message"].as_str().unwrap().starts_with(&want), "{r}");
+    let (code, shown) = on_a_terminal(cmd(false));
+    assert_eq!(code, 71, "{shown}");
+    assert_shows(
+        &shown,
+        &format!("relay-host: the launch was refused: {want}"),
+    );
+    assert_shows(
+        &shown,
+        "\nhint: relay-host keeps its logs and session folders",
+    );
 }
 
 /// On a terminal a refusal is one sentence and a hint; the event log holds the same JSON answer
@@ -452,7 +496,12 @@ fn each_common_refusal_has_a_hint() {
     .unwrap();
     let p = fx.request_file(&json!({"kind": "claude", "project": fx.project}));
     let (_, shown) = host_on_a_terminal(&fx, &["launch", p.to_str().unwrap()]);
-    assert_shows(&shown, "hint: the token file must hold the token alone");
+    // The hint's own example reads as written: the redaction of the refusal leaves it alone.
+    assert_shows(
+        &shown,
+        "hint: the token file must hold the token alone (the one `sk-ant-…` line",
+    );
+    assert!(!shown.contains("[REDACTED]"), "{shown}");
 }
 
 /// A Claude launch that gets no token says so to a person.
@@ -558,7 +607,7 @@ fn folders_follow_xdg_and_reading_creates_nothing() {
 }
 
 /// The README's operator walkthrough, line by line through `sh -c`, in a fresh home:
-/// `cargo install --path relay-host` is played by copying the built `relay-host` alone into
+/// `cargo install --locked --path relay-host` is played by copying the built `relay-host` alone into
 /// `~/.cargo/bin` (what it installs), and `claude setup-token` (which signs in through a browser)
 /// by its printed output; every `relay-host` line runs as written. `claude` is the fake agent,
 /// which prints what it got on fd 5 (by hash) to stderr.
@@ -584,7 +633,7 @@ fn the_readme_operator_walkthrough_runs() {
     let mut printed = Vec::new();
     let mut ran = 0;
     for line in lines {
-        if line == "cargo install --path relay-host" {
+        if line == "cargo install --locked --path relay-host" {
             relay_tests::copy_program(&relay_tests::relay_host(), &cargo_bin.join("relay-host"));
             continue;
         }
@@ -755,7 +804,7 @@ fn token_check_warns_on_shape_and_age() {
     let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         r["warnings"],
-        json!(["does not start with sk-ant-oat01-, as a `claude setup-token` token does"])
+        json!(["does not start as a `claude setup-token` token does (sk-ant- then oat01-)"])
     );
     fx.write_token(&oat_token());
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(331 * 86400);

@@ -1,5 +1,6 @@
-//! `scripts/release`: a tarball for a machine without a checkout, with relay's three programs
-//! (relay-host, relay-shim, relay-net-forward, relay-stand-in), the completions and the man pages.
+//! `scripts/release`: a tarball for a machine without a checkout, with relay's four programs
+//! (relay-host, relay-shim, relay-net-forward, relay-stand-in), the licence files, the
+//! completions and the man pages, and a `SHA256SUMS` file for it beside it.
 
 use super::*;
 
@@ -38,12 +39,35 @@ fn the_release_tarball_holds_both_binaries_completions_and_man_pages() {
         "share/bash-completion/completions/relay-host",
         "share/zsh/site-functions/_relay-host",
         "share/fish/vendor_completions.d/relay-host.fish",
+        "share/doc/relay/LICENSE-MIT",
+        "share/doc/relay/LICENSE-APACHE",
     ] {
         assert!(
             unpacked.path().join(f).is_file(),
             "{f} missing from {tarball}"
         );
     }
+    // The licence files are the checkout's own.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for f in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        let packed = std::fs::read(unpacked.path().join("share/doc/relay").join(f)).unwrap();
+        assert_eq!(packed, std::fs::read(root.join(f)).unwrap(), "{f}");
+    }
+    // SHA256SUMS beside the tarball names it, and its sum checks.
+    let sums = std::fs::read_to_string(out_dir.path().join("SHA256SUMS")).unwrap();
+    let name = Path::new(&tarball).file_name().unwrap().to_str().unwrap();
+    assert_eq!(sums.lines().count(), 1, "{sums}");
+    assert!(sums.trim_end().ends_with(&format!("  {name}")), "{sums}");
+    let check = Command::new("sha256sum")
+        .args(["--check", "--strict", "SHA256SUMS"])
+        .current_dir(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
     let v = Command::new(unpacked.path().join("bin/relay-host"))
         .arg("--version")
         .output()

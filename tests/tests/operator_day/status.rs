@@ -117,3 +117,59 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
         out.stdout
     );
 }
+
+/// One verdict: a token file that others may read (0644) is refused by a launch, so `status`
+/// says not ready in both forms, naming the path and the mode rule (never the content), exits
+/// 78, and `run` refuses with the same reason; at 0600 all three say ready.
+#[test]
+fn a_token_file_others_may_read_makes_status_and_run_agree() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let mode = |m: u32| {
+        std::fs::set_permissions(&fx.token_file, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let rule = format!(
+        "read claude_token_file {}: mode 0644 lets others read it; chmod 600 it",
+        fx.token_file.display()
+    );
+    mode(0o644);
+    let (code, r) = status(&fx);
+    assert_eq!(code, Some(78), "{r}");
+    assert_eq!(r["claude_ready"], false, "{r}");
+    let c = check(&r, "token");
+    assert_eq!(
+        (&c["ok"], c["detail"].as_str()),
+        (&json!(false), Some(&*rule)),
+        "{c}"
+    );
+    let text = finish(host(&fx, &["status"]).env("PATH", "/usr/bin:/bin"));
+    assert_eq!(text.code, Some(78));
+    assert!(
+        text.stdout
+            .contains(&format!("check:             FAIL token: {rule}")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("a Claude session would not start logged in"),
+        "{}",
+        text.stdout
+    );
+    let token = std::fs::read_to_string(&fx.token_file).unwrap();
+    relay_tests::assert_no_token("status", text.stdout.as_bytes(), token.trim());
+    relay_tests::assert_no_token("status --json", r.to_string().as_bytes(), token.trim());
+    // The fixture's token is not of the `sk-ant-oat01-` shape: the warning saying so is readable.
+    assert!(!format!("{r}{}", text.stdout).contains("[REDACTED]"), "{r}");
+    let project = fx.project.to_str().unwrap();
+    let refused = run(&fx, &["--json", "run", "--project", project]);
+    assert_eq!(refused.code, Some(78), "{}", refused.stderr);
+    assert!(refused.stderr.contains(&rule), "{}", refused.stderr);
+
+    mode(0o600);
+    let (code, r) = status(&fx);
+    assert_eq!((code, &r["claude_ready"]), (Some(0), &json!(true)), "{r}");
+    assert_eq!(check(&r, "token")["ok"], true, "{r}");
+    let ran = run(&fx, &["run", "--project", project]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+}
