@@ -159,16 +159,26 @@ pub fn shipped(id: &str) -> Template {
 }
 
 /// The settings of a real-Claude test: the token file at `~/.config/claude-ltt/token` and the
-/// built-in `claude-code` template as shipped, its `api_base_url` at `gateway`.
+/// built-in `claude-code` template as shipped, its `api_base_url` at `gateway`. A plain
+/// `http://` gateway (on the loopback) is accepted only while no template shares the host's
+/// network, so then the built-in `shell` gets `"network": "none"` (the operator's network
+/// setting, as documented).
 ///
 /// ```
 /// let s = relay_tests::install::shipped_settings("http://127.0.0.1:9");
 /// assert_eq!(s["templates"][0]["api_base_url"], "http://127.0.0.1:9");
+/// assert_eq!(s["templates"][1]["network"], "none");
 /// ```
 pub fn shipped_settings(gateway: &str) -> Value {
     let mut t = serde_json::to_value(shipped("claude-code")).expect("a template serializes");
     t["api_base_url"] = json!(gateway);
-    json!({"claude_token_file": "~/.config/claude-ltt/token", "templates": [t]})
+    let mut templates = vec![t];
+    if gateway.starts_with("http://") {
+        let mut shell = serde_json::to_value(shipped("shell")).expect("a template serializes");
+        shell["network"] = json!("none");
+        templates.push(shell);
+    }
+    json!({"claude_token_file": "~/.config/claude-ltt/token", "templates": templates})
 }
 
 /// Panics unless every template in the settings of `config` is a built-in one as shipped: its
