@@ -31,6 +31,7 @@ pub(crate) mod stage;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
 pub(crate) mod start;
+pub mod stop;
 pub(crate) mod tie;
 pub(crate) mod token;
 pub mod wiring;

@@ -65,9 +65,6 @@ const UPSTREAM_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// far more often; a whole answer takes at most 10 minutes).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Why a session got a `504`: [`IDLE_TIMEOUT`] passed without a byte from the API host.
-const IDLE_WORDS: &str = "the API host sent nothing for 10 minutes";
-
 /// One stand-in session's secrets and the TLS set-up of its proxy: the real token, the
 /// session's CA, the API hosts and the upstream trust.
 ///

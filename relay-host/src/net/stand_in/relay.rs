@@ -12,6 +12,10 @@ use zeroize::Zeroizing;
 use super::super::allow::Host;
 use super::http1::{self, Body, MAX_HEAD, MAX_LINE};
 
+/// Why a session got a `504`: the API host sent nothing for the upstream's idle limit (its read
+/// timeout, set when its TLS came up).
+const IDLE_WORDS: &str = "the API host sent nothing for 10 minutes";
+
 /// The biggest piece of a body copied at once.
 const PIECE: usize = 16 * 1024;
 
@@ -138,14 +142,6 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// A read that ran past its timeout (`SO_RCVTIMEO` says `EAGAIN`).
-pub(super) fn timed_out(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
 fn invalid(why: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why)
 }
@@ -253,8 +249,8 @@ where
                     .map(|()| (false, 0))
             }
             Ok(None) => return Ok((false, 0)),
-            Err(e) if !sent && timed_out(&e) => {
-                return x.refuse(client, 504, super::IDLE_WORDS).and(Err(e))
+            Err(e) if !sent && super::error::timed_out(&e) => {
+                return x.refuse(client, 504, IDLE_WORDS).and(Err(e))
             }
             Err(e) if !sent => return x.refuse(client, 502, "a malformed answer").and(Err(e)),
             Err(e) => return Err(e),

@@ -200,7 +200,7 @@ pub(super) fn failure_words(e: &io::Error) -> &'static str {
             "the API host's TLS failed: a TLS error; relay-host trusts the public roots and ",
             "upstream_ca_file"
         ),
-        None if super::relay::timed_out(e) => concat!(
+        None if super::error::timed_out(e) => concat!(
             "the API host's TLS handshake took longer than 10 s; relay-host trusts the public ",
             "roots and upstream_ca_file"
         ),
