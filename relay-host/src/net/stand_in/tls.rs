@@ -175,9 +175,11 @@ pub(super) fn failure_words(e: &io::Error) -> &'static str {
     let tls = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
     match tls {
         Some(rustls::Error::InvalidCertificate(c)) => match c {
-            C::UnknownIssuer => concat!(
-                "the API host's TLS failed: its certificate's issuer is unknown (a TLS proxy on ",
-                "the way? put its CA in relay-host's upstream_ca_file setting)"
+            // A CA of the same name as a trusted one, whose signature does not verify, is an
+            // unknown issuer all the same.
+            C::UnknownIssuer | C::BadSignature => concat!(
+                "the API host's TLS failed: its certificate is from an unknown issuer (a TLS ",
+                "proxy on the way? put its CA in relay-host's upstream_ca_file setting)"
             ),
             C::Expired | C::ExpiredContext { .. } => concat!(
                 "the API host's TLS failed: its certificate has expired (or this machine's ",
@@ -239,11 +241,12 @@ mod tests {
             failure_words(&e)
         };
         let cases = [
-            (words(C::UnknownIssuer), "issuer is unknown"),
+            (words(C::UnknownIssuer), "from an unknown issuer"),
+            (words(C::BadSignature), "from an unknown issuer"),
             (words(C::Expired), "has expired"),
             (words(C::NotValidForName), "(name mismatch)"),
             (words(C::NotValidYet), "not valid yet"),
-            (words(C::BadSignature), "was refused"),
+            (words(C::Revoked), "was refused"),
             (
                 failure_words(&io::ErrorKind::WouldBlock.into()),
                 "longer than 10 s",
