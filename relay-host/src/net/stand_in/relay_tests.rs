@@ -136,6 +136,58 @@ fn the_head_limit_holds_at_its_byte() {
     assert!(back.starts_with(b"HTTP/1.1 400 Bad Request\r\n"));
 }
 
+/// An API host that sends nothing for its idle limit (its read timeout: `EAGAIN`): the
+/// session's request is answered `504`, saying so.
+#[test]
+fn an_idle_api_host_gets_the_request_answered_504() {
+    struct Idle(Vec<u8>);
+    impl Read for Idle {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+    }
+    impl Write for Idle {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.write(b)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let host = Host::Name("api.anthropic.com".into());
+    let swap = |_: &[u8]| None;
+    let told = std::cell::RefCell::new(Vec::new());
+    let noted = |code: u16, why: &'static str| told.borrow_mut().push((code, why));
+    let used = |_: u16, _: u64, _: u64| {};
+    let x = Exchange {
+        host: &host,
+        port: 443,
+        swap: &swap,
+        noted: &noted,
+        used: &used,
+    };
+    let mut c = Client {
+        input: Cursor::new(POST.to_vec()),
+        output: Vec::new(),
+    };
+    let mut u = Idle(Vec::new());
+    assert!(relay(&mut c, &mut u, &x).is_err());
+    assert!(
+        u.0.starts_with(b"POST /v1/messages HTTP/1.1\r\n"),
+        "the request went on"
+    );
+    let back = String::from_utf8_lossy(&c.output);
+    assert!(
+        back.starts_with("HTTP/1.1 504 Gateway Timeout\r\n"),
+        "{back}"
+    );
+    assert!(
+        back.ends_with("relay: the API host sent nothing for 10 minutes\n"),
+        "{back}"
+    );
+    assert_eq!(told.into_inner(), [(504, IDLE_WORDS)]);
+}
+
 #[test]
 fn a_malformed_request_is_refused_and_nothing_of_it_goes_on() {
     let (up, back) = run(
