@@ -287,7 +287,7 @@ fn host(fx: &Fixture, args: &[&str]) -> (Option<i32>, String) {
 /// The operator's view of a stand-in session: `ps` says its mode and its API use so far (2
 /// requests, both answered 200, bytes each way: counts, no content); `relay-host stop ID` ends
 /// it at once, and with it its `relay-stand-in`; the audit row says `token_mode: stand_in`
-/// and the `stand_in_use` event has the totals.
+/// and the `stand_in_use` event has the totals; `stop --all` ends every running session.
 #[test]
 fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_proxy() {
     let fx = Fixture::new(&fake_agent());
@@ -364,4 +364,28 @@ fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_prox
     assert_eq!(used[0]["api_use"]["requests"], 2);
     let (code, _) = host(&fx, &["stop", "use"]);
     assert_eq!(code, Some(64), "no such session any more");
+    // `stop --all` ends every running session.
+    let _ = std::fs::remove_file(fx.project.join("up"));
+    let mut two = Vec::new();
+    for id in ["all-a", "all-b"] {
+        let req = fx.request(id, true, id, &[]);
+        two.push(fx.launch(&req).spawn().unwrap());
+        let up = relay_tests::wait_until(std::time::Duration::from_secs(30), &|| {
+            fx.project.join("up").exists()
+        });
+        assert!(up, "{id} runs");
+        std::fs::remove_file(fx.project.join("up")).unwrap();
+    }
+    assert_eq!(stand_in_programs(&fx).len(), 2);
+    let (code, out) = host(&fx, &["--json", "stop", "--all"]);
+    let stopped: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(stopped["stopped"], json!(["all-a", "all-b"]), "{out}");
+    for mut c in two {
+        assert!(!c.wait().unwrap().success(), "ended by stop");
+    }
+    assert!(
+        stand_in_programs(&fx).is_empty(),
+        "both relay-stand-in went"
+    );
 }
