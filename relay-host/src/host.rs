@@ -174,21 +174,15 @@ impl Host {
     }
 }
 
-/// Why `upstream_ca_file` cannot be trusted, or `None`: its real path lies inside a read-write
-/// grant, where a session could put a CA of its own in it and so read the real token on its
-/// way upstream (stand-in mode).
+/// Why `upstream_ca_file` cannot be trusted, or `None`: it, a symlink on its way or its real
+/// path lies inside a read-write grant, where a session could put a CA of its own in it and so
+/// read the real token on its way upstream (stand-in mode); or its owner or mode is not the
+/// host's. (A stand-in launch checks it again with its project's grants, when it reads it.)
 fn ca_file_problem(settings: &Settings, config_dir: &Path, grants: &[PathBuf]) -> Option<String> {
     let ca = settings.upstream_ca_file.as_deref()?;
-    match reach::settings_problem(ca, config_dir, grants)? {
-        reach::Exposure::Settings { real, grant } => Some(format!(
-            "upstream_ca_file {}: its real path {} lies inside the read-write grant {}, where a \
-             session could add a CA of its own; keep it outside every read-write grant (the \
-             config folder is)",
-            ca.display(),
-            real.display(),
-            grant.display()
-        )),
-        other => Some(other.to_string()),
+    match reach::read_upstream_ca(ca, config_dir, grants) {
+        Err(e @ reach::UpstreamCaError::Reach(_)) => Some(e.to_string()),
+        _ => None,
     }
 }
 

@@ -155,6 +155,7 @@ pub(crate) fn plain_answer(code: u16, msg: &str) -> String {
         403 => "Forbidden",
         417 => "Expectation Failed",
         502 => "Bad Gateway",
+        504 => "Gateway Timeout",
         _ => "Service Unavailable",
     };
     let body = format!("relay: {msg}\n");

@@ -215,6 +215,32 @@ pub enum Exposure {
         /// The user relay-host runs as.
         me: u32,
     },
+    /// `upstream_ca_file`, a symlink on its way, or its real path lies inside a read-write
+    /// grant: a session could put a CA of its own there.
+    CaFileReach {
+        /// The setting's path, as written.
+        path: PathBuf,
+        /// The path inside the grant (the file, a link on the way, or the real path).
+        reached: PathBuf,
+        /// The read-write grant that holds it.
+        grant: PathBuf,
+    },
+    /// `upstream_ca_file` is writable by group or others.
+    CaFileMode {
+        /// The setting's path, as written.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// `upstream_ca_file` is owned by neither the host's user nor root.
+    CaFileOwner {
+        /// The setting's path, as written.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// The user relay-host runs as.
+        me: u32,
+    },
 }
 
 impl std::fmt::Display for Exposure {
@@ -258,6 +284,30 @@ impl std::fmt::Display for Exposure {
                 f,
                 "read claude_token_file {}: owned by uid {uid}, not by the user relay-host runs \
                  as (uid {me})",
+                path.display()
+            ),
+            Exposure::CaFileReach {
+                path,
+                reached,
+                grant,
+            } => write!(
+                f,
+                "upstream_ca_file {}: {} lies inside the read-write grant {}, where a session \
+                 could add a CA of its own; keep the file (and every symlink on its way) \
+                 outside every read-write grant (the config folder is)",
+                path.display(),
+                reached.display(),
+                grant.display()
+            ),
+            Exposure::CaFileMode { path, mode } => write!(
+                f,
+                "upstream_ca_file {}: mode {mode:04o} lets others write it; chmod go-w it",
+                path.display()
+            ),
+            Exposure::CaFileOwner { path, uid, me } => write!(
+                f,
+                "upstream_ca_file {}: owned by uid {uid}, not by the user relay-host runs as \
+                 (uid {me}) or root",
                 path.display()
             ),
         }
@@ -386,16 +436,36 @@ pub fn token_file_problem(path: &Path) -> Option<Exposure> {
         // A folder or a device: the read says "not a regular file", which is the cause.
         return None;
     }
+    let path = path.to_path_buf();
+    match ownership(&m, 0o077)? {
+        Ownership::Mode(mode) => Some(Exposure::TokenMode { path, mode }),
+        Ownership::Owner { uid, me } => Some(Exposure::TokenOwner { path, uid, me }),
+    }
+}
+
+/// What is wrong with a file's owner or mode.
+enum Ownership {
+    /// Permission bits in the mask are set (the bits given).
+    Mode(u32),
+    /// Owned by neither the user relay-host runs as (`me`) nor root.
+    Owner { uid: u32, me: u32 },
+}
+
+/// The rule for the files relay-host trusts (the token file, `upstream_ca_file`): none of the
+/// permission bits in `mask`, and owned by the user relay-host runs as or by root.
+fn ownership(m: &std::fs::Metadata, mask: u32) -> Option<Ownership> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    let path = path.to_path_buf();
-    if m.mode() & 0o077 != 0 {
-        let mode = m.mode() & 0o7777;
-        return Some(Exposure::TokenMode { path, mode });
+    if m.mode() & mask != 0 {
+        return Some(Ownership::Mode(m.mode() & 0o7777));
     }
     if m.uid() != me && m.uid() != 0 {
         let uid = m.uid();
-        return Some(Exposure::TokenOwner { path, uid, me });
+        return Some(Ownership::Owner { uid, me });
     }
     None
 }
+
+#[path = "reach_ca.rs"]
+mod ca;
+pub use ca::{read_upstream_ca, UpstreamCaError};

@@ -569,6 +569,9 @@ impl Settings {
                 return Err(invalid(m));
             }
         }
+        if let Some(m) = token_mode::gateway_problem(self) {
+            return Err(invalid(m));
+        }
         token_mode::ca_file_problem(self).map_or(Ok(()), |m| Err(invalid(m)))
     }
 }

@@ -3,17 +3,21 @@
 //! lives in this program, so every other launch runs a relay-host without it.
 //!
 //! ```text
-//! relay-stand-in SOCKET [--api HOST:PORT]... [--upstream-ca FILE] -- [ALLOW_ENTRY]...
+//! relay-stand-in SOCKET [--api HOST:PORT]... -- [ALLOW_ENTRY]...
 //! ```
 //!
 //! - fd 3: the real token, read to its end, then closed.
+//! - fd 5: the CA certificates trusted upstream besides webpki's roots (PEM: the bytes of
+//!   `upstream_ca_file` as relay-host read and checked them; empty when none), read to its end,
+//!   then closed. This program never opens a path for its trust.
 //! - fd 4: what it tells the host, one JSON object a line, never a byte of the real token:
 //!   `{"ready":{"stand_in":S,"ca":PEM}}` once the allow-list proxy listens at SOCKET (the
 //!   stand-in, for fd 5 of the session, and the session CA's certificate); or
 //!   `{"error":MESSAGE}` and exit 78 when it cannot start; then, while it runs,
 //!   `{"denied":{"host","port","reason","allow_with"}}` for each destination the allow-list
 //!   refused and `{"refused":{"host","port","status","reason"}}` for each request refused on an
-//!   intercepted connection.
+//!   intercepted connection, and `{"used":{"host","port","status","sent","received"}}` for each
+//!   answer an API host gave (counts only).
 //! - It ends on SIGTERM (the host's, or its parent-death signal when the host is gone): the
 //!   proxy stops and the real token is wiped. It is not dumpable, and in a session of its own,
 //!   so a terminal's Ctrl-C does not reach it.
@@ -39,6 +43,12 @@ pub const TOKEN_FD: i32 = 3;
 /// The descriptor the helper reports on.
 pub const REPORT_FD: i32 = 4;
 
+/// The descriptor the extra upstream CA certificates arrive on.
+pub const CA_FD: i32 = 5;
+
+/// The largest extra CA certificates read from fd 5.
+const MAX_CA: usize = 4 << 20;
+
 /// The exit code when it cannot start (after an `error` line).
 const CANNOT_START: i32 = 78;
 
@@ -49,11 +59,11 @@ const MAX_TOKEN: usize = 64 * 1024;
 ///
 /// # Safety
 ///
-/// Called once, from `main`, before any other thread runs: this process owns descriptors 3 and
-/// 4 it inherited, and nothing else in it uses them.
+/// Called once, from `main`, before any other thread runs: this process owns descriptors 3, 4
+/// and 5 it inherited, and nothing else in it uses them.
 ///
 /// ```no_run
-/// // SAFETY: from main, owning fds 3 and 4.
+/// // SAFETY: from main, owning fds 3, 4 and 5.
 /// let code = unsafe { relay_host::stand_in_program::run(std::env::args_os().skip(1).collect()) };
 /// std::process::exit(code);
 /// ```
@@ -87,7 +97,7 @@ pub unsafe fn run(args: Vec<OsString>) -> i32 {
 ///
 /// # Safety
 ///
-/// As [`run`]'s (descriptor 3).
+/// As [`run`]'s (descriptors 3 and 5).
 unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), String> {
     crate::harden_process().map_err(|e| format!("cannot harden the process: {e}"))?;
     // SAFETY: setsid takes no arguments; a freshly spawned child is no group leader.
@@ -96,11 +106,14 @@ unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), 
     let opts = Options::parse(args)?;
     // SAFETY: forwarded from this function's contract.
     let real = unsafe { read_token() }?;
-    let ca = opts.upstream_ca.as_deref();
+    // SAFETY: as above (descriptor 5).
+    let ca = unsafe { read_fd(CA_FD, MAX_CA) }?;
+    let ca = (!ca.is_empty()).then_some(ca.as_slice());
     let (stand_in, handed) =
         StandIn::new(real, &opts.api, ca).map_err(|e| format!("stand-in mode: {e}"))?;
     let list = AllowList::parse(&opts.allow).map_err(|e| format!("allow-list: {e}"))?;
     stand_in.on_refuse(report.refusals());
+    stand_in.on_use(report.uses());
     let ca_pem = stand_in.ca_pem().to_string();
     let proxy = Proxy::start_with(&opts.socket, list, report.denials(), Some(stand_in))
         .map_err(|e| format!("socket {}: {e}", opts.socket.display()))?;
@@ -113,24 +126,20 @@ unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), 
 struct Options {
     socket: PathBuf,
     api: Vec<String>,
-    upstream_ca: Option<PathBuf>,
     allow: Vec<String>,
 }
 
 impl Options {
     fn parse(args: Vec<OsString>) -> Result<Options, String> {
-        let usage = || {
-            "usage: relay-stand-in SOCKET [--api HOST:PORT]... [--upstream-ca FILE] -- [ENTRY]..."
-                .to_string()
-        };
+        let usage =
+            || "usage: relay-stand-in SOCKET [--api HOST:PORT]... -- [ENTRY]...".to_string();
         let mut it = args.into_iter();
         let socket = PathBuf::from(it.next().ok_or_else(usage)?);
-        let (mut api, mut upstream_ca, mut allow) = (Vec::new(), None, Vec::new());
+        let (mut api, mut allow) = (Vec::new(), Vec::new());
         let text = |v: Option<OsString>| v.and_then(|s| s.into_string().ok()).ok_or_else(usage);
         loop {
             match it.next().and_then(|a| a.into_string().ok()).as_deref() {
                 Some("--api") => api.push(text(it.next())?),
-                Some("--upstream-ca") => upstream_ca = Some(PathBuf::from(text(it.next())?)),
                 Some("--") => break,
                 _ => return Err(usage()),
             }
@@ -138,12 +147,7 @@ impl Options {
         for entry in it {
             allow.push(text(Some(entry))?);
         }
-        Ok(Options {
-            socket,
-            api,
-            upstream_ca,
-            allow,
-        })
+        Ok(Options { socket, api, allow })
     }
 }
 
@@ -154,21 +158,33 @@ impl Options {
 /// As [`run`]'s (descriptor 3).
 unsafe fn read_token() -> Result<ClaudeToken, String> {
     // SAFETY: forwarded.
-    let fd = unsafe { claim(TOKEN_FD) }.map_err(|e| format!("fd {TOKEN_FD}: {e}"))?;
-    let mut bytes = Zeroizing::new(vec![0u8; MAX_TOKEN + 1]);
+    let bytes = unsafe { read_fd(TOKEN_FD, MAX_TOKEN) }?;
+    ClaudeToken::from_bytes(&bytes).ok_or_else(|| format!("fd {TOKEN_FD}: not a token"))
+}
+
+/// Everything on inherited descriptor `fd` to its end, at most `max` bytes (then closed).
+///
+/// # Safety
+///
+/// As [`claim`]'s: the caller owns `fd`, and nothing else in this process uses it.
+unsafe fn read_fd(fd: i32, max: usize) -> Result<Zeroizing<Vec<u8>>, String> {
+    // SAFETY: forwarded.
+    let owned = unsafe { claim(fd) }.map_err(|e| format!("fd {fd}: {e}"))?;
+    let mut bytes = Zeroizing::new(vec![0u8; max + 1]);
     let mut len = 0;
     loop {
-        let n = relay_token::sys::read(&fd, &mut bytes[len..])
-            .map_err(|e| format!("fd {TOKEN_FD}: {e}"))?;
+        let n = relay_token::sys::read(&owned, &mut bytes[len..])
+            .map_err(|e| format!("fd {fd}: {e}"))?;
         if n == 0 {
             break;
         }
         len += n;
-        if len > MAX_TOKEN {
-            return Err(format!("fd {TOKEN_FD}: more than {MAX_TOKEN} bytes"));
+        if len > max {
+            return Err(format!("fd {fd}: more than {max} bytes"));
         }
     }
-    ClaudeToken::from_bytes(&bytes[..len]).ok_or_else(|| format!("fd {TOKEN_FD}: not a token"))
+    bytes.truncate(len);
+    Ok(bytes)
 }
 
 /// Takes an inherited descriptor, after checking it is open.
@@ -238,6 +254,16 @@ impl Report {
         Box::new(move |d: &Denied| {
             me.send(&json!({ "denied": {
                 "host": d.host, "port": d.port, "reason": d.reason, "allow_with": d.allow_with(),
+            }}));
+        })
+    }
+
+    fn uses(&self) -> crate::net::stand_in::OnUse {
+        let me = self.clone();
+        Box::new(move |u| {
+            me.send(&json!({ "used": {
+                "host": u.host, "port": u.port, "status": u.status,
+                "sent": u.sent, "received": u.received,
             }}));
         })
     }

@@ -84,6 +84,32 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
     None
 }
 
+/// Why a plain `http://` gateway could be impersonated, or `None`: `http://` is allowed to
+/// this machine's loopback only, and a session of a template that shares the host's network
+/// (`"network": "host"`, or `"sandbox": false`) can listen on a loopback port itself while the
+/// gateway is down, and so receive every request with the token. Such a gateway is used only
+/// while every template has a network of its own.
+pub(super) fn gateway_problem(s: &Settings) -> Option<String> {
+    let all = crate::reach::templates(s);
+    let (t, g) = all.iter().find_map(|t| {
+        let g = t.api_base_url.as_ref()?;
+        g.url().starts_with("http://").then_some((t, g))
+    })?;
+    let open = all
+        .iter()
+        .find(|u| u.sandbox == Sandbox::Off || u.network() == Network::Host)?;
+    Some(format!(
+        "template {:?}: api_base_url {:?} is plain http:// on this machine's loopback, where a \
+         session of template {:?} (it shares the host's network) could listen in the gateway's \
+         place and receive the token; give template {:?} \"network\": \"none\" or an \
+         allow-list, or use an https:// gateway",
+        t.id,
+        g.url(),
+        open.id,
+        open.id
+    ))
+}
+
 /// Why `upstream_ca_file` cannot be used, or `None`: not absolute, unreadable, or no PEM
 /// certificate in it. The message names the file.
 pub(super) fn ca_file_problem(s: &Settings) -> Option<String> {

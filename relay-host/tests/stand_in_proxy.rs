@@ -271,10 +271,9 @@ fn setup(trust: bool) -> Setup {
     let (first, gate) = mpsc::channel();
     let api = Upstream::start(Some(gate));
     let other = Upstream::start(None);
-    let both = dir.path().join("both.pem");
-    std::fs::write(&both, format!("{}{}", api.ca_pem, other.ca_pem)).unwrap();
+    let both = format!("{}{}", api.ca_pem, other.ca_pem);
     let real = ClaudeToken::from_bytes(REAL).unwrap();
-    let ca = trust.then_some(both.as_path());
+    let ca = trust.then_some(both.as_bytes());
     let (si, handed) = StandIn::new(real, &[api.entry()], ca).unwrap();
     let session_ca = si.ca_pem().to_string();
     let refused = Arc::new(Mutex::new(Vec::new()));
@@ -413,9 +412,12 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
         Some(0),
         "a failed handshake is told: {told:?}"
     );
-    // Upstream TLS is verified: without upstream_ca_file the test CA is no root.
+    // Upstream TLS is verified: without upstream_ca_file the test CA is no root. The session
+    // hears at once why (an unknown issuer) and which setting fixes it, told not to retry
+    // (Claude Code heeds x-should-retry), and so is the host.
     let s = setup(false);
     let mut tls = session(&s.socket, &s.api.entry(), &s.session_ca).unwrap();
+    let asked = std::time::Instant::now();
     let a = exchange(
         &mut tls,
         s.api.port,
@@ -424,13 +426,19 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
         None,
     )
     .unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
     assert!(a.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{a}");
+    assert!(a.contains("\r\nx-should-retry: false\r\n"), "{a}");
+    let why = "the API host's TLS failed: its certificate is from an unknown issuer (a TLS proxy \
+               on the way? put its CA in relay-host's upstream_ca_file setting)";
+    assert!(a.ends_with(&format!("\r\n\r\nrelay: {why}\n")), "{a}");
     assert!(s.api.seen().is_empty());
     let told = refusals(&s, 1);
-    assert_eq!(
-        told.last().map(|r| r.reason),
-        Some("the API host's TLS failed")
-    );
+    assert_eq!(told.last().map(|r| r.reason), Some(why));
 }
 
 /// The refusals the proxy has told, once there are `n` of them: the proxy's thread tells a

@@ -206,6 +206,35 @@ pub fn pipe2_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
+/// `bytes` in a close-on-exec in-memory file (`memfd_create`, named `name`), read from its
+/// start: how a program is handed data on a descriptor (a file of any size, unlike a pipe
+/// nobody reads yet).
+///
+/// ```
+/// use std::io::Read;
+/// let fd = relay_token::sys::memfd_with(c"doc", b"abc")?;
+/// let mut text = Vec::new();
+/// std::fs::File::from(fd).read_to_end(&mut text)?;
+/// assert_eq!(text, b"abc");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(target_os = "linux")]
+pub fn memfd_with(name: &CStr, bytes: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: the name is NUL-terminated; the flags are valid.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    write_all(&fd, bytes)?;
+    // SAFETY: lseek on a descriptor we own.
+    if unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_SET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
 /// `fcntl(fd, F_GETFD)`: the descriptor flags, or `EBADF` when `fd` is not open. It takes a bare
 /// number because it asks whether that number is open at all; it changes nothing.
 ///

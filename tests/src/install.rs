@@ -159,15 +159,24 @@ pub fn shipped(id: &str) -> Template {
 }
 
 /// The settings of a real-Claude test: the token file at `~/.config/claude-ltt/token` and the
-/// built-in `claude-code` template as shipped, its `api_base_url` at `gateway`.
+/// built-in `claude-code` template as shipped, its `api_base_url` at `gateway`. A plain
+/// `http://` gateway (on the loopback) is accepted only while no template shares the host's
+/// network, so then the built-in `shell` gets `"network": "none"` (the operator's network
+/// setting, as documented).
 ///
 /// ```
 /// let s = relay_tests::install::shipped_settings("http://127.0.0.1:9");
 /// assert_eq!(s["templates"][0]["api_base_url"], "http://127.0.0.1:9");
+/// assert_eq!(s["templates"][1]["network"], "none");
 /// ```
 pub fn shipped_settings(gateway: &str) -> Value {
     let mut s = shipped_settings_as_is();
     s["templates"][0]["api_base_url"] = json!(gateway);
+    if gateway.starts_with("http://") {
+        let mut shell = serde_json::to_value(shipped("shell")).expect("a template serializes");
+        shell["network"] = json!("none");
+        s["templates"].as_array_mut().expect("a list").push(shell);
+    }
     s
 }
 

@@ -112,7 +112,7 @@ fn every_case_file_matches_the_binary() {
 fn completions_and_the_man_page_name_every_command() {
     let home = tempfile::tempdir().unwrap();
     let commands = [
-        "launch", "run", "status", "token", "audit", "events", "gc", "demo",
+        "launch", "run", "status", "ps", "stop", "token", "audit", "events", "gc", "demo",
     ];
     for shell in ["bash", "zsh", "fish"] {
         let out = run(&["completions".into(), shell.into()], home.path());

@@ -207,6 +207,49 @@ fn a_stand_in_turn_reaches_the_api_with_the_real_token_and_the_session_holds_a_s
     );
 }
 
+/// An API host whose certificate relay-host does not trust (another CA in `upstream_ca_file`):
+/// the request never reaches it, and the turn ends at once (Claude Code heeds the proxy's
+/// `x-should-retry: false` instead of retrying for minutes), its output naming the cause and
+/// `upstream_ca_file`; the `stand_in_refused` event says the same.
+#[test]
+fn an_untrusted_api_certificate_reaches_the_person_at_once_naming_the_setting() {
+    let w = World::new(Some(STAND_IN), false, json!({}), |p| {
+        work_script(p, Vec::new())
+    });
+    TestCa::new().write_pem(&w.s.root.join("upstream-ca.pem"));
+    let turn = w.turn("Do the scripted work.");
+    w.s.report("stand_in_untrusted_api");
+    let out = format!("{}{}", turn.stdout, turn.stderr);
+    assert!(!turn.killed && turn.code != Some(0), "{}", turn.describe());
+    assert!(
+        out.contains("from an unknown issuer"),
+        "{}",
+        turn.describe()
+    );
+    assert!(out.contains("upstream_ca_file"), "{}", turn.describe());
+    assert!(
+        turn.took < Duration::from_secs(10),
+        "{:?}: {}",
+        turn.took,
+        turn.describe()
+    );
+    assert!(w.s.api.seen().is_empty(), "a request reached the API");
+    let events = w.s.host(&["--json", "events"]).output().expect("events");
+    let refused: Vec<Value> = (String::from_utf8_lossy(&events.stdout).lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "stand_in_refused")
+        .collect();
+    assert!(!refused.is_empty(), "no stand_in_refused event");
+    assert!(
+        refused
+            .iter()
+            .all(|e| e["reason"].as_str().is_some_and(
+                |r| r.contains("from an unknown issuer") && r.contains("upstream_ca_file")
+            )),
+        "{refused:?}"
+    );
+}
+
 /// After a stand-in turn, while the session still runs (its last Bash step waits): neither the
 /// real token nor its random part is in the memory of any process of the sandbox (as bytes or
 /// UTF-16); the scan is not blind (it finds the prompt's marker in Claude Code's memory, and

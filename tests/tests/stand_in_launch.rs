@@ -4,7 +4,8 @@
 //! `/run/relay/ca.pem` named by `NODE_EXTRA_CA_CERTS`, and its proxy terminates TLS for the API
 //! host with a leaf that CA signed (curl trusting it gets through to the proxy; without it, it
 //! refuses the certificate); each refusal is a `stand_in_refused` event. The same template in pipe mode hands the real token and sets no
-//! CA. The real token's path to the API is `relay-host/tests/stand_in_proxy.rs`'s; real Claude
+//! CA. The operator sees the mode and a stand-in session's API use in `ps`, and `stop` ends the
+//! session with its proxy. The real token's path to the API is `relay-host/tests/stand_in_proxy.rs`'s; real Claude
 //! Code's is `tests/stand_in.rs`'s.
 //!
 //! Run: `cargo test -p relay-tests --test stand_in_launch`. Linux only (bwrap's namespaces).
@@ -146,6 +147,17 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     // (Whatever the host's own environment says: relay sets nothing.)
     assert_ne!(read(&fx, "ca.var"), "/run/relay/ca.pem");
     assert_eq!(read(&fx, "ca.pem"), "");
+    // The audit rows say what fd 5 carried.
+    let modes: Vec<(String, String, String)> = (fx.log("audit.jsonl").iter())
+        .filter(|r| r["outcome"] == "ok")
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (s("session_id"), s("token"), s("token_mode"))
+        })
+        .collect();
+    let want = |id: &str, mode: &str| (id.to_string(), "fd".to_string(), mode.to_string());
+    assert!(modes.contains(&want("standin", "stand_in")), "{modes:?}");
+    assert!(modes.contains(&want("pipe", "pipe")), "{modes:?}");
 }
 
 /// The `relay-stand-in` processes of `fx`'s sessions (its socket, in the command line, lies in
@@ -216,4 +228,164 @@ fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
         std::fs::write(fx.project.join("go"), "").unwrap();
         assert!(gone, "{id}: relay-stand-in outlived its host");
     }
+}
+
+/// An "API" over TLS with the test CA's leaf: each connection's requests (heads only, no
+/// bodies) are answered `200` with `ok`.
+fn tls_api(ca: &relay_tests::tls::TestCa) -> u16 {
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = api.local_addr().unwrap().port();
+    let config = ca.server_config();
+    std::thread::spawn(move || {
+        for tcp in api.incoming().flatten() {
+            let config = std::sync::Arc::clone(&config);
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut s = rustls::StreamOwned::new(conn, tcp);
+                let mut r = std::io::BufReader::new(&mut s);
+                loop {
+                    let mut head = Vec::new();
+                    let mut line = String::new();
+                    while std::io::BufRead::read_line(&mut r, &mut line).unwrap_or(0) > 0 {
+                        head.extend_from_slice(line.as_bytes());
+                        if line == "\r\n" {
+                            break;
+                        }
+                        line.clear();
+                    }
+                    if !head.ends_with(b"\r\n\r\n") {
+                        return;
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if std::io::Write::write_all(r.get_mut(), ok).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `relay-host ARGS` for `fx`: (exit code, stdout).
+fn host(fx: &Fixture, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(&fx.host)
+        .arg("--config-dir")
+        .arg(&fx.config)
+        .arg("--state-dir")
+        .arg(&fx.state)
+        .args(args)
+        .env("HOME", &fx.home)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The operator's view of a stand-in session: `ps` says its mode and its API use so far (2
+/// requests, both answered 200, bytes each way: counts, no content); `relay-host stop ID` ends
+/// it at once, and with it its `relay-stand-in`; the audit row says `token_mode: stand_in`
+/// and the `stand_in_use` event has the totals; `stop --all` ends every running session.
+#[test]
+fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_proxy() {
+    let fx = Fixture::new(&fake_agent());
+    fx.write_token();
+    let ca = relay_tests::tls::TestCa::new();
+    let port = tls_api(&ca);
+    let p = fx.project.display();
+    let url = format!("https://127.0.0.1:{port}/v1/messages");
+    let text = format!(
+        "#!/bin/sh\nt=$(cat <&5)\n\
+         for i in 1 2; do curl -s -o /dev/null -m 10 --cacert /run/relay/ca.pem \
+             -H \"Authorization: Bearer $t\" {url}; done\n\
+         touch {p}/up\nwhile :; do sleep 1; done\n"
+    );
+    let script = fx.project.join("use.sh");
+    std::fs::write(&script, text).unwrap();
+    settings(&fx, &script, port, "stand_in");
+    let ca_file = fx.root.join("ca.pem");
+    ca.write_pem(&ca_file);
+    let path = fx.config.join("settings.json");
+    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    s["upstream_ca_file"] = json!(ca_file);
+    std::fs::write(&path, s.to_string()).unwrap();
+    let req = fx.request("use", true, "use", &[]);
+    let mut session = fx.launch(&req).spawn().unwrap();
+    let up = relay_tests::wait_until(std::time::Duration::from_secs(30), &|| {
+        fx.project.join("up").exists()
+    });
+    assert!(up, "the session made its requests");
+    let (code, out) = host(&fx, &["--json", "ps"]);
+    assert_eq!(code, Some(0), "{out}");
+    let ps: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &ps[0];
+    assert_eq!(row["token_mode"], "stand_in", "{ps}");
+    let used = &row["api_use"];
+    assert_eq!(used["requests"], 2, "{ps}");
+    assert_eq!(used["statuses"], json!({"200": 2}), "{ps}");
+    assert!(used["sent"].as_u64().unwrap() > 100, "{ps}");
+    assert!(used["received"].as_u64().unwrap() >= 2 * 40, "{ps}");
+    let (_, out) = host(&fx, &["ps"]);
+    assert!(out.contains(" stand_in "), "{out}");
+    assert!(out.contains("  api: 2 requests; answers 200×2; "), "{out}");
+    assert_eq!(stand_in_programs(&fx).len(), 1);
+    let asked = std::time::Instant::now();
+    let (code, out) = host(&fx, &["stop", "use"]);
+    assert_eq!((code, out.trim()), (Some(0), "stopped use"));
+    let deadline = std::time::Instant::now() + TEN_S;
+    while session.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the launch ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        stand_in_programs(&fx).is_empty(),
+        "relay-stand-in went with it"
+    );
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    let rows = fx.log("audit.jsonl");
+    let row = rows
+        .iter()
+        .find(|r| r["session_id"] == "use" && r["outcome"] == "ok")
+        .unwrap();
+    assert_eq!(
+        (&row["token"], &row["token_mode"]),
+        (&json!("fd"), &json!("stand_in"))
+    );
+    let used: Vec<serde_json::Value> = (fx.log("events.jsonl").into_iter())
+        .filter(|e| e["event"] == "stand_in_use" && e["session_id"] == "use")
+        .collect();
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["api_use"]["requests"], 2);
+    let (code, _) = host(&fx, &["stop", "use"]);
+    assert_eq!(code, Some(64), "no such session any more");
+    // `stop --all` ends every running session.
+    let _ = std::fs::remove_file(fx.project.join("up"));
+    let mut two = Vec::new();
+    for id in ["all-a", "all-b"] {
+        let req = fx.request(id, true, id, &[]);
+        two.push(fx.launch(&req).spawn().unwrap());
+        let up = relay_tests::wait_until(std::time::Duration::from_secs(30), &|| {
+            fx.project.join("up").exists()
+        });
+        assert!(up, "{id} runs");
+        std::fs::remove_file(fx.project.join("up")).unwrap();
+    }
+    assert_eq!(stand_in_programs(&fx).len(), 2);
+    let (code, out) = host(&fx, &["--json", "stop", "--all"]);
+    let stopped: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(stopped["stopped"], json!(["all-a", "all-b"]), "{out}");
+    for mut c in two {
+        assert!(!c.wait().unwrap().success(), "ended by stop");
+    }
+    assert!(
+        stand_in_programs(&fx).is_empty(),
+        "both relay-stand-in went"
+    );
 }

@@ -43,9 +43,23 @@ pub enum Command {
     /// Folders, settings, the token file's health, bwrap and relay-shim; exit 78 when one is
     /// not usable
     Status,
-    /// List the running sessions: id, template, pid, start time, token, network, project
+    /// List the running sessions: id, template, pid, start time, token mode, network, project (and a stand-in session's API use)
     #[command(visible_alias = "sessions")]
     Ps,
+    /// End a running session at once (its program, and a stand-in session's proxy with it), or
+    /// every running session with --all
+    Stop {
+        /// The session id (relay-host ps lists them)
+        #[arg(
+            value_name = "ID",
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        id: Option<String>,
+        /// Every running session of this state folder
+        #[arg(long)]
+        all: bool,
+    },
     /// Print the effective templates (built-in ones included) in the settings' format, to copy
     /// from
     Templates {

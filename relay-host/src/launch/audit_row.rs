@@ -7,13 +7,17 @@ use serde_json::{json, Value};
 use super::error::LaunchError;
 use super::request::{LaunchPlan, Request};
 
+/// The token mode of a launch that handed nothing on fd 5.
+const NONE: &str = "none";
+
 /// What a launch is about, as far as it got.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct AuditRow {
     kind: &'static str,
     template: String,
     sandbox: bool,
-    token: bool,
+    /// What fd 5 carried: `stand_in`, `pipe` (the real token) or `none`.
+    token_mode: &'static str,
     session_id: Option<String>,
 }
 
@@ -28,7 +32,13 @@ pub(crate) struct Refused {
 impl AuditRow {
     /// A launch refused before its request was read.
     pub(crate) fn early() -> AuditRow {
-        AuditRow::default()
+        AuditRow {
+            kind: "",
+            template: String::new(),
+            sandbox: false,
+            token_mode: NONE,
+            session_id: None,
+        }
     }
 
     /// A launch with its request read, not yet validated.
@@ -37,7 +47,7 @@ impl AuditRow {
             kind: r.kind.as_str(),
             template: r.template.clone().unwrap_or_default(),
             sandbox: r.sandbox,
-            token: false,
+            token_mode: NONE,
             session_id: r.session_id.clone(),
         }
     }
@@ -48,17 +58,15 @@ impl AuditRow {
             kind: v.kind.as_str(),
             template: v.template.id.clone(),
             sandbox: v.sandboxed,
-            token: false,
+            token_mode: NONE,
             session_id: Some(v.session_id.as_str().to_string()),
         }
     }
 
-    /// The row once the shim was spawned: `token` says whether it got the token.
-    pub(crate) fn spawned(self, carries_token: bool) -> AuditRow {
-        AuditRow {
-            token: carries_token,
-            ..self
-        }
+    /// The row once the shim was spawned: `token_mode` says what fd 5 carried
+    /// ([`super::stage::Prepared::token_mode`]).
+    pub(crate) fn spawned(self, token_mode: &'static str) -> AuditRow {
+        AuditRow { token_mode, ..self }
     }
 
     /// The launch refused with `error` at this stage (boxed: the error and the row are large).
@@ -74,13 +82,19 @@ impl AuditRow {
         self.session_id.as_deref()
     }
 
-    /// How the token went: `fd` or `none`.
+    /// How the token went: `fd` (the real token or a stand-in: see [`AuditRow::token_mode`])
+    /// or `none`.
     pub(crate) fn token_word(&self) -> &'static str {
-        if self.token {
-            "fd"
-        } else {
+        if self.token_mode == NONE {
             "none"
+        } else {
+            "fd"
         }
+    }
+
+    /// What fd 5 carried: `stand_in`, `pipe` or `none`.
+    pub(crate) fn token_mode(&self) -> &'static str {
+        self.token_mode
     }
 
     /// The `session_launch` row with its outcome and message.
@@ -92,6 +106,7 @@ impl AuditRow {
             "template": self.template,
             "sandbox": self.sandbox,
             "token": self.token_word(),
+            "token_mode": self.token_mode,
             "session_id": self.session_id,
             "message": message,
         })

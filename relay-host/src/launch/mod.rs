@@ -5,6 +5,7 @@
 //! [`bridge`]), the start (`start`) and the running sessions ([`sessions`]). [`run`] chains
 //! them in order; each step makes the next `stage`; [`error`] says why a launch was refused.
 
+pub mod api_use;
 pub(crate) mod argv;
 pub(crate) mod audit_row;
 pub mod bridge;
@@ -31,6 +32,7 @@ pub(crate) mod stage;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
 pub(crate) mod start;
+pub mod stop;
 pub(crate) mod tie;
 pub(crate) mod token;
 pub mod wiring;

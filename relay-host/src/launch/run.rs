@@ -95,7 +95,7 @@ fn start_session(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<Session, Bo
     let spawned = shim_for(cx, v, stdin)
         .and_then(start::spawn)
         .map_err(|e| row.refused(e))?;
-    let row = row.spawned(spawned.launch.carries_token());
+    let row = row.spawned(spawned.launch.token_mode());
     start::wait_started(&cx.state, &row, spawned).map_err(|e| row.refused(e))
 }
 
@@ -232,7 +232,7 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         return Ok(Networked { launch, net, proxy });
     }
     let socket = super::network::session_socket(launch.folder.dir());
-    let stand_in = super::stand_in::begin(&mut launch, &cx.settings, &cx.state, &socket)?;
+    let stand_in = super::stand_in::begin(&mut launch, cx, &socket)?;
     let v = &launch.v;
     let network = v.template.network();
     let (net, proxy) = super::network::start(

@@ -48,8 +48,12 @@ pub struct Record {
     pub host_pid: u32,
     /// When the session started, RFC 3339 in UTC.
     pub started: String,
-    /// True when the session was handed the token on fd 5.
+    /// True when the session was handed the token (or a stand-in for it) on fd 5.
     pub token: bool,
+    /// What fd 5 carried: `stand_in`, `pipe` (the real token) or `none` (a record written
+    /// before this field: `pipe` or `none`, from `token`).
+    #[serde(default)]
+    pub token_mode: Option<String>,
     /// The session's network: `host`, `none` or `allow-list`.
     pub network: String,
 }
@@ -57,7 +61,7 @@ pub struct Record {
 impl Record {
     /// The record of a launch that started: its request, its program's and shim's pids, whether
     /// it carries the token.
-    pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token: bool) -> Record {
+    pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token_mode: &str) -> Record {
         let network = if v.sandboxed {
             v.template.network().word()
         } else {
@@ -72,8 +76,27 @@ impl Record {
             shim_pid,
             host_pid: std::process::id(),
             started: crate::state::time::now_rfc3339(),
-            token,
+            token: token_mode != "none",
+            token_mode: Some(token_mode.to_string()),
             network: network.to_string(),
+        }
+    }
+
+    /// What fd 5 carried: `stand_in`, `pipe` or `none`.
+    ///
+    /// ```
+    /// let r: relay_host::launch::sessions::Record = serde_json::from_str(
+    ///     r#"{"id":"s1","template":"shell","kind":"terminal","project":null,"pid":7,"shim_pid":6,
+    ///         "host_pid":5,"started":"2026-01-02T03:04:05Z","token":true,"network":"host"}"#,
+    /// )?;
+    /// assert_eq!(r.token_mode(), "pipe");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn token_mode(&self) -> &str {
+        match (&self.token_mode, self.token) {
+            (Some(m), _) => m,
+            (None, true) => "pipe",
+            (None, false) => "none",
         }
     }
 
@@ -91,12 +114,25 @@ impl Record {
         state::append_private(&path)?.write_all(text.as_bytes())
     }
 
-    /// The record as JSON for `ps --json`.
-    fn to_json(&self) -> serde_json::Value {
-        json!({"id": self.id, "template": self.template, "kind": self.kind,
+    /// The record as JSON for `ps --json`, with a stand-in session's API use so far.
+    fn to_json(&self, state_dir: &Path) -> serde_json::Value {
+        let mut v = json!({"id": self.id, "template": self.template, "kind": self.kind,
                "project": self.project.as_deref().map(path_json), "pid": self.pid,
                "shim_pid": self.shim_pid, "host_pid": self.host_pid, "started": self.started,
-               "token": self.token, "network": self.network})
+               "token": self.token, "token_mode": self.token_mode(), "network": self.network});
+        if let Some(u) = self.api_use(state_dir) {
+            v["api_use"] = serde_json::to_value(u).unwrap_or_default();
+        }
+        v
+    }
+
+    /// A stand-in session's API use so far (nothing yet: none counted).
+    fn api_use(&self, state_dir: &Path) -> Option<super::api_use::ApiUse> {
+        if self.token_mode() != crate::settings::TokenMode::StandIn.word() {
+            return None;
+        }
+        let dir = state_dir.join(SESSIONS_DIR).join(&self.id);
+        Some(super::api_use::ApiUse::read(&dir).unwrap_or_default())
     }
 }
 
@@ -187,7 +223,8 @@ pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result
 pub fn print(host: &crate::Host, json: bool) -> i32 {
     let list = running(&host.state_dir);
     if json {
-        let rows: Vec<serde_json::Value> = list.iter().map(Record::to_json).collect();
+        let rows: Vec<serde_json::Value> =
+            list.iter().map(|r| r.to_json(&host.state_dir)).collect();
         outln!("{}", serde_json::Value::Array(rows));
         return 0;
     }
@@ -199,7 +236,7 @@ pub fn print(host: &crate::Host, json: bool) -> i32 {
         return 0;
     }
     outln!(
-        "{:<24} {:<12} {:>8} {:<20} {:<5} {:<10} PROJECT",
+        "{:<24} {:<12} {:>8} {:<20} {:<8} {:<10} PROJECT",
         "ID",
         "TEMPLATE",
         "PID",
@@ -213,14 +250,17 @@ pub fn print(host: &crate::Host, json: bool) -> i32 {
             .as_deref()
             .map_or("-".into(), |p| p.display().to_string());
         outln!(
-            "{:<24} {:<12} {:>8} {:<20} {:<5} {:<10} {project}",
+            "{:<24} {:<12} {:>8} {:<20} {:<8} {:<10} {project}",
             r.id,
             r.template,
             r.pid,
             r.started,
-            if r.token { "yes" } else { "no" },
+            r.token_mode(),
             r.network
         );
+        if let Some(u) = r.api_use(&host.state_dir) {
+            outln!("  api: {}", u.words());
+        }
     }
     0
 }

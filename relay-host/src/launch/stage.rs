@@ -43,6 +43,16 @@ impl Prepared {
         self.token.carried()
     }
 
+    /// What fd 5 carries: `stand_in` (a stand-in; the real token went to `relay-stand-in`),
+    /// `pipe` (the real token) or `none`: the audit row's, the session record's and `ps`'s word.
+    pub(crate) fn token_mode(&self) -> &'static str {
+        match (self.carries_token(), self.programs.stand_in.is_some()) {
+            (false, _) => "none",
+            (true, true) => crate::settings::TokenMode::StandIn.word(),
+            (true, false) => crate::settings::TokenMode::Pipe.word(),
+        }
+    }
+
     /// The project folder (its real path), if any.
     pub(crate) fn project(&self) -> Option<&Path> {
         self.v.project.as_deref()

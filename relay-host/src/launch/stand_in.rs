@@ -22,21 +22,24 @@ const CA_FILE: &str = "ca.pem";
 #[cfg(target_os = "linux")]
 pub(crate) fn begin(
     launch: &mut Prepared,
-    settings: &Settings,
-    state: &State,
+    cx: &super::context::Launch,
     socket: &std::path::Path,
 ) -> Result<Option<StandInProxy>, LaunchError> {
     use std::io::BufRead;
     let Some(program) = launch.programs.stand_in.clone() else {
         return Ok(None);
     };
+    if !launch.carries_token() {
+        return Ok(None);
+    }
+    let ca = upstream_ca(launch, &cx.settings, &cx.host.config_dir)?;
     let Some(real) = launch.token.take() else {
         return Ok(None);
     };
     let what = format!("stand-in mode: {}", program.display());
     let fail = |e: std::io::Error| super::error::spawn_err(&what)(e);
     let _ = std::fs::remove_file(socket);
-    let (mut child, report) = spawn(&program, launch, settings, socket, &real).map_err(fail)?;
+    let (mut child, report) = spawn(&program, launch, socket, &real, &ca).map_err(fail)?;
     drop(real);
     let mut report = std::io::BufReader::new(report);
     let mut line = String::new();
@@ -49,7 +52,8 @@ pub(crate) fn begin(
             return Err(fail(e));
         }
     };
-    let proxy = StandInProxy::new(child, reports(report, state, launch.v.session_id.as_str()));
+    let (id, dir) = (launch.v.session_id.as_str(), launch.folder.dir());
+    let proxy = StandInProxy::new(child, reports(report, &cx.state, id, dir));
     launch.token.hand_instead(handed);
     let file = launch.folder.dir().join(CA_FILE);
     write_ca(&file, &ca).map_err(super::error::spawn_err(format_args!("{}", file.display())))?;
@@ -61,35 +65,57 @@ pub(crate) fn begin(
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn begin(
     launch: &mut Prepared,
-    _settings: &Settings,
-    _state: &State,
+    _cx: &super::context::Launch,
     _socket: &std::path::Path,
 ) -> Result<Option<StandInProxy>, LaunchError> {
     let _ = (&launch.programs.stand_in, &launch.ca_file);
     Ok(None)
 }
 
-/// Spawns `relay-stand-in` for `launch`: its socket, API hosts, `upstream_ca_file` and
-/// allow-list on its command line, the real token in a pipe at fd 3, its report pipe at fd 4;
-/// tied to this host's life as the shim is. Returns the child and the report pipe's read end.
+/// The bytes of `upstream_ca_file` (empty when none), read once here and checked against every
+/// template's read-write grants with this launch's project ([`crate::reach::read_upstream_ca`]):
+/// `relay-stand-in` is handed the bytes, never the path, so nothing a session writes later
+/// reaches its trust.
+#[cfg(target_os = "linux")]
+fn upstream_ca(
+    launch: &Prepared,
+    settings: &Settings,
+    config_dir: &std::path::Path,
+) -> Result<Vec<u8>, LaunchError> {
+    use crate::reach::{read_upstream_ca, UpstreamCaError};
+    use crate::settings::SettingsError;
+    let Some(path) = settings.upstream_ca_file.as_deref() else {
+        return Ok(Vec::new());
+    };
+    read_upstream_ca(path, config_dir, &launch.programs.rw_grants).map_err(|e| {
+        let message = e.to_string();
+        let path = std::path::PathBuf::new();
+        LaunchError::Settings(match e {
+            UpstreamCaError::Reach(_) => SettingsError::Reachable { path, message },
+            _ => SettingsError::Invalid { path, message },
+        })
+    })
+}
+
+/// Spawns `relay-stand-in` for `launch`: its socket, API hosts and allow-list on its command
+/// line, the real token in a pipe at fd 3, its report pipe at fd 4, the extra upstream CA
+/// certificates `ca` in an in-memory file at fd 5; tied to this host's life as the shim is.
+/// Returns the child and the report pipe's read end.
 #[cfg(target_os = "linux")]
 fn spawn(
     program: &std::path::Path,
     launch: &Prepared,
-    settings: &Settings,
     socket: &std::path::Path,
     real: &relay_token::ClaudeToken,
+    ca: &[u8],
 ) -> std::io::Result<(std::process::Child, std::fs::File)> {
-    use crate::stand_in_program::{REPORT_FD, TOKEN_FD};
+    use crate::stand_in_program::{CA_FD, REPORT_FD, TOKEN_FD};
     use std::os::fd::AsFd;
     let template = &launch.v.template;
     let mut cmd = std::process::Command::new(program);
     cmd.arg(socket);
     for h in template.api_hosts() {
         cmd.args(["--api", &h]);
-    }
-    if let Some(ca) = &settings.upstream_ca_file {
-        cmd.arg("--upstream-ca").arg(ca);
     }
     cmd.arg("--");
     if let crate::net::Network::Allow(list) = template.network() {
@@ -101,9 +127,11 @@ fn spawn(
     super::tie::tie_to_host(&mut cmd, false);
     let token = relay_token::TokenPipe::new(real)?.into_fd();
     let (report, report_w) = relay_token::sys::pipe2_cloexec()?;
+    let ca = relay_token::sys::memfd_with(c"relay-upstream-ca", ca)?;
     let mut map = relay_token::FdMap::new();
     map.place(token.as_fd(), TOKEN_FD)?;
     map.place(report_w.as_fd(), REPORT_FD)?;
+    map.place(ca.as_fd(), CA_FD)?;
     let child = map.spawn(&mut cmd)?;
     Ok((child, std::fs::File::from(report)))
 }
@@ -125,12 +153,15 @@ fn ready(line: &str) -> std::io::Result<(relay_token::ClaudeToken, String)> {
     }
 }
 
-/// Writes each report of the running program to the events and the log, until it ends.
+/// Writes each report of the running program to the events and the log, until it ends; counts
+/// the API use into the session folder `dir` ([`super::api_use`]), and writes it as the
+/// `stand_in_use` event at the end.
 #[cfg(target_os = "linux")]
 fn reports(
     report: std::io::BufReader<std::fs::File>,
     state: &State,
     session_id: &str,
+    dir: &std::path::Path,
 ) -> std::thread::JoinHandle<()> {
     use std::io::BufRead;
     let events = State::open(state.path()).ok();
@@ -139,8 +170,10 @@ fn reports(
         e.set_redactor(state.redactor().clone());
     }
     let id = session_id.to_string();
+    let dir = dir.to_path_buf();
     std::thread::spawn(move || {
         let Some(events) = events else { return };
+        let mut used = super::api_use::ApiUse::default();
         for line in report.lines().map_while(Result::ok) {
             let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
             let port = |r: &serde_json::Value| r["port"].as_u64().unwrap_or(0);
@@ -153,7 +186,17 @@ fn reports(
                 let (host, reason) = (text(r, "host"), text(r, "reason"));
                 let status = r["status"].as_u64().unwrap_or(0);
                 super::network::note_refused(&events, &id, &host, port(r), status, &reason);
+            } else if let Some(u) = v.get("used") {
+                let count = |k: &str| u[k].as_u64().unwrap_or(0);
+                let status = u16::try_from(count("status")).unwrap_or(0);
+                used.add(status, count("sent"), count("received"));
+                let _ = used.write(&dir);
             }
+        }
+        if used.requests > 0 {
+            let mut e = serde_json::json!({"event": "stand_in_use", "session_id": id});
+            e["api_use"] = serde_json::to_value(&used).unwrap_or_default();
+            let _ = events.event(&e);
         }
     })
 }

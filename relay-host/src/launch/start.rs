@@ -131,18 +131,19 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     let answer =
         json!({"event": "launch", "status": 201, "session_id": v.session_id.as_str(), "pid": pid});
     let _ = state.event(&answer);
-    let record = super::sessions::Record::of(v, pid, s.shim.id(), s.launch.carries_token());
+    let record = super::sessions::Record::of(v, pid, s.shim.id(), s.launch.token_mode());
     let _ = record.write(s.launch.folder.dir());
     state.audit(row.row("ok", "started")).map_err(|source| {
         let audit = state.path().join(crate::state::AUDIT_FILE);
         StartError::Unrecorded { audit, source }
     })?;
     state.log(&format!(
-        "session {} started: pid {pid}, template {}, sandbox {}, token {}",
+        "session {} started: pid {pid}, template {}, sandbox {}, token {} ({})",
         v.session_id.as_str(),
         v.template.id,
         v.sandboxed,
-        row.token_word()
+        row.token_word(),
+        row.token_mode()
     ));
     Ok(())
 }

@@ -147,26 +147,13 @@ fn open_files_limit() -> usize {
 /// ```
 #[cfg(target_os = "linux")]
 pub fn args_file(options: &[OsString]) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
-    // SAFETY: the name is a NUL-terminated literal; the flags are valid.
-    let fd = unsafe { libc::memfd_create(c"relay-bwrap-args".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut bytes: Vec<u8> = Vec::with_capacity(options.iter().map(|o| o.len() + 1).sum());
     for o in options {
         bytes.extend_from_slice(o.as_bytes());
         bytes.push(0);
     }
-    crate::sys::write_all(&fd, &bytes)?;
-    // SAFETY: lseek on a descriptor we own.
-    if unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_SET) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(fd)
+    crate::sys::memfd_with(c"relay-bwrap-args", &bytes)
 }
 
 #[cfg(test)]

@@ -535,9 +535,44 @@ fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains(&words), "{msg}");
     assert_nothing_started(&fx, "gw");
-    // The loopback is this machine: plain http:// to it is accepted.
+    // The loopback is this machine: plain http:// to it is accepted (while no template shares
+    // the host's network: the test below).
     t["api_base_url"] = json!("http://127.0.0.1:8080");
-    fx.with_token(vec![t]);
+    fx.with_token(vec![t, json!({"id": "shell", "network": "none"})]);
+    let out = fx.host(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(status["settings_error"].is_null(), "{status}");
+}
+
+/// Issue 42: a plain `http://` gateway on the loopback is refused while a template shares the
+/// host's network (the built-in `shell`'s `"host"`): such a session could listen on the port
+/// while the gateway is down and receive the token. The words name both templates and the
+/// fix; a launch is refused and nothing starts. With `shell` given a network of its own, the
+/// same gateway is accepted.
+#[test]
+fn a_loopback_http_gateway_is_refused_while_a_session_could_listen_in_its_place() {
+    let fx = Fx::new();
+    let url = "http://127.0.0.1:8080";
+    let mut t = claude_template(&[], json!({}), &[]);
+    t["api_base_url"] = json!(url);
+    let id = t["id"].as_str().unwrap().to_string();
+    fx.with_token(vec![t.clone()]);
+    let words = format!(
+        "template {id:?}: api_base_url {url:?} is plain http:// on this machine's loopback, where \
+         a session of template \"shell\" (it shares the host's network) could listen in the \
+         gateway's place and receive the token; give template \"shell\" \"network\": \"none\" \
+         or an allow-list, or use an https:// gateway"
+    );
+    let out = fx.host(&["status", "--json"]);
+    assert_eq!(out.code, Some(78), "{}", out.stderr);
+    let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let error = status["settings_error"].as_str().unwrap_or_default();
+    assert!(error.ends_with(&words), "{status}");
+    let out = fx.launch(&claude_req(&fx, "gw"));
+    let msg = assert_refused(&fx, &out, 78, "settings_invalid");
+    assert!(msg.contains(&words), "{msg}");
+    assert_nothing_started(&fx, "gw");
+    fx.with_token(vec![t, json!({"id": "shell", "network": "none"})]);
     let out = fx.host(&["status", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert!(status["settings_error"].is_null(), "{status}");

@@ -72,3 +72,11 @@ impl From<rcgen::Error> for StandInError {
         StandInError::Certificate(e)
     }
 }
+
+/// A read or write that ran past its timeout (`SO_RCVTIMEO` and `SO_SNDTIMEO` say `EAGAIN`).
+pub(super) fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}

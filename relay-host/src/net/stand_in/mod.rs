@@ -21,7 +21,6 @@ use std::fmt;
 use std::io;
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -55,9 +54,16 @@ pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
 /// ```
 pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
-/// How long a session may take over its TLS handshake with the proxy, and an API host over
-/// its own.
+/// How long a session may take over its TLS handshake with the proxy.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an API host may take over its TLS handshake: a failure must reach the person
+/// within seconds (the connection itself has the proxy's 10 s).
+const UPSTREAM_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an API host may send nothing, once its TLS is up (a streamed answer sends pings
+/// far more often; a whole answer takes at most 10 minutes).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// One stand-in session's secrets and the TLS set-up of its proxy: the real token, the
 /// session's CA, the API hosts and the upstream trust.
@@ -79,6 +85,7 @@ pub struct StandIn {
     hosts: Vec<(Host, u16)>,
     upstream: Arc<rustls::ClientConfig>,
     on_refuse: OnceLock<OnRefuse>,
+    on_use: OnceLock<OnUse>,
 }
 
 /// A refusal on an intercepted connection, as told to [`StandIn::on_refuse`]'s hook.
@@ -93,7 +100,8 @@ pub struct Refused {
     pub host: String,
     /// Its port.
     pub port: u16,
-    /// The status the session got: `400`, `417` or `502`; `0` when its TLS handshake failed.
+    /// The status the session got: `400`, `417`, `502` or `504`; `0` when its TLS handshake
+    /// failed.
     pub status: u16,
     /// Why, in words (never a byte of the request).
     pub reason: &'static str,
@@ -101,6 +109,29 @@ pub struct Refused {
 
 /// Told each [`Refused`].
 pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
+
+/// One answer an API host gave a session, counted: never a byte of the request or answer.
+///
+/// ```
+/// let u = relay_host::net::stand_in::Used { host: "api.anthropic.com".into(), port: 443, status: 200, sent: 812, received: 4096 };
+/// assert_eq!(u.status, 200);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Used {
+    /// The API host (a name, or an address without brackets).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The answer's status.
+    pub status: u16,
+    /// The bytes of the request sent on (head and body).
+    pub sent: u64,
+    /// The bytes of the answer sent back (head and body).
+    pub received: u64,
+}
+
+/// Told each [`Used`].
+pub type OnUse = Box<dyn Fn(&Used) + Send + Sync>;
 
 impl super::Interceptor for StandIn {
     fn intercepts(&self, host: &Host, port: u16) -> bool {
@@ -134,7 +165,8 @@ impl fmt::Debug for StandIn {
 impl StandIn {
     /// A stand-in session for `real`: its stand-in (returned, to go on fd 5), its CA, the API
     /// hosts (`host:port` entries, as [`Template::api_hosts`](crate::settings::Template::api_hosts) gives them) and the upstream trust
-    /// (webpki's roots and the certificates of `upstream_ca_file`).
+    /// (webpki's roots and the PEM certificates `upstream_ca`: `upstream_ca_file`'s bytes, as
+    /// relay-host read them).
     ///
     /// ```
     /// use relay_host::net::stand_in::StandIn;
@@ -144,15 +176,15 @@ impl StandIn {
     pub fn new(
         real: ClaudeToken,
         api_hosts: &[String],
-        upstream_ca_file: Option<&Path>,
+        upstream_ca: Option<&[u8]>,
     ) -> Result<(Arc<StandIn>, ClaudeToken), StandInError> {
         let mut hosts = Vec::new();
         for entry in api_hosts {
             let hp = http1::host_port(entry, 443);
             hosts.push(hp.ok_or_else(|| StandInError::ApiHost(entry.clone()))?);
         }
-        let extra = match upstream_ca_file {
-            Some(p) => tls::anchors(p)?,
+        let extra = match upstream_ca {
+            Some(pem) => tls::anchors(pem)?,
             None => Vec::new(),
         };
         let upstream = tls::client_config(extra).map_err(StandInError::Tls)?;
@@ -167,6 +199,7 @@ impl StandIn {
             hosts,
             upstream,
             on_refuse: OnceLock::new(),
+            on_use: OnceLock::new(),
         };
         Ok((Arc::new(si), handed))
     }
@@ -227,6 +260,19 @@ impl StandIn {
         let _ = self.on_refuse.set(hook);
     }
 
+    /// Sets what is told of each answer an API host gave (once; later calls change nothing):
+    /// the host, port, status and byte counts, never a byte of content.
+    ///
+    /// ```
+    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// si.on_use(Box::new(|u| eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)));
+    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// ```
+    pub fn on_use(&self, hook: OnUse) {
+        let _ = self.on_use.set(hook);
+    }
+
     fn note(&self, host: &Host, port: u16, status: u16, reason: &'static str) {
         if let Some(hook) = self.on_refuse.get() {
             let host = host.to_string();
@@ -280,24 +326,38 @@ impl StandIn {
         // against a peer that delays it) would only hold the head back from its body.
         upstream.set_nodelay(true)?;
         let upstream_tls = Arc::clone(&self.upstream);
-        let mut outside = match tls::connect(upstream_tls, host, upstream, HANDSHAKE_TIMEOUT) {
+        let (handshake, idle) = (UPSTREAM_HANDSHAKE_TIMEOUT, IDLE_TIMEOUT);
+        let mut outside = match tls::connect(upstream_tls, host, upstream, handshake, idle) {
             Ok(s) => s,
             Err(e) => {
                 // Its TLS failed (an unknown certificate, no TLS at all): the session's request
-                // gets a 502, and never goes anywhere.
-                let why = "the API host's TLS failed";
+                // gets a 502 that names the cause and says not to retry, and never goes anywhere.
+                let why = tls::failure_words(&e);
                 noted(502, why);
-                let _ = relay::refuse(&mut inside, 502, why);
+                let _ = relay::refuse_final(&mut inside, 502, why);
                 tls::close(&mut inside);
                 return Err(e);
             }
         };
         let swap = |v: &[u8]| self.replacement(v);
+        let used = |status: u16, sent: u64, received: u64| {
+            if let Some(hook) = self.on_use.get() {
+                let (host, port) = (host.to_string(), port);
+                hook(&Used {
+                    host,
+                    port,
+                    status,
+                    sent,
+                    received,
+                });
+            }
+        };
         let x = relay::Exchange {
             host,
             port,
             swap: &swap,
             noted: &noted,
+            used: &used,
         };
         let result = relay::relay(&mut inside, &mut outside, &x);
         tls::close(&mut inside);

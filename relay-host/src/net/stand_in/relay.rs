@@ -12,6 +12,10 @@ use zeroize::Zeroizing;
 use super::super::allow::Host;
 use super::http1::{self, Body, MAX_HEAD, MAX_LINE};
 
+/// Why a session got a `504`: the API host sent nothing for the upstream's idle limit (its read
+/// timeout, set when its TLS came up).
+const IDLE_WORDS: &str = "the API host sent nothing for 10 minutes";
+
 /// The biggest piece of a body copied at once.
 const PIECE: usize = 16 * 1024;
 
@@ -25,6 +29,9 @@ pub(super) struct Exchange<'a> {
     pub swap: &'a http1::Swap<'a>,
     /// Told each refusal: the status the session got and why.
     pub noted: &'a dyn Fn(u16, &'static str),
+    /// Told each answer the API host gave: its status, the bytes of the request sent on and of
+    /// the answer sent back (counts only, never a byte of either).
+    pub used: &'a dyn Fn(u16, u64, u64),
 }
 
 impl Exchange<'_> {
@@ -72,12 +79,15 @@ impl<S: Read + Write> Conn<S> {
     }
 
     /// The bytes up to and with the first `end`, at most `max`; `None` at an end before any
-    /// byte. An end inside, or more than `max`: an error.
+    /// byte. An end inside, or more than `max` (however the bytes fell into reads): an error.
     fn until(&mut self, end: &[u8], max: usize) -> io::Result<Option<Vec<u8>>> {
         let mut from = 0;
         loop {
             if let Some(i) = find(&self.unread()[from..], end) {
                 let stop = self.at + from + i + end.len();
+                if stop - self.at > max {
+                    return Err(invalid("a head or line too long"));
+                }
                 let part = self.buf[self.at..stop].to_vec();
                 self.at = stop;
                 return Ok(Some(part));
@@ -163,12 +173,20 @@ where
                 .refuse(&mut c.s, 502, "the API host could not be reached")
                 .and(Err(e));
         }
+        let mut sent = Counted::new(&mut u.s);
+        sent.n = req.head.len() as u64;
         drop(req.head);
-        if let Err(e) = send_body(&mut c, &mut u.s, req.body) {
+        if let Err(e) = send_body(&mut c, &mut sent, req.body) {
             let _ = x.refuse(&mut c.s, 400, "a malformed request body");
             return Err(e);
         }
-        if !answer(&mut u, &mut c.s, req.head_only, x)? || req.close {
+        let sent = sent.n;
+        let mut back = Counted::new(&mut c.s);
+        let (more, status) = answer(&mut u, &mut back, req.head_only, x)?;
+        if status != 0 {
+            (x.used)(status, sent, back.n);
+        }
+        if !more || req.close {
             return Ok(());
         }
     }
@@ -184,9 +202,39 @@ fn send_body<C: Read + Write>(c: &mut Conn<C>, out: &mut impl Write, body: Body)
     }
 }
 
-/// The answer to one request: interim (`1xx`) heads, then the final head and its body; true
-/// when the connection may carry another request.
-fn answer<U, C>(u: &mut Conn<U>, client: &mut C, head_only: bool, x: &Exchange) -> io::Result<bool>
+/// A writer that counts what it passed on.
+struct Counted<'a, W> {
+    w: &'a mut W,
+    n: u64,
+}
+
+impl<'a, W: Write> Counted<'a, W> {
+    fn new(w: &'a mut W) -> Counted<'a, W> {
+        Counted { w, n: 0 }
+    }
+}
+
+impl<W: Write> Write for Counted<'_, W> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let k = self.w.write(b)?;
+        self.n += k as u64;
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// The answer to one request: interim (`1xx`) heads, then the final head and its body. Returns
+/// whether the connection may carry another request, and the API host's final status (`0`:
+/// relay answered instead).
+fn answer<U, C>(
+    u: &mut Conn<U>,
+    client: &mut C,
+    head_only: bool,
+    x: &Exchange,
+) -> io::Result<(bool, u16)>
 where
     U: Read + Write,
     C: Write,
@@ -198,15 +246,18 @@ where
             Ok(None) if !sent => {
                 return x
                     .refuse(client, 502, "the API host sent no answer")
-                    .map(|()| false)
+                    .map(|()| (false, 0))
             }
-            Ok(None) => return Ok(false),
+            Ok(None) => return Ok((false, 0)),
+            Err(e) if !sent && super::error::timed_out(&e) => {
+                return x.refuse(client, 504, IDLE_WORDS).and(Err(e))
+            }
             Err(e) if !sent => return x.refuse(client, 502, "a malformed answer").and(Err(e)),
             Err(e) => return Err(e),
         };
         let res = match http1::response(&head, head_only) {
             Ok(r) => r,
-            Err(why) => return x.refuse(client, 502, why).map(|()| false),
+            Err(why) => return x.refuse(client, 502, why).map(|()| (false, 0)),
         };
         client.write_all(&head)?;
         client.flush()?;
@@ -220,7 +271,7 @@ where
             Body::Chunked => copy_chunked(u, client)?,
             Body::UntilClose => u.copy_to_end(client)?,
         }
-        return Ok(!res.close);
+        return Ok((!res.close, res.status));
     }
 }
 
@@ -268,6 +319,18 @@ fn copy_trailers<S: Read + Write>(from: &mut Conn<S>, out: &mut impl Write) -> i
 /// A short plain-text answer from relay; the caller then closes the connection.
 pub(super) fn refuse(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
     client.write_all(crate::net::plain_answer(code, why).as_bytes())?;
+    client.flush()
+}
+
+/// [`refuse`] with `x-should-retry: false`, which Claude Code heeds: a failure a retry cannot
+/// mend (the API host's certificate) reaches the person at once instead of after its retries.
+pub(super) fn refuse_final(client: &mut impl Write, code: u16, why: &str) -> io::Result<()> {
+    let answer = crate::net::plain_answer(code, why).replacen(
+        "\r\nConnection: close",
+        "\r\nx-should-retry: false\r\nConnection: close",
+        1,
+    );
+    client.write_all(answer.as_bytes())?;
     client.flush()
 }
 

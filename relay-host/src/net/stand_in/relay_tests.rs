@@ -65,11 +65,13 @@ fn run(input: &[u8], answer: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let host = Host::Name("api.anthropic.com".into());
     let swap = |v: &[u8]| (v == b"Bearer STAND").then(|| Zeroizing::new(b"Bearer REAL".to_vec()));
     let noted = |_: u16, _: &'static str| {};
+    let used = |_: u16, _: u64, _: u64| {};
     let x = Exchange {
         host: &host,
         port: 443,
         swap: &swap,
         noted: &noted,
+        used: &used,
     };
     let mut c = Client {
         input: Cursor::new(input.to_vec()),
@@ -113,6 +115,77 @@ fn an_interim_answer_passes_before_the_final_one() {
     let answer = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     let (_, back) = run(POST, answer);
     assert_eq!(back, answer.to_vec());
+}
+
+/// A request head of exactly [`MAX_HEAD`] bytes (its blank line included) goes on; one byte
+/// more is refused with a `400` and nothing of it goes on, however the bytes fall into reads
+/// (the whole head arrives before the limit is looked at).
+#[test]
+fn the_head_limit_holds_at_its_byte() {
+    let head = |len: usize| {
+        let mut h = b"GET /v1/x HTTP/1.1\r\nHost: api.anthropic.com\r\nX-Pad: ".to_vec();
+        h.resize(len - 4, b'a');
+        h.extend_from_slice(b"\r\n\r\n");
+        h
+    };
+    let (got, back) = run(&head(MAX_HEAD), OK);
+    assert_eq!(got.len(), MAX_HEAD, "the head went on whole");
+    assert!(back.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    let (got, back) = run(&head(MAX_HEAD + 1), OK);
+    assert!(got.is_empty(), "{} bytes went on", got.len());
+    assert!(back.starts_with(b"HTTP/1.1 400 Bad Request\r\n"));
+}
+
+/// An API host that sends nothing for its idle limit (its read timeout: `EAGAIN`): the
+/// session's request is answered `504`, saying so.
+#[test]
+fn an_idle_api_host_gets_the_request_answered_504() {
+    struct Idle(Vec<u8>);
+    impl Read for Idle {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+    }
+    impl Write for Idle {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.write(b)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let host = Host::Name("api.anthropic.com".into());
+    let swap = |_: &[u8]| None;
+    let told = std::cell::RefCell::new(Vec::new());
+    let noted = |code: u16, why: &'static str| told.borrow_mut().push((code, why));
+    let used = |_: u16, _: u64, _: u64| {};
+    let x = Exchange {
+        host: &host,
+        port: 443,
+        swap: &swap,
+        noted: &noted,
+        used: &used,
+    };
+    let mut c = Client {
+        input: Cursor::new(POST.to_vec()),
+        output: Vec::new(),
+    };
+    let mut u = Idle(Vec::new());
+    assert!(relay(&mut c, &mut u, &x).is_err());
+    assert!(
+        u.0.starts_with(b"POST /v1/messages HTTP/1.1\r\n"),
+        "the request went on"
+    );
+    let back = String::from_utf8_lossy(&c.output);
+    assert!(
+        back.starts_with("HTTP/1.1 504 Gateway Timeout\r\n"),
+        "{back}"
+    );
+    assert!(
+        back.ends_with("relay: the API host sent nothing for 10 minutes\n"),
+        "{back}"
+    );
+    assert_eq!(told.into_inner(), [(504, IDLE_WORDS)]);
 }
 
 #[test]

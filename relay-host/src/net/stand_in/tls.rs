@@ -43,18 +43,27 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandIn
         path: path.to_path_buf(),
         source,
     };
-    let content = |why: String| StandInError::CaFileContent {
-        path: path.to_path_buf(),
-        why,
-    };
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_CA_FILE + 1).read_to_end(&mut bytes))
         .map_err(io_err)?;
+    pem_certificates(&bytes, path)
+}
+
+/// The PEM certificates in `bytes` (the file `path`'s, named in the error): at least one, at
+/// most 4 MiB.
+fn pem_certificates(
+    bytes: &[u8],
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, StandInError> {
+    let content = |why: String| StandInError::CaFileContent {
+        path: path.to_path_buf(),
+        why,
+    };
     if bytes.len() as u64 > MAX_CA_FILE {
         return Err(content("larger than 4 MiB".into()));
     }
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bytes)
         .collect::<Result<_, _>>()
         .map_err(|e| content(format!("not PEM certificates: {e}")))?;
     if certs.is_empty() {
@@ -63,15 +72,17 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandIn
     Ok(certs)
 }
 
-/// [`read_ca_file`]'s certificates, each checked to be usable as a trust anchor.
-pub(super) fn anchors(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandInError> {
-    let certs = read_ca_file(path)?;
+/// The certificates of `upstream_ca_file`'s bytes as relay-host read and handed them, each
+/// checked to be usable as a trust anchor.
+pub(super) fn anchors(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, StandInError> {
+    let label = Path::new("(as relay-host handed it)");
+    let certs = pem_certificates(pem, label)?;
     let mut roots = RootCertStore::empty();
     for c in &certs {
         roots
             .add(c.clone())
             .map_err(|e| StandInError::CaFileContent {
-                path: path.to_path_buf(),
+                path: label.to_path_buf(),
                 why: format!("a certificate that cannot be a CA: {e}"),
             })?;
     }
@@ -131,12 +142,13 @@ pub(super) fn accept(
 }
 
 /// The upstream's TLS on `tcp`, verified for `host` (a name or an address): the handshake
-/// done, within `timeout`.
+/// done within `handshake`; then each read may wait `idle` at most.
 pub(super) fn connect(
     config: Arc<ClientConfig>,
     host: &Host,
     tcp: TcpStream,
-    timeout: Duration,
+    handshake: Duration,
+    idle: Duration,
 ) -> io::Result<StreamOwned<ClientConnection, TcpStream>> {
     let name = match host {
         Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
@@ -144,13 +156,61 @@ pub(super) fn connect(
     };
     let conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
     let mut s = StreamOwned::new(conn, tcp);
-    s.sock.set_read_timeout(Some(timeout))?;
+    s.sock.set_read_timeout(Some(handshake))?;
+    s.sock.set_write_timeout(Some(handshake))?;
     s.conn.complete_io(&mut s.sock)?;
     if s.conn.is_handshaking() {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    s.sock.set_read_timeout(None)?;
+    s.sock.set_read_timeout(Some(idle))?;
+    s.sock.set_write_timeout(Some(idle))?;
     Ok(s)
+}
+
+/// Why the upstream's TLS failed, in words for the person: the certificate's fault (an unknown
+/// issuer, expired, not yet valid, another name's, otherwise refused), a handshake that took too
+/// long, or a peer that does not speak TLS. Each names `upstream_ca_file`.
+pub(super) fn failure_words(e: &io::Error) -> &'static str {
+    use rustls::CertificateError as C;
+    let tls = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+    match tls {
+        Some(rustls::Error::InvalidCertificate(c)) => match c {
+            // A CA of the same name as a trusted one, whose signature does not verify, is an
+            // unknown issuer all the same.
+            C::UnknownIssuer | C::BadSignature => concat!(
+                "the API host's TLS failed: its certificate is from an unknown issuer (a TLS ",
+                "proxy on the way? put its CA in relay-host's upstream_ca_file setting)"
+            ),
+            C::Expired | C::ExpiredContext { .. } => concat!(
+                "the API host's TLS failed: its certificate has expired (or this machine's ",
+                "clock is wrong); relay-host trusts the public roots and upstream_ca_file"
+            ),
+            C::NotValidYet | C::NotValidYetContext { .. } => concat!(
+                "the API host's TLS failed: its certificate is not valid yet (or this machine's ",
+                "clock is wrong); relay-host trusts the public roots and upstream_ca_file"
+            ),
+            C::NotValidForName | C::NotValidForNameContext { .. } => concat!(
+                "the API host's TLS failed: its certificate is for another name (name mismatch); ",
+                "relay-host trusts the public roots and upstream_ca_file"
+            ),
+            _ => concat!(
+                "the API host's TLS failed: its certificate was refused; relay-host trusts the ",
+                "public roots and upstream_ca_file"
+            ),
+        },
+        Some(_) => concat!(
+            "the API host's TLS failed: a TLS error; relay-host trusts the public roots and ",
+            "upstream_ca_file"
+        ),
+        None if super::error::timed_out(e) => concat!(
+            "the API host's TLS handshake took longer than 10 s; relay-host trusts the public ",
+            "roots and upstream_ca_file"
+        ),
+        None => concat!(
+            "the API host's TLS failed: the connection ended (not TLS?); relay-host trusts the ",
+            "public roots and upstream_ca_file"
+        ),
+    }
 }
 
 /// Sends `close_notify`, as far as the peer still takes it.
@@ -162,4 +222,43 @@ where
 {
     s.conn.send_close_notify();
     let _ = s.conn.complete_io(&mut s.sock);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::CertificateError as C;
+
+    /// Each cause of a failed upstream handshake has its own words, each naming
+    /// `upstream_ca_file`.
+    #[test]
+    fn each_tls_failure_is_named_with_the_setting_that_fixes_it() {
+        let words = |c: C| {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidData,
+                rustls::Error::InvalidCertificate(c),
+            );
+            failure_words(&e)
+        };
+        let cases = [
+            (words(C::UnknownIssuer), "from an unknown issuer"),
+            (words(C::BadSignature), "from an unknown issuer"),
+            (words(C::Expired), "has expired"),
+            (words(C::NotValidForName), "(name mismatch)"),
+            (words(C::NotValidYet), "not valid yet"),
+            (words(C::Revoked), "was refused"),
+            (
+                failure_words(&io::ErrorKind::WouldBlock.into()),
+                "longer than 10 s",
+            ),
+            (
+                failure_words(&io::ErrorKind::UnexpectedEof.into()),
+                "(not TLS?)",
+            ),
+        ];
+        for (w, cause) in cases {
+            assert!(w.contains(cause), "{w}");
+            assert!(w.contains("upstream_ca_file"), "{w}");
+        }
+    }
 }
