@@ -255,3 +255,148 @@ fn a_linked_node_modules_leads_relays_clean_up_nowhere() {
     assert!(outside.join(".bin").is_dir(), "gc removed outside/.bin");
     assert!(!env.exists(), "gc left the empty .env");
 }
+
+/// Claude Code 2.1.332's folder in `projects/` for `project` (a short ASCII path): every
+/// character but a letter or digit made `-`.
+fn transcript_folder(project: &Path) -> String {
+    project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// A token launch in `project` of a template running `/bin/sh SCRIPT ARGS...` (the script in
+/// the root's `scripts/`, granted read-only) with its own Claude config folder
+/// (`CLAUDE_CONFIG_DIR`, read-write), as the built-in template has it; true when it succeeded.
+fn claude_config_session(fx: &Fixture, project: &Path, body: &str, args: &[&str]) -> bool {
+    let scripts = fx.root.join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let script = scripts.join("script.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nC=$CLAUDE_CONFIG_DIR\n{body}")).unwrap();
+    let settings = json!({
+        "claude_token_file": "~/.config/acme-ltt/token",
+        "templates": [{
+            "id": "claude-code",
+            "command": ["/bin/sh", script],
+            "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+            "sandbox": {"read": [scripts], "read_write": ["{project}", "{claude_config}"]},
+            "network": {"allow": []},
+        }],
+    });
+    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
+    let req = json!({"kind": "claude", "project": project, "sandbox": true,
+                     "extra_args": args});
+    let file = fx.root.join("claude.json");
+    std::fs::write(&file, req.to_string()).unwrap();
+    let out = fx.launch(&file).stderr(Stdio::piped()).output().unwrap();
+    if !out.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    out.status.success()
+}
+
+/// A second project folder beside the fixture's, made canonical.
+fn other_project(fx: &Fixture) -> std::path::PathBuf {
+    let other = fx.root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    other.canonicalize().unwrap()
+}
+
+/// Issue 43 (5): a token session in project A writes into its own `.claude.json` that project
+/// B (and the root, above every project) answered the trust question; relay carries back A's
+/// answer only, so a later launch in B asks again.
+#[test]
+fn a_session_answers_the_trust_question_for_its_own_project_only() {
+    let fx = Fixture::new(&fake_agent());
+    let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
+    let trust = json!({"hasTrustDialogAccepted": true});
+    let planted = json!({"projects": {
+        a.to_str().unwrap(): trust, b.to_str().unwrap(): trust, "/": trust}});
+    let body = format!("printf '%s' '{planted}' > \"$C/.claude.json\"\n");
+    assert!(claude_config_session(&fx, &a, &body, &[]));
+    let kept: Value =
+        serde_json::from_slice(&std::fs::read(fx.state.join("claude/.claude.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        kept,
+        json!({"projects": {a.to_str().unwrap(): trust}}),
+        "what relay carried back"
+    );
+}
+
+/// Issue 43 (6): project B's conversation is in the state folder (from a session in B). A
+/// `--continue` launch in project A sees only A's folder of transcripts; what it writes into
+/// B's folder (a rewrite of B's transcript, a planted one) does not come back: B's stored
+/// transcript is as B's session left it.
+#[test]
+fn continue_hands_a_session_its_own_projects_transcripts_only() {
+    let fx = Fixture::new(&fake_agent());
+    let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
+    let (fa, fb) = (transcript_folder(&a), transcript_folder(&b));
+    let write = |folder: &str, name: &str, text: &str| {
+        format!(
+            "mkdir -p \"$C/projects/{folder}\"; echo '{text}' > \"$C/projects/{folder}/{name}\"\n"
+        )
+    };
+    assert!(claude_config_session(
+        &fx,
+        &b,
+        &write(&fb, "b.jsonl", "{\"b\":1}"),
+        &[]
+    ));
+    assert!(claude_config_session(
+        &fx,
+        &a,
+        &write(&fa, "a.jsonl", "{\"a\":1}"),
+        &[]
+    ));
+    let seen = fx.project.join("seen.txt");
+    let body = format!(
+        "(cd \"$C/projects\" && ls -d -- */*) > {seen}\n{}{}",
+        write(&fb, "b.jsonl", "{\"rewritten\":1}"),
+        write(&fb, "planted.jsonl", "{\"planted\":1}"),
+        seen = seen.display(),
+    );
+    assert!(claude_config_session(&fx, &a, &body, &["--continue"]));
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        format!("{fa}/a.jsonl\n"),
+        "what the --continue launch got"
+    );
+    let stored = fx.state.join("claude/projects").join(&fb);
+    assert_eq!(
+        std::fs::read_to_string(stored.join("b.jsonl")).unwrap(),
+        "{\"b\":1}\n"
+    );
+    assert!(
+        !stored.join("planted.jsonl").exists(),
+        "a planted transcript came back"
+    );
+}
+
+/// Issue 43 (7): a session leaves a sparse 200 MiB transcript (no disk of its own) beside a
+/// real one: the real one comes back, the sparse one does not, and the state log says so.
+#[test]
+fn a_sparse_transcript_is_refused_and_said() {
+    let fx = Fixture::new(&fake_agent());
+    let a = fx.project.canonicalize().unwrap();
+    let fa = transcript_folder(&a);
+    let body = format!(
+        "mkdir -p \"$C/projects/{fa}\"; echo '{{}}' > \"$C/projects/{fa}/ok.jsonl\"\n\
+         truncate -s 200M \"$C/projects/{fa}/big.jsonl\"\n"
+    );
+    assert!(claude_config_session(&fx, &a, &body, &[]));
+    let stored = fx.state.join("claude/projects").join(&fa);
+    assert!(stored.join("ok.jsonl").is_file());
+    assert!(
+        !stored.join("big.jsonl").exists(),
+        "the sparse transcript was written out"
+    );
+    let log = std::fs::read_to_string(fx.state.join("relay-host.log")).unwrap_or_default();
+    assert!(
+        log.contains(&format!("transcript {fa}/big.jsonl (209715200 bytes"))
+            && log.contains("sparse"),
+        "{log}"
+    );
+}
