@@ -19,7 +19,7 @@
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Output, Stdio};
 
 use relay_tests::fake_agent;
 use relay_tests::fixture::Fixture;
@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 /// A token launch of a `claude-code` template running `/bin/sh SCRIPT` (written into the
 /// project) in the project, with `sandbox`; returns what the script wrote into the
 /// project's `seen.txt`.
-fn run_token_script(fx: &Fixture, sandbox: Value, body: &str) -> String {
+fn run_token_script(fx: &Fixture, user: Option<u32>, sandbox: Value, body: &str) -> String {
     let script = fx.project.join("script.sh");
     std::fs::write(
         &script,
@@ -46,14 +46,114 @@ fn run_token_script(fx: &Fixture, sandbox: Value, body: &str) -> String {
     });
     std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
     let req = fx.request("steer", true, "steer", &[]);
-    let out = fx
-        .launch(&req)
+    let out = launch_as(fx, user, &req);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(fx.project.join("seen.txt")).unwrap_or_default()
+}
+
+/// `relay-host`, as root or (`user`) as that uid and gid with no groups through `setpriv`, the
+/// fixture's whole tree chowned to it first (what a session or the test made since included).
+fn host_as(fx: &Fixture, user: Option<u32>) -> Command {
+    let Some(id) = user else {
+        return Command::new(&fx.host);
+    };
+    let owned = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{id}:{id}"))
+        .arg(&fx.root)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={id}"))
+        .arg(format!("--regid={id}"))
+        .args(["--clear-groups", "--"])
+        .arg(&fx.host);
+    cmd
+}
+
+/// `relay-host launch REQUEST` on the fixture ([`host_as`]), to its end, output captured.
+fn launch_as(fx: &Fixture, user: Option<u32>, request: &Path) -> Output {
+    let mut cmd = host_as(fx, user);
+    fx.host_setup(&mut cmd, &fx.state)
+        .arg("launch")
+        .arg(request)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    std::fs::read_to_string(fx.project.join("seen.txt")).unwrap_or_default()
+        .unwrap()
+}
+
+// Each case as root and as uid 65534 (bwrap makes a user namespace there).
+
+#[test]
+fn home_git_configuration_as_root() {
+    git_configuration_in_the_home_folder_steers_no_token_git(None)
+}
+
+#[test]
+fn home_git_configuration_as_a_user() {
+    git_configuration_in_the_home_folder_steers_no_token_git(Some(65534))
+}
+
+#[test]
+fn home_npm_configuration_as_root() {
+    npm_configuration_in_the_home_folder_steers_no_token_npm(None)
+}
+
+#[test]
+fn home_npm_configuration_as_a_user() {
+    npm_configuration_in_the_home_folder_steers_no_token_npm(Some(65534))
+}
+
+#[test]
+fn config_worktree_as_root() {
+    the_main_repositorys_config_worktree_is_written_by_no_session(None)
+}
+
+#[test]
+fn config_worktree_as_a_user() {
+    the_main_repositorys_config_worktree_is_written_by_no_session(Some(65534))
+}
+
+#[test]
+fn linked_node_modules_as_root() {
+    a_linked_node_modules_leads_relays_clean_up_nowhere(None)
+}
+
+#[test]
+fn linked_node_modules_as_a_user() {
+    a_linked_node_modules_leads_relays_clean_up_nowhere(Some(65534))
+}
+
+#[test]
+fn trust_for_its_own_project_as_root() {
+    a_session_answers_the_trust_question_for_its_own_project_only(None)
+}
+
+#[test]
+fn trust_for_its_own_project_as_a_user() {
+    a_session_answers_the_trust_question_for_its_own_project_only(Some(65534))
+}
+
+#[test]
+fn continue_own_transcripts_as_root() {
+    continue_hands_a_session_its_own_projects_transcripts_only(None)
+}
+
+#[test]
+fn continue_own_transcripts_as_a_user() {
+    continue_hands_a_session_its_own_projects_transcripts_only(Some(65534))
+}
+
+#[test]
+fn sparse_transcript_as_root() {
+    a_sparse_transcript_is_refused_and_said(None)
+}
+
+#[test]
+fn sparse_transcript_as_a_user() {
+    a_sparse_transcript_is_refused_and_said(Some(65534))
 }
 
 /// A repository in `dir` with one committed file `f`.
@@ -92,8 +192,7 @@ fn home_too() -> Value {
 /// `~` runs `git status`: no filter runs; its git still has the operator's identity from
 /// `~/.gitconfig` (and nothing else of that file: its `core.fsmonitor` does not reach the
 /// session). The control, git told to read the home's files, runs the filter.
-#[test]
-fn git_configuration_in_the_home_folder_steers_no_token_git() {
+fn git_configuration_in_the_home_folder_steers_no_token_git(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     repository(&fx.project);
     let marker = fx.project.join("marker");
@@ -116,7 +215,7 @@ fn git_configuration_in_the_home_folder_steers_no_token_git() {
         guarded = check("guarded", "git status", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = run_token_script(&fx, home_too(), &body);
+    let seen = run_token_script(&fx, user, home_too(), &body);
     assert_eq!(
         seen, "guarded rc=0\nOp Erator\nop@example.org\nno-pager\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"
@@ -126,8 +225,7 @@ fn git_configuration_in_the_home_folder_steers_no_token_git() {
 /// Issue 43 (3): `~/.npmrc` names a `script-shell` that touches a marker. A token session that
 /// sees `~` runs `npm test`: the test script runs, the planted shell does not. The control,
 /// npm told to read the home's `.npmrc`, runs it.
-#[test]
-fn npm_configuration_in_the_home_folder_steers_no_token_npm() {
+fn npm_configuration_in_the_home_folder_steers_no_token_npm(user: Option<u32>) {
     if relay_token::which::find_program("npm").is_none() {
         eprintln!("SKIP: no npm");
         return;
@@ -165,7 +263,7 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm() {
         guarded = check("guarded", "npm test", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = run_token_script(&fx, home_too(), &body);
+    let seen = run_token_script(&fx, user, home_too(), &body);
     assert_eq!(
         seen, "guarded rc=0\ntested\ncontrol rc=0\ncontrol ran\n",
         "what the token session's npm did"
@@ -177,8 +275,7 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm() {
 /// there and `* filter=x` into `.gitattributes`: the write fails (the file is kept read-only
 /// like `.git/config`), and `git status` runs no filter. The control, the same filter given as
 /// a configuration file by hand, runs.
-#[test]
-fn the_main_repositorys_config_worktree_is_written_by_no_session() {
+fn the_main_repositorys_config_worktree_is_written_by_no_session(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     repository(&fx.project);
     relay_tests::git(
@@ -194,7 +291,7 @@ fn the_main_repositorys_config_worktree_is_written_by_no_session() {
         guarded = check("guarded", "git status", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = run_token_script(&fx, json!({"read_write": ["{project}"]}), &body);
+    let seen = run_token_script(&fx, user, json!({"read_write": ["{project}"]}), &body);
     assert_eq!(
         seen, "plant rc=2\nguarded rc=0\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"
@@ -210,7 +307,7 @@ fn the_main_repositorys_config_worktree_is_written_by_no_session() {
 
 /// A `shell` request (the project read-write, no network) running `script` in the project;
 /// true when the launch succeeded.
-fn shell_session(fx: &Fixture, script: &str) -> bool {
+fn shell_session(fx: &Fixture, user: Option<u32>, script: &str) -> bool {
     let settings = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "templates": [{"id": "shell", "command": ["/bin/sh"], "network": "none",
@@ -221,7 +318,7 @@ fn shell_session(fx: &Fixture, script: &str) -> bool {
                      "extra_args": ["-c", script]});
     let file = fx.root.join("shell.json");
     std::fs::write(&file, req.to_string()).unwrap();
-    fx.launch(&file).status().unwrap().success()
+    launch_as(fx, user, &file).status.success()
 }
 
 /// Issue 43 (4): a session replaces the project's `node_modules` (one of the names relay-host
@@ -230,13 +327,12 @@ fn shell_session(fx: &Fixture, script: &str) -> bool {
 /// `node_modules/.bin` through no link: the folder outside stays. Then `gc`, given the same
 /// watched path, removes nothing there either; an empty `.env` in the project, a real leftover,
 /// goes.
-#[test]
-fn a_linked_node_modules_leads_relays_clean_up_nowhere() {
+fn a_linked_node_modules_leads_relays_clean_up_nowhere(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     let outside = fx.root.join("outside");
     std::fs::create_dir_all(outside.join(".bin")).unwrap();
     let script = format!("ln -s {} node_modules", outside.display());
-    assert!(shell_session(&fx, &script));
+    assert!(shell_session(&fx, user, &script));
     assert!(
         outside.join(".bin").is_dir(),
         "the session's clean-up removed outside/.bin"
@@ -248,7 +344,7 @@ fn a_linked_node_modules_leads_relays_clean_up_nowhere() {
     std::fs::write(&env, "").unwrap();
     let list = format!("{}\n{}\n", env.display(), bin.display());
     std::fs::write(fx.state.join("watched"), list).unwrap();
-    let mut gc = std::process::Command::new(&fx.host);
+    let mut gc = host_as(&fx, user);
     fx.host_setup(&mut gc, &fx.state).arg("gc");
     let out = gc.output().unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -269,7 +365,13 @@ fn transcript_folder(project: &Path) -> String {
 /// A token launch in `project` of a template running `/bin/sh SCRIPT ARGS...` (the script in
 /// the root's `scripts/`, granted read-only) with its own Claude config folder
 /// (`CLAUDE_CONFIG_DIR`, read-write), as the built-in template has it; true when it succeeded.
-fn claude_config_session(fx: &Fixture, project: &Path, body: &str, args: &[&str]) -> bool {
+fn claude_config_session(
+    fx: &Fixture,
+    user: Option<u32>,
+    project: &Path,
+    body: &str,
+    args: &[&str],
+) -> bool {
     let scripts = fx.root.join("scripts");
     std::fs::create_dir_all(&scripts).unwrap();
     let script = scripts.join("script.sh");
@@ -289,7 +391,7 @@ fn claude_config_session(fx: &Fixture, project: &Path, body: &str, args: &[&str]
                      "extra_args": args});
     let file = fx.root.join("claude.json");
     std::fs::write(&file, req.to_string()).unwrap();
-    let out = fx.launch(&file).stderr(Stdio::piped()).output().unwrap();
+    let out = launch_as(fx, user, &file);
     if !out.status.success() {
         eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     }
@@ -306,15 +408,14 @@ fn other_project(fx: &Fixture) -> std::path::PathBuf {
 /// Issue 43 (5): a token session in project A writes into its own `.claude.json` that project
 /// B (and the root, above every project) answered the trust question; relay carries back A's
 /// answer only, so a later launch in B asks again.
-#[test]
-fn a_session_answers_the_trust_question_for_its_own_project_only() {
+fn a_session_answers_the_trust_question_for_its_own_project_only(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
     let trust = json!({"hasTrustDialogAccepted": true});
     let planted = json!({"projects": {
         a.to_str().unwrap(): trust, b.to_str().unwrap(): trust, "/": trust}});
     let body = format!("printf '%s' '{planted}' > \"$C/.claude.json\"\n");
-    assert!(claude_config_session(&fx, &a, &body, &[]));
+    assert!(claude_config_session(&fx, user, &a, &body, &[]));
     let kept: Value =
         serde_json::from_slice(&std::fs::read(fx.state.join("claude/.claude.json")).unwrap())
             .unwrap();
@@ -329,8 +430,7 @@ fn a_session_answers_the_trust_question_for_its_own_project_only() {
 /// `--continue` launch in project A sees only A's folder of transcripts; what it writes into
 /// B's folder (a rewrite of B's transcript, a planted one) does not come back: B's stored
 /// transcript is as B's session left it.
-#[test]
-fn continue_hands_a_session_its_own_projects_transcripts_only() {
+fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
     let (fa, fb) = (transcript_folder(&a), transcript_folder(&b));
@@ -341,12 +441,14 @@ fn continue_hands_a_session_its_own_projects_transcripts_only() {
     };
     assert!(claude_config_session(
         &fx,
+        user,
         &b,
         &write(&fb, "b.jsonl", "{\"b\":1}"),
         &[]
     ));
     assert!(claude_config_session(
         &fx,
+        user,
         &a,
         &write(&fa, "a.jsonl", "{\"a\":1}"),
         &[]
@@ -358,7 +460,7 @@ fn continue_hands_a_session_its_own_projects_transcripts_only() {
         write(&fb, "planted.jsonl", "{\"planted\":1}"),
         seen = seen.display(),
     );
-    assert!(claude_config_session(&fx, &a, &body, &["--continue"]));
+    assert!(claude_config_session(&fx, user, &a, &body, &["--continue"]));
     assert_eq!(
         std::fs::read_to_string(&seen).unwrap(),
         format!("{fa}/a.jsonl\n"),
@@ -377,8 +479,7 @@ fn continue_hands_a_session_its_own_projects_transcripts_only() {
 
 /// Issue 43 (7): a session leaves a sparse 200 MiB transcript (no disk of its own) beside a
 /// real one: the real one comes back, the sparse one does not, and the state log says so.
-#[test]
-fn a_sparse_transcript_is_refused_and_said() {
+fn a_sparse_transcript_is_refused_and_said(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     let a = fx.project.canonicalize().unwrap();
     let fa = transcript_folder(&a);
@@ -386,7 +487,7 @@ fn a_sparse_transcript_is_refused_and_said() {
         "mkdir -p \"$C/projects/{fa}\"; echo '{{}}' > \"$C/projects/{fa}/ok.jsonl\"\n\
          truncate -s 200M \"$C/projects/{fa}/big.jsonl\"\n"
     );
-    assert!(claude_config_session(&fx, &a, &body, &[]));
+    assert!(claude_config_session(&fx, user, &a, &body, &[]));
     let stored = fx.state.join("claude/projects").join(&fa);
     assert!(stored.join("ok.jsonl").is_file());
     assert!(

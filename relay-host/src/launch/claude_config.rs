@@ -7,10 +7,13 @@
 //! persistent folder's named state only; when the session ends, only named state is carried
 //! back (`carry_back`):
 //!
-//! - `.claude.json`: the keys of [`STATE_KEYS`] and, per project, of [`PROJECT_KEYS`], each of
-//!   its expected type, parsed and written again (never `mcpServers`, `env`, hooks, helpers);
-//! - conversation transcripts, `projects/<folder>/<id>.jsonl`, for a later `--resume` or
-//!   `--continue` (copied into a launch only when it resumes).
+//! - `.claude.json`: the keys of [`STATE_KEYS`] and, for the launch's own project only
+//!   ([`scoped`]), of [`PROJECT_KEYS`], each of its expected type, parsed and written again
+//!   (never `mcpServers`, `env`, hooks, helpers);
+//! - conversation transcripts of the launch's own project, `projects/<folder>/<id>.jsonl`
+//!   ([`transcript_folder`]), for a later `--resume` or `--continue` (copied into a launch of
+//!   that project only when it resumes), counted by the blocks they hold within a total per
+//!   session, a refusal logged.
 //!
 //! Nothing else a session writes there (`settings*.json`, `CLAUDE.md`, `commands/`, `agents/`,
 //! `skills/`, `plugins/`, `output-styles/`, `.credentials.json`, a project's `memory/`) reaches

@@ -27,7 +27,6 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::confine::Inputs;
 use super::error::{spawn_err, LaunchError};
 use relay_token::sandbox::Profile;
 
@@ -48,20 +47,22 @@ pub(crate) const PINNED: &[(&str, &str)] = &[
     ("PYTHONNOUSERSITE", "1"),
 ];
 
-/// For a launch that gets the token: the empty configuration folder and the git configuration
-/// written into the session folder and placed read-only, and the variables naming them (with
-/// [`PINNED`]) added last to `setenv`. Other launches are left as they are.
+/// For a launch that gets the token (`token`): the empty configuration folder and the git
+/// configuration written into the session folder `dir` and placed read-only, and the variables
+/// naming them (with [`PINNED`]) added last to `setenv`; the operator's identity is read from
+/// git's files under `home`. Other launches are left as they are.
 pub(crate) fn pin(
-    i: &Inputs<'_>,
+    token: bool,
+    dir: &Path,
+    home: &Path,
     profile: &mut Profile,
     setenv: &[(OsString, OsString)],
 ) -> Result<Vec<(OsString, OsString)>, LaunchError> {
     let mut env = setenv.to_vec();
-    if !i.launch.carries_token() {
+    if !token {
         return Ok(env);
     }
-    let dir = i.launch.folder.dir();
-    let (config_home, gitconfig) = write_into(dir, &identity(&i.host.home)).map_err(spawn_err(
+    let (config_home, gitconfig) = write_into(dir, &identity(home)).map_err(spawn_err(
         format_args!("configuration in {}", dir.display()),
     ))?;
     profile.place_file(config_home, SANDBOX_CONFIG_HOME);

@@ -29,10 +29,18 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Component, Path};
 
 /// What stands at the end of a path reached without following a link.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let real = dir.path().canonicalize()?;
+/// let f = relay_token::sandbox::nofollow::lookup(&real)?.unwrap();
+/// assert!(f.dir && !f.file && f.head.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Found {
-    /// Its device and inode.
+    /// Its device.
     pub dev: u64,
     /// Its inode.
     pub ino: u64,
@@ -48,6 +56,10 @@ pub struct Found {
 }
 
 /// How much of a small regular file [`Found::head`] holds.
+///
+/// ```
+/// assert_eq!(relay_token::sandbox::nofollow::HEAD_LEN, 8);
+/// ```
 pub const HEAD_LEN: u64 = 8;
 
 /// What stands at `path` (absolute), reached from `/` without following a link on the way or
