@@ -352,16 +352,6 @@ fn a_linked_node_modules_leads_relays_clean_up_nowhere(user: Option<u32>) {
     assert!(!env.exists(), "gc left the empty .env");
 }
 
-/// Claude Code 2.1.332's folder in `projects/` for `project` (a short ASCII path): every
-/// character but a letter or digit made `-`.
-fn transcript_folder(project: &Path) -> String {
-    project
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
-}
-
 /// A token launch in `project` of a template running `/bin/sh SCRIPT ARGS...` (the script in
 /// the root's `scripts/`, granted read-only) with its own Claude config folder
 /// (`CLAUDE_CONFIG_DIR`, read-write), as the built-in template has it; true when it succeeded.
@@ -433,7 +423,10 @@ fn a_session_answers_the_trust_question_for_its_own_project_only(user: Option<u3
 fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
-    let (fa, fb) = (transcript_folder(&a), transcript_folder(&b));
+    let (fa, fb) = (
+        relay_tests::transcript_folder(&a),
+        relay_tests::transcript_folder(&b),
+    );
     let write = |folder: &str, name: &str, text: &str| {
         format!(
             "mkdir -p \"$C/projects/{folder}\"; echo '{text}' > \"$C/projects/{folder}/{name}\"\n"
@@ -482,7 +475,7 @@ fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>)
 fn a_sparse_transcript_is_refused_and_said(user: Option<u32>) {
     let fx = Fixture::new(&fake_agent());
     let a = fx.project.canonicalize().unwrap();
-    let fa = transcript_folder(&a);
+    let fa = relay_tests::transcript_folder(&a);
     let body = format!(
         "mkdir -p \"$C/projects/{fa}\"; echo '{{}}' > \"$C/projects/{fa}/ok.jsonl\"\n\
          truncate -s 200M \"$C/projects/{fa}/big.jsonl\"\n"
