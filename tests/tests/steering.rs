@@ -9,9 +9,14 @@
 //!    session can write it, and a token session's `git status` runs no filter;
 //! 3. `~/.npmrc` naming a `script-shell`: a token session's `npm test` does not run it;
 //! 4. a `node_modules` replaced with a link to a folder outside every grant: relay-host's
-//!    clean-up after the session (and `gc`) removes nothing there.
+//!    clean-up after the session (and `gc`) removes nothing there;
+//! 5. a session in project A writes trust answers for project B and for `/`: only A's comes back;
+//! 6. a `--continue` launch in A gets A's transcripts only, and what it writes into B's folder
+//!    does not come back over B's;
+//! 7. a sparse 200 MiB transcript is not written out into the state folder, and the log says so.
 //!
-//! Each token session runs a script the way Claude Code runs its tools; the control in the same
+//! Item 1 also with the real Claude Code (its own start-up `git status`). Each token session
+//! otherwise runs a script the way Claude Code runs its tools; the control in the same
 //! script shows the planted file is there and would run when consulted.
 //!
 //! Build the binaries first: `cargo build -p relay-host -p relay-shim -p relay-tests --bins`.
@@ -493,4 +498,48 @@ fn a_sparse_transcript_is_refused_and_said(user: Option<u32>) {
             && log.contains("sparse"),
         "{log}"
     );
+}
+
+/// Issue 43 (1) with the real Claude Code 2.1.332 and the built-in template as shipped: the
+/// project is the home folder, a git repository whose tracked file was touched, with a clean
+/// filter in git's XDG configuration and attributes (what a `shell` session can write there).
+/// A plain turn runs no tool, yet Claude Code's own start-up `git status` would run the filter:
+/// it runs no filter now. The control, git on the host reading those files, runs it.
+#[test]
+fn claudes_own_git_status_runs_no_filter_from_the_home_folder() {
+    use relay_tests::agent::{Setup, FINAL};
+    use relay_tests::messages_api::Step;
+    let s = Setup::new(|_, _| vec![Step::text(FINAL)]);
+    let home = s.home.canonicalize().unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["config", "user.email", "op@example.org"],
+        &["config", "user.name", "Op"],
+    ] {
+        assert!(s.git_in(&home, args).status.success());
+    }
+    std::fs::write(home.join("f"), "one\n").unwrap();
+    assert!(s.git_in(&home, &["add", "f"]).status.success());
+    assert!(s.git_in(&home, &["commit", "-qm", "one"]).status.success());
+    let marker = home.join("marker");
+    let xdg = home.join(".config/git");
+    std::fs::create_dir_all(&xdg).unwrap();
+    std::fs::write(xdg.join("config"), filter(&marker)).unwrap();
+    std::fs::write(xdg.join("attributes"), "* filter=x\n").unwrap();
+    let touched = Command::new("touch")
+        .args(["-d", "@1000000001"])
+        .arg(home.join("f"))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    s.hand_over();
+    let turn = s.turn_in(&home, "Say hello.");
+    assert_eq!(turn.code, Some(0), "{}", turn.describe());
+    assert!(
+        !marker.exists(),
+        "Claude Code's git ran the home folder's filter"
+    );
+    let control = s.git_in(&home, &["status"]);
+    assert!(control.status.success());
+    assert!(marker.exists(), "the control ran no filter");
 }
