@@ -56,7 +56,7 @@ impl Cleanup {
         if !kept && holds_transcripts(&self.session_dir) {
             // The conversation is carried back by relay-host (`gc`), which knows what may be:
             // everything else goes now.
-            remove_all_but(&self.session_dir, &[CLAUDE_DIR, "ended"]);
+            remove_all_but(&self.session_dir, &[CLAUDE_DIR, CLAUDE_PROJECT, "ended"]);
         } else if !kept {
             let _ = std::fs::remove_dir_all(&self.session_dir);
         }
@@ -92,6 +92,10 @@ fn host_gone(parent: libc::pid_t) -> bool {
 
 /// The launch's Claude config folder in a session folder (relay-host's `claude_config`).
 const CLAUDE_DIR: &str = "claude";
+
+/// The file naming the launch's project beside it (relay-host's `claude_config::PROJECT_FILE`):
+/// only that project's transcripts are carried back.
+const CLAUDE_PROJECT: &str = "claude-project";
 
 /// True when the session's Claude config folder holds a conversation transcript
 /// (`claude/projects/<folder>/<id>.jsonl`).

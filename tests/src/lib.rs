@@ -687,3 +687,17 @@ pub fn wait_until(timeout: std::time::Duration, cond: &dyn Fn() -> bool) -> bool
     }
     cond()
 }
+
+/// The folder of Claude Code 2.1.332's `projects/` holding `project`'s transcripts, for a short
+/// ASCII path (canonical, as relay hands it): every character but a letter or digit made `-`.
+///
+/// ```
+/// assert_eq!(relay_tests::transcript_folder("/var/tmp/a_b".as_ref()), "-var-tmp-a-b");
+/// ```
+pub fn transcript_folder(project: &Path) -> String {
+    project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}

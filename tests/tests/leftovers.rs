@@ -17,20 +17,21 @@ use relay_tests::run::{finish_with, Out};
 use serde_json::{json, Value};
 
 /// What the shell makes: the tool sandbox's mount points, empty, and one file of such a name
-/// that it fills (`package-lock.json`, which stays).
+/// that it fills (`package-lock.json`, which stays). Not `.git/config.worktree`, one of its
+/// names too: git reads it as configuration, so the write-deny list holds it (no session
+/// writes it, and relay's placeholder goes with the others).
 const MAKE: &str = ": > .env; : > .env.local; : > package.json; mkdir -p node_modules/.bin; \
-                    printf . > .git/commondir; : > .git/config.worktree; mkdir .git/remotes; \
+                    printf . > .git/commondir; mkdir .git/remotes; \
                     printf '{\"lockfileVersion\": 3}' > package-lock.json";
 
 /// The empty entries [`MAKE`] leaves (relative to the project).
-const MADE: [&str; 8] = [
+const MADE: [&str; 7] = [
     ".env",
     ".env.local",
     "package.json",
     "node_modules/",
     "node_modules/.bin/",
     ".git/commondir",
-    ".git/config.worktree",
     ".git/remotes/",
 ];
 

@@ -8,10 +8,13 @@
 //! persistent folder's named state only; when the session ends, only named state is carried
 //! back (`carry_back`):
 //!
-//! - `.claude.json`: the keys of [`STATE_KEYS`] and, per project, of [`PROJECT_KEYS`], each of
-//!   its expected type, parsed and written again (never `mcpServers`, `env`, hooks, helpers);
-//! - conversation transcripts, `projects/<folder>/<id>.jsonl`, for a later `--resume` or
-//!   `--continue` (copied into a launch only when it resumes).
+//! - `.claude.json`: the keys of [`STATE_KEYS`] and, for the launch's own project only
+//!   ([`scoped`]), of [`PROJECT_KEYS`], each of its expected type, parsed and written again
+//!   (never `mcpServers`, `env`, hooks, helpers);
+//! - conversation transcripts of the launch's own project, `projects/<folder>/<id>.jsonl`
+//!   ([`transcript_folder`]), for a later `--resume` or `--continue` (copied into a launch of
+//!   that project only when it resumes), counted by the blocks they hold within a total per
+//!   session, a refusal logged.
 //!
 //! Nothing else a session writes there (`settings*.json`, `CLAUDE.md`, `commands/`, `agents/`,
 //! `skills/`, `plugins/`, `output-styles/`, `.credentials.json`, a project's `memory/`) reaches
@@ -38,6 +41,11 @@ const MAX_STATE_BYTES: u64 = 4 << 20;
 const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
 /// The most project entries (and transcripts per project folder) carried.
 const MAX_ENTRIES: usize = 10_000;
+/// The most bytes of transcripts one session carries back, all together.
+const MAX_SESSION_BYTES: u64 = 256 << 20;
+/// The file in the session folder (beside the launch's Claude config folder, out of the
+/// session's reach) naming the launch's project, for a carry-back after a lost host (`gc`).
+pub(crate) const PROJECT_FILE: &str = "claude-project";
 /// The longest string value carried.
 const MAX_STRING: usize = 256;
 
@@ -160,6 +168,8 @@ pub(crate) struct Seed<'a> {
     pub resume: Option<Option<&'a str>>,
     /// The project to mark trusted ([`crate::settings::Template::trusts_project`]), if any.
     pub trust: Option<&'a Path>,
+    /// The launch's project: the only one whose per-project state and transcripts it gets.
+    pub project: Option<&'a Path>,
 }
 
 /// Makes the launch's folder afresh (whatever a previous launch of this session id left there
@@ -172,9 +182,13 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
         Err(_) => {}
     }
     state::private_dir(launch)?;
+    record_project(launch, s.project)?;
     state::seed_claude_config(s.config_dir, launch);
     if let Some(v) = read_state(&s.persistent.join(CLAUDE_STATE_FILE)) {
-        write_new(&launch.join(CLAUDE_STATE_FILE), &named_state(&v))?;
+        write_new(
+            &launch.join(CLAUDE_STATE_FILE),
+            &scoped(named_state(&v), s.project),
+        )?;
     }
     if s.onboard {
         seed_onboarded(launch)?;
@@ -182,9 +196,14 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
     if let Some(project) = s.trust {
         seed_trust(launch, project)?;
     }
-    if let Some(which) = s.resume {
+    if let (Some(which), Some(project)) = (s.resume, s.project) {
         let want = |name: &str| which.map_or(true, |id| name == format!("{id}.jsonl"));
-        copy_transcripts(&s.persistent.join(PROJECTS), &launch.join(PROJECTS), &want)?;
+        let (from, to) = (s.persistent.join(PROJECTS), launch.join(PROJECTS));
+        let only = Only {
+            folder: &transcript_folder(project),
+            want: &want,
+        };
+        copy_transcripts(&from, &to, &only, &mut Budget::unlimited())?;
     }
     Ok(())
 }
@@ -236,12 +255,16 @@ fn lay_over(launch: &Path, answer: Value) -> io::Result<()> {
 }
 
 /// After the session: carries the launch folder's named state back into the persistent folder
-/// (under its lock): `.claude.json`'s named state laid over the persistent one's, and the
-/// transcripts that are new or changed. Nothing else is read.
-pub(crate) fn carry_back(launch: &Path, persistent: &Path) -> io::Result<()> {
+/// (under its lock): `.claude.json`'s named state of the session's own project ([`scoped`])
+/// laid over the persistent one's, and the transcripts of that project's folder that are new or
+/// changed, within [`MAX_SESSION_BYTES`] of blocks actually written. Nothing else is read.
+/// Returns what was refused (a sparse or oversized transcript, the session's total), each a
+/// line for the state log: the user's history is never cut short silently.
+pub(crate) fn carry_back(launch: &Path, persistent: &Path) -> io::Result<Vec<String>> {
     if !fs::symlink_metadata(launch).is_ok_and(|m| m.is_dir()) {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    let project = recorded_project(launch);
     state::private_dir(persistent)?;
     let lock = open_dir(persistent)?;
     // SAFETY: flock on a folder descriptor we own; it waits for another session's carry-back.
@@ -252,26 +275,177 @@ pub(crate) fn carry_back(launch: &Path, persistent: &Path) -> io::Result<()> {
     if let Some(new) = read_state(&launch.join(CLAUDE_STATE_FILE)) {
         let path = persistent.join(CLAUDE_STATE_FILE);
         let old = read_state(&path).map(|v| named_state(&v));
-        let want = merged(old.clone().unwrap_or(Value::Null), named_state(&new));
+        let new = scoped(named_state(&new), project.as_deref());
+        let want = merged(old.clone().unwrap_or(Value::Null), new);
         if old.as_ref() != Some(&want) {
             result = replace(&path, &mut serde_json::to_vec(&want)?.as_slice(), None);
         }
     }
-    let all = |_: &str| true;
-    let copied = copy_transcripts(&launch.join(PROJECTS), &persistent.join(PROJECTS), &all);
-    result.and(copied)
+    let mut budget = Budget::session();
+    if let Some(project) = &project {
+        let all = |_: &str| true;
+        let only = Only {
+            folder: &transcript_folder(project),
+            want: &all,
+        };
+        let (from, to) = (launch.join(PROJECTS), persistent.join(PROJECTS));
+        result = result.and(copy_transcripts(&from, &to, &only, &mut budget));
+    }
+    result.map(|_| budget.refused)
 }
 
 /// Before `gc` removes the folders of sessions that no host supervises (a host lost with
 /// `kill -9`, whose shim kept the launch's Claude config folder for its conversation): their
-/// named state and transcripts carried back, as the end of the session would have.
+/// named state and transcripts carried back, as the end of the session would have (what was
+/// refused said on stderr).
 pub(crate) fn carry_back_unsupervised(state_dir: &Path) {
     let persistent = state_dir.join(state::CLAUDE_CONFIG_DIR);
     let sessions = state_dir.join(state::SESSIONS_DIR);
     for e in fs::read_dir(sessions).into_iter().flatten().flatten() {
         if !state::session_locked(&e.path()) {
-            let _ = carry_back(&launch_dir(&e.path()), &persistent);
+            let refused = carry_back(&launch_dir(&e.path()), &persistent).unwrap_or_default();
+            for r in refused {
+                eprintln!(
+                    "relay-host: session {}: {r}",
+                    e.file_name().to_string_lossy()
+                );
+            }
         }
+    }
+}
+
+/// `v`'s per-project state for `project` only (none without a project): a session answers no
+/// question (the trust dialog's) for another project, nor for a folder above its own.
+///
+/// ```
+/// let v = serde_json::json!({"numStartups": 2, "projects": {
+///     "/a": {"hasTrustDialogAccepted": true}, "/b": {"hasTrustDialogAccepted": true}}});
+/// let a = relay_host::launch::claude_config::scoped(v, Some("/a".as_ref()));
+/// assert_eq!(a, serde_json::json!({"numStartups": 2, "projects": {"/a": {"hasTrustDialogAccepted": true}}}));
+/// ```
+pub fn scoped(mut v: Value, project: Option<&Path>) -> Value {
+    let key = project.map(|p| p.to_string_lossy().into_owned());
+    if let Some(Value::Object(ps)) = v.get_mut("projects") {
+        ps.retain(|k, _| Some(k) == key.as_ref());
+        if ps.is_empty() {
+            v.as_object_mut().map(|o| o.remove("projects"));
+        }
+    }
+    v
+}
+
+/// The folder of Claude Code 2.1.332's `projects/` holding `project`'s transcripts: every
+/// UTF-16 unit of the path but an ASCII letter or digit made `-`; a name over 200 characters is
+/// cut there and followed by `-` and a hash (matched by that prefix, see [`folder_matches`]).
+///
+/// ```
+/// let f = relay_host::launch::claude_config::transcript_folder("/work/my_p.1".as_ref());
+/// assert_eq!(f, "-work-my-p-1");
+/// ```
+pub fn transcript_folder(project: &Path) -> String {
+    project
+        .to_string_lossy()
+        .encode_utf16()
+        .map(|u| match char::from_u32(u32::from(u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+/// True when the folder `name` in `projects/` is `folder`'s (for a long path: its first 200
+/// characters, `-`, and Claude Code's hash).
+fn folder_matches(name: &str, folder: &str) -> bool {
+    const CUT: usize = 200;
+    if folder.len() <= CUT {
+        return name == folder;
+    }
+    name.strip_prefix(&folder[..CUT]).is_some_and(|rest| {
+        rest.strip_prefix('-')
+            .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric()))
+    })
+}
+
+/// Writes the launch's project into [`PROJECT_FILE`] beside the launch folder `launch` (in the
+/// session folder, which no sandbox reaches); nothing without a project.
+fn record_project(launch: &Path, project: Option<&Path>) -> io::Result<()> {
+    let Some(file) = launch.parent().map(|d| d.join(PROJECT_FILE)) else {
+        return Ok(());
+    };
+    let _ = fs::remove_file(&file);
+    let Some(p) = project else {
+        return Ok(());
+    };
+    use std::os::unix::ffi::OsStrExt;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(file)?;
+    f.write_all(p.as_os_str().as_bytes())
+}
+
+/// The project [`record_project`] wrote for the launch folder `launch`.
+fn recorded_project(launch: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let file = launch.parent()?.join(PROJECT_FILE);
+    let (f, _) = open_regular(&file, 4096).ok()?;
+    let mut bytes = Vec::new();
+    f.take(4096).read_to_end(&mut bytes).ok()?;
+    let p = PathBuf::from(std::ffi::OsString::from_vec(bytes));
+    p.is_absolute().then_some(p)
+}
+
+/// Which transcripts a copy takes: those in the project's `folder`, named as `want` says.
+struct Only<'a> {
+    folder: &'a str,
+    want: &'a dyn Fn(&str) -> bool,
+}
+
+/// What a carry-back may still write, counted in bytes actually stored (a transcript's blocks,
+/// not its length: a sparse file is refused, since copying it would write its holes out), and
+/// what it refused.
+struct Budget {
+    left: u64,
+    refused: Vec<String>,
+}
+
+impl Budget {
+    fn session() -> Budget {
+        Budget {
+            left: MAX_SESSION_BYTES,
+            refused: Vec::new(),
+        }
+    }
+
+    fn unlimited() -> Budget {
+        Budget {
+            left: u64::MAX,
+            refused: Vec::new(),
+        }
+    }
+
+    /// Takes `meta`'s size from what is left; false (and a line in `refused`) when the file is
+    /// sparse, over [`MAX_TRANSCRIPT_BYTES`], or over what is left.
+    fn take(&mut self, name: &str, meta: &fs::Metadata) -> bool {
+        let stored = meta.blocks().saturating_mul(512);
+        // A file's last block may be partly used: anything more than a block short is a hole.
+        let why = if stored.saturating_add(4096) < meta.len() {
+            "sparse (its holes would be written out in full)"
+        } else if meta.len() > MAX_TRANSCRIPT_BYTES {
+            "over the size a transcript may have"
+        } else if meta.len() > self.left {
+            "over what one session may carry back"
+        } else {
+            self.left -= meta.len();
+            return true;
+        };
+        self.refused.push(format!(
+            "transcript {name} ({} bytes, {stored} stored) not carried back: {why}",
+            meta.len()
+        ));
+        false
     }
 }
 
@@ -335,21 +509,30 @@ fn names(path: &Path) -> io::Result<Vec<String>> {
     Ok(out)
 }
 
-/// Copies `from/<folder>/<name>.jsonl` (real folders and regular files only, `want(name)`) into
-/// `to/<folder>/`, unless the copy there has the same size and time already.
-fn copy_transcripts(from: &Path, to: &Path, want: &dyn Fn(&str) -> bool) -> io::Result<()> {
+/// Copies `from/<folder>/<name>.jsonl` of the folder `only` names (real folders and regular
+/// files only, named as it wants) into `to/<folder>/`, unless the copy there has the same size
+/// and time already; each file within `budget` (else refused and left).
+fn copy_transcripts(
+    from: &Path,
+    to: &Path,
+    only: &Only<'_>,
+    budget: &mut Budget,
+) -> io::Result<()> {
     let Ok(top) = open_dir(from) else {
         return Ok(());
     };
     for folder in names(from)? {
+        if !folder_matches(&folder, only.folder) {
+            continue;
+        }
         let Ok(sub) = open_in(&top, &folder, libc::O_DIRECTORY) else {
             continue;
         };
         for name in names(&from.join(&folder))? {
-            if !name.ends_with(".jsonl") || !want(&name) {
+            if !name.ends_with(".jsonl") || !(only.want)(&name) {
                 continue;
             }
-            let opened = open_in(&sub, &name, 0).and_then(|f| regular(f, MAX_TRANSCRIPT_BYTES));
+            let opened = open_in(&sub, &name, 0).and_then(|f| regular(f, u64::MAX));
             let Ok((src, meta)) = opened else {
                 continue;
             };
@@ -359,9 +542,12 @@ fn copy_transcripts(from: &Path, to: &Path, want: &dyn Fn(&str) -> bool) -> io::
             {
                 continue;
             }
+            if !budget.take(&format!("{folder}/{name}"), &meta) {
+                continue;
+            }
             state::private_dir(&to.join(&folder))?;
             let mtime = meta.modified().ok();
-            replace(&dest, &mut src.take(MAX_TRANSCRIPT_BYTES), mtime)?;
+            replace(&dest, &mut src.take(meta.len()), mtime)?;
         }
     }
     Ok(())
@@ -431,6 +617,19 @@ mod tests {
         );
     }
 
+    /// Claude Code's long folder names: the first 200 characters, `-` and a hash.
+    #[test]
+    fn long_project_folders_match_by_their_cut() {
+        let long = format!("/{}", "a".repeat(250));
+        let folder = transcript_folder(Path::new(&long));
+        assert_eq!(folder.len(), 251);
+        let cut = format!("{}-1x2y", &folder[..200]);
+        assert!(folder_matches(&cut, &folder));
+        assert!(!folder_matches(&format!("{}-", &folder[..200]), &folder));
+        assert!(!folder_matches(&folder[..200], &folder));
+        assert!(folder_matches("-p", "-p") && !folder_matches("-p-q", "-p"));
+    }
+
     #[test]
     fn a_session_state_is_laid_over_the_persistent_one() {
         let base = json!({"numStartups": 1, "projects": {"/a": {"hasTrustDialogAccepted": true}}});
@@ -445,9 +644,10 @@ mod tests {
 
     #[test]
     fn only_transcripts_come_back_and_links_are_not_followed() {
-        let (launch, persistent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let l = launch.path();
+        let (session, persistent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let l = &launch_dir(session.path());
         fs::create_dir_all(l.join("projects/-p/memory")).unwrap();
+        record_project(l, Some(Path::new("/p"))).unwrap();
         fs::write(l.join("projects/-p/a.jsonl"), "{}\n").unwrap();
         fs::write(l.join("projects/-p/memory/MEMORY.md"), "obey\n").unwrap();
         fs::write(l.join("settings.json"), "{\"hooks\": {}}").unwrap();
@@ -458,7 +658,7 @@ mod tests {
             "{\"mcpServers\": {}, \"numStartups\": 2}",
         )
         .unwrap();
-        carry_back(l, persistent.path()).unwrap();
+        assert!(carry_back(l, persistent.path()).unwrap().is_empty());
         let p = persistent.path();
         assert_eq!(
             fs::read_to_string(p.join("projects/-p/a.jsonl")).unwrap(),

@@ -94,6 +94,8 @@ fn bwrap_argv(
     let setenv = &preload_no_dump(i, &mut profile, setenv)?;
     let setenv = &stand_in_ca(i, &mut profile, setenv);
     let setenv = &guard_git(i, &mut profile, setenv, &rw)?;
+    let (token, dir) = (i.launch.carries_token(), i.launch.folder.dir());
+    let setenv = &super::own_config::pin(token, dir, &i.host.home, &mut profile, setenv)?;
     deny_writes(i, &mut profile, state_dir, &rw)?;
     mask_own_folders(i.real, i.host, &mut profile)?;
     let mut resolved = profile.resolve_with(&i.launch.programs.rw_grants, i.real)?;

@@ -19,6 +19,8 @@ pub mod error;
 pub(crate) mod git_binds;
 pub(crate) mod invalid_spec;
 pub mod network;
+#[cfg(not(target_os = "macos"))]
+pub(crate) mod own_config;
 pub(crate) mod placeholders;
 pub(crate) mod programs;
 pub mod project;

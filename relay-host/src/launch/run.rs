@@ -193,6 +193,7 @@ fn seed_claude_config(
         onboard: (v.claude && carries_token) || v.template.api_base_url.is_some(),
         resume: resumes(v),
         trust: v.project.as_deref().filter(|_| v.template.trusts_project()),
+        project: v.project.as_deref(),
     };
     claude_config::seed(launch_dir, &seed).map_err(super::error::spawn_err(format!(
         "Claude config folder {}",
@@ -394,11 +395,18 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     let _ = state.event(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
     let launch_dir = claude_config::launch_dir(&state.session_dir(&session.id));
-    if let Err(e) = claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {
-        state.log(&format!(
-            "session {}: Claude config not carried back: {e}",
-            session.id
-        ));
+    match claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {
+        Ok(refused) => {
+            for r in refused {
+                state.log(&format!("session {}: {r}", session.id));
+            }
+        }
+        Err(e) => {
+            state.log(&format!(
+                "session {}: Claude config not carried back: {e}",
+                session.id
+            ));
+        }
     }
     state.end_session(&session.id);
     code

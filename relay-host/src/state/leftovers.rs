@@ -31,6 +31,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use relay_token::sandbox::nofollow;
+
 /// The names (relative to the project) Claude Code 2.1.332's tool sandbox makes as mount points,
 /// as measured inside relay's sandbox; a folder's entries come after the folder, so removing in
 /// reverse order empties it first.
@@ -66,7 +68,8 @@ pub const NAMES: &[&str] = &[
 pub const WATCHED_FILE: &str = "watched";
 
 /// True when `path` is what the tool sandbox leaves: an empty regular file, an empty folder, or
-/// a `commondir` holding `.` (the git folder itself: no redirect). Links are never leftovers.
+/// a `commondir` holding `.` (the git folder itself: no redirect). Links are never leftovers,
+/// nor is anything reached through one ([`nofollow::lookup`]).
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
@@ -78,19 +81,29 @@ pub const WATCHED_FILE: &str = "watched";
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn is_leftover(path: &Path) -> bool {
-    let Ok(m) = fs::symlink_metadata(path) else {
-        return false;
-    };
-    if m.is_dir() {
-        return fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+    match nofollow::lookup(path) {
+        Ok(Some(f)) if f.dir => fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
+        Ok(Some(f)) => leftover_file(path, &f),
+        _ => false,
     }
-    if !m.is_file() {
+}
+
+/// True when `found`, at `path`, is a leftover file: empty, or a `commondir` holding `.`.
+fn leftover_file(path: &Path, found: &nofollow::Found) -> bool {
+    if !found.file {
         return false;
     }
     if path.file_name().is_some_and(|n| n == "commondir") {
-        return m.len() <= 2 && fs::read(path).is_ok_and(|b| b == b"." || b == b".\n");
+        return found.head == b"." || found.head == b".\n";
     }
-    m.len() == 0
+    found.len == 0
+}
+
+/// Removes `path` when it is a leftover: reached from `/` without following a link (a
+/// `node_modules` a session replaced with a link to a folder outside every grant leads the
+/// removal nowhere), a folder only when empty, a file only while [`leftover_file`] holds.
+fn remove_leftover(path: &Path) -> bool {
+    nofollow::remove_if(path, |f| f.dir || leftover_file(path, f)).unwrap_or(false)
 }
 
 /// Records, for a launch in `project`, the [`NAMES`] missing there now (appended to
@@ -160,8 +173,8 @@ pub fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
         if out.contains(&p) || skip.contains(&p) {
             continue;
         }
-        let goes = match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => {
+        let goes = match nofollow::lookup(&p) {
+            Ok(Some(f)) if f.dir => {
                 fs::read_dir(&p).is_ok_and(|d| d.flatten().all(|e| out.contains(&e.path())))
             }
             _ => is_leftover(&p),
@@ -194,12 +207,7 @@ pub fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
 pub fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
     let mut removed = 0;
     for p in pending(state_dir, skip) {
-        let gone = match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => fs::remove_dir(&p),
-            Ok(_) if is_leftover(&p) => fs::remove_file(&p),
-            _ => continue,
-        };
-        removed += usize::from(gone.is_ok());
+        removed += usize::from(remove_leftover(&p));
     }
     match fs::remove_file(state_dir.join(WATCHED_FILE)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -219,7 +227,5 @@ pub fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn clear_commondir(file: &Path) -> bool {
-    file.file_name().is_some_and(|n| n == "commondir")
-        && is_leftover(file)
-        && fs::remove_file(file).is_ok()
+    file.file_name().is_some_and(|n| n == "commondir") && remove_leftover(file)
 }

@@ -538,6 +538,7 @@ mod tests {
                 ".claude/commands",
                 ".claude/agents",
                 ".git/config",
+                ".git/config.worktree",
                 ".git/hooks",
             ] {
                 mounts.push(("--ro-bind-fd", p(&format!("p/{e}"))));

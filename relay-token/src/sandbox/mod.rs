@@ -50,6 +50,7 @@ mod links;
 mod net;
 #[cfg(target_os = "linux")]
 pub mod nodump;
+pub mod nofollow;
 mod realpaths;
 mod resolved;
 mod sbpl;

@@ -30,7 +30,7 @@
 //!   is different: git reads it for every folder inside the repository, so a later launch whose
 //!   project is anywhere beneath the grant would read what a session wrote there.
 //! - **A repository** (the first `.git` found walking up from a home, project or grant folder,
-//!   as git finds it: a `.git` folder without `HEAD` is skipped): its `config`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
+//!   as git finds it: a `.git` folder without `HEAD` is skipped): its `config`, `config.worktree`, `hooks/`, `info/`, `modules/` and `worktrees/`; a `.git`
 //!   *file* (a linked worktree, a submodule) is kept read-only itself. Each existing linked
 //!   worktree's and submodule's git folder inside `modules/` and `worktrees/` is writable again
 //!   (a commit there writes its index, refs and objects), but for what decides what git runs
@@ -60,6 +60,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use super::nofollow::{cname, open_dir_at};
 
 /// One entry of the list, relative to the folder it applies in: a file or a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,10 +128,12 @@ pub const PROJECT: &[Entry] = &[
 pub const CLAUDE: &[Entry] = &[Entry::Dir(".claude/commands"), Entry::Dir(".claude/agents")];
 
 /// Read from a repository's git folder (relative to the folder holding `.git`): its
-/// configuration, hooks, `info/` (attributes, excludes), and the folders of its submodules and
+/// configuration (and `config.worktree`, which git reads as configuration of the main worktree
+/// once `extensions.worktreeConfig` is on), hooks, `info/` (attributes, excludes), and the folders of its submodules and
 /// linked worktrees (each with a configuration and hooks of its own).
 pub const REPOSITORY: &[Entry] = &[
     Entry::File(".git/config"),
+    Entry::File(".git/config.worktree"),
     Entry::Dir(".git/hooks"),
     Entry::Dir(".git/info"),
     Entry::Dir(".git/modules"),
@@ -490,7 +494,9 @@ impl Placeholders {
     }
 
     /// Removes every recorded placeholder that is still what was made (deepest first), and the
-    /// record. A placeholder someone filled in meanwhile stays.
+    /// record: each reached from `/` without following a link ([`super::nofollow::remove_if`]),
+    /// so a link a session put on the way leads the removal nowhere. A placeholder someone
+    /// filled in meanwhile stays.
     ///
     /// ```
     /// let dir = tempfile::tempdir()?;
@@ -500,19 +506,10 @@ impl Placeholders {
     /// ```
     pub fn remove_all(&mut self) -> io::Result<()> {
         for (p, dev, ino) in self.made.iter().rev() {
-            let Ok(m) = fs::symlink_metadata(p) else {
-                continue;
-            };
-            if (m.dev(), m.ino()) != (*dev, *ino) {
-                continue;
-            }
-            let _ = if m.is_dir() {
-                fs::remove_dir(p)
-            } else if m.is_file() && m.len() == 0 {
-                fs::remove_file(p)
-            } else {
-                Ok(())
-            };
+            // Reached without following a link, and only while it is still what was made.
+            let _ = super::nofollow::remove_if(p, |f| {
+                (f.dev, f.ino) == (*dev, *ino) && (f.dir || (f.file && f.len == 0))
+            });
         }
         self.made.clear();
         self.log = None;
@@ -527,26 +524,6 @@ impl Placeholders {
 /// A symlink (`ELOOP`) or a non-folder (`ENOTDIR`) on the way: not followed, not made.
 fn is_not_followed(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR))
-}
-
-fn cname(name: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
-    use std::os::unix::ffi::OsStrExt;
-    std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-/// `openat(dir, name, O_DIRECTORY | O_NOFOLLOW)`; `None` opens `name` as a path.
-fn open_dir_at(dir: Option<&OwnedFd>, name: &std::ffi::OsStr) -> io::Result<OwnedFd> {
-    let c = cname(name)?;
-    let base = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: `c` is a NUL-terminated string that outlives the call; `base` is a descriptor we
-    // own (or AT_FDCWD).
-    let fd = unsafe { libc::openat(base, c.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `mkdirat(dir, name, 0700)`: true when made, false when something already stands there.
@@ -637,6 +614,26 @@ mod tests {
         fs::remove_file(real.join("p/link")).unwrap();
         ph.remove_all().unwrap();
         assert!(!real.join("p").exists());
+    }
+
+    /// A placeholder whose parent was moved outside and replaced by a link to it: removing the
+    /// placeholders follows no link, so what the link leads to stays (the placeholder too).
+    #[test]
+    fn removal_follows_no_link_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let state = real.join("state");
+        fs::create_dir_all(&state).unwrap();
+        fs::create_dir_all(real.join("p")).unwrap();
+        let mut ph = Placeholders::open(&state).unwrap();
+        assert!(ph.ensure(&real.join("p/.git/config"), false).unwrap());
+        // `p/.git` was made before this walk began only if missing: it is a placeholder too.
+        fs::create_dir(real.join("outside")).unwrap();
+        fs::rename(real.join("p/.git"), real.join("outside/.git")).unwrap();
+        std::os::unix::fs::symlink(real.join("outside/.git"), real.join("p/.git")).unwrap();
+        ph.remove_all().unwrap();
+        assert!(real.join("outside/.git/config").is_file());
+        assert!(fs::symlink_metadata(real.join("p/.git")).is_ok());
     }
 
     fn rels(list: &[Listed], under: &Path) -> Vec<String> {

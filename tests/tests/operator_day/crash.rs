@@ -117,10 +117,14 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
 fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
     let fx = Fixture::new(&relay_tests::fake_agent());
     let project_before = tree(&fx.project);
-    let write = "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/-p\" && \
-                 echo '{}' > \"$CLAUDE_CONFIG_DIR/projects/-p/c0ffee.jsonl\" && sleep 30";
+    // Claude Code's folder of the project's transcripts: only that folder comes back.
+    let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());
+    let write = format!(
+        "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/{folder}\" && \
+         echo '{{}}' > \"$CLAUDE_CONFIG_DIR/projects/{folder}/c0ffee.jsonl\" && sleep 30"
+    );
     let t = relay_tests::fake_agent_template(
-        &["--sh", write],
+        &["--sh", &write],
         json!({}),
         json!({"read_write": ["{project}", "{claude_config}"]}),
     );
@@ -152,19 +156,26 @@ fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
         project_after, project_before,
         "a placeholder stayed in the project"
     );
-    // The session folder holds the conversation only, until gc carries it back.
+    // The session folder holds the conversation only (and which project it is of), until gc
+    // carries it back.
     let left: Vec<String> = std::fs::read_dir(fx.state.join("sessions/c9"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     let mut left = left;
     left.sort();
-    assert_eq!(left, ["claude", "ended"], "only the conversation is kept");
+    assert_eq!(
+        left,
+        ["claude", "claude-project", "ended"],
+        "only the conversation is kept"
+    );
     let gc = run(&fx, &["--json", "gc"]).json("gc --json");
     assert_eq!(gc["removed"], 1, "{gc}");
     assert!(!fx.state.join("sessions/c9").exists());
     assert!(
-        fx.state.join("claude/projects/-p/c0ffee.jsonl").is_file(),
+        fx.state
+            .join(format!("claude/projects/{folder}/c0ffee.jsonl"))
+            .is_file(),
         "gc carried the conversation back for a later --resume"
     );
 }

@@ -32,10 +32,14 @@ fn on_a_terminal(mut cmd: Command) -> (Option<i32>, String) {
 fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
     let fx = Fixture::new(&relay_tests::fake_agent());
     // The agent writes a conversation where Claude Code keeps them.
-    let write = "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/-p\" && \
-                 echo '{}' > \"$CLAUDE_CONFIG_DIR/projects/-p/0b5e-conv.jsonl\"";
+    // ... in the project's own folder: only that folder comes back.
+    let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());
+    let write = format!(
+        "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/{folder}\" && \
+         echo '{{}}' > \"$CLAUDE_CONFIG_DIR/projects/{folder}/0b5e-conv.jsonl\""
+    );
     let t = relay_tests::fake_agent_template(
-        &["--sh", write],
+        &["--sh", &write],
         json!({}),
         json!({"read_write": ["{project}", "{claude_config}"]}),
     );

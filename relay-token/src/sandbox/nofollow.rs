@@ -1,0 +1,235 @@
+//! Paths in folders a session can write, reached the way relay's own hands must reach them:
+//! component by component from `/`, each folder opened with `O_NOFOLLOW`, so a symlink a
+//! session planted anywhere on the way is never followed; what stands at the end is looked at
+//! through its parent's descriptor and removed through the same descriptor, only when it is
+//! still what the caller expects.
+//!
+//! relay-host and relay-shim run outside every sandbox: a path such as
+//! `<project>/node_modules/.bin` removed by name would follow a `node_modules` a session
+//! replaced with a link to a folder outside every grant. Through this module the removal can
+//! only touch an entry of the project's real folder, one the session could have removed itself.
+//!
+//! ```
+//! use relay_token::sandbox::nofollow::{lookup, remove_if};
+//! let dir = tempfile::tempdir()?;
+//! let real = dir.path().canonicalize()?;
+//! std::fs::create_dir_all(real.join("outside/.bin"))?;
+//! std::fs::create_dir(real.join("p"))?;
+//! std::os::unix::fs::symlink(real.join("outside"), real.join("p/node_modules"))?;
+//! // The link on the way is not followed: nothing is found, nothing removed.
+//! assert!(lookup(&real.join("p/node_modules/.bin"))?.is_none());
+//! assert!(!remove_if(&real.join("p/node_modules/.bin"), |f| f.dir)?);
+//! assert!(real.join("outside/.bin").is_dir());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Component, Path};
+
+/// What stands at the end of a path reached without following a link.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let real = dir.path().canonicalize()?;
+/// let f = relay_token::sandbox::nofollow::lookup(&real)?.unwrap();
+/// assert!(f.dir && !f.file && f.head.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Found {
+    /// Its device.
+    pub dev: u64,
+    /// Its inode.
+    pub ino: u64,
+    /// A folder.
+    pub dir: bool,
+    /// A regular file.
+    pub file: bool,
+    /// Its size in bytes.
+    pub len: u64,
+    /// For a regular file of at most [`HEAD_LEN`] bytes, its content (read through a
+    /// descriptor opened without following a link); else empty.
+    pub head: Vec<u8>,
+}
+
+/// How much of a small regular file [`Found::head`] holds.
+///
+/// ```
+/// assert_eq!(relay_token::sandbox::nofollow::HEAD_LEN, 8);
+/// ```
+pub const HEAD_LEN: u64 = 8;
+
+/// What stands at `path` (absolute), reached from `/` without following a link on the way or
+/// at the end; `None` when a link or a non-folder stands on the way, or nothing at the end.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let real = dir.path().canonicalize()?;
+/// std::fs::write(real.join("f"), ".")?;
+/// let f = relay_token::sandbox::nofollow::lookup(&real.join("f"))?.unwrap();
+/// assert!(f.file && f.head == b".");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn lookup(path: &Path) -> io::Result<Option<Found>> {
+    let Some((parent, name)) = parent_of(path)? else {
+        return Ok(None);
+    };
+    found_at(&parent, &name)
+}
+
+/// Removes `path` (absolute; a folder only when empty) when `expect` accepts what stands there:
+/// reached as [`lookup`] reaches it, removed by its name in the parent folder the walk opened.
+/// True when it was removed.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let real = dir.path().canonicalize()?;
+/// std::fs::write(real.join("f"), "kept")?;
+/// assert!(!relay_token::sandbox::nofollow::remove_if(&real.join("f"), |f| f.len == 0)?);
+/// std::fs::write(real.join("f"), "")?;
+/// assert!(relay_token::sandbox::nofollow::remove_if(&real.join("f"), |f| f.len == 0)?);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn remove_if(path: &Path, expect: impl FnOnce(&Found) -> bool) -> io::Result<bool> {
+    let Some((parent, name)) = parent_of(path)? else {
+        return Ok(false);
+    };
+    let Some(found) = found_at(&parent, &name)? else {
+        return Ok(false);
+    };
+    if !expect(&found) {
+        return Ok(false);
+    }
+    let flag = if found.dir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: `name` is NUL-terminated and outlives the call; `parent` is an open descriptor.
+    if unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), flag) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR | libc::EISDIR) => {
+            Ok(false)
+        }
+        _ => Err(e),
+    }
+}
+
+/// The parent folder of `path`, opened from `/` without following a link, and the last name;
+/// `None` when a link or a non-folder stands on the way (or `path` is `/` or relative).
+fn parent_of(path: &Path) -> io::Result<Option<(OwnedFd, CString)>> {
+    let names: Vec<&OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let Some((last, way)) = names.split_last() else {
+        return Ok(None);
+    };
+    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+        return Ok(None);
+    }
+    let mut at = open_dir_at(None, OsStr::new("/"))?;
+    for name in way {
+        at = match open_dir_at(Some(&at), name) {
+            Ok(fd) => fd,
+            Err(e) if not_followed(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(Some((at, cname(last)?)))
+}
+
+/// What stands at `name` in `dir` (not followed), with a small regular file's content.
+fn found_at(dir: &OwnedFd, name: &CString) -> io::Result<Option<Found>> {
+    let Some(st) = stat_at(dir, name, libc::AT_SYMLINK_NOFOLLOW)? else {
+        return Ok(None);
+    };
+    let kind = st.st_mode & libc::S_IFMT;
+    // The field types differ between systems (`dev_t` is 32 bits on macOS).
+    #[allow(clippy::unnecessary_cast)]
+    let (dev, ino) = (st.st_dev as u64, st.st_ino as u64);
+    let mut found = Found {
+        dev,
+        ino,
+        dir: kind == libc::S_IFDIR,
+        file: kind == libc::S_IFREG,
+        len: st.st_size as u64,
+        head: Vec::new(),
+    };
+    if found.file && found.len <= HEAD_LEN {
+        found.head = read_head(dir, name, &found)?;
+    }
+    Ok(Some(found))
+}
+
+/// The content of the small regular file `name` in `dir`, opened without following a link
+/// (and without blocking on a FIFO put in its place), when it is still `found`.
+fn read_head(dir: &OwnedFd, name: &CString, found: &Found) -> io::Result<Vec<u8>> {
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: `name` outlives the call; `dir` is an open descriptor.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    let f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let m = f.metadata()?;
+    use std::os::unix::fs::MetadataExt;
+    if (m.dev(), m.ino()) != (found.dev, found.ino) {
+        return Ok(Vec::new());
+    }
+    let mut buf = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(f, HEAD_LEN), &mut buf)?;
+    Ok(buf)
+}
+
+/// `fstatat(dir, name, flags)`; `None` when nothing stands there.
+fn stat_at(dir: &OwnedFd, name: &CString, flags: libc::c_int) -> io::Result<Option<libc::stat>> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `name` outlives the call; `st` is written by fstatat before it is read.
+    let rc = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: fstatat succeeded and filled `st`.
+    Ok(Some(unsafe { st.assume_init() }))
+}
+
+/// A symlink (`ELOOP`) or a non-folder (`ENOTDIR`) on the way, or nothing (`ENOENT`): not
+/// followed, nothing found.
+pub(crate) fn not_followed(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) | Some(libc::ENOENT)
+    )
+}
+
+/// `name` as a C string (`EINVAL` when it holds a NUL).
+pub(crate) fn cname(name: &OsStr) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `openat(dir, name, O_DIRECTORY | O_NOFOLLOW)`; `None` opens `name` as a path.
+pub(crate) fn open_dir_at(dir: Option<&OwnedFd>, name: &OsStr) -> io::Result<OwnedFd> {
+    let c = cname(name)?;
+    let base = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call; `base` is a descriptor we
+    // own (or AT_FDCWD).
+    let fd = unsafe { libc::openat(base, c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
