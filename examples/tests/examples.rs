@@ -418,3 +418,125 @@ fn embed_errors_name_the_path_not_the_bytes() {
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(stderr(&out), "usage: embed TOKEN_FILE PROGRAM [ARGS...]\n");
 }
+
+/// The code of README's "The library" block, of relay-token's README and of relay-token's top
+/// rustdoc example: each is `examples/library.rs`, byte for byte, so running that example runs
+/// what an embedder copies.
+#[test]
+fn the_copied_library_snippets_are_examples_library_rs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let example = fs::read_to_string(root.join("examples/library.rs")).unwrap();
+    let block = |text: &str, fence: &str, heading: &str| -> String {
+        let at = text
+            .find(heading)
+            .unwrap_or_else(|| panic!("no {heading:?}"));
+        let start = text[at..].find(fence).unwrap() + at + fence.len();
+        let end = text[start..].find("```\n").unwrap() + start;
+        text[start..end].to_string()
+    };
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    assert_eq!(block(&readme, "```rust\n", "## The library"), example);
+    let crate_readme = fs::read_to_string(root.join("relay-token/README.md")).unwrap();
+    assert_eq!(block(&crate_readme, "```rust\n", "# relay-token"), example);
+    let lib = fs::read_to_string(root.join("relay-token/src/lib.rs")).unwrap();
+    let doc: String = lib
+        .lines()
+        .map_while(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    assert_eq!(block(&doc, "```no_run\n", "relay-token"), example);
+}
+
+/// A `claude` first on PATH that records its environment (names, and whether the token's
+/// variable is 5) in `report`, then execs the real CLI.
+fn claude_wrapper(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    fs::create_dir(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nenv | sed 's/=.*//' | sort >'{}'\nexec '{}' \"$@\"\n",
+        dir.join("report").display(),
+        relay_tests::claude_cli().display()
+    );
+    let path = bin.join("claude");
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// Runs `cmd` (an example that ends in `claude auth status --json`) with a home holding the
+/// token at `~/.config/claude-ltt/token` and the credentials a launcher may carry inherited;
+/// returns Claude's `authMethod` (or the API key's source when it names one) and the names
+/// Claude's environment held.
+fn auth_method_with_inherited_credentials(cmd: &mut Command) -> (String, Vec<String>) {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".config/claude-ltt");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+    let bin = claude_wrapper(home.path());
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    cmd.env("HOME", home.path())
+        .env("PATH", path)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-inherited-MARKER")
+        .env("ANTHROPIC_AUTH_TOKEN", "inherited-MARKER")
+        .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-inherited-MARKER")
+        .env("CLAUDECODE", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let out = run(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        stderr(&out)
+    );
+    let status: serde_json::Value = serde_json::from_str(&stdout).expect("auth status JSON");
+    // The settings variable reached Claude: it reports analytics off.
+    assert_eq!(status["analyticsDisabled"], true, "{stdout}");
+    let names = fs::read_to_string(home.path().join("report")).unwrap();
+    let names = names.lines().map(str::to_string).collect();
+    // With `ANTHROPIC_AUTH_TOKEN` beside an API key Claude says `oauth_token` and still names
+    // the key's source: a source named at all means a credential other than fd 5 is in play.
+    let method = match status.get("apiKeySource") {
+        Some(source) => format!("api key from {source}"),
+        None => status["authMethod"].as_str().unwrap_or("").to_string(),
+    };
+    (method, names)
+}
+
+fn assert_only_the_descriptor(method: &str, names: &[String]) {
+    assert_eq!(
+        method, "oauth_token",
+        "an inherited credential won over fd 5"
+    );
+    for gone in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDECODE",
+    ] {
+        assert!(!names.iter().any(|n| n == gone), "{gone} reached Claude");
+    }
+    assert!(names
+        .iter()
+        .any(|n| n == "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR"));
+}
+
+#[test]
+fn readme_and_rustdoc_library_example_wins_over_inherited_credentials() {
+    let (method, names) =
+        auth_method_with_inherited_credentials(&mut Command::new(example("library")));
+    assert_only_the_descriptor(&method, &names);
+}
+
+#[test]
+fn embed_and_tokio_win_over_inherited_credentials_against_the_real_claude() {
+    for name in ["embed", "tokio"] {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        fs::write(&token, TOKEN).unwrap();
+        let mut cmd = Command::new(example(name));
+        cmd.arg(&token).args(["claude", "auth", "status", "--json"]);
+        let (method, names) = auth_method_with_inherited_credentials(&mut cmd);
+        assert_only_the_descriptor(&method, &names);
+    }
+}

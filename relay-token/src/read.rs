@@ -63,8 +63,12 @@ pub enum TokenFileReason {
     /// Nothing but whitespace.
     Empty,
     /// A byte outside printable ASCII after trimming (whitespace inside, a control byte, a
-    /// JSON credentials file...).
+    /// credentials file spread over lines...).
     NotAToken,
+    /// A JSON document (an object, an array, a string), whatever its spacing: a credentials
+    /// file, not a token. A token holds none of `"`, `{`, `}`, `[`, `]` (`claude setup-token`
+    /// prints `sk-ant-oat01-` and base64url characters).
+    Json,
 }
 
 impl TokenFileReason {
@@ -98,6 +102,7 @@ impl fmt::Display for TokenFileReason {
             TokenFileReason::NotAToken => {
                 f.write_str("not a token: holds whitespace or control bytes")
             }
+            TokenFileReason::Json => f.write_str("not a token: a JSON document"),
         }
     }
 }
@@ -115,12 +120,25 @@ impl fmt::Display for TokenFileError {
 
 impl std::error::Error for TokenFileError {}
 
-/// Reads the token file at `path` with the read rules of `docs/DESIGN.md`.
+/// Reads the token file at `path` with these read rules (the repository's
+/// [DESIGN.md](https://github.com/relay-token/relay-token/blob/main/docs/DESIGN.md) lists them too).
 ///
 /// Opens with `O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a FIFO never blocks), refuses
 /// anything but a regular file with one link, reads at most 4097 bytes into a zeroized buffer,
 /// requires the count to match `st_size`, trims ASCII whitespace at both ends and requires what
-/// is left to be non-empty printable ASCII.
+/// is left to be non-empty printable ASCII holding none of `"{}[]` (a JSON document, such as a
+/// credentials file, is refused whatever its spacing).
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("relay-token-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("token");
+/// std::fs::write(&path, r#"{"claudeAiOauth":{"accessToken":"x"}}"#)?;
+/// let err = relay_token::read_claude_token(&path).unwrap_err();
+/// assert_eq!(err.to_string(), format!("read claude_token_file {}: not a token: a JSON document", path.display()));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// ```no_run
 /// let token = relay_token::read_claude_token("/home/me/.config/claude-ltt/token".as_ref())?;
@@ -174,6 +192,9 @@ pub fn read_claude_token(path: &Path) -> Result<ClaudeToken, TokenFileError> {
     }
     if !is_token_bytes(trimmed) {
         return Err(fail(TokenFileReason::NotAToken));
+    }
+    if trimmed.iter().any(|b| b"\"{}[]".contains(b)) {
+        return Err(fail(TokenFileReason::Json));
     }
     ClaudeToken::from_bytes(trimmed).ok_or_else(|| fail(TokenFileReason::NotAToken))
 }

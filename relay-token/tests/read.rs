@@ -216,9 +216,33 @@ fn inner_nul() {
 }
 
 #[test]
+fn compact_json_is_not_a_token_whatever_its_spacing() {
+    // Printable ASCII throughout, so the byte rule alone lets these through.
+    let dir = tempfile::tempdir().unwrap();
+    let docs = [
+        r#"{"a":"b"}"#.to_string(),
+        format!(r#"{{"claudeAiOauth":{{"accessToken":"{MARKER}"}}}}"#),
+        format!(r#"["{MARKER}"]"#),
+        format!(r#""sk-ant-oat01-{MARKER}""#),
+        format!("\n{{\"accessToken\":\"{MARKER}\"}}\n"),
+    ];
+    for (i, doc) in docs.iter().enumerate() {
+        let p = write(dir.path(), &format!("t{i}"), doc.as_bytes());
+        let e = refused(
+            &p,
+            "not a token: a JSON document",
+            &[b"accessToken", b"claudeAi"],
+        );
+        assert_eq!(e.reason, TokenFileReason::Json);
+    }
+    // What `claude setup-token` prints passes.
+    let p = write(dir.path(), "ok", b"sk-ant-oat01-AbC_d-9\n");
+    accepted(&p, b"sk-ant-oat01-AbC_d-9");
+}
+
+#[test]
 fn pretty_json_credentials_file_is_not_a_token() {
-    // A pretty-printed credentials file holds whitespace inside. (A compact one is printable
-    // ASCII throughout and passes the read rules: noted in the report, not asserted here.)
+    // A pretty-printed credentials file holds whitespace inside.
     let dir = tempfile::tempdir().unwrap();
     let pretty = format!("{{\n  \"accessToken\": \"{MARKER}\"\n}}\n");
     let p = write(dir.path(), "t", pretty.as_bytes());
