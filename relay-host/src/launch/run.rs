@@ -309,15 +309,10 @@ fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, L
 /// the answer on stderr.
 fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
     let message = e.message();
-    let answer = json!({
-        "event": "launch",
-        "status": e.status(),
-        "error": e.code(),
-        "message": state.redactor().redact(&message),
-        "session_id": row.session_id(),
-        "ts": crate::state::now_secs(),
-    });
+    let mut answer = super::answer::refused(e, state.redactor().redact(&message), row.session_id());
+    answer["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&answer);
+    super::answer::print(&answer);
     let _ = state.audit(row.row("error", &message));
     state.log(&format!("launch refused: {e}"));
     crate::human::print_refusal(&answer, state.redactor());
@@ -356,13 +351,10 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
     };
-    let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
-    match last {
-        Some(StatusEvent::Exited { status }) => ev["status"] = json!(status),
-        Some(StatusEvent::Signaled { signal }) => ev["signal"] = json!(signal),
-        _ => {}
-    }
+    let mut ev = super::answer::ended(&session.id, code, last, session.sandboxed);
+    ev["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&ev);
+    super::answer::print(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
     let launch_dir = claude_config::launch_dir(&state.session_dir(&session.id));
     if let Err(e) = claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {
