@@ -49,12 +49,19 @@ fn example(name: &str) -> PathBuf {
     path
 }
 
-/// A folder holding `token` with `contents`.
+/// A folder holding `token` with `contents`, private (0600), as `claude setup-token`'s token
+/// is kept.
 fn token_dir(contents: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("token");
-    fs::write(&path, contents).unwrap();
+    write_private(&path, contents);
     (dir, path)
+}
+
+/// Writes `contents` to `path` with mode 0600.
+fn write_private(path: &Path, contents: &str) {
+    fs::write(path, contents).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// `ltt --token-file PATH --claude /bin/sh -c PROBE probe`: `-c` is the first argument ltt does
@@ -226,7 +233,7 @@ fn ltt_reads_the_default_token_file_under_home() {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join(".config/claude-ltt");
     fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("token"), TOKEN).unwrap();
+    write_private(&dir.join("token"), TOKEN);
     let mut cmd = Command::new(example("ltt"));
     cmd.env("HOME", home.path()).env("LTT_CLAUDE", "/bin/sh");
     cmd.args(["-c", PROBE, "probe"]);
@@ -447,6 +454,23 @@ fn the_copied_library_snippets_are_examples_library_rs() {
     assert_eq!(block(&doc, "```no_run\n", "relay-token"), example);
 }
 
+/// The pinned Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the workspace's `.tools/claude-code`
+/// (the rule of `relay_tests::claude_cli`, which this crate does not depend on: examples build
+/// their dev-dependencies, and `cargo install --example ltt` must not build the test harness).
+fn claude_cli() -> PathBuf {
+    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::absolute(PathBuf::from(p)).unwrap(),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../.tools/claude-code/node_modules/.bin/claude"),
+    };
+    assert!(
+        path.is_file(),
+        "the Claude Code CLI is missing: {}",
+        path.display()
+    );
+    path
+}
+
 /// A `claude` first on PATH that records its environment (names, and whether the token's
 /// variable is 5) in `report`, then execs the real CLI.
 fn claude_wrapper(dir: &Path) -> PathBuf {
@@ -455,7 +479,7 @@ fn claude_wrapper(dir: &Path) -> PathBuf {
     let script = format!(
         "#!/bin/sh\nenv | sed 's/=.*//' | sort >'{}'\nexec '{}' \"$@\"\n",
         dir.join("report").display(),
-        relay_tests::claude_cli().display()
+        claude_cli().display()
     );
     let path = bin.join("claude");
     fs::write(&path, script).unwrap();
@@ -471,7 +495,7 @@ fn auth_method_with_inherited_credentials(cmd: &mut Command) -> (String, Vec<Str
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join(".config/claude-ltt");
     fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+    write_private(&dir.join("token"), &format!("{TOKEN}\n"));
     let bin = claude_wrapper(home.path());
     let path = format!("{}:/usr/bin:/bin", bin.display());
     cmd.env("HOME", home.path())
@@ -539,4 +563,128 @@ fn embed_and_tokio_win_over_inherited_credentials_against_the_real_claude() {
         let (method, names) = auth_method_with_inherited_credentials(&mut cmd);
         assert_only_the_descriptor(&method, &names);
     }
+}
+
+/// The operator's shell "007", as faithful as it is small: the token file on fd 5, the
+/// variable, and claude exec'd with the environment as it is.
+const SHELL_007: &str = r#"#!/bin/sh
+TOKEN_FILE="${TOKEN_FILE:-$HOME/.config/claude-ltt/token}"
+exec 5<"$TOKEN_FILE" || exit 78
+CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5 exec "${LTT_CLAUDE:-claude}" "$@"
+"#;
+
+/// Runs `launcher` (the shell 007 or ltt) on the same inputs: the token at the default path
+/// under a home of its own, `env` and nothing else, the probe as claude with `args`.
+fn side_by_side(launcher: &Path, env: &[(&str, &str)], args: &[&str]) -> Report {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".config/claude-ltt");
+    fs::create_dir_all(&dir).unwrap();
+    write_private(&dir.join("token"), TOKEN); // no newline: the shell hands the file as it is
+    let mut cmd = Command::new(launcher);
+    cmd.env_clear()
+        .env("HOME", "/home/op")
+        .envs(env.iter().copied())
+        .env("LTT_CLAUDE", "/bin/sh")
+        .args(["-c", PROBE, "probe"])
+        .args(args);
+    // The same HOME string for both: a symlink at a fixed place would be shared, so the token
+    // path is given to each the way it reads it.
+    cmd.env("HOME", home.path()).current_dir(home.path());
+    report(&run(&mut cmd))
+}
+
+#[test]
+fn ltt_gives_claude_what_the_shell_007_gives_it_less_the_rival_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = dir.path().join("007");
+    fs::write(&shell, SHELL_007).unwrap();
+    fs::set_permissions(&shell, fs::Permissions::from_mode(0o755)).unwrap();
+    let settings = [
+        ("PATH", "/usr/bin:/bin"),
+        ("LANG", "C.UTF-8"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "4096"),
+        ("CLAUDE_CONFIG_DIR", "/home/op/.claude-work"),
+        ("ANTHROPIC_BASE_URL", "https://gateway.invalid"),
+    ];
+    let args = ["-p", "hello", "--model", "opus"];
+    let from_shell = side_by_side(&shell, &settings, &args);
+    let from_ltt = side_by_side(&example("ltt"), &settings, &args);
+    // The shell hands Claude every descriptor it had (its script's, the caller's): ltt only
+    // 0, 1, 2 and 5. The token is the same.
+    assert_received_token(&from_ltt);
+    assert_eq!(
+        (from_shell.var.as_str(), from_shell.len),
+        ("5", TOKEN.len())
+    );
+    let sorted = |r: &Report| {
+        let mut env: Vec<String> = (r.env.iter())
+            .filter(|l| !l.starts_with("HOME=") && !l.starts_with("PWD="))
+            .cloned()
+            .collect();
+        env.sort();
+        env
+    };
+    assert_eq!(
+        sorted(&from_ltt),
+        sorted(&from_shell),
+        "the environment Claude gets"
+    );
+    assert_eq!(from_ltt.argv, from_shell.argv);
+    assert_eq!(from_ltt.sha, from_shell.sha);
+
+    // With the credentials a shell may carry, ltt hands Claude the same less those alone.
+    let mut with_credentials = settings.to_vec();
+    with_credentials.extend([
+        ("ANTHROPIC_API_KEY", "sk-ant-api03-MARKER"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-MARKER"),
+    ]);
+    let from_shell = side_by_side(&shell, &with_credentials, &args);
+    let from_ltt = side_by_side(&example("ltt"), &with_credentials, &args);
+    let shell_less: Vec<String> = sorted(&from_shell)
+        .into_iter()
+        .filter(|l| !l.contains("MARKER"))
+        .collect();
+    assert_eq!(sorted(&from_ltt), shell_less);
+}
+
+#[test]
+fn ltt_takes_token_file_equals_path_and_claude_equals_program() {
+    let (_dir, path) = token_dir(TOKEN);
+    let mut cmd = Command::new(example("ltt"));
+    cmd.arg(format!("--token-file={}", path.display()))
+        .arg("--claude=/bin/sh")
+        .args(["-c", PROBE, "probe", "--token-file=/elsewhere"]);
+    let r = report(&run(&mut cmd));
+    assert_received_token(&r);
+    // Claude's own arguments pass as they are, ltt's options do not.
+    assert_eq!(
+        r.argv.last().map(String::as_str),
+        Some("--token-file=/elsewhere")
+    );
+    assert!(!r.argv.iter().any(|a| a.starts_with("--claude")));
+}
+
+#[test]
+fn ltt_refuses_a_token_file_others_can_read_as_relay_host_does() {
+    let (_dir, path) = token_dir(TOKEN);
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&mut ltt_probe(&path));
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "ltt: read claude_token_file {}: mode 0644 lets others read it; chmod 600 it\n",
+            path.display()
+        )
+    );
+    assert!(out.stdout.is_empty(), "the probe ran");
+}
+
+#[test]
+fn ltt_keeps_claudes_settings_and_wins_over_inherited_credentials_with_the_real_claude() {
+    let mut cmd = Command::new(example("ltt"));
+    cmd.args(["auth", "status", "--json"]);
+    let (method, names) = auth_method_with_inherited_credentials(&mut cmd);
+    assert_only_the_descriptor(&method, &names);
 }

@@ -389,13 +389,12 @@ pub fn token_file_problem(path: &Path) -> Option<Exposure> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let path = path.to_path_buf();
-    if m.mode() & 0o077 != 0 {
-        let mode = m.mode() & 0o7777;
-        return Some(Exposure::TokenMode { path, mode });
+    // The rule is the library's (`ltt` applies it too); the words are the host's.
+    match relay_token::token_file_exposure(m.mode(), m.uid(), me)? {
+        relay_token::TokenFileReason::Mode(mode) => Some(Exposure::TokenMode { path, mode }),
+        relay_token::TokenFileReason::Owner { uid, me } => {
+            Some(Exposure::TokenOwner { path, uid, me })
+        }
+        _ => None,
     }
-    if m.uid() != me && m.uid() != 0 {
-        let uid = m.uid();
-        return Some(Exposure::TokenOwner { path, uid, me });
-    }
-    None
 }

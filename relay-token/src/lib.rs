@@ -15,10 +15,12 @@
 //!     let token = read_claude_token(&path)?; // strict, read afresh; errors name the path only
 //!     let pipe = TokenPipe::new(&token)?; // pipe2(O_CLOEXEC), every byte written, write end closed
 //!     drop(token); // zeroized: the bytes now live only in the pipe
+//!
 //!     // fd 5 + the variable; inherited credentials that would outrank them (ANTHROPIC_API_KEY,
 //!     // CLAUDE_CODE_OAUTH_TOKEN, ...) are dropped, Claude's settings variables kept.
 //!     let mut claude = Command::new("claude");
-//!     let status = pipe.spawn(claude.args(["auth", "status", "--json"]))?.wait()?;
+//!     claude.args(["auth", "status", "--json"]);
+//!     let status = pipe.spawn(&mut claude)?.wait()?;
 //!     std::process::exit(status.code().unwrap_or(1));
 //! }
 //! ```
@@ -71,6 +73,9 @@ pub use path::{
     claude_token_path, claude_token_path_in, clean_path, TokenPathError, TokenPathReason,
 };
 pub use pipe::{spawn_with_token_fd, AttachedToken, TokenPipe, TOKEN_FD_VAR};
-pub use read::{read_claude_token, TokenFileError, TokenFileReason, MAX_TOKEN_BYTES};
+pub use read::{
+    read_claude_token, read_private_claude_token, token_file_exposure, TokenFileError,
+    TokenFileReason, MAX_TOKEN_BYTES,
+};
 pub use redact::{Redactor, MASK};
 pub use token::ClaudeToken;

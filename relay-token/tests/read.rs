@@ -354,3 +354,36 @@ fn permission_denied_for_an_unprivileged_reader() {
     );
     assert!(!stdout.contains(MARKER));
 }
+
+#[test]
+fn private_read_refuses_what_others_may_read_or_own() {
+    use relay_token::read_private_claude_token;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", b"sk-ant-oat01-private\n");
+    for mode in [0o644, 0o640, 0o604, 0o620] {
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        let e = read_private_claude_token(&p).unwrap_err();
+        assert_eq!(e.reason, TokenFileReason::Mode(mode));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "read claude_token_file {}: mode {mode:04o} lets others read it; chmod 600 it",
+                p.display()
+            )
+        );
+        // The plain reader leaves the judgement to its caller.
+        assert!(read_claude_token(&p).is_ok());
+    }
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        read_private_claude_token(&p).unwrap().expose_bytes(),
+        b"sk-ant-oat01-private"
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&p, Some(65534), None).unwrap();
+        let e = read_private_claude_token(&p).unwrap_err();
+        assert_eq!(e.reason, TokenFileReason::Owner { uid: 65534, me: 0 });
+    }
+}
