@@ -20,7 +20,8 @@
 //!   environment the names of [`relay_token::ChildEnv::drops_beside_token`] (`ANTHROPIC_API_KEY`,
 //!   `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, `CLAUDECODE`, ...), save those named by
 //!   `--keep-env NAME`. Without `--pass-token` the target gets no fd 5, even when the shim had
-//!   one, and no `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR` either.
+//!   one, and no `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR` either (unless the launcher keeps its
+//!   own value with `--keep-env CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`).
 //! - `--identity` (needs `--session-id`): before anything is started, the shim reads the launch
 //!   secret from fd 3 and closes it, then says Hello on the socket named by
 //!   `RELAY_BRIDGE_SOCKET` and waits for the bridge's OK (see [`identity`]). A failure starts
@@ -383,8 +384,9 @@ fn target_command(opts: &ShimOptions) -> Command {
                 cmd.env(name, value);
             }
         }
-    } else {
-        // The variable never reaches a target without its descriptor.
+    } else if !opts.keep_env.iter().any(|k| k == relay_token::TOKEN_FD_VAR) {
+        // The variable never reaches a target without its descriptor, unless the launcher
+        // says it set it on purpose (`--keep-env`).
         cmd.env_remove(relay_token::TOKEN_FD_VAR);
     }
     if opts.pty {

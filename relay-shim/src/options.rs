@@ -48,10 +48,11 @@ pub struct ShimOptions {
     /// Claude Code prefers over the descriptor, a parent session's markers). Without it the
     /// target never gets `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`.
     pub pass_token: bool,
-    /// `--keep-env NAME` (repeatable, with `--pass-token` only): a variable of the shim's own
-    /// environment the target keeps even though `--pass-token` would drop it (a launcher's
-    /// deliberate choice, such as a template's `ANTHROPIC_AUTH_TOKEN`). Never
-    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`, which goes only beside its descriptor.
+    /// `--keep-env NAME` (repeatable): a variable of the shim's own environment the target keeps
+    /// even though the shim would drop it (a launcher's deliberate choice, such as a template's
+    /// `ANTHROPIC_AUTH_TOKEN` with `--pass-token`, or, without it, a template's own
+    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`). With `--pass-token` never that variable,
+    /// which then goes beside its descriptor.
     pub keep_env: Vec<String>,
     /// `--identity`: read the launch secret on fd 3 and say Hello on the bridge socket before
     /// anything is started (see [`identity`]). Needs `--session-id`.
@@ -110,10 +111,9 @@ pub enum UsageError {
     StatusFdIsSecretFd,
     /// `--session-id` outside `[A-Za-z0-9._-]{1,64}`.
     BadSessionId(String),
-    /// `--keep-env` given an empty name, a name holding `=` or NUL, or the token's variable.
+    /// `--keep-env` given an empty name, a name holding `=` or NUL, or the token's variable
+    /// together with `--pass-token`.
     BadKeepEnv(String),
-    /// `--keep-env` without `--pass-token` (nothing is dropped then).
-    KeepEnvWithoutPassToken,
     /// `--identity` without `--session-id` (the Hello names the session).
     IdentityWithoutSessionId,
     /// `--sandbox-profile` given a path that is not absolute.
@@ -173,12 +173,10 @@ impl fmt::Display for UsageError {
             }
             UsageError::BadKeepEnv(v) => write!(
                 f,
-                "--keep-env {v:?}: must name a variable (no = or NUL), never {}",
+                "--keep-env {v:?}: must name a variable (no = or NUL), and not {} with \
+                 --pass-token",
                 relay_token::TOKEN_FD_VAR
             ),
-            UsageError::KeepEnvWithoutPassToken => {
-                write!(f, "--keep-env needs --pass-token (only it drops variables)")
-            }
             UsageError::IdentityWithoutSessionId => {
                 write!(
                     f,
@@ -328,8 +326,9 @@ impl Seen {
         if self.identity && self.session_id.is_none() {
             return Err(UsageError::IdentityWithoutSessionId);
         }
-        if !self.pass_token && !self.keep_env.is_empty() {
-            return Err(UsageError::KeepEnvWithoutPassToken);
+        let token_var = relay_token::TOKEN_FD_VAR;
+        if self.pass_token && self.keep_env.iter().any(|k| k == token_var) {
+            return Err(UsageError::BadKeepEnv(token_var.into()));
         }
         if self.sandbox_profile.is_some() && !cfg!(target_os = "macos") {
             return Err(UsageError::SandboxProfileUnsupported);
@@ -500,10 +499,9 @@ impl ShimOptions {
     }
 }
 
-/// `--keep-env`'s value: a variable's name (not empty, no `=` or NUL), never the token's
-/// variable, which goes only beside its descriptor.
+/// `--keep-env`'s value: a variable's name (not empty, no `=` or NUL).
 fn keep_env_name(v: String) -> Result<String, UsageError> {
-    if v.is_empty() || v.contains(['=', '\0']) || v == relay_token::TOKEN_FD_VAR {
+    if v.is_empty() || v.contains(['=', '\0']) {
         return Err(UsageError::BadKeepEnv(v));
     }
     Ok(v)

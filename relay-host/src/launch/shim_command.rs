@@ -70,16 +70,19 @@ fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
     }
 }
 
-/// The template's own variables that `relay-shim --pass-token` would drop as credentials
-/// outranking the descriptor (`ChildEnv::drops_beside_token`): the template set them on
-/// purpose, after the inherited environment was scrubbed, so the shim keeps them.
+/// The template's own variables that relay-shim would drop: with `--pass-token` the credentials
+/// outranking the descriptor (`ChildEnv::drops_beside_token`), without it the descriptor's
+/// variable. The template set them on purpose, after the inherited environment was scrubbed,
+/// so the shim keeps them (without a token a template's value passes unchanged).
 fn kept_template_credentials(c: &Confined) -> Vec<String> {
     let launch = &c.launch;
-    if !launch.carries_token() {
-        return Vec::new();
-    }
+    let token_var = relay_token::TOKEN_FD_VAR;
+    let carries_token = launch.carries_token();
     (launch.v.template.env.keys())
-        .filter(|k| ChildEnv::drops_beside_token(k) && k.as_str() != relay_token::TOKEN_FD_VAR)
+        .filter(|k| match carries_token {
+            true => ChildEnv::drops_beside_token(k) && k.as_str() != token_var,
+            false => k.as_str() == token_var,
+        })
         .cloned()
         .collect()
 }
