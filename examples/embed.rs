@@ -2,12 +2,11 @@
 //! token from TOKEN_FILE on fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, and exits
 //! with its status. PROGRAM, and whatever it runs, can read the token.
 
-use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{exit, Command};
 
-use relay_token::{read_claude_token, ChildEnv, TokenPipe};
+use relay_token::{read_claude_token, TokenPipe};
 
 fn main() {
     let mut args = std::env::args_os().skip(1);
@@ -21,9 +20,9 @@ fn main() {
         drop(token); // wiped; the bytes now live only in the pipe
         let mut cmd = Command::new(&program);
         cmd.args(args);
-        // Drop CLAUDE_CODE_* and the ANTHROPIC_* keys that would outrank the descriptor.
-        ChildEnv::from_current(&BTreeMap::new(), true).apply(&mut cmd);
-        Ok(pipe.spawn(&mut cmd)?.wait()?) // fd 5 + the variable, together
+        // fd 5 + the variable, together; the inherited credentials that would outrank them
+        // (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, ...) dropped, the rest kept.
+        Ok(pipe.spawn(&mut cmd)?.wait()?)
     };
     match run() {
         Ok(status) => exit(

@@ -1,8 +1,10 @@
 //! Examples of embedding `relay-token`; the code is in the three example targets.
 //!
 //! - `ltt` (`examples/ltt.rs`): the operator's "007" launcher on the library. Reads
-//!   `~/.config/claude-ltt/token` (or `--token-file PATH`), runs `claude` with the token on fd 5
-//!   and a scrubbed environment, and exits with its status:
+//!   `~/.config/claude-ltt/token` (or `--token-file PATH`; private, as relay-host requires),
+//!   becomes `claude` with the token on fd 5 and the environment less the credentials that would
+//!   outrank it (Claude's settings variables kept), a drop-in for the shell script
+//!   (`cargo install --locked --path examples --example ltt`):
 //!   `cargo run --example ltt -- [--token-file PATH] [--claude PROGRAM] [--] [CLAUDE ARGS...]`.
 //! - `embed` (`examples/embed.rs`): the smallest correct embedding, about thirty lines:
 //!   `cargo run --example embed -- TOKEN_FILE PROGRAM [ARGS...]`.

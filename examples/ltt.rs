@@ -7,13 +7,16 @@
 //! CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5 exec claude "$@"
 //! ```
 //!
-//! This does the same job with the library's checks. At each launch it reads the token file
-//! (made by `claude setup-token`) strictly: a regular file with one link, at most 4096 bytes,
-//! printable ASCII once trimmed. It writes the bytes into a pipe, closes the write end, wipes its
-//! own copy, and runs `claude` with the read end at fd 5,
-//! `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, no other descriptor above 2, and an environment
-//! without `CLAUDECODE`, `CLAUDE_CODE_*` or the `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`
-//! credentials that would outrank the descriptor. The token is never put in an environment, in
+//! This does the same job with the library's checks, a drop-in for the script. At each launch
+//! it reads the token file (made by `claude setup-token`) strictly, as `relay-host` does: a
+//! regular file with one link, private (no permission for group or others, owned by you or
+//! root), at most 4096 bytes, printable ASCII once trimmed, not a JSON document. It writes the
+//! bytes into a pipe, closes the write end, wipes its own copy, and runs `claude` with the read
+//! end at fd 5, `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, no other descriptor above 2, and
+//! your environment as it is (Claude Code's settings variables such as
+//! `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` included) less the credentials that would outrank
+//! the descriptor (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, ...)
+//! and a parent Claude session's markers (`ChildEnv::drops_beside_token`). The token is never put in an environment, in
 //! argv or in an error message. Like the script, ltt then *becomes* claude (`exec`): same pid, so
 //! signals, the terminal and the exit status are claude's own, and nothing is left to supervise.
 //!
@@ -25,23 +28,29 @@
 //! ltt [--token-file PATH] [--claude PROGRAM] [--] [CLAUDE ARGS...]
 //! ```
 //!
+//! Options take `--opt VALUE` or `--opt=VALUE`. Install it as the `007` it replaces:
+//!
+//! ```sh
+//! cargo install --locked --path examples --example ltt   # ~/.cargo/bin/ltt
+//! ln -s ~/.cargo/bin/ltt ~/.local/bin/007
+//! ```
+//!
 //! Exit status: claude's own (ltt is replaced by it); 64 usage; 78 the token file is unusable;
 //! 127 PROGRAM not found; 126 PROGRAM could not be run; 71 an internal error.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::process::Command;
 
-use relay_token::ChildEnv;
-use relay_token::{claude_token_path, read_claude_token, TokenPipe};
+use relay_token::{claude_token_path, read_private_claude_token, TokenPipe};
 
 const USAGE: &str = "\
 usage: ltt [--token-file PATH] [--claude PROGRAM] [--] [CLAUDE ARGS...]
 
 Runs PROGRAM (default: $LTT_CLAUDE, else claude) logged in with the long-term token read from
-PATH (default: ~/.config/claude-ltt/token; absolute or ~/...), handed over on fd 5.
-ltt's options come first; the first other argument, or everything after --, goes to PROGRAM.
+PATH (default: ~/.config/claude-ltt/token; absolute or ~/...; private: chmod 600), handed over
+on fd 5. ltt's options (--opt VALUE or --opt=VALUE) come first; the first other argument, or
+everything after --, goes to PROGRAM.
 ";
 
 fn main() {
@@ -56,22 +65,27 @@ fn run() -> i32 {
     let mut args = std::env::args_os().skip(1);
     let mut claude_args = Vec::new();
     while let Some(arg) = args.next() {
-        let slot = match arg.to_str() {
-            Some("-h" | "--help") => {
+        let text = arg.to_str().unwrap_or_default();
+        let (name, inline) = match text.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(OsString::from(v))),
+            _ => (text, None),
+        };
+        let slot = match name {
+            "-h" | "--help" if inline.is_none() => {
                 print!("{USAGE}");
                 return 0;
             }
-            Some("--token-file") => &mut token_file,
-            Some("--claude") => &mut program,
-            Some("--") => break,
+            "--token-file" => &mut token_file,
+            "--claude" => &mut program,
+            "--" if inline.is_none() => break,
             _ => {
                 claude_args.push(arg);
                 break;
             }
         };
-        match args.next() {
+        match inline.or_else(|| args.next()) {
             Some(value) => *slot = value,
-            None => return usage(&format!("{} needs a value", arg.to_string_lossy())),
+            None => return usage(&format!("{name} needs a value")),
         }
     }
     claude_args.extend(args);
@@ -83,8 +97,9 @@ fn run() -> i32 {
         Some(Err(e)) => return usage(&format!("--token-file {:?}: {}", e.value, e.reason)),
         None => return usage("--token-file: not valid UTF-8"),
     };
-    // Read afresh at each launch. The error names the path, never a byte of the file.
-    let token = match read_claude_token(&path) {
+    // Read afresh at each launch, private or refused (relay-host's rule). The error names the
+    // path, never a byte of the file.
+    let token = match read_private_claude_token(&path) {
         Ok(token) => token,
         Err(e) => return fail(78, &e.to_string()),
     };
@@ -96,9 +111,10 @@ fn run() -> i32 {
 
     let mut cmd = Command::new(&program);
     cmd.args(&claude_args);
-    ChildEnv::from_current(&BTreeMap::new(), true).apply(&mut cmd);
-    // Places the pipe at fd 5 and sets the variable together, marks every other descriptor
-    // above 2 close-on-exec, and replaces this process with claude. It returns only on failure.
+    // Places the pipe at fd 5 and sets the variable together, drops the inherited credentials
+    // that would outrank it (the rest of the environment passes, as from the script), marks
+    // every other descriptor above 2 close-on-exec, and replaces this process with claude. It
+    // returns only on failure.
     let e = pipe.exec(&mut cmd);
     let code = if e.kind() == ErrorKind::NotFound {
         127

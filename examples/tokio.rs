@@ -7,12 +7,11 @@
 //! whatever this process (and its runtime) has open. Keep the guard until the spawn returns, then
 //! drop it, which closes this process's read end.
 
-use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{exit, Command};
 
-use relay_token::{read_claude_token, ChildEnv, TokenPipe};
+use relay_token::{read_claude_token, TokenPipe};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -27,8 +26,8 @@ async fn main() {
         drop(token); // wiped; the bytes now live only in the pipe
         let mut cmd = Command::new(&program);
         cmd.args(args);
-        ChildEnv::from_current(&BTreeMap::new(), true).apply(&mut cmd);
-        let guard = pipe.attach(&mut cmd)?; // fd 5 + the variable, together
+        // fd 5 + the variable, together; inherited credentials that would outrank them dropped.
+        let guard = pipe.attach(&mut cmd)?;
         let child = tokio::process::Command::from(cmd).spawn();
         drop(guard); // spawned (or failed): close the read end here
         Ok::<_, Box<dyn std::error::Error>>(child?.wait().await?)

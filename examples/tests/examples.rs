@@ -49,12 +49,19 @@ fn example(name: &str) -> PathBuf {
     path
 }
 
-/// A folder holding `token` with `contents`.
+/// A folder holding `token` with `contents`, private (0600), as `claude setup-token`'s token
+/// is kept.
 fn token_dir(contents: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("token");
-    fs::write(&path, contents).unwrap();
+    write_private(&path, contents);
     (dir, path)
+}
+
+/// Writes `contents` to `path` with mode 0600.
+fn write_private(path: &Path, contents: &str) {
+    fs::write(path, contents).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// `ltt --token-file PATH --claude /bin/sh -c PROBE probe`: `-c` is the first argument ltt does
@@ -226,7 +233,7 @@ fn ltt_reads_the_default_token_file_under_home() {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join(".config/claude-ltt");
     fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("token"), TOKEN).unwrap();
+    write_private(&dir.join("token"), TOKEN);
     let mut cmd = Command::new(example("ltt"));
     cmd.env("HOME", home.path()).env("LTT_CLAUDE", "/bin/sh");
     cmd.args(["-c", PROBE, "probe"]);
@@ -417,4 +424,267 @@ fn embed_errors_name_the_path_not_the_bytes() {
     let out = run(Command::new(example("embed")).arg(&path));
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(stderr(&out), "usage: embed TOKEN_FILE PROGRAM [ARGS...]\n");
+}
+
+/// The code of README's "The library" block, of relay-token's README and of relay-token's top
+/// rustdoc example: each is `examples/library.rs`, byte for byte, so running that example runs
+/// what an embedder copies.
+#[test]
+fn the_copied_library_snippets_are_examples_library_rs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let example = fs::read_to_string(root.join("examples/library.rs")).unwrap();
+    let block = |text: &str, fence: &str, heading: &str| -> String {
+        let at = text
+            .find(heading)
+            .unwrap_or_else(|| panic!("no {heading:?}"));
+        let start = text[at..].find(fence).unwrap() + at + fence.len();
+        let end = text[start..].find("```\n").unwrap() + start;
+        text[start..end].to_string()
+    };
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    assert_eq!(block(&readme, "```rust\n", "## The library"), example);
+    let crate_readme = fs::read_to_string(root.join("relay-token/README.md")).unwrap();
+    assert_eq!(block(&crate_readme, "```rust\n", "# relay-token"), example);
+    let lib = fs::read_to_string(root.join("relay-token/src/lib.rs")).unwrap();
+    let doc: String = lib
+        .lines()
+        .map_while(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    assert_eq!(block(&doc, "```no_run\n", "relay-token"), example);
+}
+
+/// The pinned Claude Code CLI: `$RELAY_TEST_CLAUDE`, else the workspace's `.tools/claude-code`
+/// (the rule of `relay_tests::claude_cli`, which this crate does not depend on: examples build
+/// their dev-dependencies, and `cargo install --example ltt` must not build the test harness).
+fn claude_cli() -> PathBuf {
+    let path = match std::env::var_os("RELAY_TEST_CLAUDE").filter(|v| !v.is_empty()) {
+        Some(p) => std::path::absolute(PathBuf::from(p)).unwrap(),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../.tools/claude-code/node_modules/.bin/claude"),
+    };
+    assert!(
+        path.is_file(),
+        "the Claude Code CLI is missing: {}",
+        path.display()
+    );
+    path
+}
+
+/// A `claude` first on PATH that records its environment (names, and whether the token's
+/// variable is 5) in `report`, then execs the real CLI.
+fn claude_wrapper(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    fs::create_dir(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nenv | sed 's/=.*//' | sort >'{}'\nexec '{}' \"$@\"\n",
+        dir.join("report").display(),
+        claude_cli().display()
+    );
+    let path = bin.join("claude");
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// Runs `cmd` (an example that ends in `claude auth status --json`) with a home holding the
+/// token at `~/.config/claude-ltt/token` and the credentials a launcher may carry inherited;
+/// returns Claude's `authMethod` (or the API key's source when it names one) and the names
+/// Claude's environment held.
+fn auth_method_with_inherited_credentials(cmd: &mut Command) -> (String, Vec<String>) {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".config/claude-ltt");
+    fs::create_dir_all(&dir).unwrap();
+    write_private(&dir.join("token"), &format!("{TOKEN}\n"));
+    let bin = claude_wrapper(home.path());
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    cmd.env("HOME", home.path())
+        .env("PATH", path)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-inherited-MARKER")
+        .env("ANTHROPIC_AUTH_TOKEN", "inherited-MARKER")
+        .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-inherited-MARKER")
+        .env("CLAUDECODE", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let out = run(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        stderr(&out)
+    );
+    let status: serde_json::Value = serde_json::from_str(&stdout).expect("auth status JSON");
+    // The settings variable reached Claude: it reports analytics off.
+    assert_eq!(status["analyticsDisabled"], true, "{stdout}");
+    let names = fs::read_to_string(home.path().join("report")).unwrap();
+    let names = names.lines().map(str::to_string).collect();
+    // With `ANTHROPIC_AUTH_TOKEN` beside an API key Claude says `oauth_token` and still names
+    // the key's source: a source named at all means a credential other than fd 5 is in play.
+    let method = match status.get("apiKeySource") {
+        Some(source) => format!("api key from {source}"),
+        None => status["authMethod"].as_str().unwrap_or("").to_string(),
+    };
+    (method, names)
+}
+
+fn assert_only_the_descriptor(method: &str, names: &[String]) {
+    assert_eq!(
+        method, "oauth_token",
+        "an inherited credential won over fd 5"
+    );
+    for gone in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDECODE",
+    ] {
+        assert!(!names.iter().any(|n| n == gone), "{gone} reached Claude");
+    }
+    assert!(names
+        .iter()
+        .any(|n| n == "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR"));
+}
+
+#[test]
+fn readme_and_rustdoc_library_example_wins_over_inherited_credentials() {
+    let (method, names) =
+        auth_method_with_inherited_credentials(&mut Command::new(example("library")));
+    assert_only_the_descriptor(&method, &names);
+}
+
+#[test]
+fn embed_and_tokio_win_over_inherited_credentials_against_the_real_claude() {
+    for name in ["embed", "tokio"] {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        fs::write(&token, TOKEN).unwrap();
+        let mut cmd = Command::new(example(name));
+        cmd.arg(&token).args(["claude", "auth", "status", "--json"]);
+        let (method, names) = auth_method_with_inherited_credentials(&mut cmd);
+        assert_only_the_descriptor(&method, &names);
+    }
+}
+
+/// The operator's shell "007", as faithful as it is small: the token file on fd 5, the
+/// variable, and claude exec'd with the environment as it is.
+const SHELL_007: &str = r#"#!/bin/sh
+TOKEN_FILE="${TOKEN_FILE:-$HOME/.config/claude-ltt/token}"
+exec 5<"$TOKEN_FILE" || exit 78
+CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5 exec "${LTT_CLAUDE:-claude}" "$@"
+"#;
+
+/// Runs `launcher` (the shell 007 or ltt) on the same inputs: the token at the default path
+/// under a home of its own, `env` and nothing else, the probe as claude with `args`.
+fn side_by_side(launcher: &Path, env: &[(&str, &str)], args: &[&str]) -> Report {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".config/claude-ltt");
+    fs::create_dir_all(&dir).unwrap();
+    write_private(&dir.join("token"), TOKEN); // no newline: the shell hands the file as it is
+    let mut cmd = Command::new(launcher);
+    cmd.env_clear()
+        .env("HOME", "/home/op")
+        .envs(env.iter().copied())
+        .env("LTT_CLAUDE", "/bin/sh")
+        .args(["-c", PROBE, "probe"])
+        .args(args);
+    // The same HOME string for both: a symlink at a fixed place would be shared, so the token
+    // path is given to each the way it reads it.
+    cmd.env("HOME", home.path()).current_dir(home.path());
+    report(&run(&mut cmd))
+}
+
+#[test]
+fn ltt_gives_claude_what_the_shell_007_gives_it_less_the_rival_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = dir.path().join("007");
+    fs::write(&shell, SHELL_007).unwrap();
+    fs::set_permissions(&shell, fs::Permissions::from_mode(0o755)).unwrap();
+    let settings = [
+        ("PATH", "/usr/bin:/bin"),
+        ("LANG", "C.UTF-8"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "4096"),
+        ("CLAUDE_CONFIG_DIR", "/home/op/.claude-work"),
+        ("ANTHROPIC_BASE_URL", "https://gateway.invalid"),
+    ];
+    let args = ["-p", "hello", "--model", "opus"];
+    let from_shell = side_by_side(&shell, &settings, &args);
+    let from_ltt = side_by_side(&example("ltt"), &settings, &args);
+    // The shell hands Claude every descriptor it had (its script's, the caller's): ltt only
+    // 0, 1, 2 and 5. The token is the same.
+    assert_received_token(&from_ltt);
+    assert_eq!(
+        (from_shell.var.as_str(), from_shell.len),
+        ("5", TOKEN.len())
+    );
+    let sorted = |r: &Report| {
+        let mut env: Vec<String> = (r.env.iter())
+            .filter(|l| !l.starts_with("HOME=") && !l.starts_with("PWD="))
+            .cloned()
+            .collect();
+        env.sort();
+        env
+    };
+    assert_eq!(
+        sorted(&from_ltt),
+        sorted(&from_shell),
+        "the environment Claude gets"
+    );
+    assert_eq!(from_ltt.argv, from_shell.argv);
+    assert_eq!(from_ltt.sha, from_shell.sha);
+
+    // With the credentials a shell may carry, ltt hands Claude the same less those alone.
+    let mut with_credentials = settings.to_vec();
+    with_credentials.extend([
+        ("ANTHROPIC_API_KEY", "sk-ant-api03-MARKER"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-MARKER"),
+    ]);
+    let from_shell = side_by_side(&shell, &with_credentials, &args);
+    let from_ltt = side_by_side(&example("ltt"), &with_credentials, &args);
+    let shell_less: Vec<String> = sorted(&from_shell)
+        .into_iter()
+        .filter(|l| !l.contains("MARKER"))
+        .collect();
+    assert_eq!(sorted(&from_ltt), shell_less);
+}
+
+#[test]
+fn ltt_takes_token_file_equals_path_and_claude_equals_program() {
+    let (_dir, path) = token_dir(TOKEN);
+    let mut cmd = Command::new(example("ltt"));
+    cmd.arg(format!("--token-file={}", path.display()))
+        .arg("--claude=/bin/sh")
+        .args(["-c", PROBE, "probe", "--token-file=/elsewhere"]);
+    let r = report(&run(&mut cmd));
+    assert_received_token(&r);
+    // Claude's own arguments pass as they are, ltt's options do not.
+    assert_eq!(
+        r.argv.last().map(String::as_str),
+        Some("--token-file=/elsewhere")
+    );
+    assert!(!r.argv.iter().any(|a| a.starts_with("--claude")));
+}
+
+#[test]
+fn ltt_refuses_a_token_file_others_can_read_as_relay_host_does() {
+    let (_dir, path) = token_dir(TOKEN);
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&mut ltt_probe(&path));
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "ltt: read claude_token_file {}: mode 0644 lets others read it; chmod 600 it\n",
+            path.display()
+        )
+    );
+    assert!(out.stdout.is_empty(), "the probe ran");
+}
+
+#[test]
+fn ltt_keeps_claudes_settings_and_wins_over_inherited_credentials_with_the_real_claude() {
+    let mut cmd = Command::new(example("ltt"));
+    cmd.args(["auth", "status", "--json"]);
+    let (method, names) = auth_method_with_inherited_credentials(&mut cmd);
+    assert_only_the_descriptor(&method, &names);
 }

@@ -91,6 +91,15 @@ pub fn set_json(on: bool) {
     FORCE_JSON.store(on, Ordering::Relaxed);
 }
 
+/// True when `--json` was given: `launch` then writes its answers to stdout too.
+///
+/// ```
+/// assert!(!relay_host::human::json_answers());
+/// ```
+pub fn json_answers() -> bool {
+    FORCE_JSON.load(Ordering::Relaxed)
+}
+
 /// True when errors are for a person: stderr is a terminal and `--json` was not given.
 ///
 /// ```

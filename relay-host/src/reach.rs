@@ -436,10 +436,16 @@ pub fn token_file_problem(path: &Path) -> Option<Exposure> {
         // A folder or a device: the read says "not a regular file", which is the cause.
         return None;
     }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
     let path = path.to_path_buf();
-    match ownership(&m, 0o077)? {
-        Ownership::Mode(mode) => Some(Exposure::TokenMode { path, mode }),
-        Ownership::Owner { uid, me } => Some(Exposure::TokenOwner { path, uid, me }),
+    // The rule is the library's (`ltt` applies it too); the words are the host's.
+    match relay_token::token_file_exposure(m.mode(), m.uid(), me)? {
+        relay_token::TokenFileReason::Mode(mode) => Some(Exposure::TokenMode { path, mode }),
+        relay_token::TokenFileReason::Owner { uid, me } => {
+            Some(Exposure::TokenOwner { path, uid, me })
+        }
+        _ => None,
     }
 }
 
@@ -451,8 +457,8 @@ enum Ownership {
     Owner { uid: u32, me: u32 },
 }
 
-/// The rule for the files relay-host trusts (the token file, `upstream_ca_file`): none of the
-/// permission bits in `mask`, and owned by the user relay-host runs as or by root.
+/// The rule for the other files relay-host trusts (`upstream_ca_file`): none of the permission
+/// bits in `mask`, and owned by the user relay-host runs as or by root.
 fn ownership(m: &std::fs::Metadata, mask: u32) -> Option<Ownership> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };

@@ -1,7 +1,7 @@
 //! The logic of `relay-shim`: run one program with a token descriptor it never reads.
 //!
 //! ```text
-//! relay-shim [--pass-token] [--identity] [--pty] [--sandbox-profile PATH] [--status-fd N]
+//! relay-shim [--pass-token] [--keep-env NAME]... [--identity] [--pty] [--sandbox-profile PATH] [--status-fd N]
 //!            [--pass-fds FIRST-LAST] [--sandbox-status-fd N] [--session-id ID] -- PROGRAM [ARGS...]
 //! ```
 //!
@@ -16,8 +16,12 @@
 //!
 //! - The target gets fds 0, 1, 2 and, with `--pass-token`, fd 5 (the shim's own fd 5, handed on
 //!   unread) with `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, both set by the library's one
-//!   placement (as [`relay_token::TokenPipe`] does). Without `--pass-token` the target gets no fd 5,
-//!   even when the shim had one.
+//!   placement (as [`relay_token::TokenPipe`] does), which also drops from the target's
+//!   environment the names of [`relay_token::ChildEnv::drops_beside_token`] (`ANTHROPIC_API_KEY`,
+//!   `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, `CLAUDECODE`, ...), save those named by
+//!   `--keep-env NAME`. Without `--pass-token` the target gets no fd 5, even when the shim had
+//!   one, and no `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR` either (unless the launcher keeps its
+//!   own value with `--keep-env CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`).
 //! - `--identity` (needs `--session-id`): before anything is started, the shim reads the launch
 //!   secret from fd 3 and closes it, then says Hello on the socket named by
 //!   `RELAY_BRIDGE_SOCKET` and waits for the bridge's OK (see [`identity`]). A failure starts
@@ -371,6 +375,20 @@ fn target_command(opts: &ShimOptions) -> Command {
     cmd.args(wrapper).args(&opts.args);
     cmd.env_remove(identity::BRIDGE_SOCKET_VAR)
         .env_remove(identity::LAUNCH_FD_VAR);
+    if opts.pass_token {
+        // The token's spawn drops the inherited credentials that would outrank fd 5
+        // (`ChildEnv::drops_beside_token`), except what the caller set on `cmd`: the names the
+        // launcher asked to keep are set here, so they stay.
+        for name in &opts.keep_env {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+    } else if !opts.keep_env.iter().any(|k| k == relay_token::TOKEN_FD_VAR) {
+        // The variable never reaches a target without its descriptor, unless the launcher
+        // says it set it on purpose (`--keep-env`).
+        cmd.env_remove(relay_token::TOKEN_FD_VAR);
+    }
     if opts.pty {
         pty::lead_session_on_stdin(&mut cmd);
     } else if opts.sandbox_profile.is_some() {

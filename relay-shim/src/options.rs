@@ -24,7 +24,8 @@ pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 pub const SESSION_ID_VAR: &str = "RELAY_SESSION_ID";
 
 /// The one-line synopsis printed with usage errors.
-pub const USAGE: &str = "usage: relay-shim [--pass-token] [--identity] [--pty] \
+pub const USAGE: &str =
+    "usage: relay-shim [--pass-token] [--keep-env NAME]... [--identity] [--pty] \
      [--sandbox-profile PATH] [--status-fd N] [--pass-fds FIRST-LAST] [--sandbox-status-fd N] \
      [--session-id ID] [--cleanup DIR] -- PROGRAM [ARGS...]";
 
@@ -42,8 +43,17 @@ pub const USAGE: &str = "usage: relay-shim [--pass-token] [--identity] [--pty] \
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimOptions {
-    /// `--pass-token`: hand the shim's fd 5 to the target at fd 5.
+    /// `--pass-token`: hand the shim's fd 5 to the target at fd 5, and drop from the target's
+    /// environment what [`relay_token::ChildEnv::drops_beside_token`] names (the credentials
+    /// Claude Code prefers over the descriptor, a parent session's markers). Without it the
+    /// target never gets `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`.
     pub pass_token: bool,
+    /// `--keep-env NAME` (repeatable): a variable of the shim's own environment the target keeps
+    /// even though the shim would drop it (a launcher's deliberate choice, such as a template's
+    /// `ANTHROPIC_AUTH_TOKEN` with `--pass-token`, or, without it, a template's own
+    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR`). With `--pass-token` never that variable,
+    /// which then goes beside its descriptor.
+    pub keep_env: Vec<String>,
     /// `--identity`: read the launch secret on fd 3 and say Hello on the bridge socket before
     /// anything is started (see [`identity`]). Needs `--session-id`.
     pub identity: bool,
@@ -101,6 +111,9 @@ pub enum UsageError {
     StatusFdIsSecretFd,
     /// `--session-id` outside `[A-Za-z0-9._-]{1,64}`.
     BadSessionId(String),
+    /// `--keep-env` given an empty name, a name holding `=` or NUL, or the token's variable
+    /// together with `--pass-token`.
+    BadKeepEnv(String),
     /// `--identity` without `--session-id` (the Hello names the session).
     IdentityWithoutSessionId,
     /// `--sandbox-profile` given a path that is not absolute.
@@ -158,6 +171,12 @@ impl fmt::Display for UsageError {
                     "--session-id {v:?}: must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)"
                 )
             }
+            UsageError::BadKeepEnv(v) => write!(
+                f,
+                "--keep-env {v:?}: must name a variable (no = or NUL), and not {} with \
+                 --pass-token",
+                relay_token::TOKEN_FD_VAR
+            ),
             UsageError::IdentityWithoutSessionId => {
                 write!(
                     f,
@@ -196,6 +215,7 @@ impl std::error::Error for UsageError {}
 #[derive(Default)]
 pub(super) struct Seen {
     pass_token: bool,
+    keep_env: Vec<String>,
     identity: bool,
     pty: bool,
     sandbox_profile: Option<PathBuf>,
@@ -236,6 +256,10 @@ impl Seen {
                 self.status_fd = Some(n);
                 Ok(())
             }
+            "--keep-env" => {
+                self.keep_env.push(keep_env_name(value("--keep-env")?)?);
+                Ok(())
+            }
             "--session-id" => {
                 if self.session_id.is_some() {
                     return Err(UsageError::Repeated("--session-id"));
@@ -266,10 +290,7 @@ impl Seen {
                     return Err(UsageError::Repeated("--cleanup"));
                 }
                 let v = value("--cleanup")?;
-                if !v.starts_with('/') {
-                    return Err(UsageError::CleanupNotAbsolute(v));
-                }
-                self.cleanup = Some(PathBuf::from(v));
+                self.cleanup = Some(absolute(v, UsageError::CleanupNotAbsolute)?);
                 Ok(())
             }
             "--sandbox-profile" => {
@@ -277,10 +298,7 @@ impl Seen {
                     return Err(UsageError::Repeated("--sandbox-profile"));
                 }
                 let v = value("--sandbox-profile")?;
-                if !v.starts_with('/') {
-                    return Err(UsageError::SandboxProfileNotAbsolute(v));
-                }
-                self.sandbox_profile = Some(PathBuf::from(v));
+                self.sandbox_profile = Some(absolute(v, UsageError::SandboxProfileNotAbsolute)?);
                 Ok(())
             }
             _ => Err(UsageError::UnknownOption(name.to_owned())),
@@ -307,6 +325,10 @@ impl Seen {
         }
         if self.identity && self.session_id.is_none() {
             return Err(UsageError::IdentityWithoutSessionId);
+        }
+        let token_var = relay_token::TOKEN_FD_VAR;
+        if self.pass_token && self.keep_env.iter().any(|k| k == token_var) {
+            return Err(UsageError::BadKeepEnv(token_var.into()));
         }
         if self.sandbox_profile.is_some() && !cfg!(target_os = "macos") {
             return Err(UsageError::SandboxProfileUnsupported);
@@ -339,6 +361,7 @@ impl Seen {
         }
         Ok(ShimOptions {
             pass_token: self.pass_token,
+            keep_env: self.keep_env,
             identity: self.identity,
             pty: self.pty,
             sandbox_profile: self.sandbox_profile,
@@ -450,6 +473,9 @@ impl ShimOptions {
             a.push(name.into());
             a.push(value);
         };
+        for name in &self.keep_env {
+            opt("--keep-env", name.into());
+        }
         if let Some(p) = &self.sandbox_profile {
             opt("--sandbox-profile", p.clone().into_os_string());
         }
@@ -471,6 +497,22 @@ impl ShimOptions {
         a.extend(self.args.iter().cloned());
         a
     }
+}
+
+/// `--keep-env`'s value: a variable's name (not empty, no `=` or NUL).
+fn keep_env_name(v: String) -> Result<String, UsageError> {
+    if v.is_empty() || v.contains(['=', '\0']) {
+        return Err(UsageError::BadKeepEnv(v));
+    }
+    Ok(v)
+}
+
+/// An option's absolute path, or `err` of the value.
+fn absolute(v: String, err: fn(String) -> UsageError) -> Result<PathBuf, UsageError> {
+    if !v.starts_with('/') {
+        return Err(err(v));
+    }
+    Ok(PathBuf::from(v))
 }
 
 /// A descriptor number: ASCII digits only, fitting an `i32`.
@@ -511,6 +553,11 @@ mod round_trip {
                 |((pass_token, identity, pty), status, fds, sb, sid, prog, args, cleanup)| {
                     let status_fd = status.unwrap_or(if identity { 4 } else { 3 });
                     ShimOptions {
+                        keep_env: if pass_token {
+                            vec!["ANTHROPIC_AUTH_TOKEN".into()]
+                        } else {
+                            vec![]
+                        },
                         pass_token,
                         identity,
                         pty,

@@ -29,23 +29,37 @@ pub struct ChildEnv {
     vars: BTreeMap<OsString, OsString>,
 }
 
-/// True for a name the child never inherits from its parent, whatever the launch.
-fn always_dropped(name: &OsStr) -> bool {
-    let n = name.as_bytes();
+/// Claude Code's credentials that win over a token descriptor (`ANTHROPIC_API_KEY` and
+/// `CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR` make it report `"authMethod": "api_key"`), and the
+/// descriptor variable itself, which is set only beside its descriptor.
+const RIVAL_CREDENTIALS: &[&[u8]] = &[
+    b"ANTHROPIC_API_KEY",
+    b"ANTHROPIC_AUTH_TOKEN",
+    b"CLAUDE_CODE_OAUTH_TOKEN",
+    b"CLAUDE_CODE_OAUTH_REFRESH_TOKEN",
+    b"CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR",
+    b"CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR",
+];
+
+/// A parent Claude Code session's markers, or one of the relay's own secrets.
+fn marker_or_relay_secret(n: &[u8]) -> bool {
     matches!(
         n,
         b"CLAUDECODE" | b"CLAUDE_PID" | b"CLAUDE_EFFORT" | b"RELAY_LAUNCH_FD"
-    ) || n.starts_with(b"CLAUDE_CODE_")
-        || (n.starts_with(b"RELAY_") && n.ends_with(b"_TOKEN"))
+    ) || (n.starts_with(b"RELAY_") && n.ends_with(b"_TOKEN"))
+}
+
+/// True for a name the child never inherits from its parent, whatever the launch.
+fn always_dropped(name: &OsStr) -> bool {
+    let n = name.as_bytes();
+    marker_or_relay_secret(n) || n.starts_with(b"CLAUDE_CODE_")
 }
 
 /// True for a name dropped only when the launch carries a token: credentials that would
-/// outrank the descriptor in Claude Code.
+/// outrank the descriptor in Claude Code (the `CLAUDE_CODE_*` ones are always dropped).
 fn dropped_with_token(name: &OsStr) -> bool {
-    matches!(
-        name.as_bytes(),
-        b"ANTHROPIC_AUTH_TOKEN" | b"ANTHROPIC_API_KEY"
-    )
+    let n = name.as_bytes();
+    !n.starts_with(b"CLAUDE_CODE_") && RIVAL_CREDENTIALS.contains(&n)
 }
 
 impl ChildEnv {
@@ -84,6 +98,32 @@ impl ChildEnv {
     /// ```
     pub fn from_current(template: &BTreeMap<String, String>, carries_token: bool) -> ChildEnv {
         ChildEnv::new(std::env::vars_os(), template, carries_token)
+    }
+
+    /// True for a name that a child handed a token descriptor never inherits, even from a
+    /// launcher that keeps the rest of its environment (Claude Code's settings variables such
+    /// as `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` included): the credentials Claude Code
+    /// prefers over the descriptor (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`,
+    /// `CLAUDE_CODE_OAUTH_TOKEN`, `CLAUDE_CODE_OAUTH_REFRESH_TOKEN`,
+    /// `CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR`), the descriptor's variable itself (set only beside
+    /// its descriptor), a parent session's markers (`CLAUDECODE`, `CLAUDE_PID`, `CLAUDE_EFFORT`)
+    /// and the relay's secrets (`RELAY_*_TOKEN`, `RELAY_LAUNCH_FD`). Every name it names,
+    /// [`ChildEnv::new`] drops too for a launch that carries a token.
+    ///
+    /// [`TokenPipe`](crate::TokenPipe)'s spawns drop these from what the child would inherit;
+    /// `relay-shim --pass-token` drops them from its target's environment.
+    ///
+    /// ```
+    /// use relay_token::ChildEnv;
+    /// assert!(ChildEnv::drops_beside_token("ANTHROPIC_API_KEY"));
+    /// assert!(ChildEnv::drops_beside_token("CLAUDE_CODE_OAUTH_TOKEN"));
+    /// assert!(ChildEnv::drops_beside_token("CLAUDECODE"));
+    /// assert!(!ChildEnv::drops_beside_token("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"));
+    /// assert!(!ChildEnv::drops_beside_token("ANTHROPIC_BASE_URL"));
+    /// ```
+    pub fn drops_beside_token(name: impl AsRef<OsStr>) -> bool {
+        let n = name.as_ref().as_bytes();
+        RIVAL_CREDENTIALS.contains(&n) || marker_or_relay_secret(n)
     }
 
     /// Sets (or replaces) one variable.
@@ -153,5 +193,10 @@ mod tests {
         assert!(!always_dropped("CLAUDECODE_EXTRA".as_ref()));
         assert!(dropped_with_token("ANTHROPIC_API_KEY".as_ref()));
         assert!(!dropped_with_token("ANTHROPIC_BASE_URL".as_ref()));
+        // Every name dropped beside a token is dropped by the full rule of a token launch.
+        for n in RIVAL_CREDENTIALS {
+            let n = OsStr::from_bytes(n);
+            assert!(always_dropped(n) || dropped_with_token(n));
+        }
     }
 }

@@ -7,19 +7,27 @@
 //! `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`. The token never rides in an environment or argv.
 //!
 //! ```no_run
+//! use relay_token::{claude_token_path, read_claude_token, TokenPipe};
 //! use std::process::Command;
-//! use relay_token::{read_claude_token, TokenPipe};
 //!
-//! let token = read_claude_token("/home/me/.config/claude-ltt/token".as_ref())?;
-//! let pipe = TokenPipe::new(&token)?;
-//! drop(token); // the bytes now live only in the pipe
-//! let mut child = pipe.spawn(Command::new("claude").arg("auth").arg("status"))?;
-//! child.wait()?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let path = claude_token_path("~/.config/claude-ltt/token")?.ok_or("no token file")?;
+//!     let token = read_claude_token(&path)?; // strict, read afresh; errors name the path only
+//!     let pipe = TokenPipe::new(&token)?; // pipe2(O_CLOEXEC), every byte written, write end closed
+//!     drop(token); // zeroized: the bytes now live only in the pipe
+//!
+//!     // fd 5 + the variable; inherited credentials that would outrank them (ANTHROPIC_API_KEY,
+//!     // CLAUDE_CODE_OAUTH_TOKEN, ...) are dropped, Claude's settings variables kept.
+//!     let mut claude = Command::new("claude");
+//!     claude.args(["auth", "status", "--json"]);
+//!     let status = pipe.spawn(&mut claude)?.wait()?;
+//!     std::process::exit(status.code().unwrap_or(1));
+//! }
 //! ```
 //!
 //! The rules the code relies on (the descriptor table, the read rules, the sandbox's mount
-//! order, the shim's status protocol) are written down in the repository's `docs/DESIGN.md`.
+//! order, the shim's status protocol) are written down in the repository's
+//! [DESIGN.md](https://github.com/relay-token/relay-token/blob/main/docs/DESIGN.md).
 //!
 //! # Features
 //!
@@ -65,6 +73,9 @@ pub use path::{
     claude_token_path, claude_token_path_in, clean_path, TokenPathError, TokenPathReason,
 };
 pub use pipe::{spawn_with_token_fd, AttachedToken, TokenPipe, TOKEN_FD_VAR};
-pub use read::{read_claude_token, TokenFileError, TokenFileReason, MAX_TOKEN_BYTES};
+pub use read::{
+    read_claude_token, read_private_claude_token, token_file_exposure, TokenFileError,
+    TokenFileReason, MAX_TOKEN_BYTES,
+};
 pub use redact::{Redactor, MASK};
 pub use token::ClaudeToken;

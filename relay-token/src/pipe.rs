@@ -1,10 +1,12 @@
 //! The filled pipe: [`TokenPipe`], and the one function that attaches a token descriptor to a
 //! child together with its variable, [`place_token`].
 
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Child, Command};
 
+use crate::env::ChildEnv;
 use crate::fds::{Armed, FdMap, TOKEN_FD};
 use crate::sys;
 use crate::token::ClaudeToken;
@@ -58,12 +60,23 @@ impl TokenPipe {
     /// nothing else above 2. The read end is closed in this process once the spawn returns,
     /// success or not.
     ///
+    /// The environment: the child inherits what `cmd` would give it, less every name of
+    /// [`ChildEnv::drops_beside_token`] that it would inherit (`ANTHROPIC_API_KEY`,
+    /// `CLAUDE_CODE_OAUTH_TOKEN` and the other credentials Claude Code prefers over the
+    /// descriptor, a parent session's markers), so the token on fd 5 is the one Claude uses.
+    /// Claude Code's settings variables pass; a variable set on `cmd` itself stays (the caller's
+    /// choice). For the relay's fully scrubbed environment apply a [`ChildEnv`] to `cmd` first.
+    /// The same holds for [`spawn_with`](Self::spawn_with), [`exec`](Self::exec),
+    /// [`attach`](Self::attach) and [`spawn_with_token_fd`].
+    ///
     /// ```
-    /// # use std::process::Command;
+    /// # use std::process::{Command, Stdio};
     /// # use relay_token::{ClaudeToken, TokenPipe};
+    /// std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-api03-inherited");
     /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
-    /// let status = pipe.spawn(Command::new("sh").args(["-c", "test \"$(cat <&5)\" = tok"]))?.wait()?;
-    /// assert!(status.success());
+    /// let script = "test \"$(cat <&5)\" = tok && echo \"${ANTHROPIC_API_KEY-dropped}\"";
+    /// let out = pipe.spawn(Command::new("sh").args(["-c", script]).stdout(Stdio::piped()))?;
+    /// assert_eq!(out.wait_with_output()?.stdout, b"dropped\n");
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn spawn(self, cmd: &mut Command) -> io::Result<Child> {
@@ -92,7 +105,8 @@ impl TokenPipe {
     }
 
     /// Replaces this process with `cmd`, the read end at fd 5 and
-    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, nothing else above 2: the shell launcher's
+    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, nothing else above 2, the environment less
+    /// the inherited credentials (as [`spawn`](Self::spawn)): the shell launcher's
     /// `exec 5<"$TOKEN_FILE"; exec claude "$@"`, with the checks of the reader. Returns only on
     /// failure (see [`FdMap::exec`]).
     ///
@@ -117,8 +131,8 @@ impl TokenPipe {
 
     /// Prepares `cmd` without spawning it, for callers that spawn by other means (such as
     /// `tokio::process::Command::from(cmd)`): the child gets the read end at fd 5 with
-    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, and nothing else above 2, exactly as with
-    /// [`spawn`](Self::spawn). Keep the returned [`AttachedToken`] until the spawn returns, then
+    /// `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, nothing else above 2 and the environment less
+    /// the inherited credentials, exactly as with [`spawn`](Self::spawn). Keep the returned [`AttachedToken`] until the spawn returns, then
     /// drop it: that closes this process's read end. A spawn after the guard is dropped fails
     /// with `EBADF`; the command spawns once.
     ///
@@ -195,7 +209,8 @@ impl Drop for AttachedToken {
 }
 
 /// Spawns `cmd` with `token_fd` at fd 5 and `CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`, plus the
-/// descriptors of `extra`; nothing else above 2. `token_fd` is only borrowed: the caller closes
+/// descriptors of `extra`; nothing else above 2; the inherited names of
+/// [`ChildEnv::drops_beside_token`] dropped (as [`TokenPipe::spawn`]). `token_fd` is only borrowed: the caller closes
 /// its copy after the spawn, success or not. For a program that hands on a token descriptor it
 /// inherited (relay-shim) rather than one it filled itself ([`TokenPipe`]).
 ///
@@ -221,7 +236,9 @@ pub fn spawn_with_token_fd<'fd>(
 }
 
 /// The one place the variable is set: beside the placement of its descriptor, last, so it wins
-/// over a value already on `cmd`, and never without the descriptor.
+/// over a value already on `cmd`, and never without the descriptor. What `cmd` would inherit of
+/// [`ChildEnv::drops_beside_token`]'s names is removed here too, so no inherited credential
+/// outranks the descriptor; a variable the caller set on `cmd` itself stays.
 /// A caller's map that places something at 5 already is refused before anything is set.
 fn place_token<'fd>(
     cmd: &mut Command,
@@ -229,6 +246,22 @@ fn place_token<'fd>(
     token_fd: BorrowedFd<'fd>,
 ) -> io::Result<()> {
     map.place(token_fd, TOKEN_FD)?;
+    drop_inherited_rivals(cmd);
     cmd.env(TOKEN_FD_VAR, TOKEN_FD.to_string());
     Ok(())
+}
+
+/// Removes from what `cmd` inherits (this process's environment, unless the caller cleared it)
+/// every name of [`ChildEnv::drops_beside_token`] that the caller did not set on `cmd` itself.
+fn drop_inherited_rivals(cmd: &mut Command) {
+    let set_by_caller: Vec<OsString> = cmd
+        .get_envs()
+        .filter(|(_, value)| value.is_some())
+        .map(|(name, _)| name.to_os_string())
+        .collect();
+    for (name, _) in std::env::vars_os() {
+        if ChildEnv::drops_beside_token(&name) && !set_by_caller.contains(&name) {
+            cmd.env_remove(&name);
+        }
+    }
 }

@@ -63,8 +63,45 @@ pub enum TokenFileReason {
     /// Nothing but whitespace.
     Empty,
     /// A byte outside printable ASCII after trimming (whitespace inside, a control byte, a
-    /// JSON credentials file...).
+    /// credentials file spread over lines...).
     NotAToken,
+    /// A JSON document (an object, an array, a string), whatever its spacing: a credentials
+    /// file, not a token. A token holds none of `"`, `{`, `}`, `[`, `]` (`claude setup-token`
+    /// prints `sk-ant-oat01-` and base64url characters).
+    Json,
+    /// Read with [`read_private_claude_token`]: group or others may read or write the file.
+    Mode(u32),
+    /// Read with [`read_private_claude_token`]: owned by neither this process's user nor root.
+    Owner {
+        /// The file's owner.
+        uid: u32,
+        /// This process's effective user.
+        me: u32,
+    },
+}
+
+/// The one rule of who may hold a token file, by its `st_mode` and `st_uid`: no permission bit
+/// for group or others (`0o077`), and owned by `me` (the effective user) or root. `relay-host`
+/// and `ltt` both apply it.
+///
+/// ```
+/// use relay_token::{token_file_exposure, TokenFileReason};
+/// assert_eq!(token_file_exposure(0o100600, 1000, 1000), None);
+/// assert_eq!(token_file_exposure(0o100644, 1000, 1000), Some(TokenFileReason::Mode(0o644)));
+/// assert_eq!(token_file_exposure(0o100400, 0, 1000), None);
+/// assert_eq!(
+///     token_file_exposure(0o100600, 7, 1000),
+///     Some(TokenFileReason::Owner { uid: 7, me: 1000 })
+/// );
+/// ```
+pub fn token_file_exposure(st_mode: u32, st_uid: u32, me: u32) -> Option<TokenFileReason> {
+    if st_mode & 0o077 != 0 {
+        return Some(TokenFileReason::Mode(st_mode & 0o7777));
+    }
+    if st_uid != me && st_uid != 0 {
+        return Some(TokenFileReason::Owner { uid: st_uid, me });
+    }
+    None
 }
 
 impl TokenFileReason {
@@ -98,6 +135,14 @@ impl fmt::Display for TokenFileReason {
             TokenFileReason::NotAToken => {
                 f.write_str("not a token: holds whitespace or control bytes")
             }
+            TokenFileReason::Json => f.write_str("not a token: a JSON document"),
+            TokenFileReason::Mode(mode) => {
+                write!(f, "mode {mode:04o} lets others read it; chmod 600 it")
+            }
+            TokenFileReason::Owner { uid, me } => write!(
+                f,
+                "owned by uid {uid}, not by the user reading it (uid {me})"
+            ),
         }
     }
 }
@@ -115,12 +160,25 @@ impl fmt::Display for TokenFileError {
 
 impl std::error::Error for TokenFileError {}
 
-/// Reads the token file at `path` with the read rules of `docs/DESIGN.md`.
+/// Reads the token file at `path` with these read rules (the repository's
+/// [DESIGN.md](https://github.com/relay-token/relay-token/blob/main/docs/DESIGN.md) lists them too).
 ///
 /// Opens with `O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a FIFO never blocks), refuses
 /// anything but a regular file with one link, reads at most 4097 bytes into a zeroized buffer,
 /// requires the count to match `st_size`, trims ASCII whitespace at both ends and requires what
-/// is left to be non-empty printable ASCII.
+/// is left to be non-empty printable ASCII holding none of `"{}[]` (a JSON document, such as a
+/// credentials file, is refused whatever its spacing).
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("relay-token-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("token");
+/// std::fs::write(&path, r#"{"claudeAiOauth":{"accessToken":"x"}}"#)?;
+/// let err = relay_token::read_claude_token(&path).unwrap_err();
+/// assert_eq!(err.to_string(), format!("read claude_token_file {}: not a token: a JSON document", path.display()));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// ```no_run
 /// let token = relay_token::read_claude_token("/home/me/.config/claude-ltt/token".as_ref())?;
@@ -128,6 +186,32 @@ impl std::error::Error for TokenFileError {}
 /// # Ok::<(), relay_token::TokenFileError>(())
 /// ```
 pub fn read_claude_token(path: &Path) -> Result<ClaudeToken, TokenFileError> {
+    read_token_file(path, false)
+}
+
+/// [`read_claude_token`], and the file must also be private ([`token_file_exposure`]), judged
+/// on the opened descriptor's `fstat`: what a launcher that reads the operator's token for
+/// them (`ltt`) refuses, as `relay-host` does.
+///
+/// ```
+/// # use std::os::unix::fs::PermissionsExt;
+/// let dir = std::env::temp_dir().join(format!("relay-token-private-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("token");
+/// std::fs::write(&path, "sk-ant-oat01-x")?;
+/// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+/// let err = relay_token::read_private_claude_token(&path).unwrap_err();
+/// assert!(err.to_string().ends_with(": mode 0644 lets others read it; chmod 600 it"));
+/// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+/// assert!(relay_token::read_private_claude_token(&path).is_ok());
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn read_private_claude_token(path: &Path) -> Result<ClaudeToken, TokenFileError> {
+    read_token_file(path, true)
+}
+
+fn read_token_file(path: &Path, private: bool) -> Result<ClaudeToken, TokenFileError> {
     let fail = |reason| TokenFileError {
         path: path.to_path_buf(),
         reason,
@@ -143,6 +227,13 @@ pub fn read_claude_token(path: &Path) -> Result<ClaudeToken, TokenFileError> {
     }
     if st.st_nlink > 1 {
         return Err(fail(TokenFileReason::HardLinks(st.st_nlink as u64)));
+    }
+    if private {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if let Some(reason) = token_file_exposure(st.st_mode as u32, st.st_uid, me) {
+            return Err(fail(reason));
+        }
     }
     let stat_size = st.st_size as u64;
     if stat_size > MAX_TOKEN_BYTES as u64 {
@@ -174,6 +265,9 @@ pub fn read_claude_token(path: &Path) -> Result<ClaudeToken, TokenFileError> {
     }
     if !is_token_bytes(trimmed) {
         return Err(fail(TokenFileReason::NotAToken));
+    }
+    if trimmed.iter().any(|b| b"\"{}[]".contains(b)) {
+        return Err(fail(TokenFileReason::Json));
     }
     ClaudeToken::from_bytes(trimmed).ok_or_else(|| fail(TokenFileReason::NotAToken))
 }

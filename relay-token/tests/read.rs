@@ -216,9 +216,33 @@ fn inner_nul() {
 }
 
 #[test]
+fn compact_json_is_not_a_token_whatever_its_spacing() {
+    // Printable ASCII throughout, so the byte rule alone lets these through.
+    let dir = tempfile::tempdir().unwrap();
+    let docs = [
+        r#"{"a":"b"}"#.to_string(),
+        format!(r#"{{"claudeAiOauth":{{"accessToken":"{MARKER}"}}}}"#),
+        format!(r#"["{MARKER}"]"#),
+        format!(r#""sk-ant-oat01-{MARKER}""#),
+        format!("\n{{\"accessToken\":\"{MARKER}\"}}\n"),
+    ];
+    for (i, doc) in docs.iter().enumerate() {
+        let p = write(dir.path(), &format!("t{i}"), doc.as_bytes());
+        let e = refused(
+            &p,
+            "not a token: a JSON document",
+            &[b"accessToken", b"claudeAi"],
+        );
+        assert_eq!(e.reason, TokenFileReason::Json);
+    }
+    // What `claude setup-token` prints passes.
+    let p = write(dir.path(), "ok", b"sk-ant-oat01-AbC_d-9\n");
+    accepted(&p, b"sk-ant-oat01-AbC_d-9");
+}
+
+#[test]
 fn pretty_json_credentials_file_is_not_a_token() {
-    // A pretty-printed credentials file holds whitespace inside. (A compact one is printable
-    // ASCII throughout and passes the read rules: noted in the report, not asserted here.)
+    // A pretty-printed credentials file holds whitespace inside.
     let dir = tempfile::tempdir().unwrap();
     let pretty = format!("{{\n  \"accessToken\": \"{MARKER}\"\n}}\n");
     let p = write(dir.path(), "t", pretty.as_bytes());
@@ -329,4 +353,37 @@ fn permission_denied_for_an_unprivileged_reader() {
         format!("read claude_token_file {}: permission denied", p.display())
     );
     assert!(!stdout.contains(MARKER));
+}
+
+#[test]
+fn private_read_refuses_what_others_may_read_or_own() {
+    use relay_token::read_private_claude_token;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t", b"sk-ant-oat01-private\n");
+    for mode in [0o644, 0o640, 0o604, 0o620] {
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        let e = read_private_claude_token(&p).unwrap_err();
+        assert_eq!(e.reason, TokenFileReason::Mode(mode));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "read claude_token_file {}: mode {mode:04o} lets others read it; chmod 600 it",
+                p.display()
+            )
+        );
+        // The plain reader leaves the judgement to its caller.
+        assert!(read_claude_token(&p).is_ok());
+    }
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        read_private_claude_token(&p).unwrap().expose_bytes(),
+        b"sk-ant-oat01-private"
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&p, Some(65534), None).unwrap();
+        let e = read_private_claude_token(&p).unwrap_err();
+        assert_eq!(e.reason, TokenFileReason::Owner { uid: 65534, me: 0 });
+    }
 }

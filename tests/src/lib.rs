@@ -507,6 +507,9 @@ pub mod listener;
 pub mod messages_api;
 pub mod mutate;
 
+/// A small JSON Schema validator for `docs/schema/` (see the module).
+pub mod schema;
+
 /// Running the real `relay-shim` by hand: token and status pipes, one run's outcome (see the
 /// module).
 pub mod shim;

@@ -196,13 +196,17 @@ fn readme_matches_the_binaries() {
         "README's built-in templates: paste `relay-host templates --json` (on empty settings)"
     );
 
-    // The request example is a valid request; the answer lines are JSON.
+    // The request example is a valid request (by the code and by its schema); the answer
+    // lines hold the answers' schema.
     let request = block_after(&readme, "### Requests", "json");
     let r = relay_host::launch::request::Request::from_json(request.trim()).expect("request");
     r.validate(&json).expect("the example request validates");
+    let request: serde_json::Value = serde_json::from_str(request.trim()).unwrap();
+    relay_tests::schema::Schema::load("launch-request.schema.json").assert_valid(&request);
+    let answers = relay_tests::schema::Schema::load("launch-answer.schema.json");
     for line in block_after(&readme, "### Answers", "json").lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("an answer line");
-        assert_eq!(v["event"], "launch");
+        answers.assert_valid(&v);
     }
 
     // The library example makes the calls the README describes.

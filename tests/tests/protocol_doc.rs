@@ -57,11 +57,15 @@ fn the_flag_table_is_the_shims_synopsis() {
                 "--pass-fds" => "10-12".into(),
                 "--session-id" => "s1".into(),
                 "--cleanup" => "/state/sessions/s1".into(),
+                "--keep-env" => "ANTHROPIC_AUTH_TOKEN".into(),
                 _ => "7".into(),
             };
         }
         if flag == "--identity" {
             args.extend(["--session-id".into(), "s1".into()]);
+        }
+        if flag.starts_with("--keep-env") {
+            args.push("--pass-token".into());
         }
         args.extend(["--".into(), "true".into()]);
         match ShimOptions::parse(&args) {

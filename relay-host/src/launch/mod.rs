@@ -5,6 +5,7 @@
 //! [`bridge`]), the start (`start`) and the running sessions ([`sessions`]). [`run`] chains
 //! them in order; each step makes the next `stage`; [`error`] says why a launch was refused.
 
+pub mod answer;
 pub mod api_use;
 pub(crate) mod argv;
 pub(crate) mod audit_row;

@@ -322,6 +322,7 @@ fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
     let message = e.message();
     let answer = answer(e, &message, row.session_id(), state.redactor());
     let _ = state.event(&answer);
+    super::answer::print(&answer);
     let _ = state.audit(row.row("error", &message));
     state.log(&format!("launch refused: {e}"));
     crate::human::print_refusal(&answer, state.redactor());
@@ -334,14 +335,9 @@ fn answer(
     session_id: Option<&str>,
     redactor: &relay_token::Redactor,
 ) -> serde_json::Value {
-    json!({
-        "event": "launch",
-        "status": e.status(),
-        "error": e.code(),
-        "message": redactor.redact(message),
-        "session_id": session_id,
-        "ts": crate::state::now_secs(),
-    })
+    let mut a = super::answer::refused(e, redactor.redact(message), session_id);
+    a["ts"] = json!(crate::state::now_secs());
+    a
 }
 
 /// A refusal with no state folder to record it in: its answer is printed all the same (JSON
@@ -386,13 +382,10 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
     };
-    let mut ev = json!({"event": "exit", "session_id": session.id, "code": code});
-    match last {
-        Some(StatusEvent::Exited { status }) => ev["status"] = json!(status),
-        Some(StatusEvent::Signaled { signal }) => ev["signal"] = json!(signal),
-        _ => {}
-    }
+    let mut ev = super::answer::ended(&session.id, code, last, session.sandboxed);
+    ev["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&ev);
+    super::answer::print(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
     let launch_dir = claude_config::launch_dir(&state.session_dir(&session.id));
     match claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {

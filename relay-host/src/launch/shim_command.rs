@@ -54,6 +54,7 @@ fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
     let mut argv = c.argv.argv.iter().cloned();
     ShimOptions {
         pass_token: launch.carries_token(),
+        keep_env: kept_template_credentials(c),
         identity: wiring.identity(),
         pty: false,
         sandbox_profile: (v.sandboxed && cfg!(target_os = "macos"))
@@ -67,6 +68,23 @@ fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
         program: argv.next().unwrap_or_default(),
         args: argv.collect(),
     }
+}
+
+/// The template's own variables that relay-shim would drop: with `--pass-token` the credentials
+/// outranking the descriptor (`ChildEnv::drops_beside_token`), without it the descriptor's
+/// variable. The template set them on purpose, after the inherited environment was scrubbed,
+/// so the shim keeps them (without a token a template's value passes unchanged).
+fn kept_template_credentials(c: &Confined) -> Vec<String> {
+    let launch = &c.launch;
+    let token_var = relay_token::TOKEN_FD_VAR;
+    let carries_token = launch.carries_token();
+    (launch.v.template.env.keys())
+        .filter(|k| match carries_token {
+            true => ChildEnv::drops_beside_token(k) && k.as_str() != token_var,
+            false => k.as_str() == token_var,
+        })
+        .cloned()
+        .collect()
 }
 
 /// The shim's environment: the template's variables (placeholders filled in), unsandboxed the

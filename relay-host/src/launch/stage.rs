@@ -142,6 +142,8 @@ pub(crate) struct Spawned {
 pub(crate) struct Session {
     /// The session id.
     pub id: String,
+    /// Whether it runs in a sandbox (bwrap reports a signal as 128 + N).
+    pub sandboxed: bool,
     /// The shim.
     pub shim: Child,
     /// The shim's status pipe.

@@ -111,6 +111,7 @@ pub(crate) fn wait_started(
     })?;
     Ok(Session {
         id: s.launch.v.session_id.as_str().to_string(),
+        sandboxed: s.launch.v.sandboxed,
         shim: s.shim,
         status: s.status,
         _proxy: s.proxy,
@@ -128,8 +129,10 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     for e in s.gate.events(v.session_id.as_str()) {
         let _ = state.event(&e);
     }
-    let answer =
-        json!({"event": "launch", "status": 201, "session_id": v.session_id.as_str(), "pid": pid});
+    let token_mode =
+        super::answer::token_mode_word(s.launch.carries_token(), v.template.token_mode);
+    let mut answer = super::answer::started(v.session_id.as_str(), pid, token_mode, &v.template.id);
+    answer["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&answer);
     let record = super::sessions::Record::of(v, pid, s.shim.id(), s.launch.token_mode());
     let _ = record.write(s.launch.folder.dir());
@@ -137,6 +140,7 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
         let audit = state.path().join(crate::state::AUDIT_FILE);
         StartError::Unrecorded { audit, source }
     })?;
+    super::answer::print(&answer);
     state.log(&format!(
         "session {} started: pid {pid}, template {}, sandbox {}, token {} ({})",
         v.session_id.as_str(),

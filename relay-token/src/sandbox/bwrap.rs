@@ -31,7 +31,7 @@ pub const NAMESPACE_FLAGS: &[&str] = &[
 
 impl Resolved {
     /// The full `bwrap` command line: `bwrap` itself, the sandbox, `--`, then `command`. In
-    /// order (the same list is in `docs/DESIGN.md`):
+    /// order (the same list is in [DESIGN.md](https://github.com/relay-token/relay-token/blob/main/docs/DESIGN.md)):
     ///
     /// 1. the namespace flags ([`NAMESPACE_FLAGS`]: `--unshare-user --unshare-pid
     ///    --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent --new-session

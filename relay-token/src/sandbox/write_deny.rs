@@ -44,7 +44,7 @@
 //!
 //! A placeholder for a missing *file* in the project is an empty folder of that name, never an
 //! empty file: it holds the name just as well, and `git status` lists no empty folder, so a
-//! session's `git add -A` cannot commit it (see `docs/DESIGN.md`).
+//! session's `git add -A` cannot commit it (see [DESIGN.md](https://github.com/relay-token/relay-token/blob/main/docs/DESIGN.md)).
 //!
 //! ```
 //! use relay_token::sandbox::write_deny::{Entry, HOME, NO_TOKEN, PROJECT};
