@@ -15,7 +15,8 @@
 //!    does not come back over B's;
 //! 7. a sparse 200 MiB transcript is not written out into the state folder, and the log says so.
 //!
-//! Item 1 also with the real Claude Code (its own start-up `git status`). Each token session
+//! Item 1 also with the real Claude Code (its own start-up `git status`); item 5 with it in
+//! `first_run.rs` (the trust dialog of B still shows). Each token session
 //! otherwise runs a script the way Claude Code runs its tools; the control in the same
 //! script shows the planted file is there and would run when consulted.
 //!
