@@ -166,3 +166,133 @@ fn a_refused_option_is_named_with_its_reason() {
     }
     assert!(!fx.record.exists(), "a refused launch ran the program");
 }
+
+/// The message a refusal of a value or prompt written as an option gives.
+const OPTION_AS_VALUE: &str = "written as an option: Claude Code reads some options wherever \
+     they stand (--bare, --handle-uri, --tmux with -w), even as another option's value or a \
+     prompt, so a launch that carries the token may not pass one there";
+
+/// The message a refused subcommand gives.
+const SUBCOMMAND: &str = "a Claude Code subcommand, which a launch that carries the token may \
+     not run (only auth status may); to send the word as a prompt, write -p before it";
+
+/// Claude Code reads some words of its command line before (and beside) its grammar: `--bare`,
+/// `--handle-uri`, `--tmux` with `-w` wherever they stand, even as another option's value; the
+/// word `import` after options, followed by `codex`, `gemini` or `cursor`, as its `import`
+/// command. Measured with the pinned CLI ([`claude_itself_reads_these_words_beyond_its_grammar`]):
+/// each of these ran something other than a prompt. relay refuses them.
+#[test]
+fn words_claude_reads_beyond_its_grammar_are_refused() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let cases: [(&[&str], &str); 6] = [
+        (&["-p", "-n", "--bare", "hi"], "extra_args[2] \"--bare\""),
+        (
+            &["-p", "-n", "--handle-uri", "claude-cli://open?q=hi"],
+            "extra_args[2] \"--handle-uri\"",
+        ),
+        (
+            &["-n", "--tmux", "--system-prompt", "-w", "-p", "hi"],
+            "extra_args[1] \"--tmux\"",
+        ),
+        (
+            &["-p", "--", "--ignore-persisted-trust"],
+            "extra_args[2] \"--ignore-persisted-trust\"",
+        ),
+        (
+            &["-p", "--model", "import", "codex"],
+            "extra_args[2] \"import\"",
+        ),
+        (
+            &["--allowedTools", "Bash", "import", "gemini"],
+            "extra_args[2] \"import\"",
+        ),
+    ];
+    for (i, (args, at)) in cases.into_iter().enumerate() {
+        let out = launch(&fx, &format!("w-{i}"), args);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
+        let line: Value = serde_json::from_slice(out.stderr.trim_ascii()).unwrap();
+        assert_eq!(line["error"], "invalid_spec", "{line}");
+        let why = if at.ends_with("\"import\"") {
+            SUBCOMMAND
+        } else {
+            OPTION_AS_VALUE
+        };
+        assert_eq!(line["message"], format!("{at}: {why}"), "{args:?}");
+    }
+    assert!(!fx.record.exists(), "a refused launch ran the program");
+}
+
+/// Claude Code looks the first word of its command line up as a command of its own before it
+/// reads `-p` (`claude remote-control -p` starts Remote Control), so a one-word prompt written
+/// first gets a space before it in print mode too; elsewhere print mode's prompt is as written.
+#[test]
+fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let cases: [(&[&str], &[&str]); 4] = [
+        (&["remote-control", "-p"], &[" remote-control", "-p"]),
+        (
+            &["self-hosted-runner", "--print"],
+            &[" self-hosted-runner", "--print"],
+        ),
+        (&["-p", "remote-control"], &["-p", "remote-control"]),
+        (&["-p", "cc://127.0.0.1:9/x"], &["-p", "cc://127.0.0.1:9/x"]),
+    ];
+    for (i, (given, handed)) in cases.into_iter().enumerate() {
+        let out = launch(&fx, &format!("f-{i}"), given);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{given:?}: {stderr}");
+        let argv = last_argv(&fx.record);
+        assert!(
+            argv.ends_with(&handed.iter().map(|a| a.to_string()).collect::<Vec<_>>()),
+            "{given:?}: the session got {argv:?}"
+        );
+    }
+}
+
+/// What the pinned CLI itself does with each attempt above, run in a scratch `HOME` inside the
+/// fake internet's network namespace (nothing leaves the machine; each exits before any
+/// request): none of them is a prompt.
+#[test]
+fn claude_itself_reads_these_words_beyond_its_grammar() {
+    let net = relay_tests::fake_internet::FakeInternet::start();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["-p", "--model", "import", "codex"],
+            "`claude import` is not yet available in this build",
+        ),
+        (
+            &["--allowedTools", "Bash", "import", "gemini"],
+            "`claude import` is not yet available in this build",
+        ),
+        (
+            &["-p", "-n", "--handle-uri", "claude-cli://open?q=hi"],
+            "Couldn't open a terminal",
+        ),
+        (
+            &["-n", "--tmux", "--system-prompt", "-w", "-p", "hi"],
+            "retry with --worktree",
+        ),
+        (
+            &["remote-control", "-p"],
+            "Remote Control is only available",
+        ),
+    ];
+    for (args, said) in cases {
+        let scratch = tempfile::tempdir().unwrap();
+        let project = scratch.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let mut cmd = Command::new(relay_tests::claude_cli());
+        cmd.args(args)
+            .current_dir(&project)
+            .env("HOME", scratch.path())
+            .env("CLAUDE_CONFIG_DIR", scratch.path().join(".claude"))
+            .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+            .env_remove("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR")
+            .stdin(Stdio::null());
+        net.enter(&mut cmd);
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+}

@@ -24,6 +24,16 @@
 //! name holds a space. So a word that names a listed subcommand is refused as one (that is what
 //! Claude Code would run), and relay hands any other one-word UI prompt to Claude with one
 //! space before it ([`for_claude`]): a hidden or later command of that name can never run.
+//!
+//! Claude Code also reads words of its command line beside its grammar (measured with the
+//! pinned CLI, each in `tests/tests/claude_args.rs`): the first word, before it looks for `-p`
+//! (`claude remote-control -p` starts Remote Control, `claude self-hosted-runner -p` its
+//! runner), so a one-word prompt written first gets the space in print mode too; `--bare`,
+//! `--handle-uri` (a deep link, which opens a terminal) and `--tmux` with `-w` (a worktree in
+//! tmux) wherever they stand, even as another option's value (`-p -n --bare hi` runs bare), so
+//! an option's value or a prompt written as an option is refused; and `import` after options,
+//! followed by `codex`, `gemini` or `cursor`, as its `import` command, even as a value
+//! (`-p --model import codex`), refused as a subcommand.
 
 use std::fmt;
 
@@ -57,6 +67,8 @@ pub enum ArgRule {
     Subcommand,
     /// A second prompt.
     SecondPrompt,
+    /// An option's value or a prompt written as an option (`-n --bare`, `-- --handle-uri`).
+    OptionAsValue,
 }
 
 impl fmt::Display for ArgRule {
@@ -91,6 +103,11 @@ impl fmt::Display for ArgRule {
                 "a second prompt: Claude Code takes one, so quote a prompt of several words as \
                  one argument",
             ),
+            ArgRule::OptionAsValue => f.write_str(
+                "written as an option: Claude Code reads some options wherever they stand \
+                 (--bare, --handle-uri, --tmux with -w), even as another option's value or a \
+                 prompt, so a launch that carries the token may not pass one there",
+            ),
         }
     }
 }
@@ -123,12 +140,18 @@ pub fn parse(args: &[String]) -> Result<Parsed, (usize, ArgRule)> {
             ..Parsed::default()
         });
     }
+    if let Some(at) = rewritten_to_import(args) {
+        return Err((at, ArgRule::Subcommand));
+    }
     let mut parsed = Parsed::default();
     let mut operands = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
         if a == "--" {
+            if let Some(at) = (i + 1..args.len()).find(|&j| option_shaped(&args[j])) {
+                return Err((at, ArgRule::OptionAsValue));
+            }
             operands.extend(i + 1..args.len());
             break;
         }
@@ -161,9 +184,10 @@ pub fn check(args: &[String]) -> Result<(), (usize, ArgRule)> {
     parse(args).map(|_| ())
 }
 
-/// The arguments as relay hands them to Claude Code: as given, except that a terminal UI
-/// prompt of one word (no whitespace) gets one space before it, so Claude Code never looks it
-/// up as a subcommand (see the module's notes). Arguments [`parse`] refuses pass unchanged.
+/// The arguments as relay hands them to Claude Code: as given, except that a prompt of one word
+/// (no whitespace) for the terminal UI, or written first, gets one space before it, so Claude
+/// Code never looks it up as a subcommand (see the module's notes). Arguments [`parse`]
+/// refuses pass unchanged.
 ///
 /// ```
 /// use relay_host::launch::claude_args::for_claude;
@@ -175,17 +199,52 @@ pub fn check(args: &[String]) -> Result<(), (usize, ArgRule)> {
 pub fn for_claude(args: &[String]) -> Vec<String> {
     let mut out = args.to_vec();
     if let Ok(Parsed {
-        print: false,
+        print,
         prompt: Some(i),
         ..
     }) = parse(args)
     {
+        if print && i > 0 {
+            return out;
+        }
         let word = &out[i];
         if !word.is_empty() && !word.contains(char::is_whitespace) {
             out[i] = format!(" {word}");
         }
     }
     out
+}
+
+/// A word written as an option: `-` and more, with no whitespace before any `=` (`--bare`,
+/// `-w`, `--settings={}`; not `-be terse-`). Claude Code looks some of these up anywhere in
+/// its command line, before its grammar: `--bare` and `--tmux` with `-w` before `--`,
+/// `--handle-uri`, `--ignore-persisted-trust` and `--agent-teams` anywhere.
+fn option_shaped(a: &str) -> bool {
+    let name = a.split_once('=').map_or(a, |(n, _)| n);
+    is_option(a) && !name.contains(char::is_whitespace)
+}
+
+/// Where Claude Code rewrites its command line into its `import` command: the first `import`,
+/// after nothing or after options and their values (no `--`, help or version), followed by
+/// `codex`, `gemini`, `cursor`, `--dry-run` or `--yes` only (something, after options). It
+/// does this wherever `import` stands, an option's value too (`-p --model import codex`).
+fn rewritten_to_import(args: &[String]) -> Option<usize> {
+    let at = args.iter().position(|a| a == "import")?;
+    let (before, after) = (&args[..at], &args[at + 1..]);
+    let stops = ["--", "-h", "--help", "-v", "-V", "--version"];
+    let options = before
+        .iter()
+        .enumerate()
+        .all(|(i, a)| a.starts_with('-') || i > 0 && before[i - 1].starts_with('-'));
+    let words = ["codex", "gemini", "cursor", "--dry-run", "--yes"];
+    let rest = after
+        .iter()
+        .all(|a| words.contains(&a.as_str()) || a.starts_with("--yes="));
+    let rewrites = !before.iter().any(|a| stops.contains(&a.as_str()))
+        && (before.is_empty() || !after.is_empty())
+        && options
+        && rest;
+    rewrites.then_some(at)
 }
 
 /// Claude Code's test for an option (commander's): more than `-`, starting with `-`.
@@ -228,6 +287,7 @@ fn option(args: &[String], at: usize, parsed: &mut Parsed) -> Result<usize, (usi
         )
     };
     let fits = |i: usize, v: Value| match args.get(i) {
+        Some(w) if v == Value::Text && option_shaped(w) => Err((i, ArgRule::OptionAsValue)),
         Some(w) if v.fits(w) => Ok(()),
         _ => Err(bad(i, v)),
     };
@@ -396,10 +456,15 @@ mod tests {
             p(&["--allowedTools=Bash", "explain this"]),
             Ok((false, Some(1)))
         );
-        // `-p` as another option's value is not print mode.
+        // `-p` as another option's value is not print mode; a value written as an option is
+        // refused (Claude Code reads some, such as `--bare`, wherever they stand).
+        assert_eq!(
+            p(&["--append-system-prompt", "-p x", "hi"]),
+            Ok((false, Some(2)))
+        );
         assert_eq!(
             p(&["--append-system-prompt", "-p", "hi"]),
-            Ok((false, Some(2)))
+            Err((1, ArgRule::OptionAsValue))
         );
         assert_eq!(p(&["hi", "--print"]), Ok((true, Some(0))));
         // An optional value is not taken when the next word is an option.
@@ -424,6 +489,9 @@ mod tests {
             (&["auth", "status"], &["auth", "status"]),
             (&[""], &[""]),
             (&["mcp"], &["mcp"]),
+            (&["rc", "-p"], &[" rc", "-p"]),
+            (&["-p", "rc"], &["-p", "rc"]),
+            (&["sync now", "-p"], &["sync now", "-p"]),
         ] {
             assert_eq!(for_claude(&args(given)), args(handed), "{given:?}");
         }
@@ -489,6 +557,15 @@ mod tests {
             (&["--add-dir"], (0, bad("--add-dir", Value::Folder))),
             (&["--print=yes"], (0, NoValue)),
             (&["auth", "login"], (0, Subcommand)),
+            (&["-p", "-n", "--bare", "hi"], (2, OptionAsValue)),
+            (&["--json-schema", "--settings={}"], (1, OptionAsValue)),
+            (&["-p", "--", "-w"], (2, OptionAsValue)),
+            (&["import"], (0, Subcommand)),
+            (
+                &["--add-dir", "import", "cursor", "--dry-run"],
+                (1, Subcommand),
+            ),
+            (&["-p", "--model", "import", "codex"], (2, Subcommand)),
             (&["auth", "status", "--json", "x"], (0, Subcommand)),
         ] {
             assert_eq!(run(bad_args), Err(want), "{bad_args:?}");
