@@ -249,6 +249,33 @@ fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
     }
 }
 
+/// Claude Code loads the agents, commands and skills of an `--add-dir` folder's `.claude/` unless
+/// it reads the user settings only: a token launch that adds a folder gets
+/// `--setting-sources user` also in a project the operator trusts, where it otherwise gets none.
+#[test]
+fn an_added_folder_reads_no_settings_even_in_a_trusted_project() {
+    let fx = Fixture::new(&relay_tests::fake_agent());
+    let file = fx.config.join("settings.json");
+    let mut settings: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    settings["trusted_projects"] = serde_json::json!([fx.project]);
+    std::fs::write(&file, settings.to_string()).unwrap();
+    let sources = |argv: &[String]| {
+        argv.windows(2)
+            .any(|w| w[0] == "--setting-sources" && w[1] == "user")
+    };
+    let out = launch(&fx, "trusted", &["-p", "hi there"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let argv = last_argv(&fx.record);
+    assert!(
+        !sources(&argv),
+        "a trusted project read the user settings only: {argv:?}"
+    );
+    let out = launch(&fx, "added", &["-p", "hi there", "--add-dir", "/usr/share"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let argv = last_argv(&fx.record);
+    assert!(sources(&argv), "--add-dir in a trusted project: {argv:?}");
+}
+
 /// What the pinned CLI itself does with each attempt above, run in a scratch `HOME` inside the
 /// fake internet's network namespace (nothing leaves the machine; each exits before any
 /// request): none of them is a prompt.

@@ -14,8 +14,9 @@ use relay_token::sandbox;
 pub const SSH_CONFIG: &str = "ssh_config";
 
 /// The session's program and its arguments: the template's command (placeholders filled in),
-/// `--setting-sources user` for a token launch outside a trusted project, `--resume`, then the
-/// request's extra arguments (a token launch's as [`super::claude_args::for_claude`] hands them).
+/// `--setting-sources user` for a token launch outside a trusted project or with `--add-dir`,
+/// `--resume`, then the request's extra arguments (a token launch's as
+/// [`super::claude_args::for_claude`] hands them).
 pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -> Vec<OsString> {
     let (v, project) = (&launch.v, launch.project());
     let program = &launch.programs.command;
@@ -25,9 +26,11 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
             .iter()
             .map(|a| OsString::from(subst(a, &launch.claude_config, project))),
     );
-    if launch.carries_token() && !trusted(host, settings, project) {
+    let adds_dirs = super::claude_args::adds_dirs(&v.extra_args);
+    if launch.carries_token() && (adds_dirs || !trusted(host, settings, project)) {
         // A session without the token may have written the project's Claude settings (a base
-        // URL, hooks): a launch that carries it reads the relay-owned user settings only.
+        // URL, hooks), or an added folder's agents and skills: a launch that carries it reads
+        // the relay-owned user settings only.
         target.push("--setting-sources".into());
         target.push("user".into());
     }

@@ -184,6 +184,25 @@ pub fn check(args: &[String]) -> Result<(), (usize, ArgRule)> {
     parse(args).map(|_| ())
 }
 
+/// True when checked arguments name `--add-dir`. Claude Code 2.1.332 loads the agents, commands
+/// and skills of an added folder's `.claude/` unless the launch reads the user settings only
+/// (`--setting-sources user`), so a token launch that adds a folder always reads only those,
+/// also in a project the operator trusts (measured: with it, nothing of the folder loads).
+///
+/// ```
+/// use relay_host::launch::claude_args::adds_dirs;
+/// let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+/// assert!(adds_dirs(&args(&["-p", "hi", "--add-dir", "/srv/docs"])));
+/// assert!(adds_dirs(&args(&["--add-dir=/srv/docs", "-p", "hi"])));
+/// assert!(!adds_dirs(&args(&["-p", "add a --add-dir flag"])));
+/// ```
+pub fn adds_dirs(args: &[String]) -> bool {
+    // A checked command line holds no option-shaped value or prompt, so a word that is the
+    // option is the option.
+    args.iter()
+        .any(|a| a == "--add-dir" || a.starts_with("--add-dir="))
+}
+
 /// The arguments as relay hands them to Claude Code: as given, except that a prompt of one word
 /// (no whitespace) for the terminal UI, or written first, gets one space before it, so Claude
 /// Code never looks it up as a subcommand (see the module's notes). Arguments [`parse`]
