@@ -234,7 +234,11 @@ fn sandboxed_probe(
         host: None,
         keep: true,
     };
+    // The demo's own report is its answer: the probe's launch prints none of its own.
+    let json = crate::human::json_answers();
+    crate::human::set_json(false);
     let code = launch(&host, request, Stdin::Null);
+    crate::human::set_json(json);
     let path = state
         .join("sessions")
         .join(session)

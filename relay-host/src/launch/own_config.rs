@@ -79,13 +79,24 @@ pub(crate) fn pin(
 }
 
 /// Makes `config/` (empty, 0700) and writes `gitconfig` (0600, [`gitconfig_text`]) in the session
-/// folder `dir`, which no sandbox reaches; returns both paths.
+/// folder `dir`, which no sandbox reaches; returns both paths. A kept session launched again
+/// finds both from its last launch: the empty folder is kept, the file written afresh.
 fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)> {
     let config_home = dir.join("config");
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&config_home)?;
+    match std::fs::DirBuilder::new().mode(0o700).create(&config_home) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let m = std::fs::symlink_metadata(&config_home)?;
+            if !m.is_dir() || std::fs::read_dir(&config_home)?.next().is_some() {
+                return Err(e);
+            }
+        }
+        r => r?,
+    }
     let gitconfig = dir.join("gitconfig");
+    match std::fs::remove_file(&gitconfig) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
