@@ -82,8 +82,8 @@ pub fn write_settings(s: &Setup, mode: Option<&str>, ca_file: Option<&Path>, ext
 
 /// Panics unless every template of the settings file in `config` is the built-in one of its id
 /// as shipped, compared as JSON: only `api_base_url`, `network` and `token_mode` may differ,
-/// and the template's effective `token_mode` (its own, else the built-in's) must be `mode`
-/// (`None`: `"pipe"`, the control).
+/// and the template's effective `token_mode` (its own, else the built-in's, else `"pipe"`) must
+/// be `mode` (`None`: `"pipe"`, the control).
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
@@ -109,8 +109,8 @@ pub fn assert_as_shipped_in(config: &Path, mode: Option<&str>) {
         let built_in = serde_json::to_value(crate::install::shipped(id)).unwrap();
         let effective = t.get("token_mode").unwrap_or(&built_in["token_mode"]);
         assert_eq!(
-            effective.as_str(),
-            Some(mode.unwrap_or("pipe")),
+            effective.as_str().unwrap_or("pipe"),
+            mode.unwrap_or("pipe"),
             "template {id:?}: token_mode"
         );
         assert_eq!(
