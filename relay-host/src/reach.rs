@@ -474,4 +474,4 @@ fn ownership(m: &std::fs::Metadata, mask: u32) -> Option<Ownership> {
 
 #[path = "reach_ca.rs"]
 mod ca;
-pub use ca::{read_upstream_ca, UpstreamCaError};
+pub use ca::{read_system_ca, read_upstream_ca, UpstreamCaError, SYSTEM_CA_BUNDLES};

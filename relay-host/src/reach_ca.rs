@@ -3,10 +3,12 @@
 //! its way upstream). The path as written, each symlink met on the way to the file and the real
 //! path are checked against every read-write grant (the launch's own project included); the
 //! file is then opened by its real path without following a link, and its owner and mode are
-//! checked on the open descriptor, as the token file's are.
+//! checked on the open descriptor, as the token file's are. The system trust store's bundle
+//! is read the same way, and must be root's.
 
 use std::fmt;
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{holder, ownership, Exposure, Ownership};
@@ -36,6 +38,13 @@ pub enum UpstreamCaError {
         /// The error.
         source: io::Error,
     },
+    /// The system trust store's bundle ([`read_system_ca`]) cannot be trusted or read.
+    System {
+        /// The bundle.
+        path: PathBuf,
+        /// What is wrong, in words.
+        why: String,
+    },
 }
 
 impl fmt::Display for UpstreamCaError {
@@ -45,6 +54,11 @@ impl fmt::Display for UpstreamCaError {
             UpstreamCaError::Io { path, source } => {
                 write!(f, "upstream_ca_file {}: {source}", path.display())
             }
+            UpstreamCaError::System { path, why } => write!(
+                f,
+                "the system CA bundle {}: {why} (relay-stand-in trusts it as Claude Code does)",
+                path.display()
+            ),
         }
     }
 }
@@ -54,6 +68,7 @@ impl std::error::Error for UpstreamCaError {
         match self {
             UpstreamCaError::Reach(e) => Some(e),
             UpstreamCaError::Io { source, .. } => Some(source),
+            UpstreamCaError::System { .. } => None,
         }
     }
 }
@@ -81,11 +96,112 @@ pub fn read_upstream_ca(
     config_dir: &Path,
     grants: &[PathBuf],
 ) -> Result<Vec<u8>, UpstreamCaError> {
-    let io_err = |source| UpstreamCaError::Io {
-        path: path.to_path_buf(),
-        source,
+    let path_buf = path.to_path_buf();
+    read_checked(path, config_dir, grants, false).map_err(|p| match p {
+        Problem::Reach { reached, grant } => UpstreamCaError::Reach(Exposure::CaFileReach {
+            path: path_buf,
+            reached,
+            grant,
+        }),
+        Problem::Owner(Ownership::Mode(mode)) => UpstreamCaError::Reach(Exposure::CaFileMode {
+            path: path_buf,
+            mode,
+        }),
+        Problem::Owner(Ownership::Owner { uid, me }) => {
+            UpstreamCaError::Reach(Exposure::CaFileOwner {
+                path: path_buf,
+                uid,
+                me,
+            })
+        }
+        Problem::Io(source) => UpstreamCaError::Io {
+            path: path_buf,
+            source,
+        },
+    })
+}
+
+/// Where Linux distributions keep the system trust store as one PEM bundle, the first that
+/// exists being the system's: what Claude Code's native binary verifies the API against (Go's
+/// and OpenSSL's lists, in their order).
+///
+/// ```
+/// assert_eq!(relay_host::reach::SYSTEM_CA_BUNDLES[0], "/etc/ssl/certs/ca-certificates.crt");
+/// ```
+pub const SYSTEM_CA_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// The system trust store's bundle, read once: the first of [`SYSTEM_CA_BUNDLES`] that exists,
+/// and its bytes, or `None` when the system has none of them. It must be root's: the file
+/// owned by root with no write bit for group or others, no link on the way to it or its real
+/// path inside a read-write grant (`grants`, as for [`read_upstream_ca`]). A bundle that fails
+/// is an error naming it, never a reason to look further.
+///
+/// ```
+/// let found = relay_host::reach::read_system_ca("/nonexistent".as_ref(), &[]);
+/// if let Ok(Some((path, bytes))) = found {
+///     assert!(relay_host::reach::SYSTEM_CA_BUNDLES.contains(&path.to_str().unwrap()));
+///     assert!(!bytes.is_empty());
+/// }
+/// ```
+pub fn read_system_ca(
+    config_dir: &Path,
+    grants: &[PathBuf],
+) -> Result<Option<(PathBuf, Vec<u8>)>, UpstreamCaError> {
+    let Some(path) = SYSTEM_CA_BUNDLES
+        .iter()
+        .map(Path::new)
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
+    else {
+        return Ok(None);
     };
-    let (real, links) = resolve(path).map_err(io_err)?;
+    let why = match read_checked(path, config_dir, grants, true) {
+        Ok(bytes) => return Ok(Some((path.to_path_buf(), bytes))),
+        Err(Problem::Reach { reached, grant }) => format!(
+            "{} lies inside the read-write grant {}, where a session could add a CA of its own",
+            reached.display(),
+            grant.display()
+        ),
+        Err(Problem::Owner(Ownership::Mode(mode))) => {
+            format!("mode {mode:04o} lets others write it; chmod go-w it")
+        }
+        Err(Problem::Owner(Ownership::Owner { uid, .. })) => {
+            format!("owned by uid {uid}, not by root")
+        }
+        Err(Problem::Io(e)) => e.to_string(),
+    };
+    Err(UpstreamCaError::System {
+        path: path.to_path_buf(),
+        why,
+    })
+}
+
+/// What made a trusted file unusable, before it is named as the setting's or the system's.
+enum Problem {
+    /// The file, a link on the way or its real path lies inside a read-write grant.
+    Reach { reached: PathBuf, grant: PathBuf },
+    /// Its owner or mode.
+    Owner(Ownership),
+    /// It could not be read.
+    Io(io::Error),
+}
+
+/// The bytes of the trusted file `path` (at most 4 MiB, a regular file), when no session could
+/// have written it or a link on the way (see [`read_upstream_ca`]) and its owner and mode pass
+/// (`root_only`: owned by root, else by relay-host's user or root).
+fn read_checked(
+    path: &Path,
+    config_dir: &Path,
+    grants: &[PathBuf],
+    root_only: bool,
+) -> Result<Vec<u8>, Problem> {
+    let (real, links) = resolve(path).map_err(Problem::Io)?;
     let config = config_dir
         .canonicalize()
         .unwrap_or(config_dir.to_path_buf());
@@ -93,43 +209,32 @@ pub fn read_upstream_ca(
     let on_the_way = std::iter::once(path).chain(links.iter().map(PathBuf::as_path));
     for p in on_the_way.chain(std::iter::once(real.as_path())) {
         if let Some(g) = holder(grants, p).filter(|_| !masked(p)) {
-            return Err(UpstreamCaError::Reach(Exposure::CaFileReach {
-                path: path.to_path_buf(),
+            return Err(Problem::Reach {
                 reached: p.to_path_buf(),
                 grant: g.clone(),
-            }));
+            });
         }
     }
-    let f = open_no_follow(&real).map_err(io_err)?;
-    let m = f.metadata().map_err(io_err)?;
+    let f = open_no_follow(&real).map_err(Problem::Io)?;
+    let m = f.metadata().map_err(Problem::Io)?;
     if !m.is_file() {
         let source = io::Error::new(io::ErrorKind::InvalidData, "not a regular file");
-        return Err(io_err(source));
+        return Err(Problem::Io(source));
     }
-    let path = path.to_path_buf();
-    match ownership(&m, 0o022) {
-        Some(Ownership::Mode(mode)) => {
-            return Err(UpstreamCaError::Reach(Exposure::CaFileMode { path, mode }))
-        }
-        Some(Ownership::Owner { uid, me }) => {
-            return Err(UpstreamCaError::Reach(Exposure::CaFileOwner {
-                path,
-                uid,
-                me,
-            }))
-        }
-        None => {}
+    if let Some(o) = ownership(&m, 0o022) {
+        return Err(Problem::Owner(o));
+    }
+    if root_only && m.uid() != 0 {
+        let (uid, me) = (m.uid(), 0);
+        return Err(Problem::Owner(Ownership::Owner { uid, me }));
     }
     let mut bytes = Vec::new();
     f.take(MAX_CA_FILE + 1)
         .read_to_end(&mut bytes)
-        .map_err(|source| UpstreamCaError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        .map_err(Problem::Io)?;
     if bytes.len() as u64 > MAX_CA_FILE {
         let source = io::Error::new(io::ErrorKind::InvalidData, "larger than 4 MiB");
-        return Err(UpstreamCaError::Io { path, source });
+        return Err(Problem::Io(source));
     }
     Ok(bytes)
 }
@@ -261,5 +366,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.ends_with("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn the_system_bundle_is_found_and_refused_inside_a_grant() {
+        let none = Path::new("/nonexistent");
+        let Some((path, bytes)) = read_system_ca(none, &[]).unwrap() else {
+            return; // a system without a bundle: webpki's roots, nothing to check here
+        };
+        assert!(String::from_utf8_lossy(&bytes).contains("BEGIN CERTIFICATE"));
+        let e = read_system_ca(none, &[PathBuf::from("/etc")]).unwrap_err();
+        let shown = path.display();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("the system CA bundle {shown}: ")),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("inside the read-write grant /etc"),
+            "{e}"
+        );
     }
 }

@@ -7,9 +7,11 @@
 //! ```
 //!
 //! - fd 3: the real token, read to its end, then closed.
-//! - fd 5: the CA certificates trusted upstream besides webpki's roots (PEM: the bytes of
-//!   `upstream_ca_file` as relay-host read and checked them; empty when none), read to its end,
-//!   then closed. This program never opens a path for its trust.
+//! - fd 5: the extra CA certificates trusted upstream (PEM: the bytes of `upstream_ca_file` as
+//!   relay-host read and checked them; empty when none), read to its end, then closed.
+//! - fd 6: the system trust store's bundle (PEM, as relay-host read and checked it: what Claude
+//!   Code trusts; empty when the system has none, and then webpki's roots stand in for it),
+//!   read to its end, then closed. This program never opens a path for its trust.
 //! - fd 4: what it tells the host, one JSON object a line, never a byte of the real token:
 //!   `{"ready":{"stand_in":S,"ca":PEM}}` once the allow-list proxy listens at SOCKET (the
 //!   stand-in, for fd 5 of the session, and the session CA's certificate); or
@@ -46,7 +48,10 @@ pub const REPORT_FD: i32 = 4;
 /// The descriptor the extra upstream CA certificates arrive on.
 pub const CA_FD: i32 = 5;
 
-/// The largest extra CA certificates read from fd 5.
+/// The descriptor the system trust store's bundle arrives on.
+pub const SYSTEM_CA_FD: i32 = 6;
+
+/// The largest CA certificates read from fd 5 or fd 6.
 const MAX_CA: usize = 4 << 20;
 
 /// The exit code when it cannot start (after an `error` line).
@@ -59,11 +64,11 @@ const MAX_TOKEN: usize = 64 * 1024;
 ///
 /// # Safety
 ///
-/// Called once, from `main`, before any other thread runs: this process owns descriptors 3, 4
-/// and 5 it inherited, and nothing else in it uses them.
+/// Called once, from `main`, before any other thread runs: this process owns descriptors 3 to
+/// 6 it inherited, and nothing else in it uses them.
 ///
 /// ```no_run
-/// // SAFETY: from main, owning fds 3, 4 and 5.
+/// // SAFETY: from main, owning fds 3 to 6.
 /// let code = unsafe { relay_host::stand_in_program::run(std::env::args_os().skip(1).collect()) };
 /// std::process::exit(code);
 /// ```
@@ -97,7 +102,7 @@ pub unsafe fn run(args: Vec<OsString>) -> i32 {
 ///
 /// # Safety
 ///
-/// As [`run`]'s (descriptors 3 and 5).
+/// As [`run`]'s (descriptors 3, 5 and 6).
 unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), String> {
     crate::harden_process().map_err(|e| format!("cannot harden the process: {e}"))?;
     // SAFETY: setsid takes no arguments; a freshly spawned child is no group leader.
@@ -109,8 +114,11 @@ unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), 
     // SAFETY: as above (descriptor 5).
     let ca = unsafe { read_fd(CA_FD, MAX_CA) }?;
     let ca = (!ca.is_empty()).then_some(ca.as_slice());
-    let (stand_in, handed) =
-        StandIn::new(real, &opts.api, ca).map_err(|e| format!("stand-in mode: {e}"))?;
+    // SAFETY: as above (descriptor 6).
+    let system = unsafe { read_fd(SYSTEM_CA_FD, MAX_CA) }?;
+    let system = (!system.is_empty()).then_some(system.as_slice());
+    let (stand_in, handed) = StandIn::with_roots(real, &opts.api, system, ca)
+        .map_err(|e| format!("stand-in mode: {e}"))?;
     let list = AllowList::parse(&opts.allow).map_err(|e| format!("allow-list: {e}"))?;
     stand_in.on_refuse(report.refusals());
     stand_in.on_use(report.uses());

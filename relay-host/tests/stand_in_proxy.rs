@@ -434,7 +434,8 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     assert!(a.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{a}");
     assert!(a.contains("\r\nx-should-retry: false\r\n"), "{a}");
     let why = "the API host's TLS failed: its certificate is from an unknown issuer (a TLS proxy \
-               on the way? put its CA in relay-host's upstream_ca_file setting)";
+               on the way? put its CA in the system trust store or in relay-host's \
+               upstream_ca_file setting)";
     assert!(a.ends_with(&format!("\r\n\r\nrelay: {why}\n")), "{a}");
     assert!(s.api.seen().is_empty());
     let told = refusals(&s, 1);

@@ -267,10 +267,10 @@ impl Setup {
     pub fn write_settings_with(&self, how: Value) {
         let mut settings = install::shipped_settings(&self.api.base_url());
         #[cfg(target_os = "linux")]
-        if let Some(net) = &self.internet {
-            // As shipped: no gateway; the test CA for stand-in mode's upstream.
+        if self.internet.is_some() {
+            // As shipped: no gateway, no `upstream_ca_file`; the test CA is in the system
+            // bundle, which both Claude Code and stand-in mode's proxy trust.
             settings = install::shipped_settings_as_is();
-            settings["upstream_ca_file"] = json!(net.ca_file());
         }
         for (k, v) in how.as_object().expect("an object") {
             settings["templates"][0][k] = v.clone();

@@ -168,6 +168,36 @@ fn first_run_as_shipped_native_as_a_user() {
     first_and_next(Install::Native, Some(NOBODY));
 }
 
+/// A print-mode turn in stand-in mode with no `upstream_ca_file`: the fake CA is trusted only
+/// through the system bundle, which `relay-stand-in` trusts as Claude Code does. The session's
+/// fd 5 held a stand-in; every credential that reached the API was the token.
+#[test]
+fn stand_in_print_mode_trusts_the_system_store() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    relay_tests::relay_host();
+    let s = Setup::as_shipped(Install::Native, None, |_, _| script());
+    let fd5 = Fd5Recorder::install(&s, false);
+    s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
+    let settings = std::fs::read_to_string(s.config.join("settings.json")).unwrap();
+    assert!(!settings.contains("upstream_ca_file"), "{settings}");
+    s.hand_over();
+    let start = Instant::now();
+    let turn = s.turn_by_run("Run the scripted command.");
+    eprintln!(
+        "stand-in print mode: {:?}; the fake internet saw:\n{}\nrelay refused {:?}",
+        turn.took,
+        net(&s).report(start),
+        s.denied()
+    );
+    s.assert_completed(&turn, 1);
+    let token = sha256_hex(s.token.as_bytes());
+    let got = fd5.hashes();
+    assert_eq!(got.len(), 1, "fd 5 of the launch: {got:?}");
+    assert_ne!(got[0], token, "the session got the token");
+    net(&s).assert_only_bearer_to_api(&token);
+    assert_every_api_credential_is(&s, &token);
+}
+
 /// A print-mode turn (`relay-host run -- -p ...`) as shipped runs the script; then
 /// `relay-host run --continue` resumes that conversation (the fixture sees its earlier turns).
 #[test]

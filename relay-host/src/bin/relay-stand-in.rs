@@ -4,7 +4,7 @@
 #[cfg(target_os = "linux")]
 fn main() {
     // SAFETY: called once, from main, before any thread starts; relay-host hands this process
-    // fds 3, 4 and 5, and nothing else in it uses them.
+    // fds 3 to 6, and nothing else in it uses them.
     let code = unsafe { relay_host::stand_in_program::run(std::env::args_os().skip(1).collect()) };
     std::process::exit(code);
 }

@@ -32,14 +32,14 @@ pub(crate) fn begin(
     if !launch.carries_token() {
         return Ok(None);
     }
-    let ca = upstream_ca(launch, &cx.settings, &cx.host.config_dir)?;
+    let trust = upstream_trust(launch, &cx.settings, &cx.host.config_dir)?;
     let Some(real) = launch.token.take() else {
         return Ok(None);
     };
     let what = format!("stand-in mode: {}", program.display());
     let fail = |e: std::io::Error| super::error::spawn_err(&what)(e);
     let _ = std::fs::remove_file(socket);
-    let (mut child, report) = spawn(&program, launch, socket, &real, &ca).map_err(fail)?;
+    let (mut child, report) = spawn(&program, launch, socket, &real, &trust).map_err(fail)?;
     drop(real);
     let mut report = std::io::BufReader::new(report);
     let mut line = String::new();
@@ -72,34 +72,49 @@ pub(crate) fn begin(
     Ok(None)
 }
 
-/// The bytes of `upstream_ca_file` (empty when none), read once here and checked against every
-/// template's read-write grants with this launch's project ([`crate::reach::read_upstream_ca`]):
-/// `relay-stand-in` is handed the bytes, never the path, so nothing a session writes later
-/// reaches its trust.
+/// What `relay-stand-in` trusts upstream, as bytes: the system trust store's bundle (what
+/// Claude Code trusts; empty when the system has none) and `upstream_ca_file`'s certificates
+/// (empty when none).
 #[cfg(target_os = "linux")]
-fn upstream_ca(
+struct Trust {
+    system: Vec<u8>,
+    extra: Vec<u8>,
+}
+
+/// The upstream trust of this launch, each file read once here and checked against every
+/// template's read-write grants with this launch's project ([`crate::reach::read_system_ca`],
+/// [`crate::reach::read_upstream_ca`]): `relay-stand-in` is handed the bytes, never a path, so
+/// nothing a session writes later reaches its trust.
+#[cfg(target_os = "linux")]
+fn upstream_trust(
     launch: &Prepared,
     settings: &Settings,
     config_dir: &std::path::Path,
-) -> Result<Vec<u8>, LaunchError> {
-    use crate::reach::{read_upstream_ca, UpstreamCaError};
+) -> Result<Trust, LaunchError> {
+    use crate::reach::{read_system_ca, read_upstream_ca, UpstreamCaError};
     use crate::settings::SettingsError;
-    let Some(path) = settings.upstream_ca_file.as_deref() else {
-        return Ok(Vec::new());
-    };
-    read_upstream_ca(path, config_dir, &launch.programs.rw_grants).map_err(|e| {
+    let grants = &launch.programs.rw_grants;
+    let refused = |e: UpstreamCaError| {
         let message = e.to_string();
         let path = std::path::PathBuf::new();
         LaunchError::Settings(match e {
             UpstreamCaError::Reach(_) => SettingsError::Reachable { path, message },
             _ => SettingsError::Invalid { path, message },
         })
-    })
+    };
+    let system = read_system_ca(config_dir, grants).map_err(refused)?;
+    let extra = match settings.upstream_ca_file.as_deref() {
+        Some(path) => read_upstream_ca(path, config_dir, grants).map_err(refused)?,
+        None => Vec::new(),
+    };
+    let system = system.map(|(_, bytes)| bytes).unwrap_or_default();
+    Ok(Trust { system, extra })
 }
 
 /// Spawns `relay-stand-in` for `launch`: its socket, API hosts and allow-list on its command
 /// line, the real token in a pipe at fd 3, its report pipe at fd 4, the extra upstream CA
-/// certificates `ca` in an in-memory file at fd 5; tied to this host's life as the shim is.
+/// certificates in an in-memory file at fd 5 and the system bundle in one at fd 6 (`trust`);
+/// tied to this host's life as the shim is.
 /// Returns the child and the report pipe's read end.
 #[cfg(target_os = "linux")]
 fn spawn(
@@ -107,9 +122,9 @@ fn spawn(
     launch: &Prepared,
     socket: &std::path::Path,
     real: &relay_token::ClaudeToken,
-    ca: &[u8],
+    trust: &Trust,
 ) -> std::io::Result<(std::process::Child, std::fs::File)> {
-    use crate::stand_in_program::{CA_FD, REPORT_FD, TOKEN_FD};
+    use crate::stand_in_program::{CA_FD, REPORT_FD, SYSTEM_CA_FD, TOKEN_FD};
     use std::os::fd::AsFd;
     let template = &launch.v.template;
     let mut cmd = std::process::Command::new(program);
@@ -127,11 +142,13 @@ fn spawn(
     super::tie::tie_to_host(&mut cmd, false);
     let token = relay_token::TokenPipe::new(real)?.into_fd();
     let (report, report_w) = relay_token::sys::pipe2_cloexec()?;
-    let ca = relay_token::sys::memfd_with(c"relay-upstream-ca", ca)?;
+    let ca = relay_token::sys::memfd_with(c"relay-upstream-ca", &trust.extra)?;
+    let system = relay_token::sys::memfd_with(c"relay-system-ca", &trust.system)?;
     let mut map = relay_token::FdMap::new();
     map.place(token.as_fd(), TOKEN_FD)?;
     map.place(report_w.as_fd(), REPORT_FD)?;
     map.place(ca.as_fd(), CA_FD)?;
+    map.place(system.as_fd(), SYSTEM_CA_FD)?;
     let child = map.spawn(&mut cmd)?;
     Ok((child, std::fs::File::from(report)))
 }

@@ -223,6 +223,19 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
         msg,
         format!("stand-in mode needs {}: not found", program.display())
     );
+    // `relay-host run` tells the person how to install it, or how to opt out: never a silent
+    // fall back to the real token.
+    let hint = relay_host::human::hint(&msg).unwrap_or_default();
+    assert!(
+        hint.starts_with(
+            "install relay-stand-in beside relay-host (`cargo install --locked --path \
+             relay-host` installs both"
+        ) && hint.ends_with(
+            "or give the template \"token_mode\": \"pipe\" to hand its sessions \
+             the real token on fd 5 instead"
+        ),
+        "{hint}"
+    );
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f3");
     // `status` says so before any launch: a problem naming the template and the path.

@@ -35,6 +35,8 @@ pub enum StandInError {
         /// What is wrong.
         why: String,
     },
+    /// The system trust store's bundle, as relay-host handed it, holds no usable certificate.
+    SystemBundle(String),
 }
 
 impl fmt::Display for StandInError {
@@ -51,6 +53,9 @@ impl fmt::Display for StandInError {
             }
             StandInError::CaFileContent { path, why } => {
                 write!(f, "upstream_ca_file {}: {why}", path.display())
+            }
+            StandInError::SystemBundle(why) => {
+                write!(f, "the system CA bundle (as relay-host handed it): {why}")
             }
         }
     }

@@ -5,8 +5,9 @@
 //! terminates TLS with a leaf of the session's own CA (its key never leaves this process),
 //! offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real token in
 //! place of the stand-in in `Authorization: Bearer ...` (only there, only for this session's
-//! stand-in) and sends the request on over TLS verified against webpki's roots and the
-//! operator's `upstream_ca_file`. Answers stream back as they come. Anything that is not valid
+//! stand-in) and sends the request on over TLS verified against the system trust store (what
+//! Claude Code trusts; webpki's roots on a system without one) and the operator's
+//! `upstream_ca_file`. Answers stream back as they come. Anything that is not valid
 //! HTTP/1.1 is refused and the connection closed. The proxy ends with the session, and with it
 //! the real token ([`StandIn::end`]).
 
@@ -163,10 +164,8 @@ impl fmt::Debug for StandIn {
 }
 
 impl StandIn {
-    /// A stand-in session for `real`: its stand-in (returned, to go on fd 5), its CA, the API
-    /// hosts (`host:port` entries, as [`Template::api_hosts`](crate::settings::Template::api_hosts) gives them) and the upstream trust
-    /// (webpki's roots and the PEM certificates `upstream_ca`: `upstream_ca_file`'s bytes, as
-    /// relay-host read them).
+    /// A stand-in session for `real` whose upstream trust is webpki's roots and `upstream_ca`
+    /// ([`StandIn::with_roots`] without a system bundle).
     ///
     /// ```
     /// use relay_host::net::stand_in::StandIn;
@@ -178,6 +177,27 @@ impl StandIn {
         api_hosts: &[String],
         upstream_ca: Option<&[u8]>,
     ) -> Result<(Arc<StandIn>, ClaudeToken), StandInError> {
+        StandIn::with_roots(real, api_hosts, None, upstream_ca)
+    }
+
+    /// A stand-in session for `real`: its stand-in (returned, to go on fd 5), its CA, the API
+    /// hosts (`host:port` entries, as [`Template::api_hosts`](crate::settings::Template::api_hosts)
+    /// gives them) and the upstream trust: the certificates of the system trust store's bundle
+    /// `system` (what Claude Code trusts; `None`: webpki's roots instead) and the PEM
+    /// certificates `upstream_ca` (`upstream_ca_file`'s bytes), both as relay-host read them.
+    ///
+    /// ```
+    /// use relay_host::net::stand_in::StandIn;
+    /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+    /// let e = StandIn::with_roots(real, &[], Some(b"no PEM here"), None).unwrap_err();
+    /// assert!(e.to_string().contains("the system CA bundle"), "{e}");
+    /// ```
+    pub fn with_roots(
+        real: ClaudeToken,
+        api_hosts: &[String],
+        system: Option<&[u8]>,
+        upstream_ca: Option<&[u8]>,
+    ) -> Result<(Arc<StandIn>, ClaudeToken), StandInError> {
         let mut hosts = Vec::new();
         for entry in api_hosts {
             let hp = http1::host_port(entry, 443);
@@ -187,7 +207,8 @@ impl StandIn {
             Some(pem) => tls::anchors(pem)?,
             None => Vec::new(),
         };
-        let upstream = tls::client_config(extra).map_err(StandInError::Tls)?;
+        let roots = tls::roots(system)?;
+        let upstream = tls::client_config(roots, extra).map_err(StandInError::Tls)?;
         let ca = ca::SessionCa::new()?;
         let stand_in = stand_in_for(&real).map_err(StandInError::Random)?;
         let handed = ClaudeToken::from_bytes(stand_in.expose_bytes())

@@ -1,6 +1,7 @@
 //! The TLS of stand-in mode, with rustls on ring: the server side toward the session (the
-//! session CA's leaf, ALPN `http/1.1` only), the client side toward the API (webpki's roots
-//! and `upstream_ca_file`'s certificates, ALPN `http/1.1`), and reading that file.
+//! session CA's leaf, ALPN `http/1.1` only), the client side toward the API (the system trust
+//! store's certificates, or webpki's roots without one, and `upstream_ca_file`'s; ALPN
+//! `http/1.1`), and reading that file.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -89,6 +90,28 @@ pub(super) fn anchors(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, StandI
     Ok(certs)
 }
 
+/// The roots of the system trust store's bundle `system` as relay-host handed it: each of its
+/// certificates that can be a trust anchor (a bundle may hold one that cannot; rustls skips it,
+/// as OpenSSL does), at least one; `None`: webpki's roots (a system without a bundle).
+pub(super) fn roots(system: Option<&[u8]>) -> Result<RootCertStore, StandInError> {
+    let Some(pem) = system else {
+        return Ok(RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        });
+    };
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .filter_map(Result::ok)
+        .collect::<Vec<_>>();
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(StandInError::SystemBundle(
+            "holds no usable CA certificate".into(),
+        ));
+    }
+    Ok(roots)
+}
+
 /// The server side for one leaf: TLS 1.3 and 1.2, no client certificate, `http/1.1` only.
 pub(super) fn server_config(
     chain: Vec<CertificateDer<'static>>,
@@ -102,13 +125,11 @@ pub(super) fn server_config(
     Ok(Arc::new(c))
 }
 
-/// The client side toward the API: webpki's roots and `extra`, `http/1.1`.
+/// The client side toward the API: `roots` ([`roots`]) and `extra`, `http/1.1`.
 pub(super) fn client_config(
+    mut roots: RootCertStore,
     extra: Vec<CertificateDer<'static>>,
 ) -> Result<Arc<ClientConfig>, rustls::Error> {
-    let mut roots = RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
     for c in extra {
         roots.add(c)?;
     }
@@ -179,36 +200,37 @@ pub(super) fn failure_words(e: &io::Error) -> &'static str {
             // unknown issuer all the same.
             C::UnknownIssuer | C::BadSignature => concat!(
                 "the API host's TLS failed: its certificate is from an unknown issuer (a TLS ",
-                "proxy on the way? put its CA in relay-host's upstream_ca_file setting)"
+                "proxy on the way? put its CA in the system trust store or in relay-host's ",
+                "upstream_ca_file setting)"
             ),
             C::Expired | C::ExpiredContext { .. } => concat!(
                 "the API host's TLS failed: its certificate has expired (or this machine's ",
-                "clock is wrong); relay-host trusts the public roots and upstream_ca_file"
+                "clock is wrong); relay-host trusts the system's roots and upstream_ca_file"
             ),
             C::NotValidYet | C::NotValidYetContext { .. } => concat!(
                 "the API host's TLS failed: its certificate is not valid yet (or this machine's ",
-                "clock is wrong); relay-host trusts the public roots and upstream_ca_file"
+                "clock is wrong); relay-host trusts the system's roots and upstream_ca_file"
             ),
             C::NotValidForName | C::NotValidForNameContext { .. } => concat!(
                 "the API host's TLS failed: its certificate is for another name (name mismatch); ",
-                "relay-host trusts the public roots and upstream_ca_file"
+                "relay-host trusts the system's roots and upstream_ca_file"
             ),
             _ => concat!(
                 "the API host's TLS failed: its certificate was refused; relay-host trusts the ",
-                "public roots and upstream_ca_file"
+                "system's roots and upstream_ca_file"
             ),
         },
         Some(_) => concat!(
-            "the API host's TLS failed: a TLS error; relay-host trusts the public roots and ",
+            "the API host's TLS failed: a TLS error; relay-host trusts the system's roots and ",
             "upstream_ca_file"
         ),
         None if super::error::timed_out(e) => concat!(
-            "the API host's TLS handshake took longer than 10 s; relay-host trusts the public ",
-            "roots and upstream_ca_file"
+            "the API host's TLS handshake took longer than 10 s; relay-host trusts the ",
+            "system's roots and upstream_ca_file"
         ),
         None => concat!(
             "the API host's TLS failed: the connection ended (not TLS?); relay-host trusts the ",
-            "public roots and upstream_ca_file"
+            "system's roots and upstream_ca_file"
         ),
     }
 }
