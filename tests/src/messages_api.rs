@@ -261,6 +261,7 @@ impl MessagesApi {
     }
 
     /// The record itself, shared (the fake internet reads it).
+    #[cfg(target_os = "linux")]
     pub(crate) fn log(&self) -> Arc<Mutex<Vec<Seen>>> {
         Arc::clone(&self.seen)
     }

@@ -280,6 +280,7 @@ fn an_added_folder_reads_no_settings_even_in_a_trusted_project() {
 /// fake internet's network namespace (nothing leaves the machine; each exits before any
 /// request): none of them is a prompt.
 #[test]
+#[cfg(target_os = "linux")]
 fn claude_itself_reads_these_words_beyond_its_grammar() {
     let net = relay_tests::fake_internet::FakeInternet::start();
     let cases: [(&[&str], &str); 5] = [

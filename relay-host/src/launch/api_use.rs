@@ -56,6 +56,7 @@ impl ApiUse {
     }
 
     /// Writes it into the session folder `dir` (a new file renamed over the old, `0600`).
+    #[cfg(target_os = "linux")]
     pub(crate) fn write(&self, dir: &Path) -> std::io::Result<()> {
         use std::io::Write;
         let text = serde_json::to_string(self).map_err(std::io::Error::other)?;

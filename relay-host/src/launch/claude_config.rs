@@ -336,7 +336,7 @@ pub fn scoped(mut v: Value, project: Option<&Path>) -> Value {
 
 /// The folder of Claude Code 2.1.332's `projects/` holding `project`'s transcripts: every
 /// UTF-16 unit of the path but an ASCII letter or digit made `-`; a name over 200 characters is
-/// cut there and followed by `-` and a hash (matched by that prefix, see [`folder_matches`]).
+/// cut there and followed by `-` and a hash (matched by that prefix, see `folder_matches`).
 ///
 /// ```
 /// let f = relay_host::launch::claude_config::transcript_folder("/work/my_p.1".as_ref());

@@ -8,7 +8,9 @@
 use super::error::LaunchError;
 use super::stage::Prepared;
 use super::stand_in_proxy::StandInProxy;
+#[cfg(target_os = "linux")]
 use crate::settings::Settings;
+#[cfg(target_os = "linux")]
 use crate::state::State;
 
 /// The CA certificate's file name in the session folder.
