@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use relay_host::launch::claude_flags;
+use relay_host::launch::plan::claude_flags;
 use relay_tests::fixture::Fixture;
 use serde_json::Value;
 
@@ -67,7 +67,7 @@ fn every_option_and_command_of_the_pinned_claude_is_classified() {
         .collect();
     assert!(
         unclassified.is_empty(),
-        "not classified in relay-host's launch::claude_flags: {unclassified:?}"
+        "not classified in relay-host's launch::plan::claude_flags: {unclassified:?}"
     );
 }
 

@@ -1070,7 +1070,7 @@ fn panics_of(cases: &[Vec<u8>], parse: &dyn Fn(&str)) -> Vec<(usize, String)> {
 #[test]
 fn fuzzed_requests_and_settings_never_panic_the_parsers() {
     let _turn = shared();
-    use relay_host::launch::request::Request;
+    use relay_host::launch::plan::request::Request;
     use relay_host::settings::Settings;
     let n = count(3000);
     let limit = Duration::from_secs(if long_form() { 1200 } else { 120 });

@@ -199,7 +199,7 @@ fn readme_matches_the_binaries() {
     // The request example is a valid request (by the code and by its schema); the answer
     // lines hold the answers' schema.
     let request = block_after(&readme, "### Requests", "json");
-    let r = relay_host::launch::request::Request::from_json(request.trim()).expect("request");
+    let r = relay_host::launch::plan::request::Request::from_json(request.trim()).expect("request");
     r.validate(&json).expect("the example request validates");
     let request: serde_json::Value = serde_json::from_str(request.trim()).unwrap();
     relay_tests::schema::Schema::load("launch-request.schema.json").assert_valid(&request);

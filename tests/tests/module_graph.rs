@@ -316,7 +316,15 @@ fn no_crate_of_the_workspace_has_an_import_circle() {
             b.into(),
         ))
     };
-    assert!(has(&["launch"], "run", "confine"), "{edges:?}");
+    assert!(has(&["launch"], "run", "sandbox"), "{edges:?}");
+    // Each step of a launch refuses with its own error, beside it: none reaches for the
+    // launch-wide one, which carries them all.
+    for step in ["plan", "prepare", "network", "sandbox", "shim"] {
+        assert!(
+            !has(&["launch"], step, "error"),
+            "launch/{step} uses launch/error.rs"
+        );
+    }
     assert!(has(&[], "cli", "launch"), "{edges:?}");
 }
 

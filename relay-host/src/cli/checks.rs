@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::settings::Settings;
-use crate::{launch::request, reach, userns, Host};
+use crate::{launch::plan::request, reach, userns, Host};
 use relay_token::sandbox;
 
 /// One check's outcome.

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::token_file;
 use crate::human::{path_json, print_error};
-use crate::launch::request::{Kind, Request};
+use crate::launch::plan::request::{Kind, Request};
 use crate::launch::{launch, refuse_early, LaunchError, Stdin};
 use crate::state::logs::Query;
 use crate::Host;
@@ -24,12 +24,15 @@ use relay_shim::exit::ExitCode;
 pub fn launch_file(host: &Host, request: &Path) -> i32 {
     let (text, stdin) = if request.as_os_str() == "-" {
         (
-            crate::launch::request::read_request(std::io::stdin()),
+            crate::launch::plan::request::read_request(std::io::stdin()),
             Stdin::Null,
         )
     } else {
         match std::fs::File::open(request) {
-            Ok(f) => (crate::launch::request::read_request(f), Stdin::Inherit),
+            Ok(f) => (
+                crate::launch::plan::request::read_request(f),
+                Stdin::Inherit,
+            ),
             Err(e) => {
                 print_error(&format!("read the request {}: {e}", request.display()));
                 return ExitCode::Usage.code();
@@ -60,7 +63,7 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
         (Some(p), _) => Some(p),
         (None, c) => c.clone(),
     };
-    let claude = args.template == crate::launch::request::CLAUDE_TEMPLATE;
+    let claude = args.template == crate::launch::plan::request::CLAUDE_TEMPLATE;
     let request = Request {
         kind: Kind::Terminal,
         template: Some(args.template),
@@ -200,7 +203,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     let sessions = host.state_dir.join(crate::state::SESSIONS_DIR);
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
-    crate::launch::claude_config::carry_back_unsupervised(&host.state_dir);
+    crate::launch::prepare::claude_config::carry_back_unsupervised(&host.state_dir);
     match crate::state::gc_sessions(&sessions, retention) {
         Ok(r) => {
             // The placeholders a killed host left, once no session runs (under their lock).

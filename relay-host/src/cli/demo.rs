@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
-use crate::launch::request::{Kind, Request};
+use crate::launch::plan::request::{Kind, Request};
 use crate::launch::{launch, Stdin};
 use crate::settings::{Grants, Sandbox, Settings, Template};
 use crate::state::digest::sha256_hex;
@@ -52,7 +52,10 @@ fn scratch_dir() -> std::io::Result<Scratch> {
     } else {
         std::env::temp_dir()
     };
-    let name = format!("relay-demo-{}", crate::launch::request::new_session_id());
+    let name = format!(
+        "relay-demo-{}",
+        crate::launch::plan::request::new_session_id()
+    );
     let dir = base.join(name);
     fs::DirBuilder::new()
         .mode(0o700)
@@ -190,7 +193,7 @@ fn sandboxed_probe(
     let settings = Settings {
         claude_token_file: DEMO_TOKEN_SETTING.into(),
         templates: vec![Template {
-            id: crate::launch::request::CLAUDE_TEMPLATE.into(),
+            id: crate::launch::plan::request::CLAUDE_TEMPLATE.into(),
             command: vec![
                 exe.to_string_lossy().into_owned(),
                 PROBE_COMMAND.into(),

@@ -76,8 +76,10 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Launch { request } => cmd::launch_file(host, &request),
         Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
-        Command::Ps => crate::launch::sessions::print(host, json),
-        Command::Stop { id, all } => crate::launch::stop::stop(host, id.as_deref(), all, json),
+        Command::Ps => crate::launch::session::sessions::print(host, json),
+        Command::Stop { id, all } => {
+            crate::launch::session::stop::stop(host, id.as_deref(), all, json)
+        }
         Command::Templates { toml } => {
             use super::templates_cmd::{print, Format};
             let format = (toml.then_some(Format::Toml)).or(json.then_some(Format::Json));

@@ -31,7 +31,7 @@ pub fn latest_conversation(claude_config: &Path, started: SystemTime) -> Option<
             let id = path.file_stem()?.to_str()?.to_string();
             let ok = path.extension().is_some_and(|x| x == "jsonl")
                 && modified >= started
-                && crate::launch::request::valid_session_id(&id);
+                && crate::launch::plan::request::valid_session_id(&id);
             ok.then_some((modified, id))
         })
         .max()

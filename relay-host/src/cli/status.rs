@@ -404,7 +404,7 @@ fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, Path
 /// A warning when the template that gets the token (`claude-code`) has wildcards on its
 /// allow-list: refused at launch unless `token_wildcards` is set, and named here either way.
 fn token_wildcard_warnings(settings: &Settings) -> Option<String> {
-    let t = settings.template(crate::launch::request::CLAUDE_TEMPLATE)?;
+    let t = settings.template(crate::launch::plan::request::CLAUDE_TEMPLATE)?;
     let crate::net::Network::Allow(list) = t.network() else {
         return None;
     };

@@ -402,7 +402,10 @@ pub fn write_atomically(
     }
     let mut name = OsString::from(".");
     name.push(path.file_name().unwrap_or_default());
-    name.push(format!(".{}.tmp", crate::launch::request::new_session_id()));
+    name.push(format!(
+        ".{}.tmp",
+        crate::launch::plan::request::new_session_id()
+    ));
     let tmp = dir.join(name);
     let result = (|| {
         let mut f = fs::OpenOptions::new()
@@ -525,7 +528,7 @@ pub fn check(path: &Path) -> Value {
         }
     }
     // What a launch would say: the mode and the owner are its refusals, not warnings.
-    match crate::launch::token::read_usable(path) {
+    match crate::launch::prepare::token::read_usable(path) {
         Ok(t) => {
             r["ok"] = json!(true);
             r["bytes"] = json!(t.len());

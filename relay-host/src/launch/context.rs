@@ -5,7 +5,7 @@ use crate::settings::Settings;
 use crate::state::State;
 use crate::Host;
 
-/// One accepted launch's context, passed to each step of [`super::run`]. Dropped when the launch
+/// One accepted launch's context, passed to each step of [`crate::launch::run`]. Dropped when the launch
 /// ends (refused or its session over): it then releases the write-deny placeholders no running
 /// session needs any more.
 pub(crate) struct Launch<'a> {
@@ -30,6 +30,6 @@ impl<'a> Launch<'a> {
 
 impl Drop for Launch<'_> {
     fn drop(&mut self) {
-        super::placeholders::release(self.state.path());
+        crate::launch::placeholders::release(self.state.path());
     }
 }

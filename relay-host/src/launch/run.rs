@@ -2,7 +2,7 @@
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → the network → build the profile → spawn `relay-shim` (status pipe at 3, token
 //! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
-//! session ends. Each step makes the next stage (`stage`); a refusal is recorded with
+//! session ends. Each step makes the next stage (in its step's folder); a refusal is recorded with
 //! the audit row of the stage it reached, and leaves nothing behind but that row and its event:
 //! the folders this launch created are removed again.
 
@@ -12,22 +12,26 @@ use std::path::Path;
 
 use serde_json::json;
 
-pub use super::argv::SSH_CONFIG;
-use super::audit_row::{AuditRow, Refused};
-use super::confine;
-use super::context::Launch;
-pub use super::error::LaunchError;
-use super::error::{RequestError, StartError};
-use super::request::{Kind, LaunchPlan, Request};
-use super::session_folder::SessionFolder;
-pub use super::shim_command::Stdin;
-use super::stage::{
-    Confined, Networked, Prepared, Session, SessionArgv, SessionProxy, ShimCommand,
-};
-pub use super::start::START_TIMEOUT;
-use super::token::LaunchToken;
-use super::wiring::ShimWiring;
-use super::{argv, claude_config, programs, start};
+use crate::launch::context::Launch;
+pub use crate::launch::error::LaunchError;
+use crate::launch::error::{RequestError, StartError};
+use crate::launch::network::{Networked, SessionProxy};
+use crate::launch::plan::request::{Kind, LaunchPlan, Request};
+use crate::launch::prepare::claude_config;
+use crate::launch::prepare::programs;
+use crate::launch::prepare::session_folder::SessionFolder;
+use crate::launch::prepare::token::LaunchToken;
+use crate::launch::prepare::Prepared;
+use crate::launch::sandbox::argv;
+pub use crate::launch::sandbox::argv::SSH_CONFIG;
+use crate::launch::sandbox::confine;
+use crate::launch::sandbox::{Confined, SessionArgv};
+use crate::launch::session::audit_row::{AuditRow, Refused};
+pub use crate::launch::shim::shim_command::Stdin;
+use crate::launch::shim::start;
+pub use crate::launch::shim::start::START_TIMEOUT;
+use crate::launch::shim::wiring::ShimWiring;
+use crate::launch::shim::{Session, ShimCommand};
 use crate::settings::Settings;
 use crate::state::State;
 use crate::Host;
@@ -41,7 +45,7 @@ use relay_token::sys;
 /// logs; a refusal is also printed to stderr.
 ///
 /// ```no_run
-/// use relay_host::{Host, launch::{launch, Stdin}, launch::request::Request};
+/// use relay_host::{Host, launch::{launch, Stdin}, launch::plan::request::Request};
 /// let host = Host::from_dirs("/etc/relay".into(), "/var/lib/relay".into())?;
 /// let code = launch(&host, Request::from_json(r#"{"kind": "claude"}"#)?, Stdin::Inherit);
 /// std::process::exit(code);
@@ -50,9 +54,9 @@ use relay_token::sys;
 pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
     // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
     // waits for the session's forwarding, or for the refusal's cleanup.
-    super::signals::defer();
+    crate::launch::signals::defer();
     let code = launch_deferred(host, request, stdin);
-    super::signals::undefer();
+    crate::launch::signals::undefer();
     code
 }
 
@@ -71,7 +75,7 @@ fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
     let (settings, plan) = match accept(host, &state, request) {
         Ok(accepted) => accepted,
         Err(e) => {
-            super::placeholders::release(state.path());
+            crate::launch::placeholders::release(state.path());
             return refused(&state, &row.refused(e));
         }
     };
@@ -93,10 +97,11 @@ fn refused(state: &State, r: &Refused) -> i32 {
 fn start_session(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<Session, Box<Refused>> {
     let row = AuditRow::of_validated(&v);
     let spawned = shim_for(cx, v, stdin)
-        .and_then(start::spawn)
+        .and_then(|c| Ok(start::spawn(c)?))
         .map_err(|e| row.refused(e))?;
     let row = row.spawned(spawned.launch.token_mode());
-    start::wait_started(&cx.state, &row, spawned).map_err(|e| row.refused(e))
+    crate::launch::session::started::wait_started(&cx.state, &row, spawned)
+        .map_err(|e| row.refused(e))
 }
 
 /// The state folder checked, the settings read, the request validated.
@@ -135,7 +140,7 @@ fn validate(
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let own = [host.config_dir.as_path(), host.state_dir.as_path()];
-    let real = super::project::check_project(&given, &own, me)?;
+    let real = crate::launch::plan::project::check_project(&given, &own, me)?;
     let claude_config = claude_config::launch_dir(&state.session_dir(v.session_id.as_str()));
     if v.sandboxed && !confine::grants_show(host, &v.template.sandbox, &real, &claude_config)? {
         let template = v.template.id.clone();
@@ -154,11 +159,11 @@ fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
         let session_id = v.session_id.as_str().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
-    super::sessions::check_same_project(state, &v)?;
+    crate::launch::session::sessions::check_same_project(state, &v)?;
     let token = LaunchToken::read(host, state, settings, &v)?;
     crate::human::note_token(v.claude, v.sandboxed, token.carried());
     if v.sandboxed {
-        super::network::check(&v.template.network(), token.carried(), settings)?;
+        crate::launch::network::check(&v.template.network(), token.carried(), settings)?;
     }
     let claude_config = claude_config::launch_dir(&session_dir);
     let programs = programs::resolve(host, settings, &v, &claude_config, token.carried())?;
@@ -195,10 +200,9 @@ fn seed_claude_config(
         trust: v.project.as_deref().filter(|_| v.template.trusts_project()),
         project: v.project.as_deref(),
     };
-    claude_config::seed(launch_dir, &seed).map_err(super::error::spawn_err(format!(
-        "Claude config folder {}",
-        launch_dir.display()
-    )))
+    let what = format!("Claude config folder {}", launch_dir.display());
+    claude_config::seed(launch_dir, &seed)
+        .map_err(|e| crate::launch::spawn_error::spawn_err(what)(e).into())
 }
 
 /// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of them
@@ -226,17 +230,17 @@ fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
 /// session; in stand-in mode it is the session's `relay-stand-in`, which takes the token
-/// ([`super::stand_in`]).
+/// ([`crate::launch::network::stand_in`]).
 fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> {
     if launch.programs.bwrap.is_none() {
         let (net, proxy) = (None, None);
         return Ok(Networked { launch, net, proxy });
     }
-    let socket = super::network::session_socket(launch.folder.dir());
-    let stand_in = super::stand_in::begin(&mut launch, cx, &socket)?;
+    let socket = crate::launch::network::session_socket(launch.folder.dir());
+    let stand_in = crate::launch::network::stand_in::begin(&mut launch, cx, &socket)?;
     let v = &launch.v;
     let network = v.template.network();
-    let (net, proxy) = super::network::start(
+    let (net, proxy) = crate::launch::network::start(
         &network,
         launch.programs.forwarder.as_deref(),
         launch.folder.dir(),
@@ -286,7 +290,12 @@ fn session_argv(
         let setenv: Vec<(OsString, OsString)> = (launch.v.env.iter())
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
-        return confine::sandbox_argv(&inputs, cx.state.path(), &setenv, &target);
+        return Ok(confine::sandbox_argv(
+            &inputs,
+            cx.state.path(),
+            &setenv,
+            &target,
+        )?);
     }
     if let (Some(h), Some(ssh)) = (&launch.v.ssh_host, &launch.programs.ssh) {
         return Ok(SessionArgv::plain(argv::ssh_argv(cx.host, ssh, h, target)));
@@ -301,7 +310,7 @@ fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, L
     let identity = v.kind == Kind::Claude;
     let wiring = ShimWiring::new(identity, cx.state.path(), v.session_id.as_str())
         .map_err(StartError::Bridge)?;
-    let cmd = super::shim_command::shim_command(&c, stdin, &wiring);
+    let cmd = crate::launch::shim::shim_command::shim_command(&c, stdin, &wiring);
     let Confined {
         launch,
         proxy,
@@ -322,7 +331,7 @@ fn refuse(state: &State, row: &AuditRow, e: &LaunchError) {
     let message = e.message();
     let answer = answer(e, &message, row.session_id(), state.redactor());
     let _ = state.event(&answer);
-    super::answer::print(&answer);
+    crate::launch::session::answer::print(&answer);
     let _ = state.audit(row.row("error", &message));
     state.log(&format!("launch refused: {e}"));
     crate::human::print_refusal(&answer, state.redactor());
@@ -335,7 +344,7 @@ fn answer(
     session_id: Option<&str>,
     redactor: &relay_token::Redactor,
 ) -> serde_json::Value {
-    let mut a = super::answer::refused(e, redactor.redact(message), session_id);
+    let mut a = crate::launch::session::answer::refused(e, redactor.redact(message), session_id);
     a["ts"] = json!(crate::state::now_secs());
     a
 }
@@ -353,10 +362,10 @@ fn refuse_without_state(e: &LaunchError, message: Option<String>) -> i32 {
 /// SIGQUIT (the terminal delivers those to the shim directly), records the exit.
 fn supervise(state: &State, mut session: Session) -> i32 {
     let pid = session.shim.id() as i32;
-    if let Err(e) = super::signals::forward_to(pid) {
+    if let Err(e) = crate::launch::signals::forward_to(pid) {
         eprintln!("relay-host: signals will not reach the session: {e}");
     }
-    super::signals::undefer();
+    crate::launch::signals::undefer();
     // The launch's setup is done; what it freed need not stay this host's memory while the
     // session runs.
     sys::trim_heap();
@@ -373,19 +382,19 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     // Wait for the shim's exit without reaping it, stop forwarding, then reap: a signal that
     // arrives in between must not reach another process that reused the pid.
     let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
-    if let Err(e) = super::signals::stop_forwarding() {
+    if let Err(e) = crate::launch::signals::stop_forwarding() {
         eprintln!("relay-host: cannot restore signal dispositions: {e}");
     }
     // The exit row and the cleanup are not cut short either ([`launch`] lets them through).
-    super::signals::defer();
+    crate::launch::signals::defer();
     let code = match session.shim.wait() {
         Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
     };
-    let mut ev = super::answer::ended(&session.id, code, last, session.sandboxed);
+    let mut ev = crate::launch::session::answer::ended(&session.id, code, last, session.sandboxed);
     ev["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&ev);
-    super::answer::print(&ev);
+    crate::launch::session::answer::print(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
     let launch_dir = claude_config::launch_dir(&state.session_dir(&session.id));
     match claude_config::carry_back(&launch_dir, &state.claude_config_dir()) {
@@ -409,7 +418,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
 /// writes the audit row and the event, prints the answer to stderr, returns the exit code.
 ///
 /// ```no_run
-/// use relay_host::{Host, launch::refuse_early, launch::request::Request};
+/// use relay_host::{Host, launch::refuse_early, launch::plan::request::Request};
 /// let host = Host::from_dirs("/c".into(), "/s".into())?;
 /// let e = Request::from_json("not json").unwrap_err();
 /// assert_eq!(refuse_early(&host, &e.into()), 64);

@@ -21,7 +21,7 @@ pub(crate) fn tie_to_host(cmd: &mut Command, sandboxed: bool) {
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(cmd, move || {
             // The host defers these while it prepares; the shim must get them.
-            super::signals::undefer_in_child();
+            crate::launch::signals::undefer_in_child();
             // SIGTERM is the shim's parent-death signal and what the host forwards: it must not
             // stay ignored when the host's own parent left it so (`trap '' TERM`), or the shim,
             // which keeps an inherited ignored signal ignored, would let the session outlive a

@@ -1,0 +1,379 @@
+//! A launch request, as `relay-host launch` reads it, and its validation.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::settings::{Sandbox, Settings, Template};
+
+/// The kinds of session a request may ask for.
+///
+/// ```
+/// use relay_host::launch::plan::request::Kind;
+/// let k: Kind = serde_json::from_str("\"claude\"").unwrap();
+/// assert_eq!(k, Kind::Claude);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Kind {
+    /// Claude Code, from the `claude-code` template.
+    Claude,
+    /// Any template, in a terminal (`claude-code` makes it a Claude launch).
+    Terminal,
+    /// The `pi` template.
+    Pi,
+    /// The `codex` template.
+    Codex,
+    /// The `chat` template.
+    Chat,
+}
+
+impl Kind {
+    /// The kind's name as it is written in a request.
+    ///
+    /// ```
+    /// assert_eq!(relay_host::launch::plan::request::Kind::Terminal.as_str(), "terminal");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Claude => "claude",
+            Kind::Terminal => "terminal",
+            Kind::Pi => "pi",
+            Kind::Codex => "codex",
+            Kind::Chat => "chat",
+        }
+    }
+}
+
+/// The id of the template Claude launches use.
+pub const CLAUDE_TEMPLATE: &str = "claude-code";
+
+/// A launch request. Unknown keys (such as `claude_token`: only the host sets a token) are
+/// refused.
+///
+/// ```
+/// use relay_host::launch::plan::request::Request;
+/// let r = Request::from_json(r#"{"kind": "claude", "project": "/srv/p"}"#).unwrap();
+/// assert!(r.sandbox);
+/// assert!(Request::from_json(r#"{"kind": "claude", "claude_token": "x"}"#).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The kind of session.
+    pub kind: Kind,
+    /// The template id (may be left out for `claude` and for the kinds named after a template).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The session id: `[A-Za-z0-9._-]`, 1 to 64 characters; generated when left out.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// A Claude conversation to resume (`--resume <id>` for Claude launches).
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// Continue the project's most recent Claude conversation (`--continue` for Claude
+    /// launches); not with `resume`.
+    #[serde(default, rename = "continue")]
+    pub continue_last: bool,
+    /// The project folder (absolute).
+    #[serde(default)]
+    pub project: Option<PathBuf>,
+    /// Arguments appended to the template's command.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Variables set after the template's env.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Sandboxed (the default) or not.
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// Run on another machine over ssh (never gets the token).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Keep the session folder after the session ends, for a later `resume` (`gc` removes it
+    /// once older than the retention); by default it is removed when the session ends.
+    #[serde(default)]
+    pub keep: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+pub use crate::launch::plan::invalid_spec::{InvalidSpec, ProjectRule};
+
+/// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.` (no hidden
+/// or parent folder) nor `-` (never read as an option where it is passed on).
+///
+/// ```
+/// use relay_host::launch::plan::request::valid_session_id;
+/// assert!(valid_session_id("s-1"));
+/// assert!(!valid_session_id("../x"));
+/// assert!(!valid_session_id("-rf"));
+/// assert!(!valid_session_id(""));
+/// ```
+pub fn valid_session_id(id: &str) -> bool {
+    relay_shim::SessionId::parse(id).is_some()
+}
+
+/// A request resolved against the settings: everything the later steps of a launch read, and
+/// nothing of the request's own words (the audit row keeps those). Made only by
+/// [`Request::validate`]; the launch replaces its project by the real path it checked.
+///
+/// ```
+/// use relay_host::launch::plan::request::Request;
+/// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell", "session_id": "s1"}"#)?;
+/// let plan = r.validate(&Default::default())?;
+/// assert!(!plan.claude);
+/// assert!(plan.sandboxed);
+/// assert_eq!((plan.session_id.as_str(), plan.template.id.as_str()), ("s1", "shell"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LaunchPlan {
+    /// The kind of session asked for.
+    pub kind: Kind,
+    /// The template it resolved to.
+    pub template: Template,
+    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
+    pub claude: bool,
+    /// True when it runs in the sandbox (the request asks for it, it runs on this machine, and
+    /// the template has one).
+    pub sandboxed: bool,
+    /// The session id (given or generated).
+    pub session_id: String,
+    /// The project folder: as given until the launch checks it, then its real path.
+    pub project: Option<PathBuf>,
+    /// A Claude conversation to resume.
+    pub resume: Option<String>,
+    /// Continue the project's most recent Claude conversation.
+    pub continue_last: bool,
+    /// Arguments appended to the template's command.
+    pub extra_args: Vec<String>,
+    /// Variables set after the template's env.
+    pub env: BTreeMap<String, String>,
+    /// The machine an ssh launch runs on (never with the token).
+    pub ssh_host: Option<String>,
+    /// Keep the session folder after the session ends.
+    pub keep: bool,
+}
+
+impl LaunchPlan {
+    /// The plan with its project replaced by the real path the launch checked.
+    pub(crate) fn with_real_project(mut self, real: PathBuf) -> LaunchPlan {
+        self.project = Some(real);
+        self
+    }
+}
+
+impl Request {
+    /// Parses a request; an error is `invalid_spec`.
+    ///
+    /// ```
+    /// let e = relay_host::launch::plan::request::Request::from_json(r#"{"kind": "claude", "colour": 1}"#).unwrap_err();
+    /// assert!(e.to_string().contains("colour"));
+    /// ```
+    pub fn from_json(text: &str) -> Result<Request, InvalidSpec> {
+        if text.trim_start().starts_with('[') {
+            return Err(InvalidSpec::Array);
+        }
+        serde_json::from_str(text).map_err(|e| {
+            if e.is_syntax() || e.is_eof() {
+                InvalidSpec::NotJson(e)
+            } else {
+                InvalidSpec::Shape(e)
+            }
+        })
+    }
+
+    /// Checks the request against the settings and picks the template.
+    ///
+    /// ```
+    /// use relay_host::launch::plan::request::Request;
+    /// let r = Request::from_json(r#"{"kind": "pi", "template": "claude-code"}"#).unwrap();
+    /// assert!(r.validate(&Default::default()).is_err());
+    /// ```
+    pub fn validate(self, settings: &Settings) -> Result<LaunchPlan, InvalidSpec> {
+        let template_id = match (self.kind, self.template.as_deref()) {
+            (Kind::Claude, None) | (Kind::Claude, Some(CLAUDE_TEMPLATE)) => CLAUDE_TEMPLATE,
+            (Kind::Claude, Some(t)) => {
+                return Err(InvalidSpec::ClaudeTemplate {
+                    expected: CLAUDE_TEMPLATE,
+                    given: t.to_string(),
+                })
+            }
+            (Kind::Terminal, Some(t)) => t,
+            (Kind::Terminal, None) => return Err(InvalidSpec::TerminalWithoutTemplate),
+            (k, None) => k.as_str(),
+            (k, Some(t)) if t == k.as_str() => t,
+            (k, Some(t)) => {
+                return Err(InvalidSpec::KindTemplate {
+                    kind: k.as_str(),
+                    given: t.to_string(),
+                })
+            }
+        };
+        let Some(template) = settings.template(template_id) else {
+            return Err(InvalidSpec::UnknownTemplate(template_id.to_string()));
+        };
+        let session_id = match &self.session_id {
+            Some(id) if valid_session_id(id) => id.clone(),
+            Some(id) => return Err(InvalidSpec::SessionId(id.clone())),
+            None => new_session_id(),
+        };
+        if let Some(r) = &self.resume {
+            if !valid_session_id(r) || self.continue_last {
+                return Err(InvalidSpec::Resume(r.clone()));
+            }
+        }
+        if let Some(p) = &self.project {
+            if !p.is_absolute() {
+                return Err(InvalidSpec::ProjectNotAbsolute(p.clone()));
+            }
+        }
+        if let Some(h) = &self.host {
+            if h.is_empty() || h.starts_with('-') || h.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(InvalidSpec::Host(h.clone()));
+            }
+        }
+        check_sizes(&self)?;
+        for (k, val) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') || val.contains('\0') {
+                return Err(InvalidSpec::EnvEntry(k.clone()));
+            }
+            if k == relay_token::TOKEN_FD_VAR {
+                return Err(InvalidSpec::EnvTokenVar(k.clone()));
+            }
+        }
+        let claude =
+            template.id == CLAUDE_TEMPLATE && matches!(self.kind, Kind::Claude | Kind::Terminal);
+        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox != Sandbox::Off;
+        Ok(LaunchPlan {
+            kind: self.kind,
+            template,
+            claude,
+            sandboxed,
+            session_id,
+            project: self.project,
+            resume: self.resume,
+            continue_last: self.continue_last,
+            extra_args: self.extra_args,
+            env: self.env,
+            ssh_host: self.host,
+            keep: self.keep,
+        })
+    }
+}
+
+/// Reads a request's text: at most 1 MiB ([`crate::settings::MAX_SETTINGS_BYTES`]), UTF-8; a
+/// larger one is `invalid_spec` without reading the rest.
+///
+/// ```
+/// use relay_host::launch::plan::request::read_request;
+/// assert_eq!(read_request(&b"{}"[..]).unwrap(), "{}");
+/// let big = vec![b' '; (1 << 20) + 1];
+/// assert_eq!(read_request(&big[..]).unwrap_err().to_string(), "request: larger than 1 MiB");
+/// ```
+pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
+    use std::io::Read;
+    let max = crate::settings::MAX_SETTINGS_BYTES;
+    let mut bytes = Vec::new();
+    r.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(InvalidSpec::Read)?;
+    if bytes.len() > max {
+        return Err(InvalidSpec::TooLarge);
+    }
+    String::from_utf8(bytes).map_err(|_| InvalidSpec::NotUtf8)
+}
+
+/// Variable names a token launch's request may never set, whatever a template allows: the
+/// loader's (`LD_*`), the API client's (`ANTHROPIC_*`), Claude Code's own (`CLAUDE*`) and Node's
+/// options. Each can send the token elsewhere or run code beside it.
+pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
+
+/// Checks what a request adds to a launch that carries the token: each `env` name must be in
+/// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; `extra_args`
+/// pass [`crate::launch::plan::claude_args::check`]: read with Claude Code's grammar, each option as classified,
+/// no subcommand but `auth status`.
+///
+/// ```
+/// use relay_host::launch::plan::request::{check_token_request, Request};
+/// let r = Request::from_json(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#)?;
+/// let plan = r.validate(&Default::default())?;
+/// let e = check_token_request(&plan, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
+/// assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
+/// let r = Request::from_json(r#"{"kind": "claude", "extra_args": ["--settings={}"]}"#)?;
+/// let plan = r.validate(&Default::default())?;
+/// assert!(check_token_request(&plan, &[]).unwrap_err().to_string().contains("--settings"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_token_request(
+    request: &LaunchPlan,
+    allowed_env: &[String],
+) -> Result<(), InvalidSpec> {
+    for k in request.env.keys() {
+        if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
+            return Err(InvalidSpec::EnvPrefix {
+                name: k.clone(),
+                prefix: p,
+            });
+        }
+        if !allowed_env.iter().any(|a| a == k) {
+            return Err(InvalidSpec::EnvNotAllowed(k.clone()));
+        }
+    }
+    crate::launch::plan::claude_args::check(&request.extra_args).map_err(|(index, rule)| {
+        InvalidSpec::Arg {
+            index,
+            arg: request.extra_args[index].clone(),
+            rule,
+        }
+    })
+}
+
+/// The most bytes a request's `env` (names and values) or `extra_args` may hold together: well
+/// below the kernel's limit on an exec's arguments and environment.
+pub const MAX_REQUEST_BYTES: usize = 65536;
+
+/// Refuses `extra_args` with a NUL byte (an exec cannot carry it) and an `env` or `extra_args`
+/// larger than [`MAX_REQUEST_BYTES`], naming the field.
+fn check_sizes(r: &Request) -> Result<(), InvalidSpec> {
+    if let Some(i) = r.extra_args.iter().position(|a| a.contains('\0')) {
+        return Err(InvalidSpec::ArgNul(i));
+    }
+    let env: usize = r.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let args: usize = r.extra_args.iter().map(|a| a.len() + 1).sum();
+    for (field, n) in [("env", env), ("extra_args", args)] {
+        if n > MAX_REQUEST_BYTES {
+            return Err(InvalidSpec::TooBig {
+                field,
+                bytes: n,
+                max: MAX_REQUEST_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A fresh random session id (`s-` and 16 hex digits).
+///
+/// ```
+/// let id = relay_host::launch::plan::request::new_session_id();
+/// assert!(relay_host::launch::plan::request::valid_session_id(&id));
+/// ```
+pub fn new_session_id() -> String {
+    let mut buf = [0u8; 8];
+    if relay_token::sys::random_bytes(&mut buf).is_err() {
+        let t = crate::state::now_secs() ^ ((std::process::id() as u64) << 32);
+        buf = t.to_le_bytes();
+    }
+    let mut s = String::from("s-");
+    for b in buf {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}

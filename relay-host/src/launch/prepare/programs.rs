@@ -1,0 +1,184 @@
+//! The programs a launch runs, each found once as an absolute path: `relay-shim`, the
+//! template's command, bwrap (sandboxed), the allow-list's forwarder (sandboxed with an
+//! allow-list) and ssh (remote); one a session could have planted is refused.
+
+use std::path::PathBuf;
+
+use crate::launch::plan::request::LaunchPlan;
+use crate::launch::prepare::error::{PrepareError, ProgramError};
+use crate::launch::spawn_error::spawn_err;
+use crate::reach;
+use crate::settings::Settings;
+use crate::Host;
+use relay_token::sandbox;
+
+/// The programs a launch runs, each found once, as absolute paths.
+pub(crate) struct Programs {
+    /// `relay-shim` (or this `relay-host`, which acts as it).
+    pub shim: PathBuf,
+    /// The template's command (a name on the other machine for a remote launch).
+    pub command: PathBuf,
+    /// bwrap (sandbox-exec on macOS), for a sandboxed launch.
+    pub bwrap: Option<PathBuf>,
+    /// What that bwrap can do (nothing on macOS, where `bwrap` is `sandbox-exec`).
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
+    pub features: sandbox::BwrapFeatures,
+    /// ssh, for a remote launch.
+    pub ssh: Option<PathBuf>,
+    /// The allow-list's forwarder ([`crate::net::forwarder_program`]), for a sandboxed launch
+    /// with an allow-list: it `exec`s the session's program, descriptors and all.
+    pub forwarder: Option<PathBuf>,
+    /// The stand-in session's proxy ([`crate::net::stand_in_program`]), for a launch in stand-in
+    /// mode that carries the token: it is handed the real token.
+    pub stand_in: Option<PathBuf>,
+    /// Every template's read-write grants, expanded for this launch's project (worked out once:
+    /// the programs' checks and the sandbox's link checks share them).
+    pub rw_grants: Vec<PathBuf>,
+}
+
+/// Finds relay-shim, the template's command, bwrap (sandboxed), ssh (remote), the forwarder
+/// (an allow-list) and `relay-stand-in` (stand-in mode, for a launch that `carries_token`);
+/// refuses one that a session could have planted (inside a read-write grant, outside the
+/// folders every sandbox keeps read-only).
+pub(crate) fn resolve(
+    host: &Host,
+    settings: &Settings,
+    v: &LaunchPlan,
+    claude_config: &std::path::Path,
+    carries_token: bool,
+) -> Result<Programs, PrepareError> {
+    let shim = host.find_shim(settings).map_err(ProgramError::Shim)?;
+    let command = find_command(v)?;
+    let (bwrap, features) = match v.sandboxed {
+        true => find_sandbox(settings).map(|(p, f)| (Some(p), f))?,
+        false => (None, Default::default()),
+    };
+    let ssh = match &v.ssh_host {
+        Some(_) => Some(relay_token::which::find_program("ssh").ok_or(ProgramError::SshNotFound)?),
+        None => None,
+    };
+    let rw_grants = reach::rw_grants_in(
+        &host.home,
+        settings,
+        v.project.as_deref(),
+        claude_config,
+        &sandbox::Realpaths::default(),
+    );
+    let forwarder = match (v.sandboxed, v.template.network()) {
+        (true, crate::net::Network::Allow(_)) => Some(
+            crate::net::forwarder_program()
+                .map_err(spawn_err("relay-host's own path".to_string()))?,
+        ),
+        _ => None,
+    };
+    let stand_in = match stand_in_mode(v, carries_token) {
+        true => Some(find_stand_in()?),
+        false => None,
+    };
+    let programs = Programs {
+        shim,
+        command,
+        bwrap,
+        features,
+        ssh,
+        forwarder,
+        stand_in,
+        rw_grants,
+    };
+    check_planted(host, v, &programs)?;
+    real_command(v, programs)
+}
+
+/// True when the launch runs in stand-in mode: its template asks for it, it is sandboxed with
+/// an allow-list (the settings refuse stand-in mode otherwise) and it carries the token.
+pub(crate) fn stand_in_mode(v: &LaunchPlan, carries_token: bool) -> bool {
+    v.template.token_mode == crate::settings::TokenMode::StandIn
+        && v.sandboxed
+        && matches!(v.template.network(), crate::net::Network::Allow(_))
+        && carries_token
+}
+
+/// `relay-stand-in` beside relay-host, which must be there and runnable.
+fn find_stand_in() -> Result<PathBuf, PrepareError> {
+    let p =
+        crate::net::stand_in_program().map_err(spawn_err("relay-host's own path".to_string()))?;
+    match relay_token::which::is_executable(&p) {
+        true => Ok(p),
+        false => Err(spawn_err(format!("stand-in mode needs {}", p.display()))(
+            std::io::Error::new(std::io::ErrorKind::NotFound, "not found"),
+        )
+        .into()),
+    }
+}
+
+/// The template's command on `PATH`; a remote (ssh) launch names a program on the other
+/// machine: it is not looked up here.
+fn find_command(v: &LaunchPlan) -> Result<PathBuf, ProgramError> {
+    let name = &v.template.command[0];
+    match &v.ssh_host {
+        Some(_) => Ok(PathBuf::from(name)),
+        None => relay_token::which::find_program(name)
+            .ok_or_else(|| ProgramError::CommandNotFound { name: name.clone() }),
+    }
+}
+
+/// The sandbox program: bwrap on Linux, sandbox-exec on macOS.
+fn find_sandbox(
+    settings: &Settings,
+) -> Result<(PathBuf, sandbox::BwrapFeatures), sandbox::SandboxError> {
+    #[cfg(target_os = "macos")]
+    let _ = settings;
+    #[cfg(target_os = "macos")]
+    return sandbox::find_sandbox_exec().map(|p| (p, Default::default()));
+    #[cfg(not(target_os = "macos"))]
+    return find_bwrap(settings);
+}
+
+/// Refuses a program a session could have planted.
+fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), ProgramError> {
+    let guarded = reach::guarded_folders(&host.home, &p.rw_grants);
+    let local = v.ssh_host.is_none().then_some(("command", &p.command));
+    let checks = [Some(("relay-shim", &p.shim)), local]
+        .into_iter()
+        .flatten()
+        .chain(p.bwrap.iter().map(|b| ("bwrap", b)))
+        .chain(p.stand_in.iter().map(|f| ("relay-stand-in", f)))
+        .chain(p.forwarder.iter().map(|f| ("relay-net-forward", f)))
+        .chain(p.ssh.iter().map(|b| ("ssh", b)));
+    for (what, path) in checks {
+        if let Some(e) = reach::program_problem(what, path, &p.rw_grants, &guarded) {
+            return Err(ProgramError::Planted(e));
+        }
+    }
+    Ok(())
+}
+
+/// A local command by its real path.
+fn real_command(v: &LaunchPlan, mut p: Programs) -> Result<Programs, PrepareError> {
+    if v.ssh_host.is_none() {
+        p.command = p
+            .command
+            .canonicalize()
+            .map_err(spawn_err(format!("command {}", p.command.display())))?;
+    }
+    Ok(p)
+}
+
+/// The bwrap of the settings (or `PATH`) and what it can do. One that reports the sandbox's
+/// start (`--json-status-fd`) is not run beforehand: one that cannot make the sandbox's
+/// namespaces (the probe's case) ends before that report ([`crate::launch::shim::start`]). An older one is
+/// probed first, as it would only show after the launch was answered. A mount bwrap fails to
+/// make after its report ends the session instead (status 1, bwrap's message on its stderr).
+#[cfg(not(target_os = "macos"))]
+fn find_bwrap(
+    settings: &Settings,
+) -> Result<(PathBuf, sandbox::BwrapFeatures), sandbox::SandboxError> {
+    let path = sandbox::locate_bwrap(settings.bwrap.as_deref())?;
+    let features = sandbox::BwrapFeatures::of(&path);
+    // Also probed where this machine's settings block user namespaces: the refusal then says
+    // relay's sentence first, before bwrap's own line reaches the session's stderr.
+    if !features.json_status || crate::userns::blocked_by_settings() {
+        sandbox::probe_bwrap(&path)?;
+    }
+    Ok((path, features))
+}

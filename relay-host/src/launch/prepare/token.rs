@@ -1,0 +1,104 @@
+//! The token of one launch: the file every sandboxed launch denies while the setting is set,
+//! and the token itself, which only a sandboxed, local Claude launch carries.
+
+use std::path::{Path, PathBuf};
+
+use crate::launch::plan::error::RequestError;
+use crate::launch::plan::request::{check_token_request, LaunchPlan};
+use crate::launch::prepare::error::{PrepareError, TokenError};
+use crate::settings::Settings;
+use crate::state::State;
+use crate::{reach, Host};
+use relay_token::claude_token_path_in;
+use relay_token::Redactor;
+use relay_token::{read_claude_token, sandbox, ClaudeToken};
+
+/// The token file a launch denies, and the token it carries.
+pub(crate) struct LaunchToken {
+    path: Option<PathBuf>,
+    token: Option<ClaudeToken>,
+    carried: bool,
+}
+
+impl LaunchToken {
+    /// Resolves and reads the token. Only a sandboxed, local Claude launch carries it, but every
+    /// sandboxed launch denies the file while the setting is set. Any error refuses the launch
+    /// before anything is written; so does a request that could send the token elsewhere. The
+    /// state's redactor learns the token.
+    pub(crate) fn read(
+        host: &Host,
+        state: &State,
+        settings: &Settings,
+        v: &LaunchPlan,
+    ) -> Result<LaunchToken, PrepareError> {
+        let path = match v.sandboxed {
+            true => claude_token_path_in(&settings.claude_token_file, Some(&host.home))
+                .map_err(TokenError::Path)?,
+            false => None,
+        };
+        let Some(p) = path.as_deref().filter(|_| v.claude) else {
+            let (token, carried) = (None, false);
+            return Ok(LaunchToken {
+                path,
+                token,
+                carried,
+            });
+        };
+        check_request(v)?;
+        let t = read_usable(p)?;
+        state.set_redactor(Redactor::new(Some(&t)));
+        Ok(LaunchToken {
+            path,
+            token: Some(t),
+            carried: true,
+        })
+    }
+
+    /// The token file the sandbox denies, when the setting names one.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// True when the launch carries the token (also once it was handed over).
+    pub(crate) fn carried(&self) -> bool {
+        self.carried
+    }
+
+    /// The token, taken to be handed over (once; `None` after).
+    pub(crate) fn take(&mut self) -> Option<ClaudeToken> {
+        self.token.take()
+    }
+
+    /// Hands `stand_in` over in place of the token (stand-in mode: the token was taken into
+    /// the session's proxy).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn hand_instead(&mut self, stand_in: ClaudeToken) {
+        self.token = Some(stand_in);
+    }
+}
+
+/// The token of the file at `path` when a launch would hand it over: it reads as a token, and
+/// neither others may read it nor another user owns it. The one verdict on a token file: a
+/// launch, `status` and `token check` all take it from here.
+pub(crate) fn read_usable(path: &Path) -> Result<ClaudeToken, TokenError> {
+    let t = read_claude_token(path).map_err(TokenError::Read)?;
+    match reach::token_file_problem(path) {
+        Some(e) => Err(TokenError::Exposed(e)),
+        None => Ok(t),
+    }
+}
+
+/// Refuses a token launch whose request could send the token elsewhere: what it adds
+/// ([`check_token_request`]), or a project whose git data another folder's repository holds.
+fn check_request(v: &LaunchPlan) -> Result<(), PrepareError> {
+    check_token_request(v, &v.template.request_env)?;
+    let project = v.project.as_deref();
+    let redirect = project.and_then(sandbox::git_guard::common_dir_redirect);
+    // A `commondir` holding `.` (what Claude Code's own tool sandbox leaves) redirects nothing:
+    // removed, not refused.
+    if let Some(file) = redirect.filter(|f| !crate::state::leftovers::clear_commondir(f)) {
+        let project = project.unwrap_or(&file).to_path_buf();
+        return Err(RequestError::GitRedirect { project, file }.into());
+    }
+    Ok(())
+}

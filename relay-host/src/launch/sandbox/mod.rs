@@ -1,0 +1,52 @@
+//! The sandbox of one launch: the session's own command line (`argv`), its profile and the
+//! `bwrap` command line (`confine`), and a linked worktree's repository (`git_binds`).
+
+pub(crate) mod argv;
+pub(crate) mod confine;
+pub mod error;
+#[cfg(not(target_os = "macos"))]
+pub(crate) mod git_binds;
+
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+
+use crate::launch::network::SessionProxy;
+use crate::launch::prepare::Prepared;
+
+/// The command line the shim runs (bwrap around the target, ssh to the remote host, or the
+/// target itself), and what the shim hands on with it.
+pub(crate) struct SessionArgv {
+    /// `bwrap ... -- target` on Linux; the target under `/usr/bin/env` on macOS.
+    pub argv: Vec<OsString>,
+    /// The resolved profile when bwrap binds by descriptor: it holds the descriptors
+    /// ([`relay_token::sandbox::Resolved::bind_fds`], numbered from [`crate::launch::sandbox::confine::BIND_FD_BASE`]).
+    pub by_fd: Option<relay_token::sandbox::Resolved>,
+    /// `Some(``SANDBOX_STATUS_FD``)` when bwrap reports the sandbox's start there.
+    pub status_fd: Option<RawFd>,
+    /// bwrap's options (`bwrap --args` [`crate::launch::sandbox::confine::ARGS_FD`]), placed at [`crate::launch::sandbox::confine::ARGS_FD`] in the shim and
+    /// handed on to bwrap, which reads and closes it.
+    pub args_file: Option<std::os::fd::OwnedFd>,
+}
+
+impl SessionArgv {
+    /// A command line the shim runs as it is, handing nothing on.
+    pub(crate) fn plain(argv: Vec<OsString>) -> SessionArgv {
+        SessionArgv {
+            argv,
+            by_fd: None,
+            status_fd: None,
+            args_file: None,
+        }
+    }
+}
+
+/// A launch with the command line the shim runs: bwrap around the target, ssh to the remote
+/// host, or the target itself.
+pub(crate) struct Confined {
+    /// The launch.
+    pub launch: Prepared,
+    /// The allow-list's proxy.
+    pub proxy: Option<SessionProxy>,
+    /// The shim's command line and what it hands on with it.
+    pub argv: SessionArgv,
+}

@@ -1,0 +1,100 @@
+//! A session's start, recorded: the host waits for the shim's `started`
+//! ([`crate::launch::shim::start::read_started`]), then writes what a started session leaves
+//! for the operator (its events, its answer, its record, its audit row and log line); a start
+//! it cannot record is stopped at once.
+
+use serde_json::json;
+use std::process::Child;
+
+use crate::launch::error::{LaunchError, StartError};
+use crate::launch::session::audit_row::AuditRow;
+use crate::launch::shim::start::{read_started, START_TIMEOUT};
+use crate::launch::shim::{Session, Spawned};
+use crate::state::State;
+
+/// Waits for `started` and records it; a shim that fails first is killed and reaped, and one
+/// whose start cannot be recorded is stopped at once.
+pub(crate) fn wait_started(
+    state: &State,
+    row: &AuditRow,
+    mut s: Spawned,
+) -> Result<Session, LaunchError> {
+    let bwrap = s.launch.programs.bwrap.clone();
+    let pid = match read_started(&mut s.status, START_TIMEOUT, &mut s.gate, bwrap.as_deref()) {
+        Ok(pid) => pid,
+        Err(e) => {
+            let _ = s.shim.kill();
+            let _ = s.shim.wait();
+            return Err(e.into());
+        }
+    };
+    record_started(state, row, &s, pid).inspect_err(|_| {
+        // The disk filled (or the log went) since the check: the session is stopped at once
+        // rather than run unrecorded.
+        stop_at_once(&mut s.shim, pid);
+    })?;
+    Ok(Session {
+        id: s.launch.v.session_id.as_str().to_string(),
+        sandboxed: s.launch.v.sandboxed,
+        shim: s.shim,
+        status: s.status,
+        _proxy: s.proxy,
+        _lock: s.launch.folder.keep(),
+    })
+}
+
+/// Records a session that started: its earlier `ended` mark gone (a kept folder resumed), the
+/// identity events and the launch event, the audit row (an error when it cannot be written:
+/// the caller stops the session), the log line.
+fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Result<(), LaunchError> {
+    let v = &s.launch.v;
+    // Removed only now, so a refused resume leaves the folder as it was.
+    let _ = std::fs::remove_file(s.launch.folder.dir().join(crate::state::ENDED_MARK));
+    for e in s.gate.events(v.session_id.as_str()) {
+        let _ = state.event(&e);
+    }
+    let token_mode = crate::launch::session::answer::token_mode_word(
+        s.launch.carries_token(),
+        v.template.token_mode,
+    );
+    let mut answer = crate::launch::session::answer::started(
+        v.session_id.as_str(),
+        pid,
+        token_mode,
+        &v.template.id,
+    );
+    answer["ts"] = json!(crate::state::now_secs());
+    let _ = state.event(&answer);
+    let record =
+        crate::launch::session::sessions::Record::of(v, pid, s.shim.id(), s.launch.token_mode());
+    let _ = record.write(s.launch.folder.dir());
+    state.audit(row.row("ok", "started")).map_err(|source| {
+        let audit = state.path().join(crate::state::AUDIT_FILE);
+        StartError::Unrecorded { audit, source }
+    })?;
+    crate::launch::session::answer::print(&answer);
+    state.log(&format!(
+        "session {} started: pid {pid}, template {}, sandbox {}, token {} ({})",
+        v.session_id.as_str(),
+        v.template.id,
+        v.sandboxed,
+        row.token_word(),
+        row.token_mode()
+    ));
+    Ok(())
+}
+
+/// Kills a session that started: its program's process group (`pid` leads it; sandboxed, that is
+/// bwrap, whose sandbox dies with it) and the shim, and reaps the shim.
+fn stop_at_once(shim: &mut Child, pid: i64) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        if pgid > 1 {
+            // SAFETY: kill takes integers only. The group is the session's, led by the pid the
+            // shim reported a moment ago; were it already reaped, its number would not be given
+            // out again before the kernel's pid counter wraps.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    let _ = shim.kill();
+    let _ = shim.wait();
+}
