@@ -1,7 +1,8 @@
 //! DESIGN.md's host–shim protocol tables say what the code does: every flag of the shim's
 //! synopsis has a row and every row is a flag the shim parses; every status line the shim can
 //! write has a row, and every row, its placeholders filled in, is a line the host reads back as
-//! the event of that name.
+//! the event of that name. The same for the host–`relay-stand-in` protocol
+//! (`relay_host::stand_in::protocol`): its synopsis, its descriptors and every report line.
 
 use std::path::Path;
 
@@ -145,7 +146,7 @@ mod stand_in {
             doc.contains(&format!("\n`{USAGE}`\n")),
             "DESIGN.md's synopsis is not {USAGE}"
         );
-        let fds: Vec<i32> = first_cells(&doc, "fd")
+        let fds: Vec<i32> = first_cells(&doc, "stand-in fd")
             .iter()
             .map(|c| c.parse().unwrap_or_else(|e| panic!("{c}: {e}")))
             .collect();
@@ -161,7 +162,13 @@ mod stand_in {
             .collect();
         assert_eq!(
             words,
-            ["/s/proxy.sock", "--api", "api.anthropic.com:443", "--", "example.com"]
+            [
+                "/s/proxy.sock",
+                "--api",
+                "api.anthropic.com:443",
+                "--",
+                "example.com"
+            ]
         );
         assert_eq!(Args::parse(a.to_args()), Ok(a));
     }
