@@ -90,7 +90,7 @@ impl Proxy {
     }
 
     /// [`Proxy::start`] for a stand-in session: a `CONNECT` to one of `intercept`'s API hosts
-    /// is intercepted ([`super::stand_in`]); dropping the proxy ends the stand-in's swap.
+    /// is intercepted ([`crate::stand_in`]); dropping the proxy ends the stand-in's swap.
     ///
     /// ```no_run
     /// # use relay_host::net::{proxy::Proxy, AllowList};
