@@ -7,14 +7,15 @@
 //! | what relay-host and the program say to each other: command line, descriptors, reports | [`protocol`] |
 //! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module ([`StandIn`]), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
 //!
-//! The launch's step is `launch/stand_in.rs` (the network step of a launch: it starts the
-//! program, hands it the real token and takes the stand-in and the CA certificate back, then
-//! writes each report to the events); `launch/stand_in_proxy.rs` holds the running program
-//! until the session ends, and `launch/api_use.rs` counts its `used` reports. The template's
-//! setting is `token_mode.rs` (the settings' `token_mode`).
+//! The launch's side is its network step's `stand_in.rs` (`launch/network/`): it starts the
+//! program, hands it the real token, takes the stand-in and the CA certificate back, then
+//! writes each report to the events; beside it, `stand_in_proxy.rs` holds the running program
+//! until the session ends and `api_use.rs` counts its `used` reports. The template's setting
+//! is the settings' `token_mode.rs`.
 //!
-//! This module runs in `relay-stand-in` only, never in relay-host itself. A session gets a
-//! stand-in on fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`]
+//! The interception runs in `relay-stand-in` only, never in relay-host itself (which uses the
+//! protocol, the constants below and [`read_ca_file`]'s check). A session gets a stand-in on
+//! fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`]
 //! that the session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts
 //! the proxy terminates TLS with a leaf of the session's own CA (its key never leaves this
 //! process), offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real

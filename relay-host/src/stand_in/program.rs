@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Its command line, descriptors and report lines are [`super::protocol`]'s, which the launch
-//! (`launch/stand_in.rs`) uses too.
+//! (its network step's `stand_in.rs`) uses too.
 //!
 //! - fd 3: the real token, read to its end, then closed.
 //! - fd 5: the extra CA certificates trusted upstream (PEM: the bytes of `upstream_ca_file` as
