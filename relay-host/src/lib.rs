@@ -10,7 +10,7 @@
 //! | `relay-net-forward` | [`net::forward::run`], the allow-list's in-sandbox forwarder |
 //!
 //! Stand-in mode's proxy is not among them: `relay-stand-in` is a program of its own
-//! ([`stand_in_program::run`], Linux), so that relay-host links none of its TLS code.
+//! ([`stand_in::program::run`], Linux), so that relay-host links none of its TLS code.
 //!
 //! Built on [`relay_token`] (the token, its pipe, the sandbox profile, the allow-list) and
 //! [`relay_shim`] (the shim, its exit codes, the one signal forwarder).
@@ -51,7 +51,7 @@ pub mod net;
 pub mod reach;
 pub mod settings;
 #[cfg(target_os = "linux")]
-pub mod stand_in_program;
+pub mod stand_in;
 pub mod state;
 pub mod userns;
 

@@ -3,9 +3,8 @@
 //! reach ([`Network`], [`AllowList`]) is `relay_token::net`'s, re-exported here.
 
 pub mod forward;
+pub(crate) mod head;
 pub mod proxy;
-#[cfg(target_os = "linux")]
-pub mod stand_in;
 
 use std::fmt;
 use std::path::Path;
@@ -17,7 +16,7 @@ use relay_token::sandbox::ProxyInside;
 /// namespace, so it clashes with nothing on the host).
 pub const PROXY_PORT: u16 = 3128;
 
-/// What the proxy of a stand-in session intercepts ([`stand_in::StandIn`], Linux only; on
+/// What the proxy of a stand-in session intercepts ([`crate::stand_in::StandIn`], Linux only; on
 /// other systems there is none). A trait object, so that a proxy without one (every proxy
 /// relay-host runs itself) reaches none of stand-in mode's TLS code.
 ///
@@ -37,7 +36,7 @@ pub type Intercept = std::sync::Arc<dyn Interceptor>;
 #[cfg(not(target_os = "linux"))]
 pub type Intercept = std::convert::Infallible;
 
-/// What the allow-list proxy hands an intercepted `CONNECT` to: [`stand_in::StandIn`].
+/// What the allow-list proxy hands an intercepted `CONNECT` to: [`crate::stand_in::StandIn`].
 ///
 /// ```
 /// fn takes(_: &dyn relay_host::net::Interceptor) {}

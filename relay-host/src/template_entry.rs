@@ -13,11 +13,12 @@
 //! | `api_base_url`, `same_project`, `trust_project`, `token_mode` | replace |
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{builtin_templates, Sandbox, Template};
-use crate::net::{AllowEntry, Network};
+use crate::net::{AllowEntry, AllowError, Network};
 
 /// What a Claude launch does in a project where a Claude session already runs (the template's
 /// `same_project`): both would share Claude's state in the relay-owned config folder and the
@@ -75,17 +76,47 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Templat
         .collect())
 }
 
+/// Why an entry does not resolve to a template.
+#[derive(Debug)]
+enum EntryError {
+    /// An entry whose id is not a built-in one gives no `command`.
+    NoCommand {
+        /// The entry's id.
+        id: String,
+    },
+    /// An allow-list entry added to a built-in allow-list does not parse.
+    Allow(AllowError),
+}
+
+impl fmt::Display for EntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EntryError::NoCommand { id } => write!(
+                f,
+                "template {id:?}: command is missing (only a built-in template's id, \
+                 claude-code or shell, may leave it out)"
+            ),
+            EntryError::Allow(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for EntryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EntryError::NoCommand { .. } => None,
+            EntryError::Allow(e) => Some(e),
+        }
+    }
+}
+
 /// The effective template of an entry: the built-in one of its id extended by it, else the
 /// entry alone (which must give `command`).
-fn resolve(e: Entry) -> Result<Template, String> {
+fn resolve(e: Entry) -> Result<Template, EntryError> {
     let Some(mut t) = builtin_templates().into_iter().find(|b| b.id == e.id) else {
-        let command = e.command.ok_or_else(|| {
-            format!(
-                "template {:?}: command is missing (only a built-in template's id, claude-code \
-                 or shell, may leave it out)",
-                e.id
-            )
-        })?;
+        let Some(command) = e.command else {
+            return Err(EntryError::NoCommand { id: e.id });
+        };
         return Ok(Template {
             id: e.id,
             command,
@@ -115,7 +146,7 @@ fn resolve(e: Entry) -> Result<Template, String> {
         (Some(Network::Allow(base)), Some(Network::Allow(more))) => {
             let mut list = base;
             for written in more.entries() {
-                let entry = AllowEntry::parse(written).map_err(|e| e.to_string())?;
+                let entry = AllowEntry::parse(written).map_err(EntryError::Allow)?;
                 list = list.including(&entry);
             }
             Some(Network::Allow(list))
@@ -165,6 +196,11 @@ mod tests {
     #[test]
     fn another_id_needs_a_command() {
         let e: Entry = serde_json::from_str(r#"{"id": "pi"}"#).unwrap();
-        assert!(resolve(e).unwrap_err().contains("command is missing"));
+        let e = resolve(e).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "template \"pi\": command is missing (only a built-in template's id, claude-code \
+             or shell, may leave it out)"
+        );
     }
 }

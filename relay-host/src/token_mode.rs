@@ -124,7 +124,7 @@ pub(super) fn ca_file_problem(s: &Settings) -> Option<String> {
 /// The file's problem, in words that name it.
 #[cfg(target_os = "linux")]
 fn check_ca_file(p: &Path) -> Option<String> {
-    crate::net::stand_in::read_ca_file(p)
+    crate::stand_in::read_ca_file(p)
         .err()
         .map(|e| e.to_string())
 }
@@ -138,7 +138,7 @@ fn check_ca_file(p: &Path) -> Option<String> {
 
 impl Template {
     /// The API hosts of the template, as `host:port`, where a stand-in session's proxy swaps the
-    /// stand-in for the real token: [`ANTHROPIC_API`](crate::net::stand_in::ANTHROPIC_API), and
+    /// stand-in for the real token: [`ANTHROPIC_API`](crate::stand_in::ANTHROPIC_API), and
     /// the `api_base_url`'s host and port when it is `https://`.
     ///
     /// ```
@@ -147,7 +147,7 @@ impl Template {
     /// ```
     #[cfg(target_os = "linux")]
     pub fn api_hosts(&self) -> Vec<String> {
-        use crate::net::stand_in::ANTHROPIC_API;
+        use crate::stand_in::ANTHROPIC_API;
         let mut hosts = vec![ANTHROPIC_API.to_string()];
         if let Some(g) = self
             .api_base_url

@@ -1,7 +1,8 @@
 //! DESIGN.md's host–shim protocol tables say what the code does: every flag of the shim's
 //! synopsis has a row and every row is a flag the shim parses; every status line the shim can
 //! write has a row, and every row, its placeholders filled in, is a line the host reads back as
-//! the event of that name.
+//! the event of that name. The same for the host–`relay-stand-in` protocol
+//! (`relay_host::stand_in::protocol`): its synopsis, its descriptors and every report line.
 
 use std::path::Path;
 
@@ -124,4 +125,127 @@ fn the_status_table_is_every_line_the_host_reads() {
         );
     }
     assert_eq!(names.len(), 9, "{table:?}");
+}
+
+/// DESIGN.md's stand-in protocol tables say what `relay_host::stand_in::protocol` does: the
+/// synopsis is the program's, the descriptor rows are its constants in order, and every report
+/// the program can write has a row, each row (its placeholders filled in) a line the host reads
+/// back as that report.
+#[cfg(target_os = "linux")]
+mod stand_in {
+    use relay_host::stand_in::protocol::{
+        Args, Report, CA_FD, REPORT_FD, SYSTEM_CA_FD, TOKEN_FD, USAGE,
+    };
+
+    use super::{design, first_cells};
+
+    #[test]
+    fn the_stand_in_synopsis_and_descriptors_are_the_protocols() {
+        let doc = design();
+        assert!(
+            doc.contains(&format!("\n`{USAGE}`\n")),
+            "DESIGN.md's synopsis is not {USAGE}"
+        );
+        let fds: Vec<i32> = first_cells(&doc, "stand-in fd")
+            .iter()
+            .map(|c| c.parse().unwrap_or_else(|e| panic!("{c}: {e}")))
+            .collect();
+        assert_eq!(fds, [TOKEN_FD, REPORT_FD, CA_FD, SYSTEM_CA_FD]);
+        // The synopsis's parts are what `Args` writes and reads back.
+        let a = Args {
+            socket: "/s/proxy.sock".into(),
+            api: vec!["api.anthropic.com:443".into()],
+            allow: vec!["example.com".into()],
+        };
+        let words: Vec<String> = (a.to_args().into_iter())
+            .map(|w| w.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "/s/proxy.sock",
+                "--api",
+                "api.anthropic.com:443",
+                "--",
+                "example.com"
+            ]
+        );
+        assert_eq!(Args::parse(a.to_args()), Ok(a));
+    }
+
+    /// One report of each kind. A new kind does not compile here until it is added (the match
+    /// has no `_` arm), and then needs its row in DESIGN.md.
+    fn one_of_each() -> Vec<Report> {
+        let host = || "api.anthropic.com".to_string();
+        let every = vec![
+            Report::Ready {
+                stand_in: "sk-ant-oat01-x".into(),
+                ca: "PEM".into(),
+            },
+            Report::Error("e".into()),
+            Report::Denied {
+                host: host(),
+                port: 80,
+                reason: "not on the allow-list".into(),
+                allow_with: "a".into(),
+            },
+            Report::Refused {
+                host: host(),
+                port: 443,
+                status: 502,
+                reason: "r".into(),
+            },
+            Report::Used {
+                host: host(),
+                port: 443,
+                status: 200,
+                sent: 1,
+                received: 2,
+            },
+        ];
+        for r in &every {
+            match r {
+                Report::Ready { .. }
+                | Report::Error(_)
+                | Report::Denied { .. }
+                | Report::Refused { .. }
+                | Report::Used { .. } => {}
+            }
+        }
+        every
+    }
+
+    #[test]
+    fn the_report_table_is_every_line_the_host_reads() {
+        let table = first_cells(&design(), "report");
+        let names: Vec<&str> = table
+            .iter()
+            .map(|l| {
+                let fill = [
+                    (":T", ":\"sk-ant-oat01-x\""),
+                    (":C", ":\"PEM\""),
+                    (":M", ":\"m\""),
+                    (":H", ":\"h\""),
+                    (":R", ":\"r\""),
+                    (":A", ":\"a\""),
+                    (":P", ":443"),
+                    (":S", ":200"),
+                    (":N", ":1"),
+                ]
+                .iter()
+                .fold(l.clone(), |l, (from, to)| l.replace(from, to));
+                let r = Report::parse(&fill).unwrap_or_else(|e| panic!("{l}: {e}"));
+                assert_eq!(Report::parse(&r.line()).unwrap(), r);
+                r.name()
+            })
+            .collect();
+        for every in one_of_each() {
+            assert!(
+                names.contains(&every.name()),
+                "DESIGN.md has no row for {}",
+                every.name()
+            );
+        }
+        assert_eq!(names.len(), one_of_each().len(), "{table:?}");
+    }
 }

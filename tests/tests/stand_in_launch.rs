@@ -160,6 +160,70 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     assert!(modes.contains(&want("pipe", "pipe")), "{modes:?}");
 }
 
+/// A stand-in session's allow-list is `relay-stand-in`'s: a destination off it is refused there
+/// and reported on the program's report descriptor, and relay-host writes it as the same
+/// `network_denied` event a pipe-mode session's refusal is (session, host, port, why, the
+/// setting that would allow it, nothing else); the destination never sees a connection.
+#[test]
+fn a_stand_in_sessions_refused_destination_is_a_network_denied_event() {
+    let fx = Fixture::new(&fake_agent());
+    fx.write_token();
+    let off = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let off_port = off.local_addr().unwrap().port();
+    off.set_nonblocking(true).unwrap();
+    let p = fx.project.display();
+    let script = fx.project.join("off-list.sh");
+    let text = format!(
+        "#!/bin/sh\n\
+         c=$(curl -s -o /dev/null -m 10 -w '%{{http_connect}}' https://127.0.0.1:{off_port}/)\n\
+         echo \"$c $?\" > {p}/off-list\n"
+    );
+    std::fs::write(&script, text).unwrap();
+    // The API host is another port: only it is let through besides the (empty) allow-list.
+    settings(&fx, &script, 9, "stand_in");
+    launch(&fx, "denied");
+    assert_eq!(read(&fx, "off-list"), "403 56", "the proxy's refusal");
+    assert!(off.accept().is_err(), "the destination was reached");
+    let denied: Vec<serde_json::Value> = fx
+        .log("events.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "network_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    let e = &denied[0];
+    let want = json!({
+        "session_id": "denied",
+        "host": "127.0.0.1",
+        "port": off_port,
+        "reason": "not on the allow-list",
+        "allow_with": format!(
+            "add \"127.0.0.1:{off_port}\" to the template's network allow-list \
+             (\"network\": {{\"allow\": [...]}}) in relay-host's settings"
+        ),
+    });
+    for (k, v) in want.as_object().unwrap() {
+        assert_eq!(&e[k], v, "{k}");
+    }
+    let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
+    let all = [
+        "allow_with",
+        "event",
+        "host",
+        "port",
+        "reason",
+        "session_id",
+        "ts",
+    ];
+    assert_eq!(keys, all);
+    let log = std::fs::read_to_string(fx.state.join("relay-host.log")).unwrap_or_default();
+    assert!(
+        log.contains(&format!(
+            "session denied: network refused 127.0.0.1:{off_port}"
+        )),
+        "the log line"
+    );
+}
+
 /// The `relay-stand-in` processes of `fx`'s sessions (its socket, in the command line, lies in
 /// `fx`'s state folder): pids.
 fn stand_in_programs(fx: &Fixture) -> Vec<u32> {

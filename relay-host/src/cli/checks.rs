@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsError};
 use crate::{launch::plan::request, reach, userns, Host};
 use relay_token::sandbox;
 
@@ -85,14 +85,15 @@ impl Check {
 ///
 /// ```
 /// let host = relay_host::Host::from_dirs("/nonexistent/c".into(), "/nonexistent/s".into())?;
-/// let checks = relay_host::cli::checks::run(&host, Err("settings.json: bad".into()));
+/// let bad = relay_host::settings::Settings::from_json("{").unwrap_err();
+/// let checks = relay_host::cli::checks::run(&host, Err(&bad));
 /// assert_eq!((checks.len(), checks[0].ok), (1, false));
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn run(host: &Host, settings: Result<&Settings, String>) -> Vec<Check> {
+pub fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> Vec<Check> {
     let s = match settings {
         Ok(s) => s,
-        Err(e) => return vec![failed_with_hint("settings", e, true)],
+        Err(e) => return vec![failed_with_hint("settings", e.to_string(), true)],
     };
     let mut out = vec![Check::ok("settings", "loaded", true), token(host, s)];
     out.extend(bwrap(s));

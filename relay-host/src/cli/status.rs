@@ -18,7 +18,7 @@ pub fn report(host: &Host) -> Value {
             Ok((s, f)) => (s, f, None),
             Err(e) => {
                 let file = e.path().map(std::path::Path::to_path_buf);
-                (Default::default(), file, Some(e.to_string()))
+                (Default::default(), file, Some(e))
             }
         };
     let token = if settings.claude_token_file.is_empty() {
@@ -46,7 +46,7 @@ pub fn report(host: &Host) -> Value {
         Err(e) => json!({"error": e.to_string()}),
     };
     let (problems, mut warnings) = reach_checks(host, &settings);
-    let settings_error = settings_error.or_else(|| host.settings().err().map(|e| e.to_string()));
+    let settings_error = settings_error.or_else(|| host.settings().err());
     if settings.token_network.is_some() {
         warnings.push(
             "token_network is \"host\": a template with network \"host\" hands the token to a \
@@ -58,7 +58,7 @@ pub fn report(host: &Host) -> Value {
     let leftovers = leftovers(host, &mut warnings);
     let checked = match &settings_error {
         None => super::checks::run(host, Ok(&settings)),
-        Some(e) => super::checks::run(host, Err(e.clone())),
+        Some(e) => super::checks::run(host, Err(e)),
     };
     let checks: Vec<Value> = checked.iter().map(super::checks::Check::to_json).collect();
     let claude_ready = ready(&checked, &problems);
@@ -73,7 +73,7 @@ pub fn report(host: &Host) -> Value {
         "config_dir": path_json(&host.config_dir),
         "state_dir": path_json(&host.state_dir),
         "settings_file": file.as_deref().map(path_json),
-        "settings_error": settings_error,
+        "settings_error": settings_error.as_ref().map(ToString::to_string),
         "claude_token_file": settings.claude_token_file,
         "token": token,
         "bwrap": bwrap,

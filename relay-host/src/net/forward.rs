@@ -31,9 +31,8 @@ pub fn run(args: Vec<OsString>) -> i32 {
         eprintln!("relay-net-forward: {msg}");
         relay_shim::exit::ExitCode::CannotExec.code()
     };
-    let (port, socket, program) = match parse(args) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
+    let Some((port, socket, program)) = parse(args) else {
+        return fail(USAGE.to_string());
     };
     let listener = match TcpListener::bind(("127.0.0.1", port)) {
         Ok(l) => l,
@@ -50,22 +49,22 @@ pub fn run(args: Vec<OsString>) -> i32 {
     relay_shim::exit::ExitCode::NotFound.code()
 }
 
-fn parse(args: Vec<OsString>) -> Result<(u16, PathBuf, Vec<OsString>), String> {
-    let usage = || "usage: relay-net-forward PORT SOCKET -- PROGRAM [ARGS...]".to_string();
+/// What `relay-net-forward` says to a command line that is not its own.
+const USAGE: &str = "usage: relay-net-forward PORT SOCKET -- PROGRAM [ARGS...]";
+
+/// The port, the socket and the program of the command line; `None` when it is not
+/// [`USAGE`]'s.
+fn parse(args: Vec<OsString>) -> Option<(u16, PathBuf, Vec<OsString>)> {
     let mut it = args.into_iter();
     let port = it
         .next()
-        .and_then(|p| p.to_str().and_then(|s| s.parse::<u16>().ok()))
-        .ok_or_else(usage)?;
-    let socket = PathBuf::from(it.next().ok_or_else(usage)?);
+        .and_then(|p| p.to_str().and_then(|s| s.parse::<u16>().ok()))?;
+    let socket = PathBuf::from(it.next()?);
     if !matches!(it.next(), Some(d) if d == "--") {
-        return Err(usage());
+        return None;
     }
     let program: Vec<OsString> = it.collect();
-    if program.is_empty() {
-        return Err(usage());
-    }
-    Ok((port, socket, program))
+    (!program.is_empty()).then_some((port, socket, program))
 }
 
 /// Forks twice: the grandchild serves (reparented to the sandbox's init), the child exits at
@@ -153,9 +152,9 @@ mod tests {
     #[test]
     fn usage_is_checked() {
         let a = |v: &[&str]| parse(v.iter().map(OsString::from).collect());
-        assert!(a(&["3128", "/s", "--", "/bin/true"]).is_ok());
-        assert!(a(&["3128", "/s", "/bin/true"]).is_err());
-        assert!(a(&["x", "/s", "--", "/bin/true"]).is_err());
-        assert!(a(&["3128", "/s", "--"]).is_err());
+        assert!(a(&["3128", "/s", "--", "/bin/true"]).is_some());
+        assert!(a(&["3128", "/s", "/bin/true"]).is_none());
+        assert!(a(&["x", "/s", "--", "/bin/true"]).is_none());
+        assert!(a(&["3128", "/s", "--"]).is_none());
     }
 }

@@ -90,7 +90,7 @@ impl Proxy {
     }
 
     /// [`Proxy::start`] for a stand-in session: a `CONNECT` to one of `intercept`'s API hosts
-    /// is intercepted ([`super::stand_in`]); dropping the proxy ends the stand-in's swap.
+    /// is intercepted ([`crate::stand_in`]); dropping the proxy ends the stand-in's swap.
     ///
     /// ```no_run
     /// # use relay_host::net::{proxy::Proxy, AllowList};
@@ -380,16 +380,12 @@ const MAX_HEADERS: usize = 100;
 /// checked to be CR LF: a bare LF, which `httparse` reads as a line end, could make an
 /// upstream see a header the proxy never checked.
 fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
-    crlf_only(head)?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
-        _ => return Err("a malformed request head"),
-    }
-    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
-        return Err("a malformed request line");
+    let req = match super::head::request_head(head, &mut headers) {
+        Err(super::head::BARE_CR_OR_LF) => return Err("a bare CR or LF in the request head"),
+        r => r?,
     };
+    let (method, target, minor) = (req.method, req.target, req.minor);
     if method == "CONNECT" {
         let (host, port) = authority(target, 443)?;
         return Ok(Target {
@@ -420,20 +416,6 @@ fn parse_head(head: &[u8]) -> Result<Target, &'static str> {
         head: out.into_bytes(),
         body_len,
     })
-}
-
-/// Refuses a CR that does not start a CR LF, and an LF that does not end one.
-fn crlf_only(head: &[u8]) -> Result<(), &'static str> {
-    let bare = head.iter().enumerate().any(|(i, &b)| match b {
-        b'\r' => head.get(i + 1) != Some(&b'\n'),
-        b'\n' => i == 0 || head[i - 1] != b'\r',
-        _ => false,
-    });
-    if bare {
-        Err("a bare CR or LF in the request head")
-    } else {
-        Ok(())
-    }
 }
 
 /// Appends the headers sent upstream to `out` (the proxy's own dropped, the one `Host` the

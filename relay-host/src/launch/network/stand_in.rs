@@ -1,9 +1,10 @@
 //! A stand-in launch's part (the template's `token_mode: "stand_in"`): the real token goes to
-//! the session's own `relay-stand-in` ([`crate::stand_in_program`]), which runs the
+//! the session's own `relay-stand-in` ([`crate::stand_in::program`]), which runs the
 //! session's allow-list proxy; the launch hands the stand-in that program made on fd 5 instead,
 //! and writes the session CA's certificate into the session folder, for the sandbox to show
 //! read-only. relay-host itself holds no TLS code: the program is started for stand-in
-//! sessions only, and ended with the session.
+//! sessions only, and ended with the session. The program's command line, descriptors and
+//! report lines are [`crate::stand_in::protocol`]'s, which the program uses too.
 
 use crate::launch::network::stand_in_proxy::StandInProxy;
 use crate::launch::prepare::Prepared;
@@ -128,18 +129,20 @@ fn spawn(
     real: &relay_token::ClaudeToken,
     trust: &Trust,
 ) -> std::io::Result<(std::process::Child, std::fs::File)> {
-    use crate::stand_in_program::{CA_FD, REPORT_FD, SYSTEM_CA_FD, TOKEN_FD};
+    use crate::stand_in::protocol::{Args, CA_FD, REPORT_FD, SYSTEM_CA_FD, TOKEN_FD};
     use std::os::fd::AsFd;
     let template = &launch.v.template;
-    let mut cmd = std::process::Command::new(program);
-    cmd.arg(socket);
-    for h in template.api_hosts() {
-        cmd.args(["--api", &h]);
-    }
-    cmd.arg("--");
+    let mut allow = Vec::new();
     if let crate::net::Network::Allow(list) = template.network() {
-        cmd.args(list.entries());
+        allow = list.entries().to_vec();
     }
+    let args = Args {
+        socket: socket.to_path_buf(),
+        api: template.api_hosts(),
+        allow,
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args.to_args());
     cmd.env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null());
@@ -157,20 +160,18 @@ fn spawn(
     Ok((child, std::fs::File::from(report)))
 }
 
-/// The `ready` line's stand-in and CA certificate, or the program's `error`, as an error.
+/// The `ready` report's stand-in and CA certificate, or the program's `error`, as an error.
 #[cfg(target_os = "linux")]
 fn ready(line: &str) -> std::io::Result<(relay_token::ClaudeToken, String)> {
-    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
-    if let Some(e) = v["error"].as_str() {
-        return Err(std::io::Error::other(e.to_string()));
-    }
-    let r = &v["ready"];
-    let handed = r["stand_in"]
-        .as_str()
-        .and_then(|s| relay_token::ClaudeToken::from_bytes(s.as_bytes()));
-    match (handed, r["ca"].as_str()) {
-        (Some(h), Some(ca)) => Ok((h, ca.to_string())),
-        _ => Err(std::io::Error::other("ended before it was ready")),
+    use crate::stand_in::protocol::Report;
+    let not_ready = || std::io::Error::other("ended before it was ready");
+    match Report::parse(line) {
+        Ok(Report::Error(e)) => Err(std::io::Error::other(e)),
+        Ok(Report::Ready { stand_in, ca }) => {
+            let handed = relay_token::ClaudeToken::from_bytes(stand_in.as_bytes());
+            Ok((handed.ok_or_else(not_ready)?, ca))
+        }
+        _ => Err(not_ready()),
     }
 }
 
@@ -196,29 +197,33 @@ fn reports(
         let Some(events) = events else { return };
         let mut used = crate::launch::network::api_use::ApiUse::default();
         for line in report.lines().map_while(Result::ok) {
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            let port = |r: &serde_json::Value| r["port"].as_u64().unwrap_or(0);
-            let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap_or("").to_string();
-            if let Some(d) = v.get("denied") {
-                let (host, reason) = (text(d, "host"), text(d, "reason"));
-                let allow_with = text(d, "allow_with");
-                crate::launch::network::note_denied(
-                    &events,
-                    &id,
-                    &host,
-                    port(d),
-                    &reason,
-                    &allow_with,
-                );
-            } else if let Some(r) = v.get("refused") {
-                let (host, reason) = (text(r, "host"), text(r, "reason"));
-                let status = r["status"].as_u64().unwrap_or(0);
-                crate::launch::network::note_refused(&events, &id, &host, port(r), status, &reason);
-            } else if let Some(u) = v.get("used") {
-                let count = |k: &str| u[k].as_u64().unwrap_or(0);
-                let status = u16::try_from(count("status")).unwrap_or(0);
-                used.add(status, count("sent"), count("received"));
-                let _ = used.write(&dir);
+            use crate::launch::network::{note_denied, note_refused};
+            use crate::stand_in::protocol::Report;
+            match Report::parse(&line) {
+                Ok(Report::Denied {
+                    host,
+                    port,
+                    reason,
+                    allow_with,
+                }) => note_denied(&events, &id, &host, port.into(), &reason, &allow_with),
+                Ok(Report::Refused {
+                    host,
+                    port,
+                    status,
+                    reason,
+                }) => note_refused(&events, &id, &host, port.into(), status.into(), &reason),
+                Ok(Report::Used {
+                    status,
+                    sent,
+                    received,
+                    ..
+                }) => {
+                    used.add(status, sent, received);
+                    let _ = used.write(&dir);
+                }
+                // Only the first line is `ready` or `error`; a line that is no report is not
+                // the program's (it writes none).
+                Ok(Report::Ready { .. } | Report::Error(_)) | Err(_) => {}
             }
         }
         if used.requests > 0 {

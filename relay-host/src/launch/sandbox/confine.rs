@@ -153,7 +153,7 @@ fn preload_no_dump(
 }
 
 /// A stand-in launch shows its session CA's certificate read-only at
-/// [`crate::net::stand_in::SANDBOX_CA`] and names it in `NODE_EXTRA_CA_CERTS`, set after the
+/// [`crate::stand_in::SANDBOX_CA`] and names it in `NODE_EXTRA_CA_CERTS`, set after the
 /// request's variables so none replaces it. Other launches are left as they are.
 #[cfg(target_os = "linux")]
 fn stand_in_ca(
@@ -161,7 +161,7 @@ fn stand_in_ca(
     profile: &mut Profile,
     setenv: &[(OsString, OsString)],
 ) -> Vec<(OsString, OsString)> {
-    use crate::net::stand_in::{CA_VARIABLE, SANDBOX_CA};
+    use crate::stand_in::{CA_VARIABLE, SANDBOX_CA};
     let mut env = setenv.to_vec();
     if let Some(ca) = &i.launch.ca_file {
         profile.place_file(ca.clone(), SANDBOX_CA);

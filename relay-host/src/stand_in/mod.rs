@@ -1,19 +1,36 @@
-//! Stand-in mode's host side (docs/DESIGN.md, "Stand-in mode"), run by `relay-stand-in`
-//! ([`crate::stand_in_program`]), never by relay-host itself. A session gets a stand-in on
-//! fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`] that the
-//! session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts the proxy
-//! terminates TLS with a leaf of the session's own CA (its key never leaves this process),
-//! offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real token in
-//! place of the stand-in in `Authorization: Bearer ...` (only there, only for this session's
-//! stand-in) and sends the request on over TLS verified against the system trust store (what
-//! Claude Code trusts; webpki's roots on a system without one) and the operator's
-//! `upstream_ca_file`. Answers stream back as they come. Anything that is not valid
-//! HTTP/1.1 is refused and the connection closed. The proxy ends with the session, and with it
-//! the real token ([`StandIn::end`]).
+//! Stand-in mode (docs/DESIGN.md, "Stand-in mode"), all of it but the launch's step, in one
+//! place:
+//!
+//! | part | where |
+//! |---|---|
+//! | the program `relay-stand-in`, the session's allow-list proxy holding the real token | [`program`] (its `main` is `bin/relay-stand-in.rs`) |
+//! | what relay-host and the program say to each other: command line, descriptors, reports | [`protocol`] |
+//! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module ([`StandIn`]), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
+//!
+//! The launch's side is its network step's `stand_in.rs` (`launch/network/`): it starts the
+//! program, hands it the real token, takes the stand-in and the CA certificate back, then
+//! writes each report to the events; beside it, `stand_in_proxy.rs` holds the running program
+//! until the session ends and `api_use.rs` counts its `used` reports. The template's setting
+//! is the settings' `token_mode.rs`.
+//!
+//! The interception runs in `relay-stand-in` only, never in relay-host itself (which uses the
+//! protocol, the constants below and [`read_ca_file`]'s check). A session gets a stand-in on
+//! fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`]
+//! that the session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts
+//! the proxy terminates TLS with a leaf of the session's own CA (its key never leaves this
+//! process), offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real
+//! token in place of the stand-in in `Authorization: Bearer ...` (only there, only for this
+//! session's stand-in) and sends the request on over TLS verified against the system trust
+//! store (what Claude Code trusts; webpki's roots on a system without one) and the operator's
+//! `upstream_ca_file`. Answers stream back as they come. Anything that is not valid HTTP/1.1
+//! is refused and the connection closed. The proxy ends with the session, and with it the real
+//! token ([`StandIn::end`]).
 
 mod ca;
 mod error;
 mod http1;
+pub mod program;
+pub mod protocol;
 mod relay;
 mod tls;
 mod token;
@@ -28,7 +45,7 @@ use std::time::Duration;
 use relay_token::ClaudeToken;
 use zeroize::Zeroizing;
 
-use super::allow::Host;
+use crate::net::allow::Host;
 pub use error::StandInError;
 pub use tls::read_ca_file;
 pub use token::stand_in_for;
@@ -36,7 +53,7 @@ pub use token::stand_in_for;
 /// Anthropic's API host, where every session's stand-in is swapped.
 ///
 /// ```
-/// assert_eq!(relay_host::net::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
+/// assert_eq!(relay_host::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
 /// ```
 pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
 
@@ -44,14 +61,14 @@ pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
 /// names it.
 ///
 /// ```
-/// assert_eq!(relay_host::net::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
+/// assert_eq!(relay_host::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
 /// ```
 pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
 
 /// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
 ///
 /// ```
-/// assert_eq!(relay_host::net::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
+/// assert_eq!(relay_host::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
 /// ```
 pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
@@ -70,14 +87,14 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// session's CA, the API hosts and the upstream trust.
 ///
 /// ```
-/// use relay_host::net::stand_in::StandIn;
+/// use relay_host::stand_in::StandIn;
 /// use relay_token::ClaudeToken;
 /// let real = ClaudeToken::from_bytes(b"sk-ant-oat01-real-token-for-the-doc").unwrap();
 /// let (si, stand_in) = StandIn::new(real, &["api.anthropic.com:443".into()], None)?;
 /// assert!(stand_in.expose_bytes().starts_with(b"sk-ant-oat01-"));
 /// assert!(si.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
 /// si.end();
-/// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+/// # Ok::<(), relay_host::stand_in::StandInError>(())
 /// ```
 pub struct StandIn {
     stand_in: ClaudeToken,
@@ -92,7 +109,7 @@ pub struct StandIn {
 /// A refusal on an intercepted connection, as told to [`StandIn::on_refuse`]'s hook.
 ///
 /// ```
-/// let r = relay_host::net::stand_in::Refused { host: "api.anthropic.com".into(), port: 443, status: 400, reason: "two Authorization headers" };
+/// let r = relay_host::stand_in::Refused { host: "api.anthropic.com".into(), port: 443, status: 400, reason: "two Authorization headers" };
 /// assert_eq!(r.status, 400);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +131,7 @@ pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
 /// One answer an API host gave a session, counted: never a byte of the request or answer.
 ///
 /// ```
-/// let u = relay_host::net::stand_in::Used { host: "api.anthropic.com".into(), port: 443, status: 200, sent: 812, received: 4096 };
+/// let u = relay_host::stand_in::Used { host: "api.anthropic.com".into(), port: 443, status: 200, sent: 812, received: 4096 };
 /// assert_eq!(u.status, 200);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +151,7 @@ pub struct Used {
 /// Told each [`Used`].
 pub type OnUse = Box<dyn Fn(&Used) + Send + Sync>;
 
-impl super::Interceptor for StandIn {
+impl crate::net::Interceptor for StandIn {
     fn intercepts(&self, host: &Host, port: u16) -> bool {
         StandIn::intercepts(self, host, port)
     }
@@ -168,7 +185,7 @@ impl StandIn {
     /// ([`StandIn::with_roots`] without a system bundle).
     ///
     /// ```
-    /// use relay_host::net::stand_in::StandIn;
+    /// use relay_host::stand_in::StandIn;
     /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
     /// assert!(StandIn::new(real, &["not a host".into()], None).is_err());
     /// ```
@@ -187,7 +204,7 @@ impl StandIn {
     /// certificates `upstream_ca` (`upstream_ca_file`'s bytes), both as relay-host read them.
     ///
     /// ```
-    /// use relay_host::net::stand_in::StandIn;
+    /// use relay_host::stand_in::StandIn;
     /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
     /// let e = StandIn::with_roots(real, &[], Some(b"no PEM here"), None).unwrap_err();
     /// assert!(e.to_string().contains("the system CA bundle"), "{e}");
@@ -229,9 +246,9 @@ impl StandIn {
     ///
     /// ```
     /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
     /// assert!(si.ca_pem().contains("CERTIFICATE"));
-    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// # Ok::<(), relay_host::stand_in::StandInError>(())
     /// ```
     pub fn ca_pem(&self) -> &str {
         self.ca.pem()
@@ -242,10 +259,10 @@ impl StandIn {
     ///
     /// ```
     /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
     /// si.end();
     /// assert!(si.ended());
-    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// # Ok::<(), relay_host::stand_in::StandInError>(())
     /// ```
     pub fn end(&self) {
         let taken = match self.real.lock() {
@@ -259,9 +276,9 @@ impl StandIn {
     ///
     /// ```
     /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
     /// assert!(!si.ended());
-    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// # Ok::<(), relay_host::stand_in::StandInError>(())
     /// ```
     pub fn ended(&self) -> bool {
         self.real.lock().map(|g| g.is_none()).unwrap_or(true)
@@ -273,9 +290,9 @@ impl StandIn {
     ///
     /// ```
     /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
     /// si.on_refuse(Box::new(|r| eprintln!("{}:{} {} ({})", r.host, r.port, r.status, r.reason)));
-    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// # Ok::<(), relay_host::stand_in::StandInError>(())
     /// ```
     pub fn on_refuse(&self, hook: OnRefuse) {
         let _ = self.on_refuse.set(hook);
@@ -286,9 +303,9 @@ impl StandIn {
     ///
     /// ```
     /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::net::stand_in::StandIn::new(real, &[], None)?;
+    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
     /// si.on_use(Box::new(|u| eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)));
-    /// # Ok::<(), relay_host::net::stand_in::StandInError>(())
+    /// # Ok::<(), relay_host::stand_in::StandInError>(())
     /// ```
     pub fn on_use(&self, hook: OnUse) {
         let _ = self.on_use.set(hook);

@@ -21,7 +21,7 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 /// ```
 /// use relay_token::ClaudeToken;
 /// let real = ClaudeToken::from_bytes(b"sk-ant-oat01-0123456789abcdefghijklmnopqrstuvwxyzABCD-_AA").unwrap();
-/// let s = relay_host::net::stand_in::stand_in_for(&real)?;
+/// let s = relay_host::stand_in::stand_in_for(&real)?;
 /// assert_eq!(s.len(), real.len());
 /// assert!(s.expose_bytes().starts_with(b"sk-ant-oat01-"));
 /// assert_ne!(s.expose_bytes(), real.expose_bytes());

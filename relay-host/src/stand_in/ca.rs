@@ -12,8 +12,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::ServerConfig;
 use zeroize::Zeroizing;
 
-use super::super::allow::Host;
 use super::StandInError;
+use crate::net::allow::Host;
 
 /// One session's CA and the TLS configurations of the leaves it signed.
 pub(super) struct SessionCa {

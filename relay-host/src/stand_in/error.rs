@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Why stand-in mode cannot be set up.
 ///
 /// ```
-/// let e = relay_host::net::stand_in::StandInError::ApiHost("x y".into());
+/// let e = relay_host::stand_in::StandInError::ApiHost("x y".into());
 /// assert_eq!(e.to_string(), "stand-in mode: the API host \"x y\" is not host:port");
 /// ```
 #[derive(Debug)]

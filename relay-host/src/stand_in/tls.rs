@@ -17,8 +17,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
 use rustls::{ConnectionCommon, SideData, StreamOwned};
 
-use super::super::allow::Host;
 use super::StandInError;
+use crate::net::allow::Host;
 
 /// The only application protocol either side offers.
 const HTTP11: &[u8] = b"http/1.1";
@@ -36,7 +36,7 @@ fn provider() -> Arc<CryptoProvider> {
 /// session starts.
 ///
 /// ```
-/// let e = relay_host::net::stand_in::read_ca_file("/nonexistent/ca.pem".as_ref()).unwrap_err();
+/// let e = relay_host::stand_in::read_ca_file("/nonexistent/ca.pem".as_ref()).unwrap_err();
 /// assert!(e.to_string().starts_with("upstream_ca_file /nonexistent/ca.pem: "));
 /// ```
 pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandInError> {

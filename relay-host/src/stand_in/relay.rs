@@ -9,8 +9,8 @@ use std::io::{self, Read, Write};
 
 use zeroize::Zeroizing;
 
-use super::super::allow::Host;
 use super::http1::{self, Body, MAX_HEAD, MAX_LINE};
+use crate::net::allow::Host;
 
 /// Why a session got a `504`: the API host sent nothing for the upstream's idle limit (its read
 /// timeout, set when its TLS came up).

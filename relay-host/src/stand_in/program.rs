@@ -3,8 +3,11 @@
 //! lives in this program, so every other launch runs a relay-host without it.
 //!
 //! ```text
-//! relay-stand-in SOCKET [--api HOST:PORT]... -- [ALLOW_ENTRY]...
+//! relay-stand-in SOCKET [--api HOST:PORT]... -- [ENTRY]...
 //! ```
+//!
+//! Its command line, descriptors and report lines are [`super::protocol`]'s, which the launch
+//! (its network step's `stand_in.rs`) uses too.
 //!
 //! - fd 3: the real token, read to its end, then closed.
 //! - fd 5: the extra CA certificates trusted upstream (PEM: the bytes of `upstream_ca_file` as
@@ -12,19 +15,18 @@
 //! - fd 6: the system trust store's bundle (PEM, as relay-host read and checked it: what Claude
 //!   Code trusts; empty when the system has none, and then webpki's roots stand in for it),
 //!   read to its end, then closed. This program never opens a path for its trust.
-//! - fd 4: what it tells the host, one JSON object a line, never a byte of the real token:
-//!   `{"ready":{"stand_in":S,"ca":PEM}}` once the allow-list proxy listens at SOCKET (the
-//!   stand-in, for fd 5 of the session, and the session CA's certificate); or
-//!   `{"error":MESSAGE}` and exit 78 when it cannot start; then, while it runs,
-//!   `{"denied":{"host","port","reason","allow_with"}}` for each destination the allow-list
-//!   refused and `{"refused":{"host","port","status","reason"}}` for each request refused on an
-//!   intercepted connection, and `{"used":{"host","port","status","sent","received"}}` for each
-//!   answer an API host gave (counts only).
+//! - fd 4: what it tells the host, one [`Report`] a line, never a byte of the real token:
+//!   `ready` once the allow-list proxy listens at SOCKET (the stand-in, for fd 5 of the
+//!   session, and the session CA's certificate); or `error` and exit 78 when it cannot start;
+//!   then, while it runs, `denied` for each destination the allow-list refused, `refused` for
+//!   each request refused on an intercepted connection, and `used` for each answer an API host
+//!   gave (counts only).
 //! - It ends on SIGTERM (the host's, or its parent-death signal when the host is gone): the
 //!   proxy stops and the real token is wiped. It is not dumpable, and in a session of its own,
 //!   so a terminal's Ctrl-C does not reach it.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -32,24 +34,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use relay_token::ClaudeToken;
-use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
+use super::protocol::{Args, Report, UsageError, CA_FD, REPORT_FD, SYSTEM_CA_FD, TOKEN_FD};
+use super::{StandIn, StandInError};
 use crate::net::proxy::{Denied, Proxy};
-use crate::net::stand_in::StandIn;
-use crate::net::AllowList;
-
-/// The descriptor the real token arrives on.
-pub const TOKEN_FD: i32 = 3;
-
-/// The descriptor the helper reports on.
-pub const REPORT_FD: i32 = 4;
-
-/// The descriptor the extra upstream CA certificates arrive on.
-pub const CA_FD: i32 = 5;
-
-/// The descriptor the system trust store's bundle arrives on.
-pub const SYSTEM_CA_FD: i32 = 6;
+use crate::net::{AllowError, AllowList};
 
 /// The largest CA certificates read from fd 5 or fd 6.
 const MAX_CA: usize = 4 << 20;
@@ -60,6 +50,82 @@ const CANNOT_START: i32 = 78;
 /// The largest token read from fd 3.
 const MAX_TOKEN: usize = 64 * 1024;
 
+/// Why `relay-stand-in` cannot start: the text of its `error` report.
+///
+/// ```
+/// use relay_host::stand_in::program::StartError;
+/// let e = StartError::TooLong { fd: 5, max: 4 };
+/// assert_eq!(e.to_string(), "fd 5: more than 4 bytes");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The process could not be made undumpable.
+    Harden(io::Error),
+    /// The termination signals could not be held.
+    Signals(io::Error),
+    /// A command line other than the synopsis.
+    Usage(UsageError),
+    /// An inherited descriptor is not open, or could not be read.
+    Fd {
+        /// The descriptor.
+        fd: i32,
+        /// The error.
+        source: io::Error,
+    },
+    /// An inherited descriptor held more than it may.
+    TooLong {
+        /// The descriptor.
+        fd: i32,
+        /// The most it may hold.
+        max: usize,
+    },
+    /// The token descriptor held no token.
+    NotAToken,
+    /// The stand-in session could not be made.
+    StandIn(StandInError),
+    /// An allow-list entry does not parse.
+    AllowList(AllowError),
+    /// The proxy could not listen at its socket.
+    Socket {
+        /// The socket.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Harden(e) => write!(f, "cannot harden the process: {e}"),
+            StartError::Signals(e) => write!(f, "signals: {e}"),
+            StartError::Usage(e) => write!(f, "{e}"),
+            StartError::Fd { fd, source } => write!(f, "fd {fd}: {source}"),
+            StartError::TooLong { fd, max } => write!(f, "fd {fd}: more than {max} bytes"),
+            StartError::NotAToken => write!(f, "fd {TOKEN_FD}: not a token"),
+            StartError::StandIn(e) => write!(f, "stand-in mode: {e}"),
+            StartError::AllowList(e) => write!(f, "allow-list: {e}"),
+            StartError::Socket { path, source } => {
+                write!(f, "socket {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Harden(e) | StartError::Signals(e) => Some(e),
+            StartError::Fd { source, .. } | StartError::Socket { source, .. } => Some(source),
+            StartError::Usage(e) => Some(e),
+            StartError::StandIn(e) => Some(e),
+            StartError::AllowList(e) => Some(e),
+            StartError::TooLong { .. } | StartError::NotAToken => None,
+        }
+    }
+}
+
 /// The whole of `relay-stand-in` (`args` without the program name); returns its exit code.
 ///
 /// # Safety
@@ -69,13 +135,13 @@ const MAX_TOKEN: usize = 64 * 1024;
 ///
 /// ```no_run
 /// // SAFETY: from main, owning fds 3 to 6.
-/// let code = unsafe { relay_host::stand_in_program::run(std::env::args_os().skip(1).collect()) };
+/// let code = unsafe { relay_host::stand_in::program::run(std::env::args_os().skip(1).collect()) };
 /// std::process::exit(code);
 /// ```
 pub unsafe fn run(args: Vec<OsString>) -> i32 {
     // SAFETY: forwarded from this function's contract.
     let report = match unsafe { claim(REPORT_FD) } {
-        Ok(fd) => Report(Arc::new(Mutex::new(File::from(fd)))),
+        Ok(fd) => Reporter(Arc::new(Mutex::new(File::from(fd)))),
         Err(e) => {
             eprintln!("relay-stand-in: fd {REPORT_FD}: {e}");
             return CANNOT_START;
@@ -90,7 +156,7 @@ pub unsafe fn run(args: Vec<OsString>) -> i32 {
             0
         }
         Err(e) => {
-            report.send(&json!({ "error": e }));
+            report.send(&Report::Error(e.to_string()));
             CANNOT_START
         }
     }
@@ -98,17 +164,17 @@ pub unsafe fn run(args: Vec<OsString>) -> i32 {
 
 /// Everything up to the listening proxy: the process hardened and set apart, signals held for
 /// [`wait_for_term`], the token read, the stand-in session made, the proxy started (its
-/// refusals told on `report`). Returns the proxy and the `ready` line.
+/// refusals told on `report`). Returns the proxy and the `ready` report.
 ///
 /// # Safety
 ///
 /// As [`run`]'s (descriptors 3, 5 and 6).
-unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), String> {
-    crate::harden_process().map_err(|e| format!("cannot harden the process: {e}"))?;
+unsafe fn start(args: Vec<OsString>, report: &Reporter) -> Result<(Proxy, Report), StartError> {
+    crate::harden_process().map_err(StartError::Harden)?;
     // SAFETY: setsid takes no arguments; a freshly spawned child is no group leader.
     unsafe { libc::setsid() };
-    hold_signals().map_err(|e| format!("signals: {e}"))?;
-    let opts = Options::parse(args)?;
+    hold_signals().map_err(StartError::Signals)?;
+    let opts = Args::parse(args).map_err(StartError::Usage)?;
     // SAFETY: forwarded from this function's contract.
     let real = unsafe { read_token() }?;
     // SAFETY: as above (descriptor 5).
@@ -117,46 +183,24 @@ unsafe fn start(args: Vec<OsString>, report: &Report) -> Result<(Proxy, Value), 
     // SAFETY: as above (descriptor 6).
     let system = unsafe { read_fd(SYSTEM_CA_FD, MAX_CA) }?;
     let system = (!system.is_empty()).then_some(system.as_slice());
-    let (stand_in, handed) = StandIn::with_roots(real, &opts.api, system, ca)
-        .map_err(|e| format!("stand-in mode: {e}"))?;
-    let list = AllowList::parse(&opts.allow).map_err(|e| format!("allow-list: {e}"))?;
+    let (stand_in, handed) =
+        StandIn::with_roots(real, &opts.api, system, ca).map_err(StartError::StandIn)?;
+    let list = AllowList::parse(&opts.allow).map_err(StartError::AllowList)?;
     stand_in.on_refuse(report.refusals());
     stand_in.on_use(report.uses());
     let ca_pem = stand_in.ca_pem().to_string();
-    let proxy = Proxy::start_with(&opts.socket, list, report.denials(), Some(stand_in))
-        .map_err(|e| format!("socket {}: {e}", opts.socket.display()))?;
-    let handed = String::from_utf8_lossy(handed.expose_bytes()).into_owned();
-    let ready = json!({ "ready": { "stand_in": handed, "ca": ca_pem } });
+    let proxy = Proxy::start_with(&opts.socket, list, report.denials(), Some(stand_in)).map_err(
+        |source| StartError::Socket {
+            path: opts.socket.clone(),
+            source,
+        },
+    )?;
+    let stand_in = String::from_utf8_lossy(handed.expose_bytes()).into_owned();
+    let ready = Report::Ready {
+        stand_in,
+        ca: ca_pem,
+    };
     Ok((proxy, ready))
-}
-
-/// The command line.
-struct Options {
-    socket: PathBuf,
-    api: Vec<String>,
-    allow: Vec<String>,
-}
-
-impl Options {
-    fn parse(args: Vec<OsString>) -> Result<Options, String> {
-        let usage =
-            || "usage: relay-stand-in SOCKET [--api HOST:PORT]... -- [ENTRY]...".to_string();
-        let mut it = args.into_iter();
-        let socket = PathBuf::from(it.next().ok_or_else(usage)?);
-        let (mut api, mut allow) = (Vec::new(), Vec::new());
-        let text = |v: Option<OsString>| v.and_then(|s| s.into_string().ok()).ok_or_else(usage);
-        loop {
-            match it.next().and_then(|a| a.into_string().ok()).as_deref() {
-                Some("--api") => api.push(text(it.next())?),
-                Some("--") => break,
-                _ => return Err(usage()),
-            }
-        }
-        for entry in it {
-            allow.push(text(Some(entry))?);
-        }
-        Ok(Options { socket, api, allow })
-    }
 }
 
 /// The real token from fd 3 (then closed).
@@ -164,10 +208,10 @@ impl Options {
 /// # Safety
 ///
 /// As [`run`]'s (descriptor 3).
-unsafe fn read_token() -> Result<ClaudeToken, String> {
+unsafe fn read_token() -> Result<ClaudeToken, StartError> {
     // SAFETY: forwarded.
     let bytes = unsafe { read_fd(TOKEN_FD, MAX_TOKEN) }?;
-    ClaudeToken::from_bytes(&bytes).ok_or_else(|| format!("fd {TOKEN_FD}: not a token"))
+    ClaudeToken::from_bytes(&bytes).ok_or(StartError::NotAToken)
 }
 
 /// Everything on inherited descriptor `fd` to its end, at most `max` bytes (then closed).
@@ -175,20 +219,20 @@ unsafe fn read_token() -> Result<ClaudeToken, String> {
 /// # Safety
 ///
 /// As [`claim`]'s: the caller owns `fd`, and nothing else in this process uses it.
-unsafe fn read_fd(fd: i32, max: usize) -> Result<Zeroizing<Vec<u8>>, String> {
+unsafe fn read_fd(fd: i32, max: usize) -> Result<Zeroizing<Vec<u8>>, StartError> {
+    let failed = |source| StartError::Fd { fd, source };
     // SAFETY: forwarded.
-    let owned = unsafe { claim(fd) }.map_err(|e| format!("fd {fd}: {e}"))?;
+    let owned = unsafe { claim(fd) }.map_err(failed)?;
     let mut bytes = Zeroizing::new(vec![0u8; max + 1]);
     let mut len = 0;
     loop {
-        let n = relay_token::sys::read(&owned, &mut bytes[len..])
-            .map_err(|e| format!("fd {fd}: {e}"))?;
+        let n = relay_token::sys::read(&owned, &mut bytes[len..]).map_err(failed)?;
         if n == 0 {
             break;
         }
         len += n;
         if len > max {
-            return Err(format!("fd {fd}: more than {max} bytes"));
+            return Err(StartError::TooLong { fd, max });
         }
     }
     bytes.truncate(len);
@@ -247,12 +291,11 @@ fn term_set() -> libc::sigset_t {
 
 /// The report descriptor, shared by the proxy's threads: one whole line a `write`.
 #[derive(Clone)]
-struct Report(Arc<Mutex<File>>);
+struct Reporter(Arc<Mutex<File>>);
 
-impl Report {
-    fn send(&self, v: &Value) {
-        let mut line = v.to_string();
-        line.push('\n');
+impl Reporter {
+    fn send(&self, r: &Report) {
+        let line = r.line();
         let mut f = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let _ = f.write_all(line.as_bytes());
     }
@@ -260,28 +303,37 @@ impl Report {
     fn denials(&self) -> crate::net::proxy::OnDeny {
         let me = self.clone();
         Box::new(move |d: &Denied| {
-            me.send(&json!({ "denied": {
-                "host": d.host, "port": d.port, "reason": d.reason, "allow_with": d.allow_with(),
-            }}));
+            me.send(&Report::Denied {
+                host: d.host.clone(),
+                port: d.port,
+                reason: d.reason.to_string(),
+                allow_with: d.allow_with(),
+            });
         })
     }
 
-    fn uses(&self) -> crate::net::stand_in::OnUse {
+    fn uses(&self) -> super::OnUse {
         let me = self.clone();
         Box::new(move |u| {
-            me.send(&json!({ "used": {
-                "host": u.host, "port": u.port, "status": u.status,
-                "sent": u.sent, "received": u.received,
-            }}));
+            me.send(&Report::Used {
+                host: u.host.clone(),
+                port: u.port,
+                status: u.status,
+                sent: u.sent,
+                received: u.received,
+            });
         })
     }
 
-    fn refusals(&self) -> crate::net::stand_in::OnRefuse {
+    fn refusals(&self) -> super::OnRefuse {
         let me = self.clone();
         Box::new(move |r| {
-            me.send(&json!({ "refused": {
-                "host": r.host, "port": r.port, "status": r.status, "reason": r.reason,
-            }}));
+            me.send(&Report::Refused {
+                host: r.host.clone(),
+                port: r.port,
+                status: r.status,
+                reason: r.reason.to_string(),
+            });
         })
     }
 }

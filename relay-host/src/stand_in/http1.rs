@@ -7,7 +7,8 @@
 
 use zeroize::Zeroizing;
 
-use super::super::allow::{normal_host, Host};
+use crate::net::allow::{normal_host, Host};
+use crate::net::head::{crlf_only, request_head};
 
 /// The longest head (request or response line and headers) or trailer section.
 pub(super) const MAX_HEAD: usize = 64 * 1024;
@@ -76,16 +77,9 @@ pub(super) fn request(
     port: u16,
     swap: &Swap<'_>,
 ) -> Result<Request, Refusal> {
-    crlf_only(head).map_err(bad)?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
-        _ => return Err(bad("a malformed request head")),
-    }
-    let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
-        return Err(bad("a malformed request line"));
-    };
+    let req = request_head(head, &mut headers).map_err(bad)?;
+    let (method, path, minor) = (req.method, req.target, req.minor);
     if !path.starts_with('/') || method == "CONNECT" {
         return Err(bad("only origin-form requests (a path) go through"));
     }
@@ -315,21 +309,6 @@ fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',')
         .map(|t| t.trim_ascii())
         .filter(|t| !t.is_empty())
-}
-
-/// Refuses a CR that does not start a CR LF, and an LF that does not end one: a bare LF, which
-/// `httparse` takes as a line end, could make the upstream see a header never checked here.
-fn crlf_only(bytes: &[u8]) -> Result<(), &'static str> {
-    let bare = bytes.iter().enumerate().any(|(i, &b)| match b {
-        b'\r' => bytes.get(i + 1) != Some(&b'\n'),
-        b'\n' => i == 0 || bytes[i - 1] != b'\r',
-        _ => false,
-    });
-    if bare {
-        Err("a bare CR or LF")
-    } else {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
