@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::launch::context::Launch;
 pub use crate::launch::error::LaunchError;
 use crate::launch::error::{RequestError, StartError};
-use crate::launch::network::{Networked, SessionProxy};
+use crate::launch::network::{stand_in, Handed, Networked, SessionProxy};
 use crate::launch::plan::request::{Kind, LaunchPlan, Request};
 use crate::launch::prepare::claude_config;
 use crate::launch::prepare::programs;
@@ -178,7 +178,6 @@ fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
         programs,
         folder,
         claude_config,
-        ca_file: None,
     })
 }
 
@@ -232,12 +231,41 @@ fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
 /// session; in stand-in mode it is the session's `relay-stand-in`, which takes the token
 /// ([`crate::launch::network::stand_in`]).
 fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> {
+    let token = launch.token.take();
     if launch.programs.bwrap.is_none() {
-        let (net, proxy) = (None, None);
-        return Ok(Networked { launch, net, proxy });
+        let (net, proxy, handed) = (
+            None,
+            None,
+            Handed {
+                token,
+                ca_file: None,
+            },
+        );
+        return Ok(Networked {
+            launch,
+            net,
+            proxy,
+            handed,
+        });
     }
     let socket = crate::launch::network::session_socket(launch.folder.dir());
-    let stand_in = crate::launch::network::stand_in::begin(&mut launch, cx, &socket)?;
+    let (stand_in, handed) = match (token, launch.programs.stand_in.as_deref()) {
+        (Some(real), Some(program)) => {
+            let s = stand_in::begin(&launch, program, real, cx, &socket)?;
+            let handed = Handed {
+                token: Some(s.token),
+                ca_file: Some(s.ca_file),
+            };
+            (Some(s.proxy), handed)
+        }
+        (token, _) => (
+            None,
+            Handed {
+                token,
+                ca_file: None,
+            },
+        ),
+    };
     let v = &launch.v;
     let network = v.template.network();
     let (net, proxy) = crate::launch::network::start(
@@ -253,18 +281,29 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         None => proxy.map(SessionProxy::Here),
     };
     let net = Some(net);
-    Ok(Networked { launch, net, proxy })
+    Ok(Networked {
+        launch,
+        net,
+        proxy,
+        handed,
+    })
 }
 
 /// The command line the shim runs around the session's own ([`argv::target_argv`]).
 fn confine(cx: &Launch, n: Networked) -> Result<Confined, LaunchError> {
-    let Networked { launch, net, proxy } = n;
+    let Networked {
+        launch,
+        net,
+        proxy,
+        handed,
+    } = n;
     let target = argv::target_argv(cx.host, &cx.settings, &launch);
-    let argv = session_argv(cx, &launch, net, target)?;
+    let argv = session_argv(cx, &launch, net, handed.ca_file.as_deref(), target)?;
     Ok(Confined {
         launch,
         proxy,
         argv,
+        handed,
     })
 }
 
@@ -273,6 +312,7 @@ fn session_argv(
     cx: &Launch,
     launch: &Prepared,
     net: Option<SandboxNet>,
+    ca_file: Option<&Path>,
     target: Vec<OsString>,
 ) -> Result<SessionArgv, LaunchError> {
     if let (Some(bwrap), Some(net)) = (&launch.programs.bwrap, net) {
@@ -281,6 +321,7 @@ fn session_argv(
             host: cx.host,
             settings: &cx.settings,
             launch,
+            ca_file,
             bwrap,
             net,
             real: &real,
@@ -315,6 +356,7 @@ fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, L
         launch,
         proxy,
         argv,
+        handed,
     } = c;
     Ok(ShimCommand {
         launch,
@@ -322,6 +364,7 @@ fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, L
         argv,
         wiring,
         cmd,
+        token: handed.token,
     })
 }
 

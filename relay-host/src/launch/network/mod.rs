@@ -238,15 +238,29 @@ impl Error for NetworkError {
     }
 }
 
-/// A prepared launch with its network: what the sandbox gets (a sandboxed launch only), and the
-/// proxy of an allow-list, which ends with the session.
+/// A prepared launch with what its network step made: what the sandbox gets (a sandboxed
+/// launch only), the proxy of an allow-list, which ends with the session, and what the launch
+/// hands over.
 pub(crate) struct Networked {
-    /// The launch.
+    /// The launch, as prepared (its token taken).
     pub launch: Prepared,
     /// The sandbox's network, for a sandboxed launch.
     pub net: Option<SandboxNet>,
     /// The allow-list's proxy (dropped after the session folder).
     pub proxy: Option<SessionProxy>,
+    /// What the launch hands over.
+    pub handed: Handed,
+}
+
+/// What a launch hands its session: the token on fd 5 (the real one, or stand-in mode's
+/// stand-in), and in stand-in mode the session CA's certificate the sandbox shows.
+#[derive(Default)]
+pub(crate) struct Handed {
+    /// What fd 5 carries, when the launch carries the token.
+    pub token: Option<relay_token::ClaudeToken>,
+    /// Stand-in mode: the session CA's certificate in the session folder, shown read-only at
+    /// `/run/relay/ca.pem`.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// A session's running allow-list proxy: a thread of relay-host's own, or a stand-in session's

@@ -6,6 +6,10 @@
 //! sessions only, and ended with the session. The program's command line, descriptors and
 //! report lines are [`crate::stand_in::protocol`]'s, which the program uses too.
 
+use std::path::{Path, PathBuf};
+
+use relay_token::ClaudeToken;
+
 use crate::launch::network::stand_in_proxy::StandInProxy;
 use crate::launch::prepare::Prepared;
 #[cfg(target_os = "linux")]
@@ -21,31 +25,37 @@ use crate::state::State;
 #[cfg(target_os = "linux")]
 const CA_FILE: &str = "ca.pem";
 
-/// Starts stand-in mode for `launch` when it runs in it ([`crate::launch::prepare::programs::stand_in_mode`]):
-/// the real token is handed to `relay-stand-in`, which listens at `socket` (a stale one is
-/// removed first); its stand-in replaces the token the launch hands over. Any other launch:
-/// `None`, nothing changed. The program's reports go to `state`'s events and log.
+/// What stand-in mode makes for a launch: the session's `relay-stand-in`, the stand-in the
+/// launch hands over on fd 5 in place of the token, and the session CA's certificate in the
+/// session folder, which the sandbox shows read-only.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) struct StandIn {
+    /// The running program, ended with the session.
+    pub proxy: StandInProxy,
+    /// The stand-in token.
+    pub token: ClaudeToken,
+    /// The session CA's certificate.
+    pub ca_file: PathBuf,
+}
+
+/// Starts stand-in mode for `launch`, which runs in it ([`crate::launch::prepare::programs::stand_in_mode`]):
+/// the `real` token is handed to `relay-stand-in` (and dropped here), which listens at
+/// `socket` (a stale one is removed first). The program's reports go to `state`'s events and
+/// log.
 #[cfg(target_os = "linux")]
 pub(crate) fn begin(
-    launch: &mut Prepared,
+    launch: &Prepared,
+    program: &Path,
+    real: ClaudeToken,
     cx: &crate::launch::context::Launch,
-    socket: &std::path::Path,
-) -> Result<Option<StandInProxy>, StandInError> {
+    socket: &Path,
+) -> Result<StandIn, StandInError> {
     use std::io::BufRead;
-    let Some(program) = launch.programs.stand_in.clone() else {
-        return Ok(None);
-    };
-    if !launch.carries_token() {
-        return Ok(None);
-    }
     let trust = upstream_trust(launch, &cx.settings, &cx.host.config_dir)?;
-    let Some(real) = launch.token.take() else {
-        return Ok(None);
-    };
     let what = format!("stand-in mode: {}", program.display());
     let fail = |e: std::io::Error| spawn_err(&what)(e);
     let _ = std::fs::remove_file(socket);
-    let (mut child, report) = spawn(&program, launch, socket, &real, &trust).map_err(fail)?;
+    let (mut child, report) = spawn(program, launch, socket, &real, &trust).map_err(fail)?;
     drop(real);
     let mut report = std::io::BufReader::new(report);
     let mut line = String::new();
@@ -60,22 +70,26 @@ pub(crate) fn begin(
     };
     let (id, dir) = (launch.v.session_id.as_str(), launch.folder.dir());
     let proxy = StandInProxy::new(child, reports(report, &cx.state, id, dir));
-    launch.token.hand_instead(handed);
-    let file = launch.folder.dir().join(CA_FILE);
-    write_ca(&file, &ca).map_err(spawn_err(format_args!("{}", file.display())))?;
-    launch.ca_file = Some(file);
-    Ok(Some(proxy))
+    let ca_file = launch.folder.dir().join(CA_FILE);
+    write_ca(&ca_file, &ca).map_err(spawn_err(format_args!("{}", ca_file.display())))?;
+    Ok(StandIn {
+        proxy,
+        token: handed,
+        ca_file,
+    })
 }
 
-/// No stand-in mode on this system: the settings refuse the setting, so nothing to start.
+/// No stand-in mode on this system: the settings refuse the setting, so it is never asked for.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn begin(
-    launch: &mut Prepared,
+    _launch: &Prepared,
+    program: &Path,
+    _real: ClaudeToken,
     _cx: &crate::launch::context::Launch,
-    _socket: &std::path::Path,
-) -> Result<Option<StandInProxy>, StandInError> {
-    let _ = (&launch.programs.stand_in, &launch.ca_file);
-    Ok(None)
+    _socket: &Path,
+) -> Result<StandIn, StandInError> {
+    let source = std::io::Error::from(std::io::ErrorKind::Unsupported);
+    Err(crate::launch::spawn_error::spawn_err(program.display())(source).into())
 }
 
 /// What `relay-stand-in` trusts upstream, as bytes: the system trust store's bundle (what

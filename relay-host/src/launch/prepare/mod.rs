@@ -30,9 +30,6 @@ pub(crate) struct Prepared {
     pub folder: SessionFolder,
     /// The launch's own Claude config folder ([`crate::launch::prepare::claude_config`]).
     pub claude_config: PathBuf,
-    /// Stand-in mode: the session CA's certificate in the session folder, which the sandbox
-    /// shows read-only at `/run/relay/ca.pem`.
-    pub ca_file: Option<PathBuf>,
 }
 
 impl Prepared {

@@ -64,16 +64,10 @@ impl LaunchToken {
         self.carried
     }
 
-    /// The token, taken to be handed over (once; `None` after).
+    /// The token, taken by the network step, which hands it over or gives it to stand-in
+    /// mode's proxy (once; `None` after).
     pub(crate) fn take(&mut self) -> Option<ClaudeToken> {
         self.token.take()
-    }
-
-    /// Hands `stand_in` over in place of the token (stand-in mode: the token was taken into
-    /// the session's proxy).
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    pub(crate) fn hand_instead(&mut self, stand_in: ClaudeToken) {
-        self.token = Some(stand_in);
     }
 }
 

@@ -44,6 +44,9 @@ pub(crate) struct Inputs<'a> {
     pub host: &'a Host,
     pub settings: &'a Settings,
     pub launch: &'a Prepared,
+    /// Stand-in mode: the session CA's certificate, which the sandbox shows read-only.
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
+    pub ca_file: Option<&'a Path>,
     /// The launch's sandbox program (bwrap; `sandbox-exec` on macOS).
     pub bwrap: &'a Path,
     pub net: relay_token::sandbox::SandboxNet,
@@ -163,8 +166,8 @@ fn stand_in_ca(
 ) -> Vec<(OsString, OsString)> {
     use crate::stand_in::{CA_VARIABLE, SANDBOX_CA};
     let mut env = setenv.to_vec();
-    if let Some(ca) = &i.launch.ca_file {
-        profile.place_file(ca.clone(), SANDBOX_CA);
+    if let Some(ca) = i.ca_file {
+        profile.place_file(ca.to_path_buf(), SANDBOX_CA);
         env.retain(|(k, _)| k != CA_VARIABLE);
         env.push((CA_VARIABLE.into(), SANDBOX_CA.into()));
     }

@@ -10,7 +10,7 @@ pub(crate) mod git_binds;
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 
-use crate::launch::network::SessionProxy;
+use crate::launch::network::{Handed, SessionProxy};
 use crate::launch::prepare::Prepared;
 
 /// The command line the shim runs (bwrap around the target, ssh to the remote host, or the
@@ -49,4 +49,6 @@ pub(crate) struct Confined {
     pub proxy: Option<SessionProxy>,
     /// The shim's command line and what it hands on with it.
     pub argv: SessionArgv,
+    /// What the launch hands over (its token; the CA file is shown by the sandbox).
+    pub handed: Handed,
 }

@@ -28,6 +28,8 @@ pub(crate) struct ShimCommand {
     pub wiring: ShimWiring,
     /// The command.
     pub cmd: Command,
+    /// What fd 5 carries, when the launch carries the token.
+    pub token: Option<relay_token::ClaudeToken>,
 }
 
 /// A launch whose shim was spawned (the token handed over), waiting for `started`.

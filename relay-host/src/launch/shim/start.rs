@@ -32,11 +32,12 @@ pub(crate) fn spawn(s: ShimCommand) -> Result<Spawned, ShimError> {
     // would run on alone.
     crate::launch::signals::undefer();
     let ShimCommand {
-        mut launch,
+        launch,
         proxy,
         argv,
         wiring,
         mut cmd,
+        token,
     } = s;
     let (status_r, status_w) = sys::pipe2_cloexec().map_err(spawn_err("status pipe"))?;
     let mut extra = FdMap::new();
@@ -56,7 +57,7 @@ pub(crate) fn spawn(s: ShimCommand) -> Result<Spawned, ShimError> {
     if let Some(f) = &argv.args_file {
         extra.place(f.as_fd(), confine::ARGS_FD).map_err(placing)?;
     }
-    let spawned = spawn_with(&mut cmd, launch.token.take(), extra);
+    let spawned = spawn_with(&mut cmd, token, extra);
     drop(status_w);
     let shim = spawned?;
     Ok(Spawned {
