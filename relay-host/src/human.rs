@@ -180,6 +180,12 @@ const HINTS: &[(&[&str], &str)] = &[
          (`relay-host run -p DIR`), or add `{project}` to the template's read_write grants",
     ),
     (
+        &["stand-in mode", "relay-stand-in", "not found"],
+        "install relay-stand-in beside relay-host (`cargo install --locked --path relay-host` \
+         installs both, as the release tarball holds both), or give the template \
+         \"token_mode\": \"pipe\" to hand its sessions the real token on fd 5 instead",
+    ),
+    (
         &["relay-shim not found"],
         "install relay-shim beside relay-host (`cargo install --locked --path relay-shim`), or set \
          \"shim\" in the settings to its path",

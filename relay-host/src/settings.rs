@@ -113,8 +113,10 @@ pub struct Template {
     /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
-    /// What a token launch hands on fd 5: `"pipe"` (left out) or `"stand_in"` ([`TokenMode`]).
-    #[serde(default, skip_serializing_if = "TokenMode::is_pipe")]
+    /// What a token launch hands on fd 5: `"pipe"` or `"stand_in"` ([`TokenMode`]); left out:
+    /// the built-in template's ([`TokenMode::builtin_claude_code`] for `claude-code`), else
+    /// `"pipe"`. Always written, so a written template keeps its choice.
+    #[serde(default)]
     pub token_mode: TokenMode,
 }
 
@@ -668,7 +670,7 @@ pub fn builtin_templates() -> Vec<Template> {
             api_base_url: None,
             same_project: None,
             trust_project: None,
-            token_mode: TokenMode::Pipe,
+            token_mode: TokenMode::builtin_claude_code(),
         },
         Template {
             id: "shell".into(),

@@ -10,9 +10,10 @@ use super::{Sandbox, Settings, Template};
 use crate::net::Network;
 
 /// What a token launch of the template hands the session on fd 5: the real token (`"pipe"`,
-/// the default), or a fresh stand-in per session that the host's proxy replaces by the real
-/// token in the `Authorization` header of requests to the API hosts only (`"stand_in"`; see
-/// docs/DESIGN.md, "Stand-in mode").
+/// a template's default, and the built-in `claude-code`'s on macOS), or a fresh stand-in per
+/// session that the host's proxy replaces by the real token in the `Authorization` header of
+/// requests to the API hosts only (`"stand_in"`, the built-in `claude-code`'s default on Linux;
+/// see docs/DESIGN.md, "Stand-in mode").
 ///
 /// ```
 /// use relay_host::settings::TokenMode;
@@ -44,7 +45,24 @@ impl TokenMode {
         }
     }
 
-    /// True for the default (`pipe`), which a written template leaves out.
+    /// The built-in `claude-code` template's mode: `stand_in` on Linux (the real token stays
+    /// on the host), `pipe` elsewhere (stand-in mode needs the Linux allow-list proxy).
+    ///
+    /// ```
+    /// use relay_host::settings::{builtin_templates, TokenMode};
+    /// let want = if cfg!(target_os = "linux") { TokenMode::StandIn } else { TokenMode::Pipe };
+    /// assert_eq!(TokenMode::builtin_claude_code(), want);
+    /// assert_eq!(builtin_templates()[0].token_mode, want);
+    /// ```
+    pub fn builtin_claude_code() -> TokenMode {
+        if cfg!(target_os = "linux") {
+            TokenMode::StandIn
+        } else {
+            TokenMode::Pipe
+        }
+    }
+
+    /// True for `pipe`.
     ///
     /// ```
     /// assert!(relay_host::settings::TokenMode::Pipe.is_pipe());
@@ -69,7 +87,8 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
     if t.sandbox == Sandbox::Off || !matches!(t.network(), Network::Allow(_)) {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" needs a sandboxed template with a network \
-             allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real token"
+             allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real \
+             token; or give the template \"token_mode\": \"pipe\" (the real token on fd 5)"
         ));
     }
     if t.api_base_url
@@ -78,7 +97,8 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
     {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" swaps the token inside TLS only: give \
-             api_base_url as https://"
+             api_base_url as https://, or give the template \"token_mode\": \"pipe\" (the real \
+             token on fd 5)"
         ));
     }
     None

@@ -162,18 +162,22 @@ pub fn shipped(id: &str) -> Template {
 /// built-in `claude-code` template as shipped, its `api_base_url` at `gateway`. A plain
 /// `http://` gateway (on the loopback) is accepted only while no template shares the host's
 /// network, so then the built-in `shell` gets `"network": "none"` (the operator's network
-/// setting, as documented).
+/// setting, as documented); and it is pipe mode's only (stand-in mode swaps the token inside
+/// TLS), so then the template gets `"token_mode": "pipe"`, the documented opt-out.
 ///
 /// ```
 /// let s = relay_tests::install::shipped_settings("http://127.0.0.1:9");
 /// assert_eq!(s["templates"][0]["api_base_url"], "http://127.0.0.1:9");
+/// assert_eq!(s["templates"][0]["token_mode"], "pipe");
 /// assert_eq!(s["templates"][1]["network"], "none");
 /// ```
 pub fn shipped_settings(gateway: &str) -> Value {
     let mut s = shipped_settings_as_is();
     s["templates"][0]["api_base_url"] = json!(gateway);
     if gateway.starts_with("http://") {
-        let mut shell = serde_json::to_value(shipped("shell")).expect("a template serializes");
+        // Stand-in mode swaps the token inside TLS only: a plain gateway is pipe mode's.
+        s["templates"][0]["token_mode"] = json!("pipe");
+        let mut shell = shipped_json("shell");
         shell["network"] = json!("none");
         s["templates"].as_array_mut().expect("a list").push(shell);
     }
@@ -188,8 +192,22 @@ pub fn shipped_settings(gateway: &str) -> Value {
 /// assert!(s["templates"][0].get("api_base_url").is_none());
 /// ```
 pub fn shipped_settings_as_is() -> Value {
-    let t = serde_json::to_value(shipped("claude-code")).expect("a template serializes");
+    let t = shipped_json("claude-code");
     json!({"claude_token_file": "~/.config/claude-ltt/token", "templates": [t]})
+}
+
+/// The built-in template `id` as settings JSON, `token_mode` left out as a new user leaves it
+/// (the built-in's default applies: stand-in mode for `claude-code` on Linux).
+///
+/// ```
+/// let t = relay_tests::install::shipped_json("claude-code");
+/// assert!(t.get("token_mode").is_none());
+/// assert_eq!(t["id"], "claude-code");
+/// ```
+pub fn shipped_json(id: &str) -> Value {
+    let mut t = serde_json::to_value(shipped(id)).expect("a template serializes");
+    t.as_object_mut().expect("an object").remove("token_mode");
+    t
 }
 
 /// Panics unless every template in the settings of `config` is a built-in one as shipped: its

@@ -1,6 +1,6 @@
 //! Stand-in mode's test harness, over [`crate::agent::Setup`], written against relay-host's
-//! settings keys (not its Rust types): the template's `token_mode` (`"pipe"`, the default, or
-//! `"stand_in"`) and the top-level `upstream_ca_file`.
+//! settings keys (not its Rust types): the template's `token_mode` (`"stand_in"`, the built-in
+//! `claude-code`'s default on Linux, or `"pipe"`) and the top-level `upstream_ca_file`.
 //!
 //! - [`write_settings`](crate::stand_in::write_settings): the built-in `claude-code` template as
 //!   shipped, `api_base_url` at the fixture, `token_mode` as asked, `upstream_ca_file` at the test
@@ -33,7 +33,7 @@ pub const STAND_IN: &str = "stand_in";
 pub const TOKEN_PREFIX: &str = "sk-ant-oat01-";
 
 /// The operator's settings of a stand-in test: [`shipped_settings`] at `gateway`, the template's
-/// `token_mode` set to `mode` (left out: `None`), `upstream_ca_file` at `ca_file` (if any), and
+/// `token_mode` set to `mode` (`None`: as [`shipped_settings`] has it), `upstream_ca_file` at `ca_file` (if any), and
 /// `extra` merged in: its `template` object's keys into the template (`network`), its other keys
 /// at the top (`trusted_projects`).
 ///
@@ -82,7 +82,8 @@ pub fn write_settings(s: &Setup, mode: Option<&str>, ca_file: Option<&Path>, ext
 
 /// Panics unless every template of the settings file in `config` is the built-in one of its id
 /// as shipped, compared as JSON: only `api_base_url`, `network` and `token_mode` may differ,
-/// and `token_mode` must be `mode` (`None`: left out).
+/// and the template's effective `token_mode` (its own, else the built-in's) must be `mode`
+/// (`None`: `"pipe"`, the control).
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;
@@ -106,9 +107,10 @@ pub fn assert_as_shipped_in(config: &Path, mode: Option<&str>) {
     for t in v["templates"].as_array().expect("templates") {
         let id = t["id"].as_str().expect("an id");
         let built_in = serde_json::to_value(crate::install::shipped(id)).unwrap();
+        let effective = t.get("token_mode").unwrap_or(&built_in["token_mode"]);
         assert_eq!(
-            t.get("token_mode").and_then(Value::as_str),
-            mode,
+            effective.as_str(),
+            Some(mode.unwrap_or("pipe")),
             "template {id:?}: token_mode"
         );
         assert_eq!(

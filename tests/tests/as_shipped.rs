@@ -3,8 +3,8 @@
 //! in a fake Anthropic internet ([`relay_tests::fake_internet`]): `api.anthropic.com` is the
 //! Messages API fixture, the other hosts Claude Code's first run reaches answer onboarding's
 //! checks. The terminal UI reaches its prompt logged in and runs a Bash tool call, on the first
-//! launch and the next; for root and `nobody`, npm's layout and the native installer's, pipe
-//! mode and stand-in mode. The token (by hash) reaches only `api.anthropic.com`, only as
+//! launch and the next; for root and `nobody`, npm's layout and the native installer's, in
+//! stand-in mode (the default on Linux) and pipe mode (the opt-out). The token (by hash) reaches only `api.anthropic.com`, only as
 //! `Authorization: Bearer`.
 //!
 //! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`), the CLI
@@ -18,7 +18,7 @@ use relay_tests::fake_internet::{FakeInternet, API};
 use relay_tests::install::Install;
 use relay_tests::messages_api::Step;
 use relay_tests::sha256_hex;
-use relay_tests::stand_in::{Fd5Recorder, STAND_IN};
+use relay_tests::stand_in::Fd5Recorder;
 use relay_tests::tmux::{at_prompt, Tmux};
 
 /// One terminal UI at a time: each costs a few seconds of both cores.
@@ -89,7 +89,8 @@ fn tui_launch(s: &Setup, what: &str, n: usize) -> Duration {
 }
 
 /// The first launch and the next of the terminal UI as shipped, with `install` as `user`, in
-/// pipe mode and in stand-in mode (each in a setup of its own); the token only to the API.
+/// pipe mode (`"token_mode": "pipe"`) and as shipped, in stand-in mode (each in a setup of its
+/// own); the token only to the API.
 fn first_and_next(install: Install, user: Option<u32>) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Builds the binaries first (when under `cargo test`), out of the timings.
@@ -99,8 +100,9 @@ fn first_and_next(install: Install, user: Option<u32>) {
         let s = Setup::as_shipped(install, user, |_, _| script());
         let start = Instant::now();
         let fd5 = (stand_in && install == Install::Native).then(|| Fd5Recorder::install(&s, false));
-        if stand_in {
-            s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
+        if !stand_in {
+            // Stand-in mode is the default: nothing set. Pipe mode is the explicit opt-out.
+            s.write_settings_with(serde_json::json!({"token_mode": "pipe"}));
         }
         s.hand_over();
         let first = tui_launch(&s, &format!("{what}, first launch"), 1);
@@ -168,7 +170,8 @@ fn first_run_as_shipped_native_as_a_user() {
     first_and_next(Install::Native, Some(NOBODY));
 }
 
-/// A print-mode turn in stand-in mode with no `upstream_ca_file`: the fake CA is trusted only
+/// A print-mode turn as shipped (stand-in mode, the default) with no `upstream_ca_file`: the
+/// fake CA is trusted only
 /// through the system bundle, which `relay-stand-in` trusts as Claude Code does. The session's
 /// fd 5 held a stand-in; every credential that reached the API was the token.
 #[test]
@@ -177,9 +180,10 @@ fn stand_in_print_mode_trusts_the_system_store() {
     relay_tests::relay_host();
     let s = Setup::as_shipped(Install::Native, None, |_, _| script());
     let fd5 = Fd5Recorder::install(&s, false);
-    s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
+    // As shipped: stand-in mode by default, no `upstream_ca_file`.
     let settings = std::fs::read_to_string(s.config.join("settings.json")).unwrap();
     assert!(!settings.contains("upstream_ca_file"), "{settings}");
+    assert!(!settings.contains("token_mode"), "{settings}");
     s.hand_over();
     let start = Instant::now();
     let turn = s.turn_by_run("Run the scripted command.");

@@ -507,6 +507,9 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     let mut settings: Value =
         serde_json::from_slice(&std::fs::read(&settings_file).unwrap()).unwrap();
     settings["templates"][0]["network"] = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
+    // Pipe mode (the opt-out): the real token goes through the plain proxy, as asserted below;
+    // stand-in mode would send A the stand-in.
+    settings["templates"][0]["token_mode"] = json!("pipe");
     // The base URL comes from the project's own settings, which a token launch reads only in a
     // project the operator trusts.
     settings["trusted_projects"] = json!([fx.project]);

@@ -223,6 +223,10 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
         msg,
         format!("stand-in mode needs {}: not found", program.display())
     );
+    // The person is told how to install it, or how to opt out: never a silent fall back.
+    let hint = "hint: install relay-stand-in beside relay-host (`cargo install --locked --path \
+                relay-host` installs both";
+    assert!(out.stderr.contains(hint), "{}", out.stderr);
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f3");
     // `status` says so before any launch: a problem naming the template and the path.
