@@ -33,8 +33,8 @@ pub const STAND_IN: &str = "stand_in";
 pub const TOKEN_PREFIX: &str = "sk-ant-oat01-";
 
 /// The operator's settings of a stand-in test: [`shipped_settings`] at `gateway`, the template's
-/// `token_mode` set to `mode` (`None`: as [`shipped_settings`] has it), `upstream_ca_file` at `ca_file` (if any), and
-/// `extra` merged in: its `template` object's keys into the template (`network`), its other keys
+/// `token_mode` set to `mode` (`None`: `"pipe"`, the control; the built-in's default on Linux
+/// is stand-in mode), `upstream_ca_file` at `ca_file` (if any), and `extra` merged in: its `template` object's keys into the template (`network`), its other keys
 /// at the top (`trusted_projects`).
 ///
 /// ```
@@ -42,12 +42,12 @@ pub const TOKEN_PREFIX: &str = "sk-ant-oat01-";
 ///     Some(std::path::Path::new("/ca.pem")), serde_json::json!({}));
 /// assert_eq!(s["templates"][0]["token_mode"], "stand_in");
 /// assert_eq!(s["upstream_ca_file"], "/ca.pem");
+/// let pipe = relay_tests::stand_in::settings("https://127.0.0.1:9", None, None, serde_json::json!({}));
+/// assert_eq!(pipe["templates"][0]["token_mode"], "pipe");
 /// ```
 pub fn settings(gateway: &str, mode: Option<&str>, ca_file: Option<&Path>, extra: Value) -> Value {
     let mut s = shipped_settings(gateway);
-    if let Some(m) = mode {
-        s["templates"][0]["token_mode"] = json!(m);
-    }
+    s["templates"][0]["token_mode"] = json!(mode.unwrap_or("pipe"));
     if let Some(ca) = ca_file {
         s["upstream_ca_file"] = json!(ca);
     }

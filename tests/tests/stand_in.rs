@@ -332,7 +332,7 @@ fn after_a_stand_in_turn_no_process_file_or_log_of_the_session_holds_the_real_to
     }
 }
 
-/// The control of the scans: the same turn in pipe mode (the default, `token_mode` left out):
+/// The control of the scans: the same turn in pipe mode (`"token_mode": "pipe"`, the opt-out):
 /// it completes, and the scan finds the real token in the sandbox's memory (Claude Code holds
 /// it), which stand-in mode removes.
 #[test]
@@ -367,8 +367,8 @@ fn in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox() {
     assert_every_bearer(&w.s.api.seen(), &w.real_hash(), "the pipe turn");
 }
 
-/// Pipe mode, the default, as shipped: one turn of `agent_turn.rs`'s kind through the unchanged
-/// harness (`Setup::turn`, settings checked as shipped) completes with the real token on every
+/// Pipe mode, the opt-out (a plain `http://` gateway is pipe mode's): one turn of
+/// `agent_turn.rs`'s kind through the unchanged harness (`Setup::turn`, settings checked as shipped) completes with the real token on every
 /// request and on no file.
 #[test]
 fn pipe_mode_turn_as_shipped_still_works() {

@@ -79,13 +79,17 @@ pub(crate) fn pin(
 }
 
 /// Makes `config/` (empty, 0700) and writes `gitconfig` (0600, [`gitconfig_text`]) in the session
-/// folder `dir`, which no sandbox reaches; returns both paths.
+/// folder `dir`, which no sandbox reaches; returns both paths. A kept session's folder reused
+/// under its id holds the last launch's: both are made afresh (the old entries unlinked, never
+/// followed; a `config/` that is not empty refuses the launch).
 fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)> {
     let config_home = dir.join("config");
+    let gitconfig = dir.join("gitconfig");
+    gone(std::fs::remove_dir(&config_home))?;
+    gone(std::fs::remove_file(&gitconfig))?;
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&config_home)?;
-    let gitconfig = dir.join("gitconfig");
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -93,6 +97,14 @@ fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)>
         .open(&gitconfig)?
         .write_all(gitconfig_text(who).as_bytes())?;
     Ok((config_home, gitconfig))
+}
+
+/// A removal that found nothing to remove is done.
+fn gone(removed: std::io::Result<()>) -> std::io::Result<()> {
+    match removed {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
 }
 
 /// The operator's `user.name` and `user.email`, as git on the host would find them.
