@@ -233,9 +233,10 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         return Ok(Networked { launch, net, proxy });
     }
     let socket = super::network::session_socket(launch.folder.dir());
+    let network = launch.v.template.network();
+    super::network::check_socket(&network, &socket)?;
     let stand_in = super::stand_in::begin(&mut launch, cx, &socket)?;
     let v = &launch.v;
-    let network = v.template.network();
     let (net, proxy) = super::network::start(
         &network,
         launch.programs.forwarder.as_deref(),
