@@ -210,6 +210,30 @@ pub fn shipped_json(id: &str) -> Value {
     t
 }
 
+/// Panics unless the fake agent's record `rec` (`tests/src/bin/fake-agent.rs`) read on fd 5 what
+/// the built-in `claude-code` template as shipped hands over for `token`: on Linux a stand-in
+/// (never the token's hash; a setup token's length at least: the prefix and 32 random
+/// characters), elsewhere the token itself.
+///
+/// ```
+/// let rec = serde_json::json!({"token_fd_var": "5", "token_sha256": "00", "token_bytes": 77});
+/// # #[cfg(target_os = "linux")]
+/// relay_tests::install::assert_fd5_as_shipped(&rec, "sk-ant-oat01-real");
+/// ```
+pub fn assert_fd5_as_shipped(rec: &Value, token: &str) {
+    assert_eq!(rec["token_fd_var"], "5", "{rec}");
+    let real = crate::sha256_hex(token.as_bytes());
+    if cfg!(target_os = "linux") {
+        let sha = rec["token_sha256"].as_str().expect("fd 5 was read");
+        assert_ne!(sha, real, "the real token on fd 5, not a stand-in");
+        let least = "sk-ant-oat01-".len() + 32;
+        let bytes = rec["token_bytes"].as_u64().expect("a length");
+        assert!(bytes >= least as u64, "{rec}");
+    } else {
+        assert_eq!(rec["token_sha256"], real, "{rec}");
+    }
+}
+
 /// Panics unless every template in the settings of `config` is a built-in one as shipped: its
 /// command, environment, sandbox and request variables exactly the built-in's. Only the
 /// operator's network settings may differ: `api_base_url` (the documented gateway setting),
