@@ -113,9 +113,8 @@ pub struct Template {
     /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
-    /// What a token launch hands on fd 5: `"pipe"` or `"stand_in"` ([`TokenMode`]); left out:
-    /// the built-in template's ([`TokenMode::builtin_claude_code`] for `claude-code`), else
-    /// `"pipe"`. Always written, so a written template keeps its choice.
+    /// What a token launch hands on fd 5 ([`TokenMode`]); left out: the built-in template's
+    /// ([`TokenMode::builtin_claude_code`]), else `"pipe"`. Always written: a choice is kept.
     #[serde(default)]
     pub token_mode: TokenMode,
 }
@@ -567,14 +566,8 @@ impl Settings {
                     )));
                 }
             }
-            if let Some(m) = token_mode::stand_in_problem(t) {
-                return Err(invalid(m));
-            }
         }
-        if let Some(m) = token_mode::gateway_problem(self) {
-            return Err(invalid(m));
-        }
-        token_mode::ca_file_problem(self).map_or(Ok(()), |m| Err(invalid(m)))
+        token_mode::problem(self).map_or(Ok(()), |m| Err(invalid(m)))
     }
 }
 

@@ -72,8 +72,17 @@ impl TokenMode {
     }
 }
 
+/// The first problem of the settings' token modes, or `None`: a template whose stand-in mode
+/// cannot work ([`stand_in_problem`]), a plain gateway that could be impersonated
+/// ([`gateway_problem`]), an unusable `upstream_ca_file` ([`ca_file_problem`]).
+pub(super) fn problem(s: &Settings) -> Option<String> {
+    (s.templates.iter().find_map(stand_in_problem))
+        .or_else(|| gateway_problem(s))
+        .or_else(|| ca_file_problem(s))
+}
+
 /// Why a template's `token_mode: "stand_in"` cannot work, or `None`.
-pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
+fn stand_in_problem(t: &Template) -> Option<String> {
     if t.token_mode != TokenMode::StandIn {
         return None;
     }
@@ -109,7 +118,7 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
 /// (`"network": "host"`, or `"sandbox": false`) can listen on a loopback port itself while the
 /// gateway is down, and so receive every request with the token. Such a gateway is used only
 /// while every template has a network of its own.
-pub(super) fn gateway_problem(s: &Settings) -> Option<String> {
+fn gateway_problem(s: &Settings) -> Option<String> {
     let all = crate::reach::templates(s);
     let (t, g) = all.iter().find_map(|t| {
         let g = t.api_base_url.as_ref()?;
@@ -132,7 +141,7 @@ pub(super) fn gateway_problem(s: &Settings) -> Option<String> {
 
 /// Why `upstream_ca_file` cannot be used, or `None`: not absolute, unreadable, or no PEM
 /// certificate in it. The message names the file.
-pub(super) fn ca_file_problem(s: &Settings) -> Option<String> {
+fn ca_file_problem(s: &Settings) -> Option<String> {
     let p = s.upstream_ca_file.as_deref()?;
     if !p.is_absolute() {
         let shown = p.display().to_string();
