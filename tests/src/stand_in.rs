@@ -122,6 +122,27 @@ pub fn assert_as_shipped_in(config: &Path, mode: Option<&str>) {
     }
 }
 
+/// How long a [`wait_step`] waits for the test at most (below the Bash tool's 2 minutes).
+pub const WAIT_SECONDS: u32 = 100;
+
+/// A Bash step that says `ready` by creating `.sync/NAME.ready` in the project, then waits
+/// until the test creates `.sync/NAME.go` (at most [`WAIT_SECONDS`]); writes `went-on` (or
+/// `timed-out`) to `.sync/NAME.verdict`. A test acts (scans) while the session waits there.
+///
+/// ```
+/// let step = relay_tests::stand_in::wait_step("scan");
+/// # drop(step);
+/// ```
+pub fn wait_step(name: &str) -> crate::messages_api::Step {
+    crate::messages_api::Step::bash(&format!(
+        "mkdir -p .sync && touch .sync/{name}.ready && i=0 && \
+         while [ ! -e .sync/{name}.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done; \
+         if [ -e .sync/{name}.go ]; then v=went-on; else v=timed-out; fi; \
+         echo $v > .sync/{name}.verdict; echo $v",
+        WAIT_SECONDS * 5
+    ))
+}
+
 /// What fd 5 carried into each launch of a setup (see the module).
 #[derive(Debug)]
 pub struct Fd5Recorder {

@@ -17,9 +17,10 @@ use relay_tests::agent::{print_args, Setup, FINAL, NOBODY};
 use relay_tests::fake_internet::{FakeInternet, API};
 use relay_tests::install::Install;
 use relay_tests::messages_api::Step;
-use relay_tests::sha256_hex;
-use relay_tests::stand_in::Fd5Recorder;
+use relay_tests::scan::{sandbox_pids, scan_memory_and_shapes};
+use relay_tests::stand_in::{wait_step, Fd5Recorder, STAND_IN, TOKEN_PREFIX};
 use relay_tests::tmux::{at_prompt, Tmux};
+use relay_tests::{sha256_hex, token_random_part};
 
 /// One terminal UI at a time: each costs a few seconds of both cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -198,6 +199,62 @@ fn stand_in_print_mode_trusts_the_system_store() {
     let got = fd5.hashes();
     assert_eq!(got.len(), 1, "fd 5 of the launch: {got:?}");
     assert_ne!(got[0], token, "the session got the token");
+    net(&s).assert_only_bearer_to_api(&token);
+    assert_every_api_credential_is(&s, &token);
+}
+
+/// As shipped (stand-in mode, nothing set) the real token never enters the sandbox: while a
+/// print-mode turn waits in its Bash call, a scan of every process of the session's sandbox finds
+/// neither the token nor its random part, and is not blind: Claude Code's memory holds a
+/// token-shaped string hashing to what fd 5 carried (the stand-in). Every credential that
+/// reached the API was the token. The pipe-mode control (the same scan finds the token):
+/// `tests/tests/stand_in.rs::in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox`.
+#[test]
+fn as_shipped_no_process_of_the_sandbox_holds_the_real_token() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    relay_tests::relay_host();
+    let s = Setup::as_shipped(Install::Native, None, |_, _| {
+        vec![wait_step("scan"), Step::text(FINAL)]
+    });
+    let fd5 = Fd5Recorder::install(&s, false);
+    let mut run = relay_tests::stand_in::launch(&s, Some(STAND_IN), &print_args("Go on."));
+    let sync = |what: &str| s.project.join(format!(".sync/scan.{what}"));
+    run.wait_for(&sync("ready"), Duration::from_secs(120));
+    let pids = sandbox_pids(run.pid());
+    let random = token_random_part(&s.token).as_bytes();
+    let shape = Some((TOKEN_PREFIX.as_bytes(), random.len()));
+    let scan = scan_memory_and_shapes(&pids, &[s.token.as_bytes(), random], shape);
+    std::fs::write(sync("go"), "").unwrap();
+    let turn = run.finish();
+    eprintln!("the sandbox's processes:\n{}", scan.summary());
+    s.assert_completed(&turn, 1);
+    let verdict = std::fs::read_to_string(sync("verdict")).unwrap_or_default();
+    assert_eq!(
+        verdict.trim(),
+        "went-on",
+        "the session did not wait for the scan"
+    );
+    assert!(pids.len() >= 2, "too few sandbox processes found: {pids:?}");
+    let token = sha256_hex(s.token.as_bytes());
+    let got = fd5.hashes();
+    assert_eq!(got.len(), 1, "fd 5 of the launch: {got:?}");
+    assert_ne!(got[0], token, "the session got the token");
+    assert!(
+        scan.shaped.contains_key(&got[0]),
+        "the scan is blind: no stand-in in the sandbox's memory ({} shaped)",
+        scan.shaped.len()
+    );
+    assert_eq!(
+        scan.total(0),
+        0,
+        "the real token is in the sandbox's memory"
+    );
+    assert_eq!(
+        scan.total(1),
+        0,
+        "its random part is in the sandbox's memory"
+    );
+    assert!(!scan.shaped.contains_key(&token));
     net(&s).assert_only_bearer_to_api(&token);
     assert_every_api_credential_is(&s, &token);
 }

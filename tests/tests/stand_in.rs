@@ -22,7 +22,7 @@ use relay_tests::install::Install;
 use relay_tests::listener::AuthListener;
 use relay_tests::messages_api::{MessagesApi, Seen, Step};
 use relay_tests::scan::{sandbox_pids, scan_files, scan_memory, scan_memory_and_shapes};
-use relay_tests::stand_in::{self, Fd5Recorder, STAND_IN, TOKEN_PREFIX};
+use relay_tests::stand_in::{self, wait_step, Fd5Recorder, STAND_IN, TOKEN_PREFIX, WAIT_SECONDS};
 use relay_tests::tls::TestCa;
 use relay_tests::{sha256_hex, token_random_part};
 use serde_json::{json, Value};
@@ -33,22 +33,6 @@ const BASH_WORK: &str =
     "git status --short && printf 'made by bash\\n' > bash-made.txt && git add \
      bash-made.txt && git -c user.name=Relay -c user.email=relay@test.invalid \
      commit -q -m 'commit from the Bash tool' && git log --oneline | wc -l";
-
-/// How long a waiting step waits for the test at most (below the Bash tool's 2 minutes).
-const WAIT_SECONDS: u32 = 100;
-
-/// A Bash step that says `ready` by creating `.sync/NAME.ready`, then waits until the test
-/// creates `.sync/NAME.go` (at most [`WAIT_SECONDS`]); writes `went-on` (or `timed-out`) to
-/// `.sync/NAME.verdict`.
-fn wait_step(name: &str) -> Step {
-    Step::bash(&format!(
-        "mkdir -p .sync && touch .sync/{name}.ready && i=0 && \
-         while [ ! -e .sync/{name}.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done; \
-         if [ -e .sync/{name}.go ]; then v=went-on; else v=timed-out; fi; \
-         echo $v > .sync/{name}.verdict; echo $v",
-        WAIT_SECONDS * 5
-    ))
-}
 
 /// The work of a turn: Bash (a file, `git commit`), Write a new file, Read and Edit the
 /// committed `notes.txt`; then `tail` (more steps) and the final text.
