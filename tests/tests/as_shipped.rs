@@ -9,6 +9,7 @@
 //!
 //! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`), the CLI
 //! (see `agent_turn.rs`), root, `ip` and tmux.
+#![cfg(target_os = "linux")]
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
