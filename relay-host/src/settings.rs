@@ -116,8 +116,9 @@ pub struct Template {
     /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
-    /// What a token launch hands on fd 5: `"pipe"` (left out) or `"stand_in"` ([`TokenMode`]).
-    #[serde(default, skip_serializing_if = "TokenMode::is_pipe")]
+    /// What a token launch hands on fd 5 ([`TokenMode`]); left out: the built-in template's
+    /// ([`TokenMode::builtin_claude_code`]), else `"pipe"`. Always written: a choice is kept.
+    #[serde(default)]
     pub token_mode: TokenMode,
 }
 
@@ -440,14 +441,8 @@ impl Settings {
                     )));
                 }
             }
-            if let Some(m) = token_mode::stand_in_problem(t) {
-                return Err(invalid(m));
-            }
         }
-        if let Some(m) = token_mode::gateway_problem(self) {
-            return Err(invalid(m));
-        }
-        token_mode::ca_file_problem(self).map_or(Ok(()), |m| Err(invalid(m)))
+        token_mode::problem(self).map_or(Ok(()), |m| Err(invalid(m)))
     }
 }
 
@@ -543,7 +538,7 @@ pub fn builtin_templates() -> Vec<Template> {
             api_base_url: None,
             same_project: None,
             trust_project: None,
-            token_mode: TokenMode::Pipe,
+            token_mode: TokenMode::builtin_claude_code(),
         },
         Template {
             id: "shell".into(),

@@ -10,9 +10,10 @@ use super::{Sandbox, Settings, Template};
 use crate::net::Network;
 
 /// What a token launch of the template hands the session on fd 5: the real token (`"pipe"`,
-/// the default), or a fresh stand-in per session that the host's proxy replaces by the real
-/// token in the `Authorization` header of requests to the API hosts only (`"stand_in"`; see
-/// docs/DESIGN.md, "Stand-in mode").
+/// a template's default, and the built-in `claude-code`'s on macOS), or a fresh stand-in per
+/// session that the host's proxy replaces by the real token in the `Authorization` header of
+/// requests to the API hosts only (`"stand_in"`, the built-in `claude-code`'s default on Linux;
+/// see docs/DESIGN.md, "Stand-in mode").
 ///
 /// ```
 /// use relay_host::settings::TokenMode;
@@ -44,7 +45,24 @@ impl TokenMode {
         }
     }
 
-    /// True for the default (`pipe`), which a written template leaves out.
+    /// The built-in `claude-code` template's mode: `stand_in` on Linux (the real token stays
+    /// on the host), `pipe` elsewhere (stand-in mode needs the Linux allow-list proxy).
+    ///
+    /// ```
+    /// use relay_host::settings::{builtin_templates, TokenMode};
+    /// let want = if cfg!(target_os = "linux") { TokenMode::StandIn } else { TokenMode::Pipe };
+    /// assert_eq!(TokenMode::builtin_claude_code(), want);
+    /// assert_eq!(builtin_templates()[0].token_mode, want);
+    /// ```
+    pub fn builtin_claude_code() -> TokenMode {
+        if cfg!(target_os = "linux") {
+            TokenMode::StandIn
+        } else {
+            TokenMode::Pipe
+        }
+    }
+
+    /// True for `pipe`.
     ///
     /// ```
     /// assert!(relay_host::settings::TokenMode::Pipe.is_pipe());
@@ -54,8 +72,17 @@ impl TokenMode {
     }
 }
 
+/// The first problem of the settings' token modes, or `None`: a template whose stand-in mode
+/// cannot work ([`stand_in_problem`]), a plain gateway that could be impersonated
+/// ([`gateway_problem`]), an unusable `upstream_ca_file` ([`ca_file_problem`]).
+pub(super) fn problem(s: &Settings) -> Option<String> {
+    (s.templates.iter().find_map(stand_in_problem))
+        .or_else(|| gateway_problem(s))
+        .or_else(|| ca_file_problem(s))
+}
+
 /// Why a template's `token_mode: "stand_in"` cannot work, or `None`.
-pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
+fn stand_in_problem(t: &Template) -> Option<String> {
     if t.token_mode != TokenMode::StandIn {
         return None;
     }
@@ -69,7 +96,8 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
     if t.sandbox == Sandbox::Off || !matches!(t.network(), Network::Allow(_)) {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" needs a sandboxed template with a network \
-             allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real token"
+             allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real \
+             token; or give the template \"token_mode\": \"pipe\" (the real token on fd 5)"
         ));
     }
     if t.api_base_url
@@ -78,7 +106,8 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
     {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" swaps the token inside TLS only: give \
-             api_base_url as https://"
+             api_base_url as https://, or give the template \"token_mode\": \"pipe\" (the real \
+             token on fd 5)"
         ));
     }
     None
@@ -89,7 +118,7 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
 /// (`"network": "host"`, or `"sandbox": false`) can listen on a loopback port itself while the
 /// gateway is down, and so receive every request with the token. Such a gateway is used only
 /// while every template has a network of its own.
-pub(super) fn gateway_problem(s: &Settings) -> Option<String> {
+fn gateway_problem(s: &Settings) -> Option<String> {
     let all = crate::reach::templates(s);
     let (t, g) = all.iter().find_map(|t| {
         let g = t.api_base_url.as_ref()?;
@@ -112,7 +141,7 @@ pub(super) fn gateway_problem(s: &Settings) -> Option<String> {
 
 /// Why `upstream_ca_file` cannot be used, or `None`: not absolute, unreadable, or no PEM
 /// certificate in it. The message names the file.
-pub(super) fn ca_file_problem(s: &Settings) -> Option<String> {
+fn ca_file_problem(s: &Settings) -> Option<String> {
     let p = s.upstream_ca_file.as_deref()?;
     if !p.is_absolute() {
         let shown = p.display().to_string();

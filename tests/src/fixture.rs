@@ -211,8 +211,8 @@ impl Fixture {
             .collect()
     }
 
-    /// A fresh installation whose `claude-code` template runs `agent` (read-write `{project}`),
-    /// with a fresh token written.
+    /// A fresh installation whose `claude-code` template runs `agent` (read-write `{project}`)
+    /// in pipe mode (the agent reads the real token on fd 5), with a fresh token written.
     ///
     /// ```no_run
     /// let fx = relay_tests::fixture::Fixture::new(&relay_tests::fake_agent());
@@ -226,6 +226,7 @@ impl Fixture {
                 "id": "claude-code",
                 "command": [agent],
                 "sandbox": {"read_write": ["{project}"]},
+                "token_mode": "pipe",
             }],
         });
         if let Some(bwrap) = crate::settings_bwrap() {

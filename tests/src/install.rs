@@ -197,7 +197,7 @@ pub fn shipped_settings_as_is() -> Value {
 }
 
 /// The built-in template `id` as settings JSON, `token_mode` left out as a new user leaves it
-/// (the built-in's default applies).
+/// (the built-in's default applies: stand-in mode for `claude-code` on Linux).
 ///
 /// ```
 /// let t = relay_tests::install::shipped_json("claude-code");
@@ -208,6 +208,30 @@ pub fn shipped_json(id: &str) -> Value {
     let mut t = serde_json::to_value(shipped(id)).expect("a template serializes");
     t.as_object_mut().expect("an object").remove("token_mode");
     t
+}
+
+/// Panics unless the fake agent's record `rec` (`tests/src/bin/fake-agent.rs`) read on fd 5 what
+/// the built-in `claude-code` template as shipped hands over for `token`: on Linux a stand-in
+/// (never the token's hash; a setup token's length at least: the prefix and 32 random
+/// characters), elsewhere the token itself.
+///
+/// ```
+/// let rec = serde_json::json!({"token_fd_var": "5", "token_sha256": "00", "token_bytes": 77});
+/// # #[cfg(target_os = "linux")]
+/// relay_tests::install::assert_fd5_as_shipped(&rec, "sk-ant-oat01-real");
+/// ```
+pub fn assert_fd5_as_shipped(rec: &Value, token: &str) {
+    assert_eq!(rec["token_fd_var"], "5", "{rec}");
+    let real = crate::sha256_hex(token.as_bytes());
+    if cfg!(target_os = "linux") {
+        let sha = rec["token_sha256"].as_str().expect("fd 5 was read");
+        assert_ne!(sha, real, "the real token on fd 5, not a stand-in");
+        let least = "sk-ant-oat01-".len() + 32;
+        let bytes = rec["token_bytes"].as_u64().expect("a length");
+        assert!(bytes >= least as u64, "{rec}");
+    } else {
+        assert_eq!(rec["token_sha256"], real, "{rec}");
+    }
 }
 
 /// Panics unless every template in the settings of `config` is a built-in one as shipped: its

@@ -74,12 +74,15 @@ pub fn fake_agent_arg() -> String {
 
 /// A `claude-code` template that runs the fake agent with `args`, recording into
 /// `{project}/rec.jsonl`, with `CLAUDE_CONFIG_DIR` at `{claude_config}` and `env` added (an
-/// object; its names win), and `sandbox` as the template's sandbox.
+/// object; its names win), and `sandbox` as the template's sandbox; in pipe mode (`"token_mode":
+/// "pipe"`: the fake agent reads the real token on fd 5, where the built-in `claude-code`
+/// template's default on Linux would hand it a stand-in).
 ///
 /// ```no_run
 /// let t = relay_tests::fake_agent_template(&["--sleep", "1"], serde_json::json!({}),
 ///     serde_json::json!({"read_write": ["{project}"]}));
 /// assert_eq!(t["id"], "claude-code");
+/// assert_eq!(t["token_mode"], "pipe");
 /// ```
 pub fn fake_agent_template(args: &[&str], env: Value, sandbox: Value) -> Value {
     let mut command = vec![fake_agent_arg()];
@@ -91,7 +94,9 @@ pub fn fake_agent_template(args: &[&str], env: Value, sandbox: Value) -> Value {
     for (k, v) in env.as_object().cloned().unwrap_or_default() {
         e[k] = v;
     }
-    serde_json::json!({"id": "claude-code", "command": command, "env": e, "sandbox": sandbox})
+    serde_json::json!({
+        "id": "claude-code", "command": command, "env": e, "sandbox": sandbox, "token_mode": "pipe",
+    })
 }
 
 /// The built `fake-agent` (see its source for the CLI and the record format).

@@ -1,6 +1,6 @@
 //! Stand-in mode's test harness, over [`crate::agent::Setup`], written against relay-host's
-//! settings keys (not its Rust types): the template's `token_mode` (`"pipe"`, the default, or
-//! `"stand_in"`) and the top-level `upstream_ca_file`.
+//! settings keys (not its Rust types): the template's `token_mode` (`"stand_in"`, the built-in
+//! `claude-code`'s default on Linux, or `"pipe"`) and the top-level `upstream_ca_file`.
 //!
 //! - [`write_settings`](crate::stand_in::write_settings): the built-in `claude-code` template as
 //!   shipped, `api_base_url` at the fixture, `token_mode` as asked, `upstream_ca_file` at the test
@@ -33,8 +33,8 @@ pub const STAND_IN: &str = "stand_in";
 pub const TOKEN_PREFIX: &str = "sk-ant-oat01-";
 
 /// The operator's settings of a stand-in test: [`shipped_settings`] at `gateway`, the template's
-/// `token_mode` set to `mode` (`None`: as [`shipped_settings`] has it), `upstream_ca_file` at `ca_file` (if any), and
-/// `extra` merged in: its `template` object's keys into the template (`network`), its other keys
+/// `token_mode` set to `mode` (`None`: `"pipe"`, the control; the built-in's default on Linux
+/// is stand-in mode), `upstream_ca_file` at `ca_file` (if any), and `extra` merged in: its `template` object's keys into the template (`network`), its other keys
 /// at the top (`trusted_projects`).
 ///
 /// ```
@@ -42,12 +42,12 @@ pub const TOKEN_PREFIX: &str = "sk-ant-oat01-";
 ///     Some(std::path::Path::new("/ca.pem")), serde_json::json!({}));
 /// assert_eq!(s["templates"][0]["token_mode"], "stand_in");
 /// assert_eq!(s["upstream_ca_file"], "/ca.pem");
+/// let pipe = relay_tests::stand_in::settings("https://127.0.0.1:9", None, None, serde_json::json!({}));
+/// assert_eq!(pipe["templates"][0]["token_mode"], "pipe");
 /// ```
 pub fn settings(gateway: &str, mode: Option<&str>, ca_file: Option<&Path>, extra: Value) -> Value {
     let mut s = shipped_settings(gateway);
-    if let Some(m) = mode {
-        s["templates"][0]["token_mode"] = json!(m);
-    }
+    s["templates"][0]["token_mode"] = json!(mode.unwrap_or("pipe"));
     if let Some(ca) = ca_file {
         s["upstream_ca_file"] = json!(ca);
     }
@@ -120,6 +120,27 @@ pub fn assert_as_shipped_in(config: &Path, mode: Option<&str>) {
              network and token_mode may differ)"
         );
     }
+}
+
+/// How long a [`wait_step`] waits for the test at most (below the Bash tool's 2 minutes).
+pub const WAIT_SECONDS: u32 = 100;
+
+/// A Bash step that says `ready` by creating `.sync/NAME.ready` in the project, then waits
+/// until the test creates `.sync/NAME.go` (at most [`WAIT_SECONDS`]); writes `went-on` (or
+/// `timed-out`) to `.sync/NAME.verdict`. A test acts (scans) while the session waits there.
+///
+/// ```
+/// let step = relay_tests::stand_in::wait_step("scan");
+/// # drop(step);
+/// ```
+pub fn wait_step(name: &str) -> crate::messages_api::Step {
+    crate::messages_api::Step::bash(&format!(
+        "mkdir -p .sync && touch .sync/{name}.ready && i=0 && \
+         while [ ! -e .sync/{name}.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done; \
+         if [ -e .sync/{name}.go ]; then v=went-on; else v=timed-out; fi; \
+         echo $v > .sync/{name}.verdict; echo $v",
+        WAIT_SECONDS * 5
+    ))
 }
 
 /// What fd 5 carried into each launch of a setup (see the module).

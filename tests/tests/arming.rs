@@ -98,10 +98,22 @@ impl World {
         }
     }
 
-    /// Writes `settings.json` (0644), naming `$RELAY_TEST_BWRAP` as its `bwrap` when set.
+    /// Writes `settings.json` (0644), naming `$RELAY_TEST_BWRAP` as its `bwrap` when set. A
+    /// `claude-code` template that does not say its `token_mode` gets `"pipe"`: these tests are
+    /// about where the real token on fd 5 can go (the built-in's default on Linux would hand a
+    /// stand-in).
     fn settings(&self, mut v: Value) {
         if let (Some(b), Some(o)) = (relay_tests::settings_bwrap(), v.as_object_mut()) {
             o.entry("bwrap").or_insert(json!(b));
+        }
+        let templates = v.get_mut("templates").and_then(Value::as_array_mut);
+        for t in templates.into_iter().flatten() {
+            if let Some(o) = t
+                .as_object_mut()
+                .filter(|o| o.get("id") == Some(&json!("claude-code")))
+            {
+                o.entry("token_mode").or_insert(json!("pipe"));
+            }
         }
         write(&self.config.join("settings.json"), &v.to_string(), 0o644);
     }

@@ -3,8 +3,8 @@
 //! in a fake Anthropic internet ([`relay_tests::fake_internet`]): `api.anthropic.com` is the
 //! Messages API fixture, the other hosts Claude Code's first run reaches answer onboarding's
 //! checks. The terminal UI reaches its prompt logged in and runs a Bash tool call, on the first
-//! launch and the next; for root and `nobody`, npm's layout and the native installer's, pipe
-//! mode and stand-in mode. The token (by hash) reaches only `api.anthropic.com`, only as
+//! launch and the next; for root and `nobody`, npm's layout and the native installer's, in
+//! stand-in mode (the default on Linux) and pipe mode (the opt-out). The token (by hash) reaches only `api.anthropic.com`, only as
 //! `Authorization: Bearer`.
 //!
 //! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`), the CLI
@@ -18,9 +18,10 @@ use relay_tests::agent::{print_args, Setup, FINAL, NOBODY};
 use relay_tests::fake_internet::{FakeInternet, API};
 use relay_tests::install::Install;
 use relay_tests::messages_api::Step;
-use relay_tests::sha256_hex;
-use relay_tests::stand_in::{Fd5Recorder, STAND_IN};
+use relay_tests::scan::{sandbox_pids, scan_memory_and_shapes};
+use relay_tests::stand_in::{wait_step, Fd5Recorder, STAND_IN, TOKEN_PREFIX};
 use relay_tests::tmux::{at_prompt, Tmux};
+use relay_tests::{sha256_hex, token_random_part};
 
 /// One terminal UI at a time: each costs a few seconds of both cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -90,7 +91,8 @@ fn tui_launch(s: &Setup, what: &str, n: usize) -> Duration {
 }
 
 /// The first launch and the next of the terminal UI as shipped, with `install` as `user`, in
-/// pipe mode and in stand-in mode (each in a setup of its own); the token only to the API.
+/// pipe mode (`"token_mode": "pipe"`) and as shipped, in stand-in mode (each in a setup of its
+/// own); the token only to the API.
 fn first_and_next(install: Install, user: Option<u32>) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Builds the binaries first (when under `cargo test`), out of the timings.
@@ -100,8 +102,9 @@ fn first_and_next(install: Install, user: Option<u32>) {
         let s = Setup::as_shipped(install, user, |_, _| script());
         let start = Instant::now();
         let fd5 = (stand_in && install == Install::Native).then(|| Fd5Recorder::install(&s, false));
-        if stand_in {
-            s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
+        if !stand_in {
+            // Stand-in mode is the default: nothing set. Pipe mode is the explicit opt-out.
+            s.write_settings_with(serde_json::json!({"token_mode": "pipe"}));
         }
         s.hand_over();
         let first = tui_launch(&s, &format!("{what}, first launch"), 1);
@@ -169,7 +172,8 @@ fn first_run_as_shipped_native_as_a_user() {
     first_and_next(Install::Native, Some(NOBODY));
 }
 
-/// A print-mode turn in stand-in mode with no `upstream_ca_file`: the fake CA is trusted only
+/// A print-mode turn as shipped (stand-in mode, the default) with no `upstream_ca_file`: the
+/// fake CA is trusted only
 /// through the system bundle, which `relay-stand-in` trusts as Claude Code does. The session's
 /// fd 5 held a stand-in; every credential that reached the API was the token.
 #[test]
@@ -178,9 +182,10 @@ fn stand_in_print_mode_trusts_the_system_store() {
     relay_tests::relay_host();
     let s = Setup::as_shipped(Install::Native, None, |_, _| script());
     let fd5 = Fd5Recorder::install(&s, false);
-    s.write_settings_with(serde_json::json!({"token_mode": STAND_IN}));
+    // As shipped: stand-in mode by default, no `upstream_ca_file`.
     let settings = std::fs::read_to_string(s.config.join("settings.json")).unwrap();
     assert!(!settings.contains("upstream_ca_file"), "{settings}");
+    assert!(!settings.contains("token_mode"), "{settings}");
     s.hand_over();
     let start = Instant::now();
     let turn = s.turn_by_run("Run the scripted command.");
@@ -195,6 +200,62 @@ fn stand_in_print_mode_trusts_the_system_store() {
     let got = fd5.hashes();
     assert_eq!(got.len(), 1, "fd 5 of the launch: {got:?}");
     assert_ne!(got[0], token, "the session got the token");
+    net(&s).assert_only_bearer_to_api(&token);
+    assert_every_api_credential_is(&s, &token);
+}
+
+/// As shipped (stand-in mode, nothing set) the real token never enters the sandbox: while a
+/// print-mode turn waits in its Bash call, a scan of every process of the session's sandbox finds
+/// neither the token nor its random part, and is not blind: Claude Code's memory holds a
+/// token-shaped string hashing to what fd 5 carried (the stand-in). Every credential that
+/// reached the API was the token. The pipe-mode control (the same scan finds the token):
+/// `tests/tests/stand_in.rs::in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox`.
+#[test]
+fn as_shipped_no_process_of_the_sandbox_holds_the_real_token() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    relay_tests::relay_host();
+    let s = Setup::as_shipped(Install::Native, None, |_, _| {
+        vec![wait_step("scan"), Step::text(FINAL)]
+    });
+    let fd5 = Fd5Recorder::install(&s, false);
+    let mut run = relay_tests::stand_in::launch(&s, Some(STAND_IN), &print_args("Go on."));
+    let sync = |what: &str| s.project.join(format!(".sync/scan.{what}"));
+    run.wait_for(&sync("ready"), Duration::from_secs(120));
+    let pids = sandbox_pids(run.pid());
+    let random = token_random_part(&s.token).as_bytes();
+    let shape = Some((TOKEN_PREFIX.as_bytes(), random.len()));
+    let scan = scan_memory_and_shapes(&pids, &[s.token.as_bytes(), random], shape);
+    std::fs::write(sync("go"), "").unwrap();
+    let turn = run.finish();
+    eprintln!("the sandbox's processes:\n{}", scan.summary());
+    s.assert_completed(&turn, 1);
+    let verdict = std::fs::read_to_string(sync("verdict")).unwrap_or_default();
+    assert_eq!(
+        verdict.trim(),
+        "went-on",
+        "the session did not wait for the scan"
+    );
+    assert!(pids.len() >= 2, "too few sandbox processes found: {pids:?}");
+    let token = sha256_hex(s.token.as_bytes());
+    let got = fd5.hashes();
+    assert_eq!(got.len(), 1, "fd 5 of the launch: {got:?}");
+    assert_ne!(got[0], token, "the session got the token");
+    assert!(
+        scan.shaped.contains_key(&got[0]),
+        "the scan is blind: no stand-in in the sandbox's memory ({} shaped)",
+        scan.shaped.len()
+    );
+    assert_eq!(
+        scan.total(0),
+        0,
+        "the real token is in the sandbox's memory"
+    );
+    assert_eq!(
+        scan.total(1),
+        0,
+        "its random part is in the sandbox's memory"
+    );
+    assert!(!scan.shaped.contains_key(&token));
     net(&s).assert_only_bearer_to_api(&token);
     assert_every_api_credential_is(&s, &token);
 }

@@ -97,6 +97,8 @@ fn demo_prints_the_report_and_exits_0() {
     for line in [
         "relay-token demo: a generated token handed to a child on fd 5",
         "  sandbox          bwrap at ",
+        "  token mode       pipe here (the probe gets the token itself); the built-in \
+         claude-code template: stand_in",
         "  hash matches     yes",
         "  CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR = 5",
         "  token in environ no",
@@ -153,6 +155,8 @@ fn demo_json_reports_every_check() {
     assert_eq!(p["open_token_file"]["ok"], json!(false), "{r:#}");
     assert_eq!(p["fds"], json!([0, 1, 2, 5]));
     assert_eq!(r["left_behind"], json!(false));
+    let modes = json!({"demo": "pipe", "claude_code": "stand_in"});
+    assert_eq!(r["token_mode"], modes);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! add what the native installer (`~/.local/share/claude/versions/<v>`, linked from
 //! `~/.local/bin/claude`) or an npm user prefix (`~/.npm-global/lib/node_modules/...`, linked
 //! from `~/.npm-global/bin/claude`) installed, and the next token launch runs the program the
-//! operator installed (the fake agent standing in for Claude Code), with the token.
+//! operator installed (the fake agent standing in for Claude Code), in the built-in's mode (a
+//! stand-in on Linux).
 //!
 //! Needs the binaries (`cargo build -p relay-host -p relay-shim -p relay-tests --bins`).
 
@@ -114,8 +115,8 @@ fn attack(i: &Installed) -> String {
 }
 
 /// A `shell` session tries [`attack`] on the layout `install` makes; every try is denied, the
-/// program and its link are as installed, and the next `claude-code` launch runs it with the
-/// token (its record holds the token's hash).
+/// program and its link are as installed, and the next `claude-code` launch runs it, handing it
+/// what the built-in hands over (a stand-in on Linux: its record holds another hash).
 fn install_folders_are_out_of_reach(install: fn(&Path) -> Installed) {
     let (f, token) = world();
     let i = install(&f.home);
@@ -139,7 +140,7 @@ fn install_folders_are_out_of_reach(install: fn(&Path) -> Installed) {
     assert_eq!(out.code, Some(0), "{}", out.describe());
     let recs = relay_tests::read_records(&f.project.join("rec.jsonl"));
     let rec = recs.last().expect("the installed program ran");
-    assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()), "{rec}");
+    relay_tests::install::assert_fd5_as_shipped(rec, &token);
     relay_tests::scan_for_tokens(&f.root, &f.token_file, &[&token]).assert_clean(0);
 }
 

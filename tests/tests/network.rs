@@ -22,7 +22,8 @@ use relay_tests::listener::{Listener, HELLO};
 use serde_json::{json, Value};
 
 /// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
-/// SCRIPT` with the project read-write and `network` as given; `extra` merged in.
+/// SCRIPT` with the project read-write and `network` as given, in pipe mode (the probes see
+/// the real token on fd 5 and relay-host's own proxy); `extra` merged in.
 fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
     let mut s = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
@@ -31,12 +32,24 @@ fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
             "command": ["/bin/sh", script],
             "sandbox": {"read_write": ["{project}"]},
             "network": network,
+            "token_mode": "pipe",
         }],
     });
     if let (Value::Object(m), Value::Object(x)) = (&mut s, extra) {
         m.extend(x);
     }
     std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+}
+
+/// Leaves `token_mode` out of the settings' template: the built-in's default (stand-in mode).
+fn in_the_default_mode(fx: &Fixture) {
+    let path = fx.config.join("settings.json");
+    let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    s["templates"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("token_mode");
+    std::fs::write(&path, s.to_string()).unwrap();
 }
 
 /// Runs one launch to its end; returns its output (stdout, stderr captured).
@@ -366,6 +379,21 @@ fn token_launch_with_the_host_network_needs_the_setting() {
             .any(|w| w.as_str().unwrap_or("").contains("token_network")),
         "{v}"
     );
+
+    // The default mode (stand-in) has no proxy on the host's network to add the real token:
+    // refused even with the setting, naming the opt-out; nothing runs.
+    std::fs::remove_file(fx.project.join("out.txt")).unwrap();
+    in_the_default_mode(&fx);
+    let out = launch(&fx, "default");
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("settings_invalid")
+            && err.contains("needs a sandboxed template with a network allow-list")
+            && err.contains("\\\"token_mode\\\": \\\"pipe\\\""),
+        "{err}"
+    );
+    assert!(!fx.project.join("out.txt").exists(), "the session ran");
 }
 
 /// Writes `probe.sh` into the project: `prelude`, then a curl of the listener `a` (at most
@@ -452,28 +480,40 @@ fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
         json!({"allow": ["api.anthropic.com"]}),
         json!({}),
     );
-    // A state folder so deep that the proxy's socket path exceeds what a Unix socket takes.
+    // A state folder so deep that the proxy's socket path exceeds what a Unix socket takes:
+    // refused alike in pipe mode (relay-host's proxy) and the default, stand-in mode
+    // (`relay-stand-in`'s), before anything starts.
     let deep = fx.root.join("s".repeat(60)).join("t".repeat(60));
-    let req = fx.request("deep", true, "deep", &[]);
-    let out = Command::new(&fx.host)
-        .arg("--config-dir")
-        .arg(&fx.config)
-        .arg("--state-dir")
-        .arg(&deep)
-        .arg("launch")
-        .arg(&req)
-        .env("HOME", &fx.home)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(78), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("sandbox_unavailable")
-            && err.contains("needs a proxy, which cannot be set up"),
-        "{err}"
-    );
-    assert!(!fx.project.join("out.txt").exists(), "the session ran");
+    for mode in ["pipe", "stand_in"] {
+        if mode == "stand_in" {
+            in_the_default_mode(&fx);
+        }
+        let req = fx.request("deep", true, "deep", &[]);
+        let out = Command::new(&fx.host)
+            .arg("--config-dir")
+            .arg(&fx.config)
+            .arg("--state-dir")
+            .arg(&deep)
+            .arg("launch")
+            .arg(&req)
+            .env("HOME", &fx.home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(78), "{mode}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("sandbox_unavailable")
+                && err.contains("needs a proxy, which cannot be set up: socket ")
+                && err.contains("path must be shorter than SUN_LEN"),
+            "{mode}: {err}"
+        );
+        assert!(!fx.project.join("out.txt").exists(), "the session ran");
+        assert!(
+            !deep.join("sessions/deep").exists(),
+            "{mode}: the session folder stayed"
+        );
+    }
 }
 
 /// A Ctrl-C reaches the session's whole process group (the shim forwards SIGINT to it): the

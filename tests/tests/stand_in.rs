@@ -22,7 +22,7 @@ use relay_tests::install::Install;
 use relay_tests::listener::AuthListener;
 use relay_tests::messages_api::{MessagesApi, Seen, Step};
 use relay_tests::scan::{sandbox_pids, scan_files, scan_memory, scan_memory_and_shapes};
-use relay_tests::stand_in::{self, Fd5Recorder, STAND_IN, TOKEN_PREFIX};
+use relay_tests::stand_in::{self, wait_step, Fd5Recorder, STAND_IN, TOKEN_PREFIX, WAIT_SECONDS};
 use relay_tests::tls::TestCa;
 use relay_tests::{sha256_hex, token_random_part};
 use serde_json::{json, Value};
@@ -33,22 +33,6 @@ const BASH_WORK: &str =
     "git status --short && printf 'made by bash\\n' > bash-made.txt && git add \
      bash-made.txt && git -c user.name=Relay -c user.email=relay@test.invalid \
      commit -q -m 'commit from the Bash tool' && git log --oneline | wc -l";
-
-/// How long a waiting step waits for the test at most (below the Bash tool's 2 minutes).
-const WAIT_SECONDS: u32 = 100;
-
-/// A Bash step that says `ready` by creating `.sync/NAME.ready`, then waits until the test
-/// creates `.sync/NAME.go` (at most [`WAIT_SECONDS`]); writes `went-on` (or `timed-out`) to
-/// `.sync/NAME.verdict`.
-fn wait_step(name: &str) -> Step {
-    Step::bash(&format!(
-        "mkdir -p .sync && touch .sync/{name}.ready && i=0 && \
-         while [ ! -e .sync/{name}.go ] && [ $i -lt {} ]; do sleep 0.2; i=$((i+1)); done; \
-         if [ -e .sync/{name}.go ]; then v=went-on; else v=timed-out; fi; \
-         echo $v > .sync/{name}.verdict; echo $v",
-        WAIT_SECONDS * 5
-    ))
-}
 
 /// The work of a turn: Bash (a file, `git commit`), Write a new file, Read and Edit the
 /// committed `notes.txt`; then `tail` (more steps) and the final text.
@@ -332,7 +316,7 @@ fn after_a_stand_in_turn_no_process_file_or_log_of_the_session_holds_the_real_to
     }
 }
 
-/// The control of the scans: the same turn in pipe mode (the default, `token_mode` left out):
+/// The control of the scans: the same turn in pipe mode (`"token_mode": "pipe"`, the opt-out):
 /// it completes, and the scan finds the real token in the sandbox's memory (Claude Code holds
 /// it), which stand-in mode removes.
 #[test]
@@ -367,8 +351,8 @@ fn in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox() {
     assert_every_bearer(&w.s.api.seen(), &w.real_hash(), "the pipe turn");
 }
 
-/// Pipe mode, the default, as shipped: one turn of `agent_turn.rs`'s kind through the unchanged
-/// harness (`Setup::turn`, settings checked as shipped) completes with the real token on every
+/// Pipe mode, the opt-out (a plain `http://` gateway is pipe mode's): one turn of
+/// `agent_turn.rs`'s kind through the unchanged harness (`Setup::turn`, settings checked as shipped) completes with the real token on every
 /// request and on no file.
 #[test]
 fn pipe_mode_turn_as_shipped_still_works() {

@@ -138,6 +138,12 @@ fn run_inner() -> Result<Value, DemoError> {
     let mut report = json!({
         "token_file": crate::human::path_json(&token_path),
         "expected": {"sha256": expected_sha, "bytes": expected_len},
+        // The demo's probe is handed the token itself; a session of the built-in template gets
+        // what its mode hands.
+        "token_mode": {
+            "demo": crate::settings::TokenMode::Pipe.word(),
+            "claude_code": crate::settings::TokenMode::builtin_claude_code().word(),
+        },
     });
     let probe: Value = match &bwrap {
         Ok(bwrap_path) => {
@@ -315,6 +321,12 @@ fn print_report(r: &Value) {
             outln!("                   (showing the unsandboxed half: pipe and variable)");
         }
     }
+    outln!(
+        "  token mode       {} here (the probe gets the token itself); the built-in claude-code \
+         template: {}",
+        s(&r["token_mode"]["demo"]),
+        s(&r["token_mode"]["claude_code"])
+    );
     let p = &r["probe"];
     outln!(
         "  child read fd 5  {} bytes, sha256 {}",

@@ -249,6 +249,8 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         });
     }
     let socket = crate::launch::network::session_socket(launch.folder.dir());
+    let network = launch.v.template.network();
+    crate::launch::network::check_socket(&network, &socket)?;
     let (stand_in, handed) = match (token, launch.programs.stand_in.as_deref()) {
         (Some(real), Some(program)) => {
             let s = stand_in::begin(&launch, program, real, cx, &socket)?;
@@ -267,7 +269,6 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         ),
     };
     let v = &launch.v;
-    let network = v.template.network();
     let (net, proxy) = crate::launch::network::start(
         &network,
         launch.programs.forwarder.as_deref(),

@@ -308,18 +308,24 @@ fn the_host_exits_with_the_sessions_code() {
 }
 
 /// The state folder is 0700 and every folder in it 0700, every file 0600, with relay-host
-/// run under umask 0 (it sets the modes itself).
+/// run under umask 0 (it sets the modes itself), for a kept session in the default mode (stand-in
+/// mode): its `ca.pem` alone is 0644, the session CA's certificate (shown to the session; its
+/// key stays in `relay-stand-in`'s memory), holding no key and no token.
 #[test]
 fn the_state_folder_is_private() {
     let mut fx = Fx::new();
     fx.umask0 = true;
-    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    fx.with_token(vec![in_the_default_mode(claude_template(
+        &[],
+        json!({}),
+        &[],
+    ))]);
     let mut kept = claude_req(&fx, "p1");
     kept["keep"] = json!(true);
     assert_eq!(fx.launch(&kept).code, Some(0));
     let refused = json!({"kind": "claude", "session_id": "bad id"});
     assert_eq!(fx.launch(&refused).code, Some(64));
-    let mut seen = 0;
+    let (mut seen, mut certificates) = (0, 0);
     let mut stack = vec![fx.state.clone()];
     while let Some(d) = stack.pop() {
         let mode = fs::symlink_metadata(&d).unwrap().permissions().mode() & 0o7777;
@@ -333,18 +339,45 @@ fn the_state_folder_is_private() {
                 assert!(m.is_file(), "{} is not a file", e.path().display());
                 // The one program the host places in a session folder: git's wrapper.
                 let own_program = e.file_name() == "git";
+                let certificate = e.file_name() == "ca.pem";
+                let want = match (own_program, certificate) {
+                    (true, _) => 0o700,
+                    (_, true) => 0o644,
+                    _ => 0o600,
+                };
                 assert_eq!(
                     m.permissions().mode() & 0o7777,
-                    if own_program { 0o700 } else { 0o600 },
+                    want,
                     "{}",
                     e.path().display()
                 );
+                if certificate {
+                    assert_only_a_certificate(&e.path(), &fx.token);
+                    certificates += 1;
+                }
                 seen += 1;
             }
         }
     }
     // audit, events, log and the kept session's lock and mark at least.
     assert!(seen >= 4, "{seen} files");
+    assert_eq!(certificates, 1, "the kept stand-in session's ca.pem");
+}
+
+/// `file` holds one PEM certificate and nothing else: no private key, no token.
+fn assert_only_a_certificate(file: &std::path::Path, token: &str) {
+    let text = fs::read_to_string(file).unwrap();
+    let blocks: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("-----BEGIN "))
+        .collect();
+    assert_eq!(blocks, ["-----BEGIN CERTIFICATE-----"], "{text}");
+    assert!(
+        text.trim_end().ends_with("-----END CERTIFICATE-----"),
+        "{text}"
+    );
+    assert!(!text.contains("PRIVATE"), "{text}");
+    assert_no_token("ca.pem", text.as_bytes(), token);
 }
 
 /// A request read from stdin (`launch -`) gives the session `/dev/null` as its stdin, and

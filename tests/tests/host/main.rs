@@ -238,6 +238,13 @@ pub fn claude_template(args: &[&str], env: Value, read: &[&str]) -> Value {
     )
 }
 
+/// `t` with `token_mode` left out: the built-in `claude-code` template's mode (stand-in mode on
+/// Linux), what a user who does not choose gets.
+pub fn in_the_default_mode(mut t: Value) -> Value {
+    t.as_object_mut().expect("a template").remove("token_mode");
+    t
+}
+
 /// Waits for `child` under `timeout` (killed with its process group, and a panic, when it
 /// overruns), collecting its output; a descendant that keeps a pipe open fails the test instead
 /// of hanging it.
@@ -355,6 +362,14 @@ pub fn assert_got_token(rec: &Value, token: &str) {
     assert_eq!(rec["env"][VAR], "5");
     assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()), "{rec}");
     assert_eq!(rec["token_bytes"], token.len());
+    assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
+}
+
+/// Asserts a start line got a stand-in for `token` on fd 5 (stand-in mode): the descriptor and
+/// its variable, a setup token's length at least, never the token's hash.
+pub fn assert_got_stand_in(rec: &Value, token: &str) {
+    relay_tests::install::assert_fd5_as_shipped(rec, token);
+    assert_eq!(rec["env"][VAR], "5");
     assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
 }
 

@@ -607,10 +607,12 @@ fn folders_follow_xdg_and_reading_creates_nothing() {
 }
 
 /// The README's operator walkthrough, line by line through `sh -c`, in a fresh home:
-/// `cargo install --locked --path relay-host` is played by copying the built `relay-host` alone into
-/// `~/.cargo/bin` (what it installs), and `claude setup-token` (which signs in through a browser)
-/// by its printed output; every `relay-host` line runs as written. `claude` is the fake agent,
-/// which prints what it got on fd 5 (by hash) to stderr.
+/// `cargo install --locked --path relay-host` is played by copying the built `relay-host`,
+/// `relay-net-forward` and `relay-stand-in` (what it installs, no `relay-shim`) into
+/// `~/.cargo/bin`, and `claude setup-token` (which signs in through a browser) by its printed
+/// output; every `relay-host` line runs as written. `claude` is the fake agent, which prints
+/// what it got on fd 5 (by hash) to stderr: a stand-in (the built-in template's default on
+/// Linux), never the token.
 #[test]
 fn the_readme_operator_walkthrough_runs() {
     let readme =
@@ -634,7 +636,10 @@ fn the_readme_operator_walkthrough_runs() {
     let mut ran = 0;
     for line in lines {
         if line == "cargo install --locked --path relay-host" {
-            relay_tests::copy_program(&relay_tests::relay_host(), &cargo_bin.join("relay-host"));
+            let built = relay_tests::relay_host().parent().unwrap().to_path_buf();
+            for p in ["relay-host", "relay-net-forward", "relay-stand-in"] {
+                relay_tests::copy_program(&built.join(p), &cargo_bin.join(p));
+            }
             continue;
         }
         if line == "claude setup-token" {
@@ -669,7 +674,7 @@ fn the_readme_operator_walkthrough_runs() {
                 .lines()
                 .find_map(|l| serde_json::from_str(l).ok())
                 .expect("the agent's record on stderr");
-            assert_got_token(&rec, &token);
+            assert_got_stand_in(&rec, &token);
         }
         ran += 1;
     }

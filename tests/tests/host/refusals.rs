@@ -209,11 +209,17 @@ fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
 }
 
 /// relay-host holds none of stand-in mode's TLS code: without `relay-stand-in` beside it, a
-/// stand-in launch is refused, naming the path it looked at, and nothing starts.
+/// launch of the `claude-code` template that leaves `token_mode` out (stand-in mode, the
+/// built-in's default on Linux) is refused, naming the path it looked at and, on a terminal, how
+/// to install it or opt out; nothing starts, and it never falls back to the real token.
 #[test]
 fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     let fx = Fx::new();
-    fx.with_token(vec![stand_in_template()]);
+    fx.with_token(vec![in_the_default_mode(claude_template(
+        &[],
+        json!({}),
+        &[],
+    ))]);
     let safe = fx.root.join("safe-bin");
     let programs = ["relay-host", "relay-net-forward", "relay-shim"];
     let out = launch_installed(&fx, &safe, &programs, "f3");
@@ -238,6 +244,19 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     );
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f3");
+    // A person is told how to install it, or how to opt out.
+    let cmd = installed_launch(&fx, &safe, &programs, "f4");
+    let (code, shown) = crate::operator::on_a_terminal(cmd);
+    assert_eq!(code, 71, "{shown}");
+    for words in [
+        "hint: install relay-stand-in beside relay-host (`cargo install --locked --path \
+         relay-host` installs both",
+        "or give the template \"token_mode\": \"pipe\"",
+    ] {
+        assert!(shown.contains(words), "{shown}");
+    }
+    assert_no_token("the terminal", shown.as_bytes(), &fx.token);
+    assert_nothing_started(&fx, "f4");
     // `status` says so before any launch: a problem naming the template and the path.
     let mut cmd = Command::new(safe.join("relay-host"));
     fx.host_setup(&mut cmd, &fx.state)
@@ -263,10 +282,18 @@ fn stand_in_template() -> serde_json::Value {
     t
 }
 
+/// [`installed_launch`] run: what it printed and how it ended.
+fn launch_installed(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str) -> Out {
+    let mut cmd = installed_launch(fx, dir, programs, id);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    finish(cmd.spawn().unwrap(), TIMEOUT)
+}
+
 /// relay-host installed in `dir` with `programs` (file names of the build) beside it, relay-shim
 /// from `<root>/safe-bin` (outside every grant) when it is not among them, launching session
-/// `id` in the project: what it printed and how it ended.
-fn launch_installed(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str) -> Out {
+/// `id` in the project.
+fn installed_launch(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str) -> Command {
     let safe = fx.root.join("safe-bin");
     fs::create_dir_all(dir).unwrap();
     fs::create_dir_all(&safe).unwrap();
@@ -282,10 +309,8 @@ fn launch_installed(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str)
     fx.host_setup(&mut cmd, &fx.state)
         .env("PATH", format!("{}:/usr/bin:/bin", safe.display()))
         .arg("launch")
-        .arg(&req)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    finish(cmd.spawn().unwrap(), TIMEOUT)
+        .arg(&req);
+    cmd
 }
 
 /// `msg` is the refusal of `program` in `dir`, a folder a session could write.

@@ -125,6 +125,25 @@ pub(crate) fn session_socket(session_dir: &Path) -> std::path::PathBuf {
     session_dir.join(SOCKET_NAME)
 }
 
+/// Refuses an allow-list launch whose proxy socket path is longer than a Unix socket takes (a
+/// deep state folder), before anything starts, in pipe and stand-in mode alike (the proxy is
+/// relay-host's or `relay-stand-in`'s); other networks need no socket.
+pub(crate) fn check_socket(network: &Network, socket: &Path) -> Result<(), NetworkError> {
+    use std::os::unix::ffi::OsStrExt;
+    let room = std::mem::size_of::<libc::sockaddr_un>()
+        - std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    if !matches!(network, Network::Allow(_)) || socket.as_os_str().as_bytes().len() < room {
+        return Ok(());
+    }
+    Err(NetworkError::Proxy {
+        what: format!("socket {}", socket.display()),
+        source: io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "path must be shorter than SUN_LEN",
+        ),
+    })
+}
+
 /// A destination the allow-list refused: the `network_denied` event (the session, host, port,
 /// reason and what would allow it) and the log line.
 pub(crate) fn note_denied(
