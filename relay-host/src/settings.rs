@@ -161,7 +161,7 @@ impl Template {
         });
         match (net, &self.api_base_url) {
             (Network::Allow(list), Some(g)) => Network::Allow(list.including(g.entry())),
-            (net, _) => net,
+            (net @ Network::Allow(_), None) | (net @ (Network::Host | Network::None), _) => net,
         }
     }
 }
@@ -433,7 +433,7 @@ impl Settings {
                         t.id
                     )));
                 }
-                if t.network() == Network::None {
+                if !crate::net::network_rules(&t.network()).reaches_out {
                     return Err(invalid(format!(
                         "template {:?}: api_base_url with network \"none\": no gateway is reachable",
                         t.id

@@ -18,7 +18,7 @@ use super::confine;
 use super::context::Launch;
 pub use super::error::LaunchError;
 use super::error::{RequestError, StartError};
-use super::request::{Kind, LaunchPlan, Request};
+use super::request::{LaunchPlan, Request};
 use super::session_folder::SessionFolder;
 pub use super::shim_command::Stdin;
 use super::stage::{
@@ -298,7 +298,7 @@ fn session_argv(
 /// 3, status at 4) and its command.
 fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
     let v = &c.launch.v;
-    let identity = v.kind == Kind::Claude;
+    let identity = v.kind.proves_identity();
     let wiring = ShimWiring::new(identity, cx.state.path(), v.session_id.as_str())
         .map_err(StartError::Bridge)?;
     let cmd = super::shim_command::shim_command(&c, stdin, &wiring);

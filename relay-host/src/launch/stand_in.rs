@@ -135,7 +135,8 @@ fn spawn(
         cmd.args(["--api", &h]);
     }
     cmd.arg("--");
-    if let crate::net::Network::Allow(list) = template.network() {
+    let network = template.network();
+    if let Some(list) = crate::net::network_rules(&network).proxied {
         cmd.args(list.entries());
     }
     cmd.env_clear()
