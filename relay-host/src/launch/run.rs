@@ -359,7 +359,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     super::signals::undefer();
     // The launch's setup is done; what it freed need not stay this host's memory while the
     // session runs.
-    sys::trim_heap();
+    relay_shim::heap::trim_heap();
     let mut last: Option<StatusEvent> = None;
     let mut line = String::new();
     while session.status.read_line(&mut line).unwrap_or(0) > 0 {
