@@ -190,6 +190,17 @@ impl Default for Sandbox {
     }
 }
 
+impl Sandbox {
+    /// The grants of a sandboxed template, `None` for `false` (every kind named: a kind added
+    /// later does not compile until it is decided here).
+    pub(crate) fn grants(&self) -> Option<&Grants> {
+        match self {
+            Sandbox::Off => None,
+            Sandbox::Grants(g) => Some(g),
+        }
+    }
+}
+
 /// Folders a sandboxed template may read, or read and write. Each is `~/...`, absolute, or
 /// starts with `{project}`.
 ///

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Sandbox, Settings, Template};
+use super::{Settings, Template};
 use crate::net::network_rules;
 
 /// What a token launch of the template hands the session on fd 5: the real token (`"pipe"`,
@@ -75,7 +75,7 @@ pub(super) fn stand_in_problem(t: &Template) -> Option<String> {
              runs on Linux only; on this system use token_mode \"pipe\" (or leave it out)"
         ));
     }
-    if t.sandbox == Sandbox::Off || network_rules(&t.network()).proxied.is_none() {
+    if t.sandbox.grants().is_none() || network_rules(&t.network()).proxied.is_none() {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" needs a sandboxed template with a network \
              allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real token"
@@ -106,7 +106,7 @@ pub(super) fn gateway_problem(s: &Settings) -> Option<String> {
     })?;
     let open = all
         .iter()
-        .find(|u| u.sandbox == Sandbox::Off || network_rules(&u.network()).shares_host)?;
+        .find(|u| u.sandbox.grants().is_none() || network_rules(&u.network()).shares_host)?;
     Some(format!(
         "template {:?}: api_base_url {:?} is plain http:// on this machine's loopback, where a \
          session of template {:?} (it shares the host's network) could listen in the gateway's \

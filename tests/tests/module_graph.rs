@@ -477,14 +477,16 @@ fn the_length_check_sees_a_long_function() {
     assert_eq!(functions(&lines), [("pub fn f() {", 92)]);
 }
 
-/// Variants of the kinds that decide what a token launch may do: a template's network, the
-/// sandbox's network, an allow-list entry's host pattern, the token mode, the operator's
+/// Variants of the kinds that decide what a token launch may do: a template's network and
+/// sandbox, the sandbox's network, an allow-list entry's host pattern, the token mode, the operator's
 /// `token_network` and a request's kind. A place that decides by one of these kinds names one
 /// of them, so listing the variants known today finds it.
 const POLICY_VARIANTS: &[&str] = &[
     "Network::Host",
     "Network::None",
     "Network::Allow",
+    "Sandbox::Off",
+    "Sandbox::Grants",
     "SandboxNet::Host",
     "SandboxNet::Loopback",
     "SandboxNet::Proxy",

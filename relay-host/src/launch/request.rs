@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::settings::{Sandbox, Settings, Template};
+use crate::settings::{Settings, Template};
 
 /// The kinds of session a request may ask for.
 ///
@@ -277,7 +277,7 @@ impl Request {
             }
         }
         let claude = template.id == CLAUDE_TEMPLATE && self.kind.may_run_claude();
-        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox != Sandbox::Off;
+        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox.grants().is_some();
         Ok(LaunchPlan {
             kind: self.kind,
             template,
@@ -406,6 +406,7 @@ pub fn new_session_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Sandbox;
 
     /// What each kind should decide: (may run Claude Code, proves itself to the host, the
     /// template it takes when the request names none).
@@ -416,6 +417,39 @@ mod tests {
             Kind::Pi => (false, false, Some("pi")),
             Kind::Codex => (false, false, Some("codex")),
             Kind::Chat => (false, false, Some("chat")),
+        }
+    }
+
+    /// Every template sandbox kind, each once; `sandboxed` names each (a kind added later does
+    /// not compile until it is decided there; list it here too).
+    fn every_sandbox() -> [Sandbox; 2] {
+        [Sandbox::Off, Sandbox::Grants(Default::default())]
+    }
+
+    /// Whether a launch of a template with this sandbox runs sandboxed.
+    fn sandboxed(s: &Sandbox) -> bool {
+        match s {
+            Sandbox::Off => false,
+            Sandbox::Grants(_) => true,
+        }
+    }
+
+    #[test]
+    fn every_sandbox_kind_decides_whether_a_launch_is_sandboxed() {
+        for sandbox in every_sandbox() {
+            let mut settings = Settings::default();
+            let mut t: Template =
+                serde_json::from_str(r#"{"id": "t", "command": ["/bin/sh"]}"#).unwrap();
+            t.sandbox = sandbox.clone();
+            settings.templates.push(t);
+            let r = r#"{"kind": "terminal", "template": "t"}"#;
+            let plan = Request::from_json(r).unwrap().validate(&settings).unwrap();
+            assert_eq!(plan.sandboxed, sandboxed(&sandbox), "{sandbox:?}");
+            assert_eq!(
+                sandbox.grants().is_some(),
+                sandboxed(&sandbox),
+                "{sandbox:?}"
+            );
         }
     }
 
