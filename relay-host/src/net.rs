@@ -204,13 +204,52 @@ pub fn claude_code_network() -> Network {
     Network::Allow(AllowList::parse(&entries).expect("the built-in list parses"))
 }
 
-/// Whether a launch's network may carry the token: `"host"` needs the operator's
-/// `"token_network": "host"`.
+/// What a template's network kind decides for a launch. Every policy that looks at a network's
+/// kind asks [`network_rules`], whose match names each kind: a kind added later does not
+/// compile until it is decided there, and nothing else matches on the kind with a catch-all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NetworkRules<'a> {
+    /// The session shares the host's network: no namespace of its own (the only kind on a
+    /// system without network namespaces), its loopback is the host's (it can listen where a
+    /// gateway on this machine listens), and a launch with the token on it needs the
+    /// operator's `"token_network": "host"`.
+    pub shares_host: bool,
+    /// The allow-list that the checking proxy (or a stand-in session's `relay-stand-in`)
+    /// enforces, reached through the forwarder inside the sandbox.
+    pub proxied: Option<&'a AllowList>,
+    /// Anything outside the session is reachable at all (a gateway, for one).
+    pub reaches_out: bool,
+}
+
+/// The rules of `network`'s kind ([`NetworkRules`]).
+pub(crate) fn network_rules(network: &Network) -> NetworkRules<'_> {
+    match network {
+        Network::Host => NetworkRules {
+            shares_host: true,
+            proxied: None,
+            reaches_out: true,
+        },
+        Network::None => NetworkRules {
+            shares_host: false,
+            proxied: None,
+            reaches_out: false,
+        },
+        Network::Allow(list) => NetworkRules {
+            shares_host: false,
+            proxied: Some(list),
+            reaches_out: true,
+        },
+    }
+}
+
+/// Whether a launch's network may carry the token: one that shares the host's network
+/// (`"host"`) needs the operator's `"token_network": "host"`.
 ///
 /// ```
-/// use relay_host::net::{token_network_allowed, Network};
+/// use relay_host::net::{token_network_allowed, Network, TokenNetwork};
 /// let err = token_network_allowed(&Network::Host, true, None).unwrap_err();
 /// assert!(err.to_string().contains("token_network"));
+/// assert!(token_network_allowed(&Network::Host, true, Some(TokenNetwork::Host)).is_ok());
 /// assert!(token_network_allowed(&Network::None, true, None).is_ok());
 /// ```
 pub fn token_network_allowed(
@@ -218,9 +257,13 @@ pub fn token_network_allowed(
     carries_token: bool,
     setting: Option<TokenNetwork>,
 ) -> Result<(), HostNetworkRefused> {
-    match (network, carries_token, setting) {
-        (Network::Host, true, None) => Err(HostNetworkRefused),
-        _ => Ok(()),
+    let allowed_by_setting = match setting {
+        Some(TokenNetwork::Host) => true,
+        None => false,
+    };
+    match network_rules(network).shares_host && carries_token && !allowed_by_setting {
+        true => Err(HostNetworkRefused),
+        false => Ok(()),
     }
 }
 
@@ -244,3 +287,84 @@ impl fmt::Display for HostNetworkRefused {
 }
 
 impl std::error::Error for HostNetworkRefused {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::network::{check, NetworkError};
+    use crate::settings::Settings;
+
+    /// Every network kind, each once. A kind added later fails to compile in `expected` until
+    /// it is decided there; list it here too.
+    fn every_network() -> [Network; 3] {
+        let list = AllowList::parse(&["*.example.com".to_string()]).unwrap();
+        [Network::Host, Network::None, Network::Allow(list)]
+    }
+
+    /// What each kind should decide: (shares the host's network, proxied, reaches out, a token
+    /// launch needs `token_network`).
+    fn expected(n: &Network) -> (bool, bool, bool, bool) {
+        match n {
+            Network::Host => (true, false, true, true),
+            Network::None => (false, false, false, false),
+            Network::Allow(_) => (false, true, true, false),
+        }
+    }
+
+    #[test]
+    fn every_network_kind_gets_its_own_decisions() {
+        let all = every_network();
+        let words: Vec<&str> = all.iter().map(Network::word).collect();
+        assert_eq!(words, ["host", "none", "allow-list"]);
+        for n in &all {
+            let (shares_host, proxied, reaches_out, needs_word) = expected(n);
+            let r = network_rules(n);
+            assert_eq!(r.shares_host, shares_host, "{}", n.word());
+            assert_eq!(r.proxied.is_some(), proxied, "{}", n.word());
+            assert_eq!(r.reaches_out, reaches_out, "{}", n.word());
+            let refused = token_network_allowed(n, true, None).is_err();
+            assert_eq!(refused, needs_word, "{}", n.word());
+            assert!(token_network_allowed(n, true, Some(TokenNetwork::Host)).is_ok());
+            assert!(token_network_allowed(n, false, None).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_token_launch_is_checked_on_every_network_kind() {
+        let settings = Settings::default();
+        for n in &every_network() {
+            let (shares_host, proxied, _, _) = expected(n);
+            let got = check(n, true, &settings);
+            match (cfg!(target_os = "linux"), shares_host, proxied) {
+                (false, false, _) => {
+                    assert!(matches!(got, Err(NetworkError::NeedsNamespace { .. })))
+                }
+                (_, true, _) => assert!(matches!(got, Err(NetworkError::HostNetwork(_)))),
+                (true, false, true) => {
+                    assert!(
+                        matches!(got, Err(NetworkError::Wildcards { ref hosts }) if hosts == &["*.example.com"])
+                    )
+                }
+                (true, false, false) => assert!(got.is_ok(), "{}", n.word()),
+            }
+            let opted_in = Settings {
+                token_network: Some(TokenNetwork::Host),
+                token_wildcards: true,
+                ..Settings::default()
+            };
+            let namespaced = cfg!(target_os = "linux") || shares_host;
+            assert_eq!(
+                check(n, true, &opted_in).is_ok(),
+                namespaced,
+                "{}",
+                n.word()
+            );
+            assert_eq!(
+                check(n, false, &settings).is_ok(),
+                namespaced,
+                "{}",
+                n.word()
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::settings::{Sandbox, Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
+use crate::settings::{Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 use relay_token::sandbox::{expand_grant, write_deny};
 
 /// Every template's read-write grants (built-in and configured), expanded against the home
@@ -50,7 +50,7 @@ pub(crate) fn rw_grants_in(
     let mut out: Vec<PathBuf> = Vec::new();
     let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     for t in templates(settings) {
-        let Sandbox::Grants(g) = &t.sandbox else {
+        let Some(g) = t.sandbox.grants() else {
             continue;
         };
         for value in &g.read_write {

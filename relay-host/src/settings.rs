@@ -162,7 +162,7 @@ impl Template {
         });
         match (net, &self.api_base_url) {
             (Network::Allow(list), Some(g)) => Network::Allow(list.including(g.entry())),
-            (net, _) => net,
+            (net @ Network::Allow(_), None) | (net @ (Network::Host | Network::None), _) => net,
         }
     }
 }
@@ -188,6 +188,17 @@ pub enum Sandbox {
 impl Default for Sandbox {
     fn default() -> Self {
         Sandbox::Grants(Grants::default())
+    }
+}
+
+impl Sandbox {
+    /// The grants of a sandboxed template, `None` for `false` (every kind named: a kind added
+    /// later does not compile until it is decided here).
+    pub(crate) fn grants(&self) -> Option<&Grants> {
+        match self {
+            Sandbox::Off => None,
+            Sandbox::Grants(g) => Some(g),
+        }
     }
 }
 
@@ -434,7 +445,7 @@ impl Settings {
                         t.id
                     )));
                 }
-                if t.network() == Network::None {
+                if !crate::net::network_rules(&t.network()).reaches_out {
                     return Err(invalid(format!(
                         "template {:?}: api_base_url with network \"none\": no gateway is reachable",
                         t.id

@@ -151,7 +151,9 @@ fn resolve(e: Entry) -> Result<Template, EntryError> {
             }
             Some(Network::Allow(list))
         }
-        (base, given) => given.or(base),
+        (base, None) => base,
+        (_, given @ Some(Network::Host | Network::None))
+        | (None | Some(Network::Host | Network::None), given @ Some(Network::Allow(_))) => given,
     };
     t.api_base_url = e.api_base_url.or(t.api_base_url);
     t.same_project = e.same_project.or(t.same_project);

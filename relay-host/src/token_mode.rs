@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Sandbox, Settings, Template};
-use crate::net::Network;
+use super::{Settings, Template};
+use crate::net::network_rules;
 
 /// What a token launch of the template hands the session on fd 5: the real token (`"pipe"`,
 /// a template's default, and the built-in `claude-code`'s on macOS), or a fresh stand-in per
@@ -68,7 +68,16 @@ impl TokenMode {
     /// assert!(relay_host::settings::TokenMode::Pipe.is_pipe());
     /// ```
     pub fn is_pipe(&self) -> bool {
-        *self == TokenMode::Pipe
+        !self.hands_stand_in()
+    }
+
+    /// True when a token launch hands the session a stand-in and keeps the real token on the
+    /// host (every mode named: a mode added later does not compile until it is decided here).
+    pub(crate) fn hands_stand_in(self) -> bool {
+        match self {
+            TokenMode::Pipe => false,
+            TokenMode::StandIn => true,
+        }
     }
 }
 
@@ -83,7 +92,7 @@ pub(super) fn problem(s: &Settings) -> Option<String> {
 
 /// Why a template's `token_mode: "stand_in"` cannot work, or `None`.
 fn stand_in_problem(t: &Template) -> Option<String> {
-    if t.token_mode != TokenMode::StandIn {
+    if !t.token_mode.hands_stand_in() {
         return None;
     }
     let id = &t.id;
@@ -93,7 +102,7 @@ fn stand_in_problem(t: &Template) -> Option<String> {
              runs on Linux only; on this system use token_mode \"pipe\" (or leave it out)"
         ));
     }
-    if t.sandbox == Sandbox::Off || !matches!(t.network(), Network::Allow(_)) {
+    if t.sandbox.grants().is_none() || network_rules(&t.network()).proxied.is_none() {
         return Some(format!(
             "template {id:?}: token_mode \"stand_in\" needs a sandboxed template with a network \
              allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real \
@@ -126,7 +135,7 @@ fn gateway_problem(s: &Settings) -> Option<String> {
     })?;
     let open = all
         .iter()
-        .find(|u| u.sandbox == Sandbox::Off || u.network() == Network::Host)?;
+        .find(|u| u.sandbox.grants().is_none() || network_rules(&u.network()).shares_host)?;
     Some(format!(
         "template {:?}: api_base_url {:?} is plain http:// on this machine's loopback, where a \
          session of template {:?} (it shares the host's network) could listen in the gateway's \
@@ -188,5 +197,34 @@ impl Template {
             }
         }
         hosts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TokenMode;
+
+    /// Every token mode, each once; `expected` names each (a mode added later does not compile
+    /// until it is decided there; list it here too).
+    const ALL: [TokenMode; 2] = [TokenMode::Pipe, TokenMode::StandIn];
+
+    /// What each mode should decide: (hands a stand-in, the word).
+    fn expected(m: TokenMode) -> (bool, &'static str) {
+        match m {
+            TokenMode::Pipe => (false, "pipe"),
+            TokenMode::StandIn => (true, "stand_in"),
+        }
+    }
+
+    #[test]
+    fn every_token_mode_gets_its_own_decisions() {
+        for m in ALL {
+            let (stand_in, word) = expected(m);
+            assert_eq!(m.hands_stand_in(), stand_in, "{m:?}");
+            assert_eq!(m.is_pipe(), !stand_in, "{m:?}");
+            assert_eq!(m.word(), word);
+            let json = format!("{word:?}");
+            assert_eq!(serde_json::from_str::<TokenMode>(&json).unwrap(), m);
+        }
     }
 }

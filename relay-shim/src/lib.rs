@@ -85,6 +85,7 @@ use relay_token::{FdMap, TOKEN_FD};
 mod cleanup;
 pub mod exit;
 pub mod forwarder;
+pub mod heap;
 pub mod identity;
 mod options;
 pub mod pty;
@@ -243,8 +244,7 @@ fn supervise(
     status: &mut StatusOut,
     cleanup: Option<&cleanup::Cleanup>,
 ) -> i32 {
-    // The target runs: what the start freed need not stay this shim's memory meanwhile.
-    relay_token::sys::trim_heap();
+    heap::trim_heap();
     let waited = wait_exit(pid, tty);
     // bwrap ended: so must its sandbox. bwrap killed in the moment after it made the sandbox,
     // before the sandbox's init tied itself to bwrap's life, leaves that init running alone.

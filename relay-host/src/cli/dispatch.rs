@@ -29,7 +29,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     human::set_json(cli.json);
     // The host's threads (a session's proxy, the Hello's bridge) allocate little: one arena
     // keeps each from adding its own to the memory a session costs.
-    relay_token::sys::one_arena();
+    relay_shim::heap::one_arena();
     if let Err(e) = crate::harden_process() {
         human::print_error(&format!("cannot harden the process (prctl/setrlimit): {e}"));
         return ExitCode::Internal.code();

@@ -392,7 +392,7 @@ fn print_checks(r: &Value) {
 fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, PathBuf>)> {
     let t = reach::templates(settings)
         .into_iter()
-        .find(|t| t.token_mode == crate::settings::TokenMode::StandIn)?;
+        .find(|t| t.token_mode.hands_stand_in())?;
     let p = crate::net::stand_in_program().ok()?;
     let found = match relay_token::which::is_executable(&p) {
         true => Ok(p),
@@ -405,9 +405,8 @@ fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, Path
 /// allow-list: refused at launch unless `token_wildcards` is set, and named here either way.
 fn token_wildcard_warnings(settings: &Settings) -> Option<String> {
     let t = settings.template(crate::launch::plan::request::CLAUDE_TEMPLATE)?;
-    let crate::net::Network::Allow(list) = t.network() else {
-        return None;
-    };
+    let network = t.network();
+    let list = crate::net::network_rules(&network).proxied?;
     let w = list.wildcards();
     if w.is_empty() {
         return None;

@@ -16,7 +16,7 @@ use crate::launch::context::Launch;
 pub use crate::launch::error::LaunchError;
 use crate::launch::error::{RequestError, StartError};
 use crate::launch::network::{stand_in, Handed, Networked, SessionProxy};
-use crate::launch::plan::request::{Kind, LaunchPlan, Request};
+use crate::launch::plan::request::{LaunchPlan, Request};
 use crate::launch::prepare::claude_config;
 use crate::launch::prepare::programs;
 use crate::launch::prepare::session_folder::SessionFolder;
@@ -349,7 +349,7 @@ fn session_argv(
 /// 3, status at 4) and its command.
 fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
     let v = &c.launch.v;
-    let identity = v.kind == Kind::Claude;
+    let identity = v.kind.proves_identity();
     let wiring = ShimWiring::new(identity, cx.state.path(), v.session_id.as_str())
         .map_err(StartError::Bridge)?;
     let cmd = crate::launch::shim::shim_command::shim_command(&c, stdin, &wiring);
@@ -412,7 +412,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     crate::launch::signals::undefer();
     // The launch's setup is done; what it freed need not stay this host's memory while the
     // session runs.
-    sys::trim_heap();
+    relay_shim::heap::trim_heap();
     let mut last: Option<StatusEvent> = None;
     let mut line = String::new();
     while session.status.read_line(&mut line).unwrap_or(0) > 0 {

@@ -104,7 +104,8 @@ impl AllowEntry {
             (Pattern::Ip(a), Host::Ip(b)) => a == b,
             (Pattern::Name(a), Host::Name(b)) => a == b,
             (Pattern::Below(d), Host::Name(b)) => b.ends_with(d.as_str()) && b.len() > d.len(),
-            _ => false,
+            (Pattern::Ip(_), Host::Name(_))
+            | (Pattern::Name(_) | Pattern::Below(_), Host::Ip(_)) => false,
         }
     }
 
@@ -118,9 +119,22 @@ impl AllowEntry {
         }
     }
 
-    /// True when this entry names an address (so a name that resolves to it is not needed).
-    fn is_ip(&self) -> bool {
-        matches!(self.host, Pattern::Ip(_))
+    /// The address this entry names, if it names one (so a name that resolves to it is not
+    /// needed).
+    fn ip(&self) -> Option<IpAddr> {
+        match self.host {
+            Pattern::Ip(ip) => Some(ip),
+            Pattern::Name(_) | Pattern::Below(_) => None,
+        }
+    }
+
+    /// True when this entry covers names other than the one it spells (`*.domain`), which a
+    /// launch with the token may reach only with the operator's word.
+    fn is_wildcard(&self) -> bool {
+        match self.host {
+            Pattern::Below(_) => true,
+            Pattern::Name(_) | Pattern::Ip(_) => false,
+        }
     }
 }
 
@@ -293,7 +307,7 @@ impl AllowList {
     pub fn wildcards(&self) -> Vec<String> {
         self.entries
             .iter()
-            .filter(|e| matches!(e.host, Pattern::Below(_)))
+            .filter(|e| e.is_wildcard())
             .map(|e| e.to_string())
             .collect()
     }
@@ -337,7 +351,7 @@ impl AllowList {
     pub fn lists_ip(&self, ip: IpAddr) -> bool {
         self.entries
             .iter()
-            .any(|e| e.is_ip() && e.host == Pattern::Ip(canonical_ip(ip)))
+            .any(|e| e.ip() == Some(canonical_ip(ip)))
     }
 }
 
@@ -398,6 +412,39 @@ fn normal_name(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry of each host pattern, each once; `expected` names each pattern (one added later
+    /// does not compile until it is decided there; list an entry of it here too).
+    const EVERY_PATTERN: [&str; 3] = ["a.example", "*.b.example", "10.0.0.1"];
+
+    /// What each pattern should decide: (a wildcard, the address it names, reaches
+    /// `x.b.example`, reaches `10.0.0.1`).
+    fn expected(p: &Pattern) -> (bool, Option<IpAddr>, bool, bool) {
+        match p {
+            Pattern::Name(_) => (false, None, false, false),
+            Pattern::Below(_) => (true, None, true, false),
+            Pattern::Ip(ip) => (false, Some(*ip), false, true),
+        }
+    }
+
+    #[test]
+    fn every_host_pattern_gets_its_own_decisions() {
+        for written in EVERY_PATTERN {
+            let e = AllowEntry::parse(written).unwrap();
+            let (wildcard, ip, below, address) = expected(&e.host);
+            assert_eq!(e.is_wildcard(), wildcard, "{written}");
+            assert_eq!(e.ip(), ip, "{written}");
+            let one = list(&[written]);
+            assert_eq!(one.wildcards().len(), usize::from(wildcard), "{written}");
+            assert_eq!(one.allows("x.b.example", 443, 443), below, "{written}");
+            assert_eq!(one.allows("10.0.0.1", 443, 443), address, "{written}");
+            assert_eq!(
+                one.lists_ip("10.0.0.1".parse().unwrap()),
+                address,
+                "{written}"
+            );
+        }
+    }
 
     fn list(e: &[&str]) -> AllowList {
         AllowList::parse(&e.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()

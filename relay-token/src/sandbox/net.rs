@@ -75,7 +75,7 @@ impl SandboxNet {
     pub fn unshare_flags(&self) -> &'static [&'static str] {
         match self {
             SandboxNet::Host => &[],
-            _ => &["--unshare-net"],
+            SandboxNet::Loopback | SandboxNet::Proxy { .. } => &["--unshare-net"],
         }
     }
 
@@ -101,7 +101,7 @@ impl SandboxNet {
                 socket.into(),
                 inside.socket.clone().into(),
             ],
-            _ => Vec::new(),
+            SandboxNet::Host | SandboxNet::Loopback => Vec::new(),
         }
     }
 
@@ -115,8 +115,9 @@ impl SandboxNet {
     /// assert!(n.env().iter().any(|(k, v)| k == "HTTPS_PROXY" && v == "http://127.0.0.1:3128"));
     /// ```
     pub fn env(&self) -> Vec<(OsString, OsString)> {
-        let SandboxNet::Proxy { inside, .. } = self else {
-            return Vec::new();
+        let inside = match self {
+            SandboxNet::Proxy { inside, .. } => inside,
+            SandboxNet::Host | SandboxNet::Loopback => return Vec::new(),
         };
         let url = inside.url();
         let mut out = Vec::new();
@@ -146,7 +147,7 @@ impl SandboxNet {
                 inside.socket.clone().into(),
                 "--".into(),
             ],
-            _ => Vec::new(),
+            SandboxNet::Host | SandboxNet::Loopback => Vec::new(),
         }
     }
 }
@@ -161,6 +162,44 @@ mod tests {
 
     const SANDBOX_SOCKET: &str = "/run/x/net.sock";
     const SANDBOX_FORWARDER: &str = "/run/x/forward";
+
+    /// Every sandbox network, each once; `expected` names each (one added later does not
+    /// compile until it is decided there; list it here too).
+    fn every_net() -> [SandboxNet; 3] {
+        let inside = ProxyInside {
+            socket: SANDBOX_SOCKET.into(),
+            forwarder: SANDBOX_FORWARDER.into(),
+            port: 3128,
+        };
+        let (socket, forwarder) = ("/s/net.sock".into(), "/bin/fwd".into());
+        let proxy = SandboxNet::Proxy {
+            socket,
+            forwarder,
+            inside,
+        };
+        [SandboxNet::Host, SandboxNet::Loopback, proxy]
+    }
+
+    /// What each network should render: (its own namespace, binds, proxy variables, a
+    /// forwarder before the command).
+    fn expected(n: &SandboxNet) -> (bool, usize, usize, usize) {
+        match n {
+            SandboxNet::Host => (false, 0, 0, 0),
+            SandboxNet::Loopback => (true, 0, 0, 0),
+            SandboxNet::Proxy { .. } => (true, 6, 6, 4),
+        }
+    }
+
+    #[test]
+    fn every_sandbox_network_renders_its_own_parts() {
+        for n in every_net() {
+            let (own, binds, env, prefix) = expected(&n);
+            assert_eq!(n.unshare_flags() == ["--unshare-net"], own, "{n:?}");
+            assert_eq!(n.binds().len(), binds, "{n:?}");
+            assert_eq!(n.env().len(), env, "{n:?}");
+            assert_eq!(n.command_prefix().len(), prefix, "{n:?}");
+        }
+    }
 
     fn argv(net: SandboxNet) -> Vec<OsString> {
         let mut p = Profile::new();

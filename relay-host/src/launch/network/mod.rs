@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::launch::prepare::Prepared;
 use crate::net::proxy::{Denied, Proxy};
-use crate::net::{token_network_allowed, HostNetworkRefused, Network};
+use crate::net::{network_rules, token_network_allowed, HostNetworkRefused, Network};
 use crate::settings::Settings;
 use crate::state::State;
 use relay_token::sandbox::SandboxNet;
@@ -39,22 +39,21 @@ pub fn check(
     carries_token: bool,
     settings: &Settings,
 ) -> Result<(), NetworkError> {
-    if !cfg!(target_os = "linux") && *network != Network::Host {
+    let rules = network_rules(network);
+    if !cfg!(target_os = "linux") && !rules.shares_host {
         // No network namespace to put the session in: refused, never run on the host's network.
         let network = network.word();
         return Err(NetworkError::NeedsNamespace { network });
     }
     token_network_allowed(network, carries_token, settings.token_network)
         .map_err(NetworkError::HostNetwork)?;
-    match network {
-        Network::Allow(list) if carries_token && !settings.token_wildcards => {
-            let hosts = list.wildcards();
-            match hosts.is_empty() {
-                true => Ok(()),
-                false => Err(NetworkError::Wildcards { hosts }),
-            }
-        }
-        _ => Ok(()),
+    let hosts = match (rules.proxied, carries_token && !settings.token_wildcards) {
+        (Some(list), true) => list.wildcards(),
+        (Some(_), false) | (None, true) | (None, false) => Vec::new(),
+    };
+    match hosts.is_empty() {
+        true => Ok(()),
+        false => Err(NetworkError::Wildcards { hosts }),
     }
 }
 
@@ -132,7 +131,8 @@ pub(crate) fn check_socket(network: &Network, socket: &Path) -> Result<(), Netwo
     use std::os::unix::ffi::OsStrExt;
     let room = std::mem::size_of::<libc::sockaddr_un>()
         - std::mem::offset_of!(libc::sockaddr_un, sun_path);
-    if !matches!(network, Network::Allow(_)) || socket.as_os_str().as_bytes().len() < room {
+    let proxied = crate::net::network_rules(network).proxied.is_some();
+    if !proxied || socket.as_os_str().as_bytes().len() < room {
         return Ok(());
     }
     Err(NetworkError::Proxy {
@@ -252,7 +252,7 @@ impl Error for NetworkError {
         match self {
             NetworkError::HostNetwork(e) => Some(e),
             NetworkError::Proxy { source, .. } => Some(source),
-            _ => None,
+            NetworkError::NeedsNamespace { .. } | NetworkError::Wildcards { .. } => None,
         }
     }
 }

@@ -147,7 +147,8 @@ fn spawn(
     use std::os::fd::AsFd;
     let template = &launch.v.template;
     let mut allow = Vec::new();
-    if let crate::net::Network::Allow(list) = template.network() {
+    let network = template.network();
+    if let Some(list) = crate::net::network_rules(&network).proxied {
         allow = list.entries().to_vec();
     }
     let args = Args {

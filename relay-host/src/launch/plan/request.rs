@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::settings::{Sandbox, Settings, Template};
+use crate::settings::{Settings, Template};
 
 /// The kinds of session a request may ask for.
 ///
@@ -43,6 +43,34 @@ impl Kind {
             Kind::Pi => "pi",
             Kind::Codex => "codex",
             Kind::Chat => "chat",
+        }
+    }
+
+    /// Every kind, each once (a unit test checks each one's decisions by an exhaustive match, so
+    /// a kind added later does not compile until it is decided there and listed here).
+    #[cfg(test)]
+    pub(crate) const ALL: [Kind; 5] = [
+        Kind::Claude,
+        Kind::Terminal,
+        Kind::Pi,
+        Kind::Codex,
+        Kind::Chat,
+    ];
+
+    /// True for the kinds that run Claude Code when their template is `claude-code` (its
+    /// flags, config folder and resumed conversations): `claude` and `terminal`.
+    pub(crate) fn may_run_claude(self) -> bool {
+        match self {
+            Kind::Claude | Kind::Terminal => true,
+            Kind::Pi | Kind::Codex | Kind::Chat => false,
+        }
+    }
+
+    /// True for the kinds whose shim proves itself to the host (`--identity`): `claude`.
+    pub(crate) fn proves_identity(self) -> bool {
+        match self {
+            Kind::Claude => true,
+            Kind::Terminal | Kind::Pi | Kind::Codex | Kind::Chat => false,
         }
     }
 }
@@ -207,9 +235,9 @@ impl Request {
             }
             (Kind::Terminal, Some(t)) => t,
             (Kind::Terminal, None) => return Err(InvalidSpec::TerminalWithoutTemplate),
-            (k, None) => k.as_str(),
-            (k, Some(t)) if t == k.as_str() => t,
-            (k, Some(t)) => {
+            (k @ (Kind::Pi | Kind::Codex | Kind::Chat), None) => k.as_str(),
+            (k @ (Kind::Pi | Kind::Codex | Kind::Chat), Some(t)) if t == k.as_str() => t,
+            (k @ (Kind::Pi | Kind::Codex | Kind::Chat), Some(t)) => {
                 return Err(InvalidSpec::KindTemplate {
                     kind: k.as_str(),
                     given: t.to_string(),
@@ -248,9 +276,8 @@ impl Request {
                 return Err(InvalidSpec::EnvTokenVar(k.clone()));
             }
         }
-        let claude =
-            template.id == CLAUDE_TEMPLATE && matches!(self.kind, Kind::Claude | Kind::Terminal);
-        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox != Sandbox::Off;
+        let claude = template.id == CLAUDE_TEMPLATE && self.kind.may_run_claude();
+        let sandboxed = self.sandbox && self.host.is_none() && template.sandbox.grants().is_some();
         Ok(LaunchPlan {
             kind: self.kind,
             template,
@@ -376,4 +403,87 @@ pub fn new_session_id() -> String {
         s.push_str(&format!("{b:02x}"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Sandbox;
+
+    /// What each kind should decide: (may run Claude Code, proves itself to the host, the
+    /// template it takes when the request names none).
+    fn expected(k: Kind) -> (bool, bool, Option<&'static str>) {
+        match k {
+            Kind::Claude => (true, true, Some(CLAUDE_TEMPLATE)),
+            Kind::Terminal => (true, false, None),
+            Kind::Pi => (false, false, Some("pi")),
+            Kind::Codex => (false, false, Some("codex")),
+            Kind::Chat => (false, false, Some("chat")),
+        }
+    }
+
+    /// Every template sandbox kind, each once; `sandboxed` names each (a kind added later does
+    /// not compile until it is decided there; list it here too).
+    fn every_sandbox() -> [Sandbox; 2] {
+        [Sandbox::Off, Sandbox::Grants(Default::default())]
+    }
+
+    /// Whether a launch of a template with this sandbox runs sandboxed.
+    fn sandboxed(s: &Sandbox) -> bool {
+        match s {
+            Sandbox::Off => false,
+            Sandbox::Grants(_) => true,
+        }
+    }
+
+    #[test]
+    fn every_sandbox_kind_decides_whether_a_launch_is_sandboxed() {
+        for sandbox in every_sandbox() {
+            let mut settings = Settings::default();
+            let mut t: Template =
+                serde_json::from_str(r#"{"id": "t", "command": ["/bin/sh"]}"#).unwrap();
+            t.sandbox = sandbox.clone();
+            settings.templates.push(t);
+            let r = r#"{"kind": "terminal", "template": "t"}"#;
+            let plan = Request::from_json(r).unwrap().validate(&settings).unwrap();
+            assert_eq!(plan.sandboxed, sandboxed(&sandbox), "{sandbox:?}");
+            assert_eq!(
+                sandbox.grants().is_some(),
+                sandboxed(&sandbox),
+                "{sandbox:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_kind_gets_its_own_decisions() {
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["claude", "terminal", "pi", "codex", "chat"]);
+        let settings = Settings::default();
+        for k in Kind::ALL {
+            let (claude, identity, template) = expected(k);
+            assert_eq!(k.may_run_claude(), claude, "{k:?}");
+            assert_eq!(k.proves_identity(), identity, "{k:?}");
+            let json = format!(r#"{{"kind": "{}"}}"#, k.as_str());
+            let picked = Request::from_json(&json).unwrap().validate(&settings);
+            match template {
+                Some(t) if settings.template(t).is_some() => {
+                    let plan = picked.unwrap();
+                    assert_eq!(plan.template.id, t, "{k:?}");
+                    assert_eq!(plan.claude, claude && t == CLAUDE_TEMPLATE, "{k:?}");
+                }
+                Some(t) => assert!(
+                    matches!(picked, Err(InvalidSpec::UnknownTemplate(ref id)) if id == t),
+                    "{k:?}"
+                ),
+                None => assert!(
+                    matches!(picked, Err(InvalidSpec::TerminalWithoutTemplate)),
+                    "{k:?}"
+                ),
+            }
+            let json = format!(r#"{{"kind": "{}", "template": "shell"}}"#, k.as_str());
+            let other = Request::from_json(&json).unwrap().validate(&settings);
+            assert_eq!(other.is_ok(), k == Kind::Terminal, "{k:?}");
+        }
+    }
 }

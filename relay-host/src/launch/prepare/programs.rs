@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::launch::plan::request::LaunchPlan;
 use crate::launch::prepare::error::{PrepareError, ProgramError};
 use crate::launch::spawn_error::spawn_err;
+use crate::net::network_rules;
 use crate::reach;
 use crate::settings::Settings;
 use crate::Host;
@@ -64,12 +65,13 @@ pub(crate) fn resolve(
         claude_config,
         &sandbox::Realpaths::default(),
     );
-    let forwarder = match (v.sandboxed, v.template.network()) {
-        (true, crate::net::Network::Allow(_)) => Some(
+    let network = v.template.network();
+    let forwarder = match (v.sandboxed, network_rules(&network).proxied) {
+        (true, Some(_)) => Some(
             crate::net::forwarder_program()
                 .map_err(spawn_err("relay-host's own path".to_string()))?,
         ),
-        _ => None,
+        (true, None) | (false, Some(_)) | (false, None) => None,
     };
     let stand_in = match stand_in_mode(v, carries_token) {
         true => Some(find_stand_in()?),
@@ -92,9 +94,9 @@ pub(crate) fn resolve(
 /// True when the launch runs in stand-in mode: its template asks for it, it is sandboxed with
 /// an allow-list (the settings refuse stand-in mode otherwise) and it carries the token.
 pub(crate) fn stand_in_mode(v: &LaunchPlan, carries_token: bool) -> bool {
-    v.template.token_mode == crate::settings::TokenMode::StandIn
+    v.template.token_mode.hands_stand_in()
         && v.sandboxed
-        && matches!(v.template.network(), crate::net::Network::Allow(_))
+        && network_rules(&v.template.network()).proxied.is_some()
         && carries_token
 }
 
