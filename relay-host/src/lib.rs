@@ -44,6 +44,7 @@ macro_rules! errln {
 }
 
 pub mod cli;
+mod harden;
 mod host;
 pub mod human;
 pub mod launch;
@@ -55,7 +56,8 @@ pub mod stand_in;
 pub mod state;
 pub mod userns;
 
-pub use host::{exit_code_of, harden_process, home_dir, Host, ShimNotFound};
+pub use harden::harden_process;
+pub use host::{exit_code_of, home_dir, Host, ShimNotFound};
 
 /// The whole of the `relay-host` program: `argv` is its command line, program name first. Picks
 /// the program by the name it was started under (the table above) and returns its exit code.

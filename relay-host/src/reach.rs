@@ -49,7 +49,7 @@ pub(crate) fn rw_grants_in(
 ) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
-    for t in templates(settings) {
+    for t in settings.all_templates() {
         let Some(g) = t.sandbox.grants() else {
             continue;
         };
@@ -70,27 +70,6 @@ pub(crate) fn rw_grants_in(
         }
     }
     out
-}
-
-/// The effective templates: the built-in ones (as the settings extend them), then the settings'
-/// other ones.
-///
-/// ```
-/// let all = relay_host::reach::templates(&Default::default());
-/// assert_eq!(all.len(), 2);
-/// ```
-pub fn templates(settings: &Settings) -> Vec<crate::settings::Template> {
-    let builtins = crate::settings::builtin_templates();
-    let mut all: Vec<_> = builtins
-        .iter()
-        .map(|b| settings.template(&b.id).unwrap_or_else(|| b.clone()))
-        .collect();
-    all.extend(
-        (settings.templates.iter())
-            .filter(|t| builtins.iter().all(|b| b.id != t.id))
-            .cloned(),
-    );
-    all
 }
 
 /// The grant among `grants` that holds `path`, if any.

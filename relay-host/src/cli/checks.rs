@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::settings::{Settings, SettingsError};
-use crate::{launch::plan::request, reach, userns, Host};
+use crate::{launch::plan::request, userns, Host};
 use relay_token::sandbox;
 
 /// One check's outcome.
@@ -101,7 +101,7 @@ pub fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> Vec<Chec
         Ok(p) => Check::ok("relay-shim", p.display().to_string(), true),
         Err(e) => failed_with_hint("relay-shim", e.to_string(), true),
     });
-    out.extend(reach::templates(s).iter().map(command));
+    out.extend(s.all_templates().iter().map(command));
     out
 }
 

@@ -64,7 +64,7 @@ pub fn report(host: &Host) -> Value {
     let claude_ready = ready(&checked, &problems);
     // Each effective template's token mode; none when the settings did not load.
     let templates: Option<Vec<Value>> = settings_error.is_none().then(|| {
-        (reach::templates(&settings).iter())
+        (settings.all_templates().iter())
             .map(|t| json!({"id": t.id, "token_mode": t.token_mode.word()}))
             .collect()
     });
@@ -190,7 +190,7 @@ fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) 
             .map(|p| ("bwrap", p)),
     );
     programs.extend(relay_token::which::find_program("ssh").map(|p| ("ssh", p)));
-    for t in reach::templates(settings) {
+    for t in settings.all_templates() {
         if let Some(p) = t
             .command
             .first()
@@ -390,7 +390,8 @@ fn print_checks(r: &Value) {
 /// session's proxy, which the launch needs), `Ok` when it is there and runnable, `Err` (the path
 /// looked at) when not.
 fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, PathBuf>)> {
-    let t = reach::templates(settings)
+    let t = settings
+        .all_templates()
         .into_iter()
         .find(|t| t.token_mode.hands_stand_in())?;
     let p = crate::net::stand_in_program().ok()?;

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::human::print_error;
 use crate::settings::{builtin_templates, Settings, Template};
-use crate::{reach, Host};
+use crate::Host;
 use relay_shim::exit::ExitCode;
 
 /// The format `templates` prints.
@@ -81,7 +81,7 @@ pub fn print(host: &Host, format: Option<Format>) -> i32 {
     });
     let _ = crate::human::write_out(format_args!(
         "{}",
-        render(&reach::templates(&settings), format)
+        render(&settings.all_templates(), format)
     ));
     0
 }

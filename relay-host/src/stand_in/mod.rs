@@ -11,7 +11,7 @@
 //! program, hands it the real token, takes the stand-in and the CA certificate back, then
 //! writes each report to the events; beside it, `stand_in_proxy.rs` holds the running program
 //! until the session ends and `api_use.rs` counts its `used` reports. The template's setting
-//! is the settings' `token_mode.rs`.
+//! is `settings/token_mode.rs`, and what it needs is checked in `settings/checks.rs`.
 //!
 //! The interception runs in `relay-stand-in` only, never in relay-host itself (which uses the
 //! protocol, the constants below and [`read_ca_file`]'s check). A session gets a stand-in on

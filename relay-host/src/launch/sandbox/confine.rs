@@ -395,7 +395,7 @@ fn programs_to_protect(i: &Inputs<'_>, real_of: &sandbox::Realpaths) -> Vec<Path
     programs.push(i.launch.programs.shim.clone());
     programs.push(i.bwrap.to_path_buf());
     programs.extend(relay_token::which::find_program("ssh"));
-    for t in reach::templates(i.settings) {
+    for t in i.settings.all_templates() {
         programs.extend(
             t.command
                 .first()

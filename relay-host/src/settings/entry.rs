@@ -15,32 +15,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 
-use super::{builtin_templates, Sandbox, Template};
+use super::template::{builtin_templates, SameProject, Sandbox, Template};
+use super::token_mode::TokenMode;
 use crate::net::{AllowEntry, AllowError, Network};
-
-/// What a Claude launch does in a project where a Claude session already runs (the template's
-/// `same_project`): both would share Claude's state in the relay-owned config folder and the
-/// project's files.
-///
-/// ```
-/// use relay_host::settings::SameProject;
-/// assert_eq!(serde_json::from_str::<SameProject>(r#""refuse""#)?, SameProject::Refuse);
-/// assert_eq!(SameProject::default(), SameProject::Warn);
-/// # Ok::<(), serde_json::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SameProject {
-    /// Launch, and say on stderr (and in the host log) which session already runs there.
-    #[default]
-    Warn,
-    /// Refuse the launch (`invalid_spec`), naming the session that runs there.
-    Refuse,
-    /// Launch without a word.
-    Allow,
-}
 
 /// One `templates` entry as written: every field but `id` may be left out.
 #[derive(Debug, Deserialize)]
@@ -55,7 +34,7 @@ struct Entry {
     api_base_url: Option<crate::net::Gateway>,
     same_project: Option<SameProject>,
     trust_project: Option<bool>,
-    token_mode: Option<super::TokenMode>,
+    token_mode: Option<TokenMode>,
 }
 
 /// `templates` of a settings file, each entry resolved ([`resolve`]) where it is read, so an
