@@ -1,11 +1,18 @@
-//! The sandbox of one launch: the session's own command line (`argv`), its profile and the
-//! `bwrap` command line (`confine`), and a linked worktree's repository (`git_binds`).
+//! The sandbox of one launch: the session's own command line (`argv`); the profile every
+//! sandbox starts from (`profile`), laid out and rendered by one file per system, `bwrap`
+//! (every system but macOS) and `seatbelt` (macOS), which `confine` picks; and a linked
+//! worktree's repository (`git_binds`).
 
 pub(crate) mod argv;
+#[cfg(not(target_os = "macos"))]
+mod bwrap;
 pub(crate) mod confine;
 pub mod error;
 #[cfg(not(target_os = "macos"))]
 pub(crate) mod git_binds;
+mod profile;
+#[cfg(target_os = "macos")]
+mod seatbelt;
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
