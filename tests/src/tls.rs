@@ -2,7 +2,9 @@
 //! self-signed certificate per [`TestCa`](crate::tls::TestCa), a leaf for `127.0.0.1` and
 //! `localhost` it signs, the rustls server configuration of the Messages API fixture
 //! ([`crate::messages_api::MessagesApi::start_tls`]), and a client configuration that trusts the CA
-//! alone (a test that talks to the fixture straight from the host).
+//! alone (a test that talks to the fixture straight from the host), and [`OkApi`](crate::tls::OkApi),
+//! a keep-alive TLS server that answers every request `200` and records each one's line and
+//! credential by hash (the proxy's tests and its per-request bench).
 //!
 //! The CA's certificate is written to a file ([`TestCa::write_pem`](crate::tls::TestCa::write_pem))
 //! that relay-host's settings name as `upstream_ca_file`: relay-host trusts the fixture only
@@ -183,4 +185,114 @@ pub fn exchange(ca: &TestCa, port: u16, request: &[u8]) -> std::io::Result<Strin
         Err(e) => return Err(e),
     }
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// One request [`OkApi`] read: its request line (method, path and query, version), the SHA-256
+/// of its `Authorization` value less any `Bearer ` prefix, and whether it asked for a protocol
+/// upgrade (an `Upgrade` header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OkSeen {
+    /// The request line.
+    pub line: String,
+    /// SHA-256 (hex) of the `Authorization` value, less `Bearer `.
+    pub authorization_sha256: Option<String>,
+    /// An `Upgrade` header came with it.
+    pub upgrade: bool,
+}
+
+/// A keep-alive TLS server on `127.0.0.1` with `ca`'s leaf: every request head (bodies are
+/// not read: send none) on a connection is recorded ([`OkSeen`]) and answered `200` with `ok`,
+/// the connection kept for the next one.
+///
+/// ```
+/// let ca = relay_tests::tls::TestCa::new();
+/// let api = relay_tests::tls::OkApi::start(&ca);
+/// let two = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+/// let answer = relay_tests::tls::exchange(&ca, api.port(), two)?;
+/// assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 2);
+/// assert_eq!(api.seen()[1].line, "GET /b HTTP/1.1");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct OkApi {
+    port: u16,
+    seen: Arc<std::sync::Mutex<Vec<OkSeen>>>,
+}
+
+impl OkApi {
+    /// Starts the server (its threads live as long as the test process).
+    pub fn start(ca: &TestCa) -> OkApi {
+        let sock = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = sock.local_addr().expect("its address").port();
+        let config = ca.server_config();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for tcp in sock.incoming().flatten() {
+                let (config, log) = (Arc::clone(&config), Arc::clone(&log));
+                std::thread::spawn(move || ok_connection(tcp, config, &log));
+            }
+        });
+        OkApi { port, seen }
+    }
+
+    /// Its port on `127.0.0.1`.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The requests read so far, in order.
+    pub fn seen(&self) -> Vec<OkSeen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Serves one connection of [`OkApi`] until it ends or asks to close.
+fn ok_connection(
+    tcp: std::net::TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    log: &std::sync::Mutex<Vec<OkSeen>>,
+) {
+    use std::io::{BufRead, Write};
+    let _ = tcp.set_nodelay(true);
+    let Ok(conn) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let mut r = std::io::BufReader::new(rustls::StreamOwned::new(conn, tcp));
+    loop {
+        let mut lines = Vec::new();
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+            lines.push(std::mem::take(&mut line));
+        }
+        if line != "\r\n" || lines.is_empty() {
+            return;
+        }
+        let header = |name: &str| {
+            lines[1..].iter().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+        };
+        let auth = header("authorization").map(|v| {
+            let v = v.strip_prefix("Bearer ").unwrap_or(&v);
+            crate::sha256_hex(v.as_bytes())
+        });
+        let close = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        log.lock().unwrap().push(OkSeen {
+            line: lines[0].trim_end().to_string(),
+            authorization_sha256: auth,
+            upgrade: header("upgrade").is_some(),
+        });
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        if r.get_mut()
+            .write_all(ok)
+            .and_then(|_| r.get_mut().flush())
+            .is_err()
+            || close
+        {
+            let _ = r.get_mut().flush();
+            return;
+        }
+    }
 }

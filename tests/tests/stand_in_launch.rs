@@ -294,43 +294,6 @@ fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
     }
 }
 
-/// An "API" over TLS with the test CA's leaf: each connection's requests (heads only, no
-/// bodies) are answered `200` with `ok`.
-fn tls_api(ca: &relay_tests::tls::TestCa) -> u16 {
-    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = api.local_addr().unwrap().port();
-    let config = ca.server_config();
-    std::thread::spawn(move || {
-        for tcp in api.incoming().flatten() {
-            let config = std::sync::Arc::clone(&config);
-            std::thread::spawn(move || {
-                let conn = rustls::ServerConnection::new(config).unwrap();
-                let mut s = rustls::StreamOwned::new(conn, tcp);
-                let mut r = std::io::BufReader::new(&mut s);
-                loop {
-                    let mut head = Vec::new();
-                    let mut line = String::new();
-                    while std::io::BufRead::read_line(&mut r, &mut line).unwrap_or(0) > 0 {
-                        head.extend_from_slice(line.as_bytes());
-                        if line == "\r\n" {
-                            break;
-                        }
-                        line.clear();
-                    }
-                    if !head.ends_with(b"\r\n\r\n") {
-                        return;
-                    }
-                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-                    if std::io::Write::write_all(r.get_mut(), ok).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
 /// `relay-host ARGS` for `fx`: (exit code, stdout).
 fn host(fx: &Fixture, args: &[&str]) -> (Option<i32>, String) {
     let out = std::process::Command::new(&fx.host)
@@ -357,7 +320,8 @@ fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_prox
     let fx = Fixture::new(&fake_agent());
     fx.write_token();
     let ca = relay_tests::tls::TestCa::new();
-    let port = tls_api(&ca);
+    let api = relay_tests::tls::OkApi::start(&ca);
+    let port = api.port();
     let p = fx.project.display();
     let url = format!("https://127.0.0.1:{port}/v1/messages");
     let text = format!(
@@ -452,4 +416,65 @@ fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_prox
         stand_in_programs(&fx).is_empty(),
         "both relay-stand-in went"
     );
+}
+
+/// `/voice`'s websocket as Claude Code 2.1.332 opens it: `GET
+/// /api/ws/speech_to_text/voice_stream` on the API host with `Upgrade: websocket` and the
+/// session's token in `Authorization: Bearer`. Through a stand-in session's proxy it is refused
+/// `400` and nothing reaches the API host, so the real token never rides an upgraded connection
+/// (whose frames the proxy could not read); in pipe mode the same upgrade is tunnelled and
+/// reaches the API host with the real token, which the session holds.
+#[test]
+fn in_stand_in_mode_a_websocket_upgrade_to_the_api_host_never_carries_the_real_token() {
+    let fx = Fixture::new(&fake_agent());
+    let real = relay_tests::sha256_hex(fx.write_token().as_bytes());
+    let ca = relay_tests::tls::TestCa::new();
+    let api = relay_tests::tls::OkApi::start(&ca);
+    let port = api.port();
+    ca.write_pem(&fx.project.join("test-ca.pem"));
+    let p = fx.project.display();
+    let url =
+        format!("https://127.0.0.1:{port}/api/ws/speech_to_text/voice_stream?encoding=linear16");
+    let text = format!(
+        "#!/bin/sh\nt=$(cat <&5)\nca={p}/test-ca.pem\n[ -e /run/relay/ca.pem ] && ca=/run/relay/ca.pem\n\
+         c=$(curl -s -o /dev/null -m 10 -w '%{{http_code}}' --http1.1 --cacert \"$ca\" \
+             -H \"Authorization: Bearer $t\" -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+             -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' \
+             {url}); echo \"$c\" > {p}/voice\n"
+    );
+    let script = fx.project.join("voice.sh");
+    std::fs::write(&script, text).unwrap();
+    let ca_file = fx.root.join("ca.pem");
+    ca.write_pem(&ca_file);
+    for mode in ["stand_in", "pipe"] {
+        settings(&fx, &script, port, mode);
+        let path = fx.config.join("settings.json");
+        let mut s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        s["upstream_ca_file"] = json!(ca_file);
+        std::fs::write(&path, s.to_string()).unwrap();
+        let _ = std::fs::remove_file(fx.project.join("voice"));
+        launch(&fx, mode);
+        let voice: Vec<_> = (api.seen().into_iter())
+            .filter(|r| {
+                r.line
+                    .starts_with("GET /api/ws/speech_to_text/voice_stream")
+            })
+            .collect();
+        if mode == "stand_in" {
+            assert_eq!(read(&fx, "voice"), "400", "the proxy refused the upgrade");
+            assert!(voice.is_empty(), "reached the API host: {voice:?}");
+            assert!(
+                api.seen()
+                    .iter()
+                    .all(|r| r.authorization_sha256.as_ref() != Some(&real)),
+                "the real token reached the API host"
+            );
+        } else {
+            assert_eq!(read(&fx, "voice"), "200", "tunnelled to the API host");
+            assert_eq!(voice.len(), 1, "{voice:?}");
+            assert!(voice[0].upgrade, "{voice:?}");
+            assert_eq!(voice[0].authorization_sha256.as_ref(), Some(&real));
+        }
+    }
 }
