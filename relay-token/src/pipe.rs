@@ -72,7 +72,8 @@ impl TokenPipe {
     /// ```
     /// # use std::process::{Command, Stdio};
     /// # use relay_token::{ClaudeToken, TokenPipe};
-    /// std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-api03-inherited");
+    /// // SAFETY: this example's process runs no other thread that reads the environment.
+    /// unsafe { std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-api03-inherited") };
     /// let pipe = TokenPipe::new(&ClaudeToken::from_bytes(b"tok").unwrap())?;
     /// let script = "test \"$(cat <&5)\" = tok && echo \"${ANTHROPIC_API_KEY-dropped}\"";
     /// let out = pipe.spawn(Command::new("sh").args(["-c", script]).stdout(Stdio::piped()))?;

@@ -384,7 +384,8 @@ pub fn upstream_bwrap() -> Result<PathBuf, String> {
 /// none (relay's own choice: `bwrap` on `PATH`).
 ///
 /// ```
-/// # std::env::remove_var("RELAY_TEST_BWRAP");
+/// # // SAFETY: a doc test runs in a process of its own; no other thread reads the environment.
+/// # unsafe { std::env::remove_var("RELAY_TEST_BWRAP") };
 /// assert_eq!(relay_tests::settings_bwrap(), None);
 /// ```
 pub fn settings_bwrap() -> Option<PathBuf> {

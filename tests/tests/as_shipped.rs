@@ -209,7 +209,7 @@ fn stand_in_print_mode_trusts_the_system_store() {
 /// neither the token nor its random part, and is not blind: Claude Code's memory holds a
 /// token-shaped string hashing to what fd 5 carried (the stand-in). Every credential that
 /// reached the API was the token. The pipe-mode control (the same scan finds the token):
-/// `tests/tests/stand_in.rs::in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox`.
+/// `tests/tests/e2e/stand_in.rs::in_pipe_mode_the_scan_finds_the_real_token_in_the_sandbox`.
 #[test]
 fn as_shipped_no_process_of_the_sandbox_holds_the_real_token() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -2,7 +2,7 @@
 //! these types: the command line ([`Args`]), the descriptors the program is handed
 //! ([`TOKEN_FD`], [`REPORT_FD`], [`CA_FD`], [`SYSTEM_CA_FD`]) and the report lines it writes on
 //! fd 4 ([`Report`]). docs/DESIGN.md ("Stand-in mode: the program's protocol") has a table of
-//! each, which `tests/tests/protocol_doc.rs` checks against this module.
+//! each, which `tests/tests/e2e/protocol_doc.rs` checks against this module.
 
 use std::ffi::OsString;
 use std::fmt;

@@ -27,7 +27,7 @@ fn tree(pid: u32) -> Vec<u32> {
     let mut i = 0;
     while i < out.len() {
         let me = out[i];
-        out.extend(parent.iter().filter(|(_, &pp)| pp == me).map(|(&c, _)| c));
+        out.extend(parent.iter().filter(|&(_, &pp)| pp == me).map(|(&c, _)| c));
         i += 1;
     }
     out

@@ -26,7 +26,7 @@
 //! space before it ([`for_claude`]): a hidden or later command of that name can never run.
 //!
 //! Claude Code also reads words of its command line beside its grammar (measured with the
-//! pinned CLI, each in `tests/tests/claude_args.rs`): the first word, before it looks for `-p`
+//! pinned CLI, each in `tests/tests/e2e/claude_args.rs`): the first word, before it looks for `-p`
 //! (`claude remote-control -p` starts Remote Control, `claude self-hosted-runner -p` its
 //! runner), so a one-word prompt written first gets the space in print mode too; `--bare`,
 //! `--handle-uri` (a deep link, which opens a terminal) and `--tmux` with `-w` (a worktree in

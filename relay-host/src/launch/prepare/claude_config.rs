@@ -197,7 +197,7 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
         seed_trust(launch, project)?;
     }
     if let (Some(which), Some(project)) = (s.resume, s.project) {
-        let want = |name: &str| which.map_or(true, |id| name == format!("{id}.jsonl"));
+        let want = |name: &str| which.is_none_or(|id| name == format!("{id}.jsonl"));
         let (from, to) = (s.persistent.join(PROJECTS), launch.join(PROJECTS));
         let only = Only {
             folder: &transcript_folder(project),

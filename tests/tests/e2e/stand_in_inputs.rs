@@ -5,7 +5,7 @@
 //! through a link in `~`, the `shell` template's grant) refuses the launch before anything
 //! starts. End to end with the real binaries and no Claude.
 //!
-//! Run: `cargo test -p relay-tests --test stand_in_inputs`. Linux only (bwrap's namespaces).
+//! Run: `cargo test -p relay-tests --test e2e -- stand_in_inputs::`. Linux only (bwrap's namespaces).
 #![cfg(target_os = "linux")]
 
 use std::path::Path;

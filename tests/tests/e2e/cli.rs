@@ -1,7 +1,7 @@
 //! The command line of the real `relay-host`, driven from files: each `tests/cli/*.case` holds a
 //! `$ relay-host ARGS` line, a `? CODE` line, then `--- stdout` and `--- stderr` sections with
-//! the exact output. `RELAY_CLI_BLESS=1 cargo test -p relay-tests --test cli` rewrites the
-//! sections from what the binary printed (review the diff).
+//! the exact output. `RELAY_CLI_BLESS=1 cargo test -p relay-tests --test e2e -- cli::` rewrites
+//! the sections from what the binary printed (review the diff).
 
 use std::fs;
 use std::path::{Path, PathBuf};

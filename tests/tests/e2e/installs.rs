@@ -1,11 +1,14 @@
-//! Claude Code installed the way people install it: the native installer's layout
-//! (`~/.local/bin/claude` linking to `~/.local/share/claude/versions/<version>`), an npm global
-//! install under a system prefix (outside every grant), and under a user prefix (`~/.npm-global`,
-//! `~/.local`). Each layout holds the fake agent where the installer puts `claude`; the built-in
-//! `claude-code` template as shipped finds it on `PATH`, the launch starts, and the agent reads
-//! a stand-in on fd 5 on Linux (the built-in's default mode; checked by hash: not the token). A `shell` session (read-write `~`) can write nothing into
-//! the installer's versions folder, whether it exists or not: a later token launch would run
-//! what it wrote.
+//! Claude Code installed the way people install it, and its install folders out of every
+//! session's reach. The native installer's layout (`~/.local/bin/claude` linking to
+//! `~/.local/share/claude/versions/<version>`), an npm global install under a system prefix
+//! (outside every grant), and under a user prefix (`~/.npm-global`, `~/.local`) each hold the
+//! fake agent where the installer puts `claude`; the built-in `claude-code` template as shipped
+//! finds it on `PATH`, the launch starts, and the agent reads what the built-in hands over on
+//! fd 5 (a stand-in on Linux, its default mode: checked by hash, not the token). A `shell`
+//! session (the built-in template, the whole home read-write) can neither replace nor add what
+//! the native installer or an npm user prefix installed, nor write into the installer's
+//! versions folder whether it exists or not (a later token launch would run what it wrote), and
+//! the next token launch runs the program the operator installed, in the built-in's mode.
 //!
 //! Needs the built binaries (`cargo build --workspace --bins`) and a working `bwrap`.
 
@@ -35,7 +38,7 @@ struct World {
 impl World {
     /// Folders with the project inside the home, the token written, the built-in templates
     /// (no `templates` in the settings) and `bin` first on `PATH`.
-    fn new(bin: impl Fn(&Path, &Path) -> PathBuf) -> World {
+    fn new(bin: impl FnOnce(&Path, &Path) -> PathBuf) -> World {
         let f = Folders::new(Layout {
             config: "cfg",
             project: "home/proj",
@@ -145,7 +148,7 @@ fn npm_layout(prefix: &Path) -> PathBuf {
 }
 
 /// The native installer's `~/.local/bin/claude` -> `~/.local/share/claude/versions/<v>` runs,
-/// by its real path, with the token on fd 5.
+/// by its real path, with what the built-in hands over on fd 5.
 #[test]
 fn the_native_installers_layout_runs() {
     let w = World::new(|home, _| native_layout(home));
@@ -203,7 +206,7 @@ fn plant_versions(home: &Path) -> String {
 
 /// A `shell` session cannot write into `~/.local/share/claude` (a new version, the installed
 /// one replaced, the folder renamed away), whether the native install exists yet or not, and
-/// leaves nothing there; a later claude launch still runs the installed one with the token.
+/// leaves nothing there; a later claude launch still runs the installed one.
 #[test]
 fn a_shell_session_cannot_write_the_installers_versions() {
     for installed in [true, false] {
@@ -234,4 +237,120 @@ fn a_shell_session_cannot_write_the_installers_versions() {
             assert!(!share.exists(), "{}", out.describe());
         }
     }
+}
+
+/// One layout: where `claude` is linked from (on `PATH`), the program it links to, and a
+/// folder a session would add a new version or package to.
+struct Installed {
+    bin: PathBuf,
+    program: PathBuf,
+    sibling: PathBuf,
+}
+
+impl Installed {
+    fn new(bin: PathBuf, program: PathBuf) -> Installed {
+        let sibling = program.parent().unwrap().join("9.9.9");
+        Installed {
+            bin,
+            program,
+            sibling,
+        }
+    }
+}
+
+/// The native installer's layout in `home` ([`native_layout`]).
+fn native(home: &Path) -> Installed {
+    let bin = native_layout(home);
+    Installed::new(bin, home.join(".local/share/claude/versions").join(VERSION))
+}
+
+/// `npm install -g` into the user prefix `~/.npm-global` ([`npm_layout`]).
+fn npm_user_prefix(home: &Path) -> Installed {
+    let prefix = home.join(".npm-global");
+    let bin = npm_layout(&prefix);
+    let program = prefix.join("lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe");
+    Installed::new(bin, program)
+}
+
+/// The shell script of the attack: overwrite the installed program, remove it, add a sibling
+/// version, repoint `bin/claude` at it, move the install folder away; each says whether it
+/// worked.
+fn attack(i: &Installed) -> String {
+    let (p, s, link) = (
+        i.program.display(),
+        i.sibling.display(),
+        i.bin.join("claude"),
+    );
+    let parent = i.program.parent().unwrap().display().to_string();
+    format!(
+        "try() {{ if sh -c \"$2\" 2>/dev/null; then echo \"wrote $1\"; else echo \"denied $1\"; fi; }}\n\
+         try overwrite \"printf planted > '{p}'\"\n\
+         try remove \"rm -f '{p}'\"\n\
+         try sibling \"printf planted > '{s}'\"\n\
+         try relink \"ln -sfn '{s}' '{link}'\"\n\
+         try move \"mv '{parent}' '{parent}.old'\"\n",
+        link = link.display()
+    )
+}
+
+/// A `shell` session tries [`attack`] on the layout `install` makes; every try is denied, the
+/// program and its link are as installed, and the next `claude-code` launch runs it with the
+/// token (its record holds the token's hash).
+fn install_folders_are_out_of_reach(install: fn(&Path) -> Installed) {
+    let mut made = None;
+    let w = World::new(|home, _| {
+        let i = install(home);
+        let bin = i.bin.clone();
+        made = Some(i);
+        bin
+    });
+    let i = made.expect("the layout");
+    let before = sha256_hex(&std::fs::read(&i.program).unwrap());
+
+    let req = json!({"kind": "terminal", "template": "shell", "project": w.f.project,
+                     "extra_args": ["-c", attack(&i)]});
+    let out = w.launch(&req);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    for what in ["overwrite", "remove", "sibling", "relink", "move"] {
+        assert!(
+            out.stdout.contains(&format!("denied {what}")),
+            "{what} worked: {}",
+            out.describe()
+        );
+    }
+    assert_eq!(sha256_hex(&std::fs::read(&i.program).unwrap()), before);
+    assert!(!i.sibling.exists());
+    w.assert_claude_runs(&i.program.canonicalize().unwrap());
+}
+
+/// The native installer's folders (`~/.local/bin`, `~/.local/share/claude`).
+#[test]
+fn a_session_cannot_replace_a_native_install() {
+    install_folders_are_out_of_reach(native);
+}
+
+/// An npm user prefix's folders (`~/.npm-global/bin`, `~/.npm-global/lib/node_modules`).
+#[test]
+fn a_session_cannot_replace_an_npm_user_prefix_install() {
+    install_folders_are_out_of_reach(npm_user_prefix);
+}
+
+/// Before Claude Code is installed, a `shell` session cannot prepare the native installer's
+/// folder (`~/.local/share/claude`, held by a placeholder while the session runs) for a later
+/// install to link to, and leaves nothing in the home folder.
+#[test]
+fn a_session_cannot_prepare_a_native_install() {
+    let w = World::new(|home, _| home.join(".local/bin"));
+    let before = relay_tests::agent::entries_under(&w.f.home);
+    let script = format!(
+        "if mkdir -p {v} 2>/dev/null && printf planted > {v}/1.0.0 2>/dev/null; \
+         then echo wrote; else echo denied; fi",
+        v = w.f.home.join(".local/share/claude/versions").display()
+    );
+    let req = json!({"kind": "terminal", "template": "shell", "project": w.f.project,
+                     "extra_args": ["-c", script]});
+    let out = w.launch(&req);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    assert_eq!(out.stdout.trim(), "denied", "{}", out.describe());
+    assert_eq!(relay_tests::agent::entries_under(&w.f.home), before);
 }

@@ -11,7 +11,7 @@
 //! (`relay_tests::scan`); only counts and hashes are kept, never a token's bytes.
 //!
 //! Needs root, the binaries (built by the first test) and the pinned CLI (see `agent_turn.rs`).
-//! Run: `cargo test -p relay-tests --test stand_in -- --test-threads=1`.
+//! Run: `cargo test -p relay-tests --test e2e -- stand_in:: --test-threads=1`.
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
