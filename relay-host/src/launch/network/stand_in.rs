@@ -60,6 +60,8 @@ pub(crate) fn begin(
     let mut report = std::io::BufReader::new(report);
     let mut line = String::new();
     let ready = report.read_line(&mut line).map(|_| ready(&line));
+    // The line held the stand-in: it lives on in the token handed over only.
+    zeroize::Zeroize::zeroize(&mut line);
     let (handed, ca) = match ready {
         Ok(Ok(r)) => r,
         Ok(Err(e)) | Err(e) => {
@@ -182,8 +184,9 @@ fn ready(line: &str) -> std::io::Result<(relay_token::ClaudeToken, String)> {
     let not_ready = || std::io::Error::other("ended before it was ready");
     match Report::parse(line) {
         Ok(Report::Error(e)) => Err(std::io::Error::other(e)),
-        Ok(Report::Ready { stand_in, ca }) => {
+        Ok(Report::Ready { mut stand_in, ca }) => {
             let handed = relay_token::ClaudeToken::from_bytes(stand_in.as_bytes());
+            zeroize::Zeroize::zeroize(&mut stand_in);
             Ok((handed.ok_or_else(not_ready)?, ca))
         }
         _ => Err(not_ready()),

@@ -219,11 +219,7 @@ mod linux {
         }
     }
 
-    /// The name of process `pid` (`/proc/PID/comm`, at most 15 bytes).
-    pub fn comm(pid: u32) -> String {
-        let c = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        c.trim_end().to_string()
-    }
+    pub use relay_tests::scan::comm;
 
     /// `(Pss, Rss, Private_Dirty)` of `pid` in KiB, from `smaps_rollup` (0 for a process gone).
     pub fn rollup(pid: u32) -> [u64; 3] {
