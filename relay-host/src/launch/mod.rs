@@ -3,7 +3,7 @@
 //!
 //! | step | folder | makes |
 //! |---|---|---|
-//! | the plan: the request checked and resolved against the settings | [`plan`] | [`plan::request::LaunchPlan`] |
+//! | the plan: the request checked and resolved against the settings | [`plan`] | `plan::LaunchPlan` |
 //! | the token, the programs, the session folder and Claude's config | [`prepare`] | `prepare::Prepared` |
 //! | the network: none, the host's, or an allow-list proxy (stand-in mode's `relay-stand-in`) | [`network`] | `network::Networked` |
 //! | the sandbox: its profile, what it keeps out of reach, the `bwrap` command line | `sandbox` | `sandbox::Confined` |

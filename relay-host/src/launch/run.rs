@@ -16,7 +16,8 @@ use crate::launch::context::Launch;
 pub use crate::launch::error::LaunchError;
 use crate::launch::error::{RequestError, StartError};
 use crate::launch::network::{stand_in, Handed, Networked, SessionProxy};
-use crate::launch::plan::request::{LaunchPlan, Request};
+use crate::launch::plan::request::Request;
+use crate::launch::plan::LaunchPlan;
 use crate::launch::prepare::claude_config;
 use crate::launch::prepare::programs;
 use crate::launch::prepare::session_folder::SessionFolder;
@@ -126,7 +127,8 @@ fn shim_for(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<ShimCommand, Lau
     shim_command(cx, confined, stdin)
 }
 
-/// The request checked against the settings, its project against the folder rules.
+/// The request checked against the settings, its project against the folder rules and the
+/// template's grants: the launch's plan.
 fn validate(
     host: &Host,
     state: &State,
@@ -134,42 +136,31 @@ fn validate(
     request: Request,
 ) -> Result<LaunchPlan, LaunchError> {
     let v = request.validate(settings)?;
-    let Some(given) = v.project.as_deref().map(Path::to_path_buf) else {
-        return Ok(v);
-    };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let own = [host.config_dir.as_path(), host.state_dir.as_path()];
-    let real = crate::launch::plan::project::check_project(&given, &own, me)?;
-    let claude_config = claude_config::launch_dir(&state.session_dir(v.session_id.as_str()));
-    if v.sandboxed && !confine::grants_show(host, &v.template.sandbox, &real, &claude_config)? {
-        let template = v.template.id.clone();
-        let project = given;
-        return Err(RequestError::ProjectNotGranted { project, template }.into());
-    }
-    Ok(v.with_real_project(real))
+    let session_dir = state.session_dir(v.session_id());
+    let claude_config = claude_config::launch_dir(&session_dir);
+    Ok(LaunchPlan::resolve(v, host, &claude_config)?)
 }
 
 /// The token read, the network checked against it, the programs found, the session folder
 /// made (and marked kept, and the Claude config seeded).
 fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
     let (host, state, settings) = (cx.host, &cx.state, &cx.settings);
-    let session_dir = state.session_dir(v.session_id.as_str());
+    let session_dir = state.session_dir(v.session_id());
     if crate::state::session_locked(&session_dir) {
-        let session_id = v.session_id.as_str().to_string();
+        let session_id = v.session_id().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
     crate::launch::session::sessions::check_same_project(state, &v)?;
     let token = LaunchToken::read(host, state, settings, &v)?;
-    crate::human::note_token(v.claude, v.sandboxed, token.carried());
-    if v.sandboxed {
-        crate::launch::network::check(&v.template.network(), token.carried(), settings)?;
+    crate::human::note_token(v.claude(), v.sandboxed(), token.carried());
+    if v.sandboxed() {
+        crate::launch::network::check(&v.template().network(), token.carried(), settings)?;
     }
     let claude_config = claude_config::launch_dir(&session_dir);
     let programs = programs::resolve(host, settings, &v, &claude_config, token.carried())?;
     let folder = SessionFolder::create(state.path(), &session_dir, &state.claude_config_dir())?;
-    if v.keep {
-        let _ = state.mark_kept(v.session_id.as_str());
+    if v.keep() {
+        let _ = state.mark_kept(v.session_id());
     }
     seed_claude_config(cx, &v, &claude_config, token.carried())?;
     Ok(Prepared {
@@ -194,37 +185,14 @@ fn seed_claude_config(
     let seed = claude_config::Seed {
         config_dir: &cx.host.config_dir,
         persistent: &cx.state.claude_config_dir(),
-        onboard: (v.claude && carries_token) || v.template.api_base_url.is_some(),
-        resume: resumes(v),
-        trust: v.project.as_deref().filter(|_| v.template.trusts_project()),
-        project: v.project.as_deref(),
+        onboard: (v.claude() && carries_token) || v.template().api_base_url.is_some(),
+        resume: v.resumes(),
+        trust: v.project().filter(|_| v.template().trusts_project()),
+        project: v.project(),
     };
     let what = format!("Claude config folder {}", launch_dir.display());
     claude_config::seed(launch_dir, &seed)
         .map_err(|e| crate::launch::spawn_error::spawn_err(what)(e).into())
-}
-
-/// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of them
-/// (`--continue`, which picks the newest), or none.
-fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
-    if let (true, Some(id)) = (v.claude, &v.resume) {
-        return Some(Some(id.as_str()));
-    }
-    if v.claude && v.continue_last {
-        return Some(None);
-    }
-    let args = &v.extra_args;
-    for (i, a) in args.iter().enumerate() {
-        match a.as_str() {
-            "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
-            "-c" | "--continue" => return Some(None),
-            _ => {}
-        }
-        if let Some(id) = a.strip_prefix("--resume=") {
-            return Some(Some(id));
-        }
-    }
-    None
 }
 
 /// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
@@ -249,7 +217,7 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         });
     }
     let socket = crate::launch::network::session_socket(launch.folder.dir());
-    let network = launch.v.template.network();
+    let network = launch.v.template().network();
     crate::launch::network::check_socket(&network, &socket)?;
     let (stand_in, handed) = match (token, launch.programs.stand_in.as_deref()) {
         (Some(real), Some(program)) => {
@@ -274,7 +242,7 @@ fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> 
         launch.programs.forwarder.as_deref(),
         launch.folder.dir(),
         &cx.state,
-        v.session_id.as_str(),
+        v.session_id(),
         stand_in.is_some(),
     )?;
     let proxy = match stand_in {
@@ -329,7 +297,7 @@ fn session_argv(
         };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
         // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
-        let setenv: Vec<(OsString, OsString)> = (launch.v.env.iter())
+        let setenv: Vec<(OsString, OsString)> = (launch.v.env().iter())
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
         return Ok(confine::sandbox_argv(
@@ -339,7 +307,7 @@ fn session_argv(
             &target,
         )?);
     }
-    if let (Some(h), Some(ssh)) = (&launch.v.ssh_host, &launch.programs.ssh) {
+    if let (Some(h), Some(ssh)) = (launch.v.ssh_host(), &launch.programs.ssh) {
         return Ok(SessionArgv::plain(argv::ssh_argv(cx.host, ssh, h, target)));
     }
     Ok(SessionArgv::plain(target))
@@ -349,9 +317,9 @@ fn session_argv(
 /// 3, status at 4) and its command.
 fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
     let v = &c.launch.v;
-    let identity = v.kind.proves_identity();
-    let wiring = ShimWiring::new(identity, cx.state.path(), v.session_id.as_str())
-        .map_err(StartError::Bridge)?;
+    let identity = v.kind().proves_identity();
+    let wiring =
+        ShimWiring::new(identity, cx.state.path(), v.session_id()).map_err(StartError::Bridge)?;
     let cmd = crate::launch::shim::shim_command::shim_command(&c, stdin, &wiring);
     let Confined {
         launch,

@@ -13,7 +13,7 @@ pub(crate) mod token;
 
 use std::path::{Path, PathBuf};
 
-use crate::launch::plan::request::LaunchPlan;
+use crate::launch::plan::LaunchPlan;
 use programs::Programs;
 use session_folder::SessionFolder;
 use token::LaunchToken;
@@ -50,6 +50,6 @@ impl Prepared {
 
     /// The project folder (its real path), if any.
     pub(crate) fn project(&self) -> Option<&Path> {
-        self.v.project.as_deref()
+        self.v.project()
     }
 }

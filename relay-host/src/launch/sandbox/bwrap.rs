@@ -163,7 +163,7 @@ pub(super) fn guard_git(
         .unwrap_or_default();
     let (k, v) = git_guard::linked_env(&linked);
     env.push((k.into(), v));
-    let template_path = i.launch.v.template.env.get("PATH").map(OsString::from);
+    let template_path = i.launch.v.template().env.get("PATH").map(OsString::from);
     let path = template_path
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_else(|| "/usr/bin:/bin".into());

@@ -51,7 +51,7 @@ pub(super) fn base_profile(i: &Inputs<'_>, state_dir: &Path) -> Result<Profile, 
 pub(super) fn template_profile(i: &Inputs<'_>) -> Result<Profile, SandboxStepError> {
     let project = i.launch.project();
     let mut profile = Profile::new();
-    for (value, rw) in template_grants(&i.launch.v.template.sandbox) {
+    for (value, rw) in template_grants(&i.launch.v.template().sandbox) {
         if let Some(p) = expand(i.host, value, project, &i.launch.claude_config)? {
             if rw {
                 profile.read_write(p);

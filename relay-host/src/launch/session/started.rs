@@ -34,8 +34,8 @@ pub(crate) fn wait_started(
         stop_at_once(&mut s.shim, pid);
     })?;
     Ok(Session {
-        id: s.launch.v.session_id.as_str().to_string(),
-        sandboxed: s.launch.v.sandboxed,
+        id: s.launch.v.session_id().to_string(),
+        sandboxed: s.launch.v.sandboxed(),
         shim: s.shim,
         status: s.status,
         _proxy: s.proxy,
@@ -50,19 +50,15 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     let v = &s.launch.v;
     // Removed only now, so a refused resume leaves the folder as it was.
     let _ = std::fs::remove_file(s.launch.folder.dir().join(crate::state::ENDED_MARK));
-    for e in s.gate.events(v.session_id.as_str()) {
+    for e in s.gate.events(v.session_id()) {
         let _ = state.event(&e);
     }
     let token_mode = crate::launch::session::answer::token_mode_word(
         s.launch.carries_token(),
-        v.template.token_mode,
+        v.template().token_mode,
     );
-    let mut answer = crate::launch::session::answer::started(
-        v.session_id.as_str(),
-        pid,
-        token_mode,
-        &v.template.id,
-    );
+    let mut answer =
+        crate::launch::session::answer::started(v.session_id(), pid, token_mode, &v.template().id);
     answer["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&answer);
     let record =
@@ -75,9 +71,9 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     crate::launch::session::answer::print(&answer);
     state.log(&format!(
         "session {} started: pid {pid}, template {}, sandbox {}, token {} ({})",
-        v.session_id.as_str(),
-        v.template.id,
-        v.sandboxed,
+        v.session_id(),
+        v.template().id,
+        v.sandboxed(),
         row.token_word(),
         row.token_mode()
     ));

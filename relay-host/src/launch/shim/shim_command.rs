@@ -34,11 +34,11 @@ pub(crate) fn shim_command(c: &Confined, stdin: Stdin, wiring: &ShimWiring) -> C
         // This relay-host itself: started under the name relay-shim, it acts as the shim.
         std::os::unix::process::CommandExt::arg0(&mut cmd, "relay-shim");
     }
-    crate::launch::tie::tie_to_host(&mut cmd, v.sandboxed);
+    crate::launch::tie::tie_to_host(&mut cmd, v.sandboxed());
     cmd.args(shim_options(c, wiring).to_args());
     shim_env(c).apply(&mut cmd);
     // bwrap changes folder itself (`--chdir`); sandbox-exec runs where it is started.
-    if let (false, Some(p)) = (v.sandboxed && cfg!(target_os = "linux"), launch.project()) {
+    if let (false, Some(p)) = (v.sandboxed() && cfg!(target_os = "linux"), launch.project()) {
         cmd.current_dir(p);
     }
     if stdin == Stdin::Null {
@@ -57,10 +57,10 @@ fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
         keep_env: kept_template_credentials(c),
         identity: wiring.identity(),
         pty: false,
-        sandbox_profile: (v.sandboxed && cfg!(target_os = "macos"))
+        sandbox_profile: (v.sandboxed() && cfg!(target_os = "macos"))
             .then(|| launch.folder.dir().join(confine::SBPL_FILE)),
         status_fd: wiring.status_fd(),
-        session_id: SessionId::parse(v.session_id.as_str()),
+        session_id: SessionId::parse(v.session_id()),
         pass_fds: passed_fds(&c.argv),
         sandbox_status_fd: c.argv.status_fd,
         // If the host is lost (`kill -9`), the shim cleans up after the session.
@@ -78,7 +78,7 @@ fn kept_template_credentials(c: &Confined) -> Vec<String> {
     let launch = &c.launch;
     let token_var = relay_token::TOKEN_FD_VAR;
     let carries_token = launch.carries_token();
-    (launch.v.template.env.keys())
+    (launch.v.template().env.keys())
         .filter(|k| match carries_token {
             true => ChildEnv::drops_beside_token(k) && k.as_str() != token_var,
             false => k.as_str() == token_var,
@@ -94,7 +94,7 @@ fn shim_env(c: &Confined) -> ChildEnv {
     let (launch, v) = (&c.launch, &c.launch.v);
     let carries_token = launch.carries_token();
     let mut env_vars: BTreeMap<String, String> = v
-        .template
+        .template()
         .env
         .iter()
         .map(|(k, val)| {
@@ -104,12 +104,12 @@ fn shim_env(c: &Confined) -> ChildEnv {
             )
         })
         .collect();
-    if !v.sandboxed {
+    if !v.sandboxed() {
         // Unsandboxed, the request's variables go to the shim's environment too: no token is
         // handed over, and the requester runs its program outside any sandbox anyway.
-        env_vars.extend(v.env.clone());
+        env_vars.extend(v.env().clone());
     }
-    if let Some(g) = &v.template.api_base_url {
+    if let Some(g) = &v.template().api_base_url {
         env_vars.insert(crate::settings::BASE_URL_VARIABLE.into(), g.url().into());
     }
     let mut env = ChildEnv::from_current(&env_vars, carries_token);
@@ -119,10 +119,10 @@ fn shim_env(c: &Confined) -> ChildEnv {
             env.set(k, val);
         }
     }
-    env.set(relay_shim::SESSION_ID_VAR, v.session_id.as_str());
+    env.set(relay_shim::SESSION_ID_VAR, v.session_id());
     // bwrap binds the session's temp folder at /tmp; elsewhere (unsandboxed, or macOS, where
     // the profile grants the folder itself) TMPDIR names it.
-    if v.sandboxed && cfg!(target_os = "linux") {
+    if v.sandboxed() && cfg!(target_os = "linux") {
         env.set("TMPDIR", "/tmp");
     } else {
         env.set("TMPDIR", launch.folder.tmp());
