@@ -16,6 +16,7 @@
 
 pub(crate) mod context;
 pub mod error;
+pub(crate) mod guard;
 pub mod network;
 pub(crate) mod placeholders;
 pub mod plan;

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::launch::context::Launch;
 pub use crate::launch::error::LaunchError;
 use crate::launch::error::{RequestError, StartError};
+use crate::launch::guard::Guard;
 use crate::launch::network::{stand_in, Handed, Networked, SessionProxy};
 use crate::launch::plan::request::Request;
 use crate::launch::plan::LaunchPlan;
@@ -26,20 +27,20 @@ use crate::launch::prepare::Prepared;
 use crate::launch::sandbox::argv;
 pub use crate::launch::sandbox::argv::SSH_CONFIG;
 use crate::launch::sandbox::confine;
-use crate::launch::sandbox::{Confined, SessionArgv};
+use crate::launch::sandbox::SessionArgv;
 use crate::launch::session::audit_row::{AuditRow, Refused};
 pub use crate::launch::shim::shim_command::Stdin;
 use crate::launch::shim::start;
 pub use crate::launch::shim::start::START_TIMEOUT;
 use crate::launch::shim::wiring::ShimWiring;
-use crate::launch::shim::{Session, ShimCommand};
+use crate::launch::shim::{Session, ShimCommand, Spawned};
 use crate::settings::Settings;
 use crate::state::State;
 use crate::Host;
 use relay_shim::exit::ExitCode;
 use relay_shim::StatusEvent;
 use relay_token::sandbox::{self, SandboxNet};
-use relay_token::sys;
+use relay_token::{sys, ClaudeToken};
 
 /// Launches `request` and supervises the session until it ends. Returns the host's exit code:
 /// the session's own, or the refusal's code. Every outcome is written to the audit and event
@@ -93,16 +94,21 @@ fn refused(state: &State, r: &Refused) -> i32 {
     r.error.exit_code().code()
 }
 
-/// The accepted launch, stage by stage, up to its running session; a refusal carries the audit
-/// row of the stage it reached (the token only once handed over).
-fn start_session(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<Session, Box<Refused>> {
-    let row = AuditRow::of_validated(&v);
-    let spawned = shim_for(cx, v, stdin)
-        .and_then(|c| Ok(start::spawn(c)?))
-        .map_err(|e| row.refused(e))?;
-    let row = row.spawned(spawned.launch.token_mode());
-    crate::launch::session::started::wait_started(&cx.state, &row, spawned)
-        .map_err(|e| row.refused(e))
+/// The accepted launch, step by step, up to its running session: each step borrows what came
+/// before and returns what it made; the launch's [`Guard`] owns what a refusal must undo until
+/// the session starts. A refusal carries the audit row of the stage it reached (the token only
+/// once handed over).
+fn start_session(cx: &Launch, plan: LaunchPlan, stdin: Stdin) -> Result<Session, Box<Refused>> {
+    let row = AuditRow::of_validated(&plan);
+    let (mut prepared, mut guard) = prepare(cx, &plan).map_err(|e| row.refused(e))?;
+    let (argv, spawned) =
+        spawn_shim(cx, &mut prepared, &mut guard, stdin).map_err(|e| row.refused(e))?;
+    let row = row.spawned(prepared.token_mode());
+    let session =
+        crate::launch::session::started::wait_started(&cx.state, &row, &prepared, spawned, guard);
+    // bwrap's descriptors were held until the session started (or failed to).
+    drop(argv);
+    session.map_err(|e| row.refused(e))
 }
 
 /// The state folder checked, the settings read, the request validated.
@@ -119,12 +125,21 @@ fn accept(
     Ok((settings, v))
 }
 
-/// An accepted launch's steps up to the shim's command: prepared → networked → confined.
-fn shim_for(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
-    let prepared = prepare(cx, v)?;
-    let networked = connect(cx, prepared)?;
-    let confined = confine(cx, networked)?;
-    shim_command(cx, confined, stdin)
+/// A prepared launch's steps up to its spawned shim: networked → confined → the shim's command
+/// → spawned, the token handed over. Returns the sandbox's command line too: it holds bwrap's
+/// descriptors until the session started.
+fn spawn_shim(
+    cx: &Launch,
+    prepared: &mut Prepared,
+    guard: &mut Guard,
+    stdin: Stdin,
+) -> Result<(SessionArgv, Spawned), LaunchError> {
+    let token = prepared.token.take();
+    let networked = connect(cx, prepared, token, guard)?;
+    let argv = confine(cx, prepared, &networked)?;
+    let shim = shim_command(cx, prepared, &argv, stdin)?;
+    let spawned = start::spawn(shim, &argv, networked.handed.token)?;
+    Ok((argv, spawned))
 }
 
 /// The request checked against the settings, its project against the folder rules and the
@@ -142,34 +157,37 @@ fn validate(
 }
 
 /// The token read, the network checked against it, the programs found, the session folder
-/// made (and marked kept, and the Claude config seeded).
-fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
+/// made (and marked kept, and the Claude config seeded): the folder goes to the launch's guard.
+fn prepare<'p>(cx: &Launch, v: &'p LaunchPlan) -> Result<(Prepared<'p>, Guard), LaunchError> {
     let (host, state, settings) = (cx.host, &cx.state, &cx.settings);
     let session_dir = state.session_dir(v.session_id());
     if crate::state::session_locked(&session_dir) {
         let session_id = v.session_id().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
-    crate::launch::session::sessions::check_same_project(state, &v)?;
-    let token = LaunchToken::read(host, state, settings, &v)?;
+    crate::launch::session::sessions::check_same_project(state, v)?;
+    let token = LaunchToken::read(host, state, settings, v)?;
     crate::human::note_token(v.claude(), v.sandboxed(), token.carried());
     if v.sandboxed() {
         crate::launch::network::check(&v.template().network(), token.carried(), settings)?;
     }
     let claude_config = claude_config::launch_dir(&session_dir);
-    let programs = programs::resolve(host, settings, &v, &claude_config, token.carried())?;
+    let programs = programs::resolve(host, settings, v, &claude_config, token.carried())?;
     let folder = SessionFolder::create(state.path(), &session_dir, &state.claude_config_dir())?;
+    let paths = folder.paths();
+    let guard = Guard::new(folder);
     if v.keep() {
         let _ = state.mark_kept(v.session_id());
     }
-    seed_claude_config(cx, &v, &claude_config, token.carried())?;
-    Ok(Prepared {
+    seed_claude_config(cx, v, &claude_config, token.carried())?;
+    let prepared = Prepared {
         v,
         token,
         programs,
-        folder,
+        folder: paths,
         claude_config,
-    })
+    };
+    Ok((prepared, guard))
 }
 
 /// The launch's own Claude config folder ([`claude_config`]), seeded from the operator's
@@ -195,85 +213,62 @@ fn seed_claude_config(
         .map_err(|e| crate::launch::spawn_error::spawn_err(what)(e).into())
 }
 
-/// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
-/// session; in stand-in mode it is the session's `relay-stand-in`, which takes the token
-/// ([`crate::launch::network::stand_in`]).
-fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> {
-    let token = launch.token.take();
+/// The network of a sandboxed launch: the proxy of an allow-list starts here and goes to the
+/// launch's guard (it ends with the session); in stand-in mode it is the session's
+/// `relay-stand-in`, which takes the real `token` ([`crate::launch::network::stand_in`]).
+fn connect(
+    cx: &Launch,
+    launch: &Prepared,
+    token: Option<ClaudeToken>,
+    guard: &mut Guard,
+) -> Result<Networked, LaunchError> {
+    let plain = |token| Handed {
+        token,
+        ca_file: None,
+    };
     if launch.programs.bwrap.is_none() {
-        let (net, proxy, handed) = (
-            None,
-            None,
-            Handed {
-                token,
-                ca_file: None,
-            },
-        );
-        return Ok(Networked {
-            launch,
-            net,
-            proxy,
-            handed,
-        });
+        let (net, handed) = (None, plain(token));
+        return Ok(Networked { net, handed });
     }
     let socket = crate::launch::network::session_socket(launch.folder.dir());
     let network = launch.v.template().network();
     crate::launch::network::check_socket(&network, &socket)?;
-    let (stand_in, handed) = match (token, launch.programs.stand_in.as_deref()) {
+    let handed = match (token, launch.programs.stand_in.as_deref()) {
         (Some(real), Some(program)) => {
-            let s = stand_in::begin(&launch, program, real, cx, &socket)?;
-            let handed = Handed {
-                token: Some(s.token),
-                ca_file: Some(s.ca_file),
-            };
-            (Some(s.proxy), handed)
+            let s = stand_in::begin(launch, program, real, cx, &socket)?;
+            guard.hold_proxy(SessionProxy::StandIn(s.proxy));
+            let (token, ca_file) = (Some(s.token), Some(s.ca_file));
+            Handed { token, ca_file }
         }
-        (token, _) => (
-            None,
-            Handed {
-                token,
-                ca_file: None,
-            },
-        ),
+        (token, _) => plain(token),
     };
-    let v = &launch.v;
     let (net, proxy) = crate::launch::network::start(
         &network,
         launch.programs.forwarder.as_deref(),
         launch.folder.dir(),
         &cx.state,
-        v.session_id(),
-        stand_in.is_some(),
+        launch.v.session_id(),
+        // Stand-in mode's relay-stand-in (which made the CA) already serves the socket.
+        handed.ca_file.is_some(),
     )?;
-    let proxy = match stand_in {
-        Some(s) => Some(SessionProxy::StandIn(s)),
-        None => proxy.map(SessionProxy::Here),
-    };
+    if let Some(p) = proxy {
+        guard.hold_proxy(SessionProxy::Here(p));
+    }
     let net = Some(net);
-    Ok(Networked {
-        launch,
-        net,
-        proxy,
-        handed,
-    })
+    Ok(Networked { net, handed })
 }
 
-/// The command line the shim runs around the session's own ([`argv::target_argv`]).
-fn confine(cx: &Launch, n: Networked) -> Result<Confined, LaunchError> {
-    let Networked {
+/// The command line the shim runs: the sandbox (or ssh) around the session's own
+/// ([`argv::target_argv`]).
+fn confine(cx: &Launch, launch: &Prepared, n: &Networked) -> Result<SessionArgv, LaunchError> {
+    let target = argv::target_argv(cx.host, &cx.settings, launch);
+    session_argv(
+        cx,
         launch,
-        net,
-        proxy,
-        handed,
-    } = n;
-    let target = argv::target_argv(cx.host, &cx.settings, &launch);
-    let argv = session_argv(cx, &launch, net, handed.ca_file.as_deref(), target)?;
-    Ok(Confined {
-        launch,
-        proxy,
-        argv,
-        handed,
-    })
+        n.net.clone(),
+        n.handed.ca_file.as_deref(),
+        target,
+    )
 }
 
 /// bwrap around the target (sandboxed), ssh to the remote host, or the target itself.
@@ -314,27 +309,19 @@ fn session_argv(
 }
 
 /// The shim's wiring (a provider launch proves itself to the host: `--identity`, the secret at
-/// 3, status at 4) and its command.
-fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
-    let v = &c.launch.v;
+/// 3, status at 4) and its command around `argv`.
+fn shim_command(
+    cx: &Launch,
+    launch: &Prepared,
+    argv: &SessionArgv,
+    stdin: Stdin,
+) -> Result<ShimCommand, LaunchError> {
+    let v = launch.v;
     let identity = v.kind().proves_identity();
     let wiring =
         ShimWiring::new(identity, cx.state.path(), v.session_id()).map_err(StartError::Bridge)?;
-    let cmd = crate::launch::shim::shim_command::shim_command(&c, stdin, &wiring);
-    let Confined {
-        launch,
-        proxy,
-        argv,
-        handed,
-    } = c;
-    Ok(ShimCommand {
-        launch,
-        proxy,
-        argv,
-        wiring,
-        cmd,
-        token: handed.token,
-    })
+    let cmd = crate::launch::shim::shim_command::shim_command(launch, argv, stdin, &wiring);
+    Ok(ShimCommand { wiring, cmd })
 }
 
 /// Records a refusal: the event, the audit row of the stage the launch reached, the log line,

@@ -158,18 +158,18 @@ pub fn valid_session_id(id: &str) -> bool {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Validated {
-    pub(in crate::launch::plan) kind: Kind,
-    pub(in crate::launch::plan) template: Template,
-    pub(in crate::launch::plan) claude: bool,
-    pub(in crate::launch::plan) sandboxed: bool,
-    pub(in crate::launch::plan) session_id: String,
-    pub(in crate::launch::plan) project: Option<PathBuf>,
-    pub(in crate::launch::plan) resume: Option<String>,
-    pub(in crate::launch::plan) continue_last: bool,
-    pub(in crate::launch::plan) extra_args: Vec<String>,
-    pub(in crate::launch::plan) env: BTreeMap<String, String>,
-    pub(in crate::launch::plan) ssh_host: Option<String>,
-    pub(in crate::launch::plan) keep: bool,
+    pub(super) kind: Kind,
+    pub(super) template: Template,
+    pub(super) claude: bool,
+    pub(super) sandboxed: bool,
+    pub(super) session_id: String,
+    pub(super) project: Option<PathBuf>,
+    pub(super) resume: Option<String>,
+    pub(super) continue_last: bool,
+    pub(super) extra_args: Vec<String>,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) ssh_host: Option<String>,
+    pub(super) keep: bool,
 }
 
 impl Validated {

@@ -16,7 +16,7 @@ use relay_token::sandbox::{self, Profile};
 pub(crate) struct Inputs<'a> {
     pub host: &'a Host,
     pub settings: &'a Settings,
-    pub launch: &'a Prepared,
+    pub launch: &'a Prepared<'a>,
     /// Stand-in mode: the session CA's certificate, which the sandbox shows read-only.
     #[cfg_attr(target_os = "macos", allow(dead_code))]
     pub ca_file: Option<&'a Path>,
