@@ -2,9 +2,10 @@
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → the network → build the profile → spawn `relay-shim` (status pipe at 3, token
 //! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
-//! session ends. Each step makes the next stage (in its step's folder); a refusal is recorded with
-//! the audit row of the stage it reached, and leaves nothing behind but that row and its event:
-//! the folders this launch created are removed again.
+//! session ends. Each step borrows what came before and returns what it made (its type in its
+//! step's folder); a refusal is recorded with the audit row of the stage it reached, and leaves
+//! nothing behind but that row and its event: the launch's [`Guard`] removes the folders it
+//! created and ends its proxy.
 
 use std::ffi::OsString;
 use std::io::BufRead;
