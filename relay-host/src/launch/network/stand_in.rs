@@ -50,27 +50,26 @@ pub(crate) fn begin(
     cx: &crate::launch::context::Launch,
     socket: &Path,
 ) -> Result<StandIn, StandInError> {
-    use std::io::BufRead;
     let trust = upstream_trust(launch, &cx.settings, &cx.host.config_dir)?;
     let what = format!("stand-in mode: {}", program.display());
     let fail = |e: std::io::Error| spawn_err(&what)(e);
     let _ = std::fs::remove_file(socket);
     let (mut child, report) = spawn(program, launch, socket, &real, &trust).map_err(fail)?;
     drop(real);
-    let mut report = std::io::BufReader::new(report);
-    let mut line = String::new();
-    let ready = report.read_line(&mut line).map(|_| ready(&line));
-    // The line held the stand-in: it lives on in the token handed over only.
-    zeroize::Zeroize::zeroize(&mut line);
+    let mut report = report;
+    // The line holds the stand-in: read into a buffer that is wiped when dropped (no buffered
+    // reader keeps a copy), it lives on in the token handed over only.
+    let ready = read_ready_line(&mut report).and_then(|line| ready(&line));
     let (handed, ca) = match ready {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) | Err(e) => {
+        Ok(r) => r,
+        Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
             return Err(fail(e).into());
         }
     };
     let (id, dir) = (launch.v.session_id(), launch.folder.dir());
+    let report = std::io::BufReader::new(report);
     let proxy = StandInProxy::new(child, reports(report, &cx.state, id, dir));
     let ca_file = launch.folder.dir().join(CA_FILE);
     write_ca(&ca_file, &ca).map_err(spawn_err(format_args!("{}", ca_file.display())))?;
@@ -175,6 +174,37 @@ fn spawn(
     map.place(system.as_fd(), SYSTEM_CA_FD)?;
     let child = map.spawn(&mut cmd)?;
     Ok((child, std::fs::File::from(report)))
+}
+
+/// The most bytes the first report line may hold (the stand-in and the session CA's
+/// certificate take about 1.5 KiB).
+#[cfg(target_os = "linux")]
+const READY_LINE_MAX: usize = 64 << 10;
+
+/// The program's first report line, read a byte at a time (nothing of the reports after it is
+/// read) into one allocation made up front and wiped when dropped: it holds the stand-in.
+#[cfg(target_os = "linux")]
+fn read_ready_line(report: &mut std::fs::File) -> std::io::Result<zeroize::Zeroizing<String>> {
+    use std::io::Read;
+    let mut line = zeroize::Zeroizing::new(Vec::with_capacity(READY_LINE_MAX));
+    let mut byte = [0u8; 1];
+    while line.len() < READY_LINE_MAX {
+        match report.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => line.push(byte[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    zeroize::Zeroize::zeroize(&mut byte);
+    match String::from_utf8(std::mem::take(&mut *line)) {
+        Ok(text) => Ok(zeroize::Zeroizing::new(text)),
+        Err(e) => {
+            zeroize::Zeroize::zeroize(&mut e.into_bytes());
+            Err(std::io::Error::other("its first report is not UTF-8"))
+        }
+    }
 }
 
 /// The `ready` report's stand-in and CA certificate, or the program's `error`, as an error.
@@ -287,5 +317,42 @@ pub(crate) enum StandInError {
 impl From<SpawnError> for StandInError {
     fn from(e: SpawnError) -> Self {
         StandInError::Spawn(e)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A pipe's read end, `bytes` written into it by a thread (more than a pipe holds may be
+    /// asked for).
+    fn pipe_with(bytes: &[u8]) -> std::fs::File {
+        let (r, w) = relay_token::sys::pipe2_cloexec().unwrap();
+        let bytes = bytes.to_vec();
+        std::thread::spawn(move || {
+            let _ = std::fs::File::from(w).write_all(&bytes);
+        });
+        std::fs::File::from(r)
+    }
+
+    /// The first report line is read alone: the reports after it stay in the pipe for the
+    /// thread that reads them.
+    #[test]
+    fn the_ready_line_is_read_alone() {
+        let mut r = pipe_with(b"{\"ready\": 1}\n{\"denied\": 2}\n");
+        assert_eq!(read_ready_line(&mut r).unwrap().as_str(), "{\"ready\": 1}");
+        let mut rest = String::new();
+        r.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "{\"denied\": 2}\n");
+    }
+
+    /// A line longer than the limit stops at it; bytes that are not UTF-8 are an error.
+    #[test]
+    fn the_ready_line_is_bounded_and_text() {
+        let mut r = pipe_with(&vec![b'a'; READY_LINE_MAX + 10]);
+        assert_eq!(read_ready_line(&mut r).unwrap().len(), READY_LINE_MAX);
+        let e = read_ready_line(&mut pipe_with(b"\xff\xfe\n")).unwrap_err();
+        assert_eq!(e.to_string(), "its first report is not UTF-8");
     }
 }
