@@ -27,11 +27,7 @@ pub struct Host {
 }
 
 /// The home folder: `$HOME` when absolute, else the password database's entry.
-///
-/// ```
-/// assert!(relay_host::home_dir().is_some());
-/// ```
-pub fn home_dir() -> Option<PathBuf> {
+fn home_dir() -> Option<PathBuf> {
     if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
         if h.is_absolute() {
             return Some(h);
@@ -262,4 +258,13 @@ fn pick_dir(
         .filter(|x| x.is_absolute())
         .unwrap_or_else(|| home.join(default))
         .join("relay"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// `home_dir`'s example.
+    #[test]
+    fn home_dir_doc_example() {
+        assert!(super::home_dir().is_some());
+    }
 }
