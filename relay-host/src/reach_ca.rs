@@ -20,15 +20,9 @@ const MAX_CA_FILE: u64 = 4 << 20;
 const MAX_LINKS: usize = 40;
 
 /// Why `upstream_ca_file` was not read.
-///
-/// ```
-/// let ca = std::path::Path::new("/nonexistent/ca.pem");
-/// let e = relay_host::reach::read_upstream_ca(ca, "/c".as_ref(), &[]).unwrap_err();
-/// assert!(e.to_string().starts_with("upstream_ca_file /nonexistent/ca.pem: "));
-/// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum UpstreamCaError {
+pub(crate) enum UpstreamCaError {
     /// A session could have written it, or its owner or mode is not the host's.
     Reach(Exposure),
     /// It could not be read.
@@ -79,19 +73,7 @@ impl std::error::Error for UpstreamCaError {
 /// every session's reach), and its owner and mode are the host's (no write bit for group
 /// or others; owned by relay-host's user or root). The caller hands the bytes on, never the
 /// path.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let ca = dir.path().join("ca.pem");
-/// std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n")?;
-/// let config = std::path::Path::new("/nonexistent/relay");
-/// assert!(relay_host::reach::read_upstream_ca(&ca, config, &[]).is_ok());
-/// let grants = [dir.path().to_path_buf()];
-/// let e = relay_host::reach::read_upstream_ca(&ca, config, &grants).unwrap_err();
-/// assert!(e.to_string().contains("lies inside the read-write grant"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn read_upstream_ca(
+pub(crate) fn read_upstream_ca(
     path: &Path,
     config_dir: &Path,
     grants: &[PathBuf],
@@ -124,11 +106,7 @@ pub fn read_upstream_ca(
 /// Where Linux distributions keep the system trust store as one PEM bundle, the first that
 /// exists being the system's: what Claude Code's native binary verifies the API against (Go's
 /// and OpenSSL's lists, in their order).
-///
-/// ```
-/// assert_eq!(relay_host::reach::SYSTEM_CA_BUNDLES[0], "/etc/ssl/certs/ca-certificates.crt");
-/// ```
-pub const SYSTEM_CA_BUNDLES: &[&str] = &[
+const SYSTEM_CA_BUNDLES: &[&str] = &[
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/ca-bundle.pem",
@@ -142,15 +120,7 @@ pub const SYSTEM_CA_BUNDLES: &[&str] = &[
 /// owned by root with no write bit for group or others, no link on the way to it or its real
 /// path inside a read-write grant (`grants`, as for [`read_upstream_ca`]). A bundle that fails
 /// is an error naming it, never a reason to look further.
-///
-/// ```
-/// let found = relay_host::reach::read_system_ca("/nonexistent".as_ref(), &[]);
-/// if let Ok(Some((path, bytes))) = found {
-///     assert!(relay_host::reach::SYSTEM_CA_BUNDLES.contains(&path.to_str().unwrap()));
-///     assert!(!bytes.is_empty());
-/// }
-/// ```
-pub fn read_system_ca(
+pub(crate) fn read_system_ca(
     config_dir: &Path,
     grants: &[PathBuf],
 ) -> Result<Option<(PathBuf, Vec<u8>)>, UpstreamCaError> {
@@ -386,5 +356,51 @@ mod tests {
             e.to_string().contains("inside the read-write grant /etc"),
             "{e}"
         );
+    }
+
+    /// `UpstreamCaError`'s example.
+    #[test]
+    fn upstream_ca_error_doc_example() {
+        let ca = std::path::Path::new("/nonexistent/ca.pem");
+        let e = crate::reach::read_upstream_ca(ca, "/c".as_ref(), &[]).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("upstream_ca_file /nonexistent/ca.pem: "));
+    }
+
+    /// `read_upstream_ca`'s example.
+    #[test]
+    fn read_upstream_ca_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let ca = dir.path().join("ca.pem");
+            std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n")?;
+            let config = std::path::Path::new("/nonexistent/relay");
+            assert!(crate::reach::read_upstream_ca(&ca, config, &[]).is_ok());
+            let grants = [dir.path().to_path_buf()];
+            let e = crate::reach::read_upstream_ca(&ca, config, &grants).unwrap_err();
+            assert!(e.to_string().contains("lies inside the read-write grant"));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `SYSTEM_CA_BUNDLES`'s example.
+    #[test]
+    fn s_y_s_t_e_m__c_a__b_u_n_d_l_e_s_doc_example() {
+        assert_eq!(
+            super::SYSTEM_CA_BUNDLES[0],
+            "/etc/ssl/certs/ca-certificates.crt"
+        );
+    }
+
+    /// `read_system_ca`'s example.
+    #[test]
+    fn read_system_ca_doc_example() {
+        let found = super::read_system_ca("/nonexistent".as_ref(), &[]);
+        if let Ok(Some((path, bytes))) = found {
+            assert!(super::SYSTEM_CA_BUNDLES.contains(&path.to_str().unwrap()));
+            assert!(!bytes.is_empty());
+        }
     }
 }
