@@ -169,7 +169,7 @@ pub enum TokenNetwork {
 /// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
 /// `sentry.io` and its customer subdomains, in the firewall script of Claude Code's own
 /// development container) are switched off by the template's environment
-/// ([`CLAUDE_CODE_ENV`](crate::settings::CLAUDE_CODE_ENV)) instead of allowed: those services
+/// ([`CLAUDE_CODE_ENV`](crate::settings::template::CLAUDE_CODE_ENV)) instead of allowed: those services
 /// take data from anyone, so a session could post the token there.
 pub(crate) const CLAUDE_CODE_HOSTS: &[&str] = &["api.anthropic.com"];
 
