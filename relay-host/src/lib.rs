@@ -53,7 +53,7 @@ pub mod reach;
 pub mod settings;
 #[cfg(target_os = "linux")]
 pub mod stand_in;
-pub mod state;
+pub(crate) mod state;
 mod userns;
 
 pub(crate) use harden::harden_process;

@@ -5,16 +5,16 @@
 //! hint ([`resume`]) and the generated completions and man pages (`docs`).
 
 pub(crate) mod args;
-pub mod checks;
-pub mod commands;
-pub mod demo;
+pub(crate) mod checks;
+pub(crate) mod commands;
+pub(crate) mod demo;
 pub(crate) mod dispatch;
 pub(crate) mod docs;
-pub mod resume;
+pub(crate) mod resume;
 pub(crate) mod settings_edit;
 pub mod status;
 pub mod templates_cmd;
-pub mod token_file;
-pub mod tty;
+pub(crate) mod token_file;
+pub(crate) mod tty;
 
-pub use commands::*;
+pub(crate) use commands::{gc, launch_file, print_log, run, token_check, token_import};
