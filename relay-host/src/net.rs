@@ -365,7 +365,7 @@ mod tests {
 
     /// `CLAUDE_CODE_HOSTS`'s example.
     #[test]
-    fn c_l_a_u_d_e__c_o_d_e__h_o_s_t_s_doc_example() {
+    fn claude_code_hosts_doc_example() {
         assert_eq!(crate::net::CLAUDE_CODE_HOSTS, ["api.anthropic.com"]);
     }
 

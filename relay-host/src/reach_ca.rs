@@ -387,7 +387,7 @@ mod tests {
 
     /// `SYSTEM_CA_BUNDLES`'s example.
     #[test]
-    fn s_y_s_t_e_m__c_a__b_u_n_d_l_e_s_doc_example() {
+    fn system_ca_bundles_doc_example() {
         assert_eq!(
             super::SYSTEM_CA_BUNDLES[0],
             "/etc/ssl/certs/ca-certificates.crt"

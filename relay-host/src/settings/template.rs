@@ -336,7 +336,7 @@ mod tests {
 
     /// `CLAUDE_CODE_ENV`'s example.
     #[test]
-    fn c_l_a_u_d_e__c_o_d_e__e_n_v_doc_example() {
+    fn claude_code_env_doc_example() {
         let env = super::CLAUDE_CODE_ENV;
         assert!(env.contains(&("DISABLE_AUTOUPDATER", "1")));
         assert!(env

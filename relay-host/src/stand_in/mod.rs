@@ -47,30 +47,18 @@ use zeroize::Zeroizing;
 
 use crate::net::allow::Host;
 pub use error::StandInError;
-pub use tls::read_ca_file;
-pub use token::stand_in_for;
+pub(crate) use tls::read_ca_file;
+pub(crate) use token::stand_in_for;
 
 /// Anthropic's API host, where every session's stand-in is swapped.
-///
-/// ```
-/// assert_eq!(relay_host::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
-/// ```
-pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
+pub(crate) const ANTHROPIC_API: &str = "api.anthropic.com:443";
 
 /// Where a stand-in session sees its CA's certificate (bound read-only); `NODE_EXTRA_CA_CERTS`
 /// names it.
-///
-/// ```
-/// assert_eq!(relay_host::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
-/// ```
-pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
+pub(crate) const SANDBOX_CA: &str = "/run/relay/ca.pem";
 
 /// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
-///
-/// ```
-/// assert_eq!(relay_host::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
-/// ```
-pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
+pub(crate) const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
 /// How long a session may take over its TLS handshake with the proxy.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -129,27 +117,22 @@ pub struct Refused {
 pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
 
 /// One answer an API host gave a session, counted: never a byte of the request or answer.
-///
-/// ```
-/// let u = relay_host::stand_in::Used { host: "api.anthropic.com".into(), port: 443, status: 200, sent: 812, received: 4096 };
-/// assert_eq!(u.status, 200);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Used {
+pub(crate) struct Used {
     /// The API host (a name, or an address without brackets).
-    pub host: String,
+    pub(crate) host: String,
     /// Its port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The answer's status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The bytes of the request sent on (head and body).
-    pub sent: u64,
+    pub(crate) sent: u64,
     /// The bytes of the answer sent back (head and body).
-    pub received: u64,
+    pub(crate) received: u64,
 }
 
 /// Told each [`Used`].
-pub type OnUse = Box<dyn Fn(&Used) + Send + Sync>;
+pub(crate) type OnUse = Box<dyn Fn(&Used) + Send + Sync>;
 
 impl crate::net::Interceptor for StandIn {
     fn intercepts(&self, host: &Host, port: u16) -> bool {
@@ -202,14 +185,7 @@ impl StandIn {
     /// gives them) and the upstream trust: the certificates of the system trust store's bundle
     /// `system` (what Claude Code trusts; `None`: webpki's roots instead) and the PEM
     /// certificates `upstream_ca` (`upstream_ca_file`'s bytes), both as relay-host read them.
-    ///
-    /// ```
-    /// use relay_host::stand_in::StandIn;
-    /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// let e = StandIn::with_roots(real, &[], Some(b"no PEM here"), None).unwrap_err();
-    /// assert!(e.to_string().contains("the system CA bundle"), "{e}");
-    /// ```
-    pub fn with_roots(
+    pub(crate) fn with_roots(
         real: ClaudeToken,
         api_hosts: &[String],
         system: Option<&[u8]>,
@@ -300,14 +276,7 @@ impl StandIn {
 
     /// Sets what is told of each answer an API host gave (once; later calls change nothing):
     /// the host, port, status and byte counts, never a byte of content.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// si.on_use(Box::new(|u| eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)));
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn on_use(&self, hook: OnUse) {
+    pub(crate) fn on_use(&self, hook: OnUse) {
         let _ = self.on_use.set(hook);
     }
 
@@ -407,4 +376,61 @@ impl StandIn {
 /// Equal bytes, compared in time that depends on the lengths only.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    /// `ANTHROPIC_API`'s example.
+    #[test]
+    fn anthropic_api_doc_example() {
+        assert_eq!(crate::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
+    }
+
+    /// `SANDBOX_CA`'s example.
+    #[test]
+    fn sandbox_ca_doc_example() {
+        assert_eq!(crate::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
+    }
+
+    /// `CA_VARIABLE`'s example.
+    #[test]
+    fn ca_variable_doc_example() {
+        assert_eq!(crate::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
+    }
+
+    /// `Used`'s example.
+    #[test]
+    fn used_doc_example() {
+        let u = crate::stand_in::Used {
+            host: "api.anthropic.com".into(),
+            port: 443,
+            status: 200,
+            sent: 812,
+            received: 4096,
+        };
+        assert_eq!(u.status, 200);
+    }
+
+    /// `with_roots`'s example.
+    #[test]
+    fn with_roots_doc_example() {
+        use crate::stand_in::StandIn;
+        let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+        let e = StandIn::with_roots(real, &[], Some(b"no PEM here"), None).unwrap_err();
+        assert!(e.to_string().contains("the system CA bundle"), "{e}");
+    }
+
+    /// `on_use`'s example.
+    #[test]
+    fn on_use_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            si.on_use(Box::new(|u| {
+                eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)
+            }));
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
 }
