@@ -133,13 +133,7 @@ impl Host {
     /// this executable itself when it is `relay-host` (started under the name `relay-shim`, it
     /// acts as the shim: a lone `cargo install --locked --path relay-host` runs sessions). The
     /// error says where it looked.
-    ///
-    /// ```no_run
-    /// let host = relay_host::Host::from_dirs("/c".into(), "/s".into())?;
-    /// let shim = host.find_shim(&Default::default()).expect("relay-shim found");
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn find_shim(&self, settings: &Settings) -> Result<PathBuf, ShimNotFound> {
+    pub(crate) fn find_shim(&self, settings: &Settings) -> Result<PathBuf, ShimNotFound> {
         let mut looked = Vec::new();
         if let Some(dir) = std::env::current_exe()
             .ok()

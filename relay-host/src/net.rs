@@ -9,7 +9,8 @@ pub mod proxy;
 use std::fmt;
 use std::path::Path;
 
-pub use relay_token::net::*;
+pub(crate) use relay_token::net::*;
+pub use relay_token::net::{AllowList, Network};
 use relay_token::sandbox::ProxyInside;
 
 /// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
