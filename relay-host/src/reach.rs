@@ -393,7 +393,9 @@ fn ownership(m: &std::fs::Metadata, mask: u32) -> Option<Ownership> {
 
 #[path = "reach_ca.rs"]
 mod ca;
-pub(crate) use ca::{read_system_ca, read_upstream_ca, UpstreamCaError};
+#[cfg(target_os = "linux")]
+pub(crate) use ca::read_system_ca;
+pub(crate) use ca::{read_upstream_ca, UpstreamCaError};
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,7 @@ pub(crate) enum UpstreamCaError {
         source: io::Error,
     },
     /// The system trust store's bundle ([`read_system_ca`]) cannot be trusted or read.
+    #[cfg(target_os = "linux")]
     System {
         /// The bundle.
         path: PathBuf,
@@ -48,6 +49,7 @@ impl fmt::Display for UpstreamCaError {
             UpstreamCaError::Io { path, source } => {
                 write!(f, "upstream_ca_file {}: {source}", path.display())
             }
+            #[cfg(target_os = "linux")]
             UpstreamCaError::System { path, why } => write!(
                 f,
                 "the system CA bundle {}: {why} (relay-stand-in trusts it as Claude Code does)",
@@ -62,6 +64,7 @@ impl std::error::Error for UpstreamCaError {
         match self {
             UpstreamCaError::Reach(e) => Some(e),
             UpstreamCaError::Io { source, .. } => Some(source),
+            #[cfg(target_os = "linux")]
             UpstreamCaError::System { .. } => None,
         }
     }
@@ -106,6 +109,7 @@ pub(crate) fn read_upstream_ca(
 /// Where Linux distributions keep the system trust store as one PEM bundle, the first that
 /// exists being the system's: what Claude Code's native binary verifies the API against (Go's
 /// and OpenSSL's lists, in their order).
+#[cfg(target_os = "linux")]
 const SYSTEM_CA_BUNDLES: &[&str] = &[
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
@@ -120,6 +124,7 @@ const SYSTEM_CA_BUNDLES: &[&str] = &[
 /// owned by root with no write bit for group or others, no link on the way to it or its real
 /// path inside a read-write grant (`grants`, as for [`read_upstream_ca`]). A bundle that fails
 /// is an error naming it, never a reason to look further.
+#[cfg(target_os = "linux")]
 pub(crate) fn read_system_ca(
     config_dir: &Path,
     grants: &[PathBuf],
@@ -339,6 +344,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_system_bundle_is_found_and_refused_inside_a_grant() {
         let none = Path::new("/nonexistent");
         let Some((path, bytes)) = read_system_ca(none, &[]).unwrap() else {
@@ -387,6 +393,7 @@ mod tests {
 
     /// `SYSTEM_CA_BUNDLES`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn system_ca_bundles_doc_example() {
         assert_eq!(
             super::SYSTEM_CA_BUNDLES[0],
@@ -396,6 +403,7 @@ mod tests {
 
     /// `read_system_ca`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn read_system_ca_doc_example() {
         let found = super::read_system_ca("/nonexistent".as_ref(), &[]);
         if let Ok(Some((path, bytes))) = found {

@@ -104,6 +104,7 @@ fn cause_by_settings() -> Option<Cause> {
 /// True when the kernel's settings alone say this process cannot make a user namespace
 /// ([`Cause::MaxZero`], [`Cause::DebianClone`], [`Cause::AppArmor`]): a few small reads, no
 /// namespace tried.
+#[cfg(target_os = "linux")]
 pub(crate) fn blocked_by_settings() -> bool {
     cause_by_settings().is_some()
 }

@@ -327,6 +327,7 @@ mod tests {
 
     /// `api_hosts`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn api_hosts_doc_example() {
         let t = crate::settings::Settings::default()
             .template("claude-code")

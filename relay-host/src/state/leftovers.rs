@@ -15,9 +15,8 @@
 //! their own list); `status` names those a killed host left and `gc` removes them. A file of one of these names that the session filled is kept: only
 //! what a session cannot have meant to write goes.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use relay_token::sandbox::nofollow;
@@ -25,6 +24,7 @@ use relay_token::sandbox::nofollow;
 /// The names (relative to the project) Claude Code 2.1.332's tool sandbox makes as mount points,
 /// as measured inside relay's sandbox; a folder's entries come after the folder, so removing in
 /// reverse order empties it first.
+#[cfg(target_os = "linux")]
 pub(crate) const NAMES: &[&str] = &[
     ".env",
     ".env.local",
@@ -87,7 +87,10 @@ fn remove_leftover(path: &Path) -> bool {
 
 /// Records, for a launch in `project`, the [`NAMES`] missing there now (appended to
 /// `<state>/watched`). The caller holds the placeholders' lock.
+#[cfg(target_os = "linux")]
 pub(crate) fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut lines = String::new();
     for name in NAMES {
         let p = project.join(name);
@@ -99,7 +102,7 @@ pub(crate) fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
@@ -163,6 +166,7 @@ pub(crate) fn clear_commondir(file: &Path) -> bool {
 mod tests {
     /// `leftovers`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn leftovers_doc_example() {
         let result = (|| {
             use crate::state::leftovers::{is_leftover, NAMES};
@@ -194,6 +198,7 @@ mod tests {
 
     /// `watch`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn watch_doc_example() {
         let result = (|| {
             let dir = tempfile::tempdir()?;
@@ -215,6 +220,7 @@ mod tests {
 
     /// `pending`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn pending_doc_example() {
         let result = (|| {
             let dir = tempfile::tempdir()?;
@@ -238,6 +244,7 @@ mod tests {
 
     /// `release`'s example.
     #[test]
+    #[cfg(target_os = "linux")]
     fn release_doc_example() {
         let result = (|| {
             let dir = tempfile::tempdir()?;
