@@ -176,7 +176,7 @@ fn ca_file_problem(settings: &Settings, config_dir: &Path, grants: &[PathBuf]) -
     }
 }
 
-/// `relay-shim` was found nowhere [`Host::find_shim`] looks; the places it looked, in order.
+/// `relay-shim` was found nowhere `Host::find_shim` looks; the places it looked, in order.
 ///
 /// ```
 /// let e = relay_host::ShimNotFound { looked: vec!["/opt/relay/relay-shim".into()] };

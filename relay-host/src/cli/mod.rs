@@ -1,8 +1,8 @@
 //! The `relay-host` command line: its clap definitions (`args`), the dispatch of a parsed
-//! command (`dispatch`), and one module per command family: launches and logs ([`commands`]),
-//! `status` ([`status`], [`checks`]), `templates` ([`templates_cmd`]), `token import` and
-//! `token check` ([`token_file`], `settings_edit`, [`tty`]), `demo` ([`demo`]), the resume
-//! hint ([`resume`]) and the generated completions and man pages (`docs`).
+//! command (`dispatch`), and one module per command family: launches and logs (`commands`),
+//! `status` ([`status`], `checks`), `templates` ([`templates_cmd`]), `token import` and
+//! `token check` (`token_file`, `settings_edit`, `tty`), `demo` (`demo`), the resume
+//! hint (`resume`) and the generated completions and man pages (`docs`).
 
 pub(crate) mod args;
 pub(crate) mod checks;

@@ -297,7 +297,7 @@ impl Settings {
 }
 
 /// The largest settings file read (and the largest request): 1 MiB.
-pub(crate) const MAX_SETTINGS_BYTES: usize = 1 << 20;
+pub const MAX_SETTINGS_BYTES: usize = 1 << 20;
 
 /// Reads a settings file the way the token file is read: opened `O_NONBLOCK` (a FIFO answers at
 /// once instead of hanging every launch), a regular file only (not `/dev/zero`), at most

@@ -56,7 +56,7 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_env: Vec<String>,
     /// The network of a sandboxed session; left out, the built-in template's of the same id,
-    /// else `"host"` (see [`Template::network`]).
+    /// else `"host"` (see `Template::network`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
     /// The API gateway Claude Code talks to instead of Anthropic's API: set as
@@ -69,11 +69,11 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_project: Option<SameProject>,
     /// Whether the launch's project counts as Claude Code's answer to its trust dialog
-    /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
+    /// ("Do you trust the files in this folder?"); left out: yes (`Template::trusts_project`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
     /// What a token launch hands on fd 5 ([`TokenMode`]); left out: the built-in template's
-    /// ([`TokenMode::builtin_claude_code`]), else `"pipe"`. Always written: a choice is kept.
+    /// (`TokenMode::builtin_claude_code`), else `"pipe"`. Always written: a choice is kept.
     #[serde(default)]
     pub token_mode: TokenMode,
 }

@@ -14,8 +14,8 @@
 //! is `settings/token_mode.rs`, and what it needs is checked in `settings/checks.rs`.
 //!
 //! The interception runs in `relay-stand-in` only, never in relay-host itself (which uses the
-//! protocol, the constants below and [`read_ca_file`]'s check). A session gets a stand-in on
-//! fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`]
+//! protocol, the constants below and `read_ca_file`'s check). A session gets a stand-in on
+//! fd 5 (`stand_in_for`); the real token stays in that program, in a [`StandIn`]
 //! that the session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts
 //! the proxy terminates TLS with a leaf of the session's own CA (its key never leaves this
 //! process), offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real
@@ -57,7 +57,7 @@ pub(crate) const ANTHROPIC_API: &str = "api.anthropic.com:443";
 /// names it.
 pub(crate) const SANDBOX_CA: &str = "/run/relay/ca.pem";
 
-/// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
+/// The variable that names `SANDBOX_CA` to Claude Code (Node).
 pub(crate) const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
 /// How long a session may take over its TLS handshake with the proxy.
@@ -165,7 +165,7 @@ impl fmt::Debug for StandIn {
 
 impl StandIn {
     /// A stand-in session for `real` whose upstream trust is webpki's roots and `upstream_ca`
-    /// ([`StandIn::with_roots`] without a system bundle).
+    /// (`StandIn::with_roots` without a system bundle).
     ///
     /// ```
     /// use relay_host::stand_in::StandIn;
@@ -218,7 +218,7 @@ impl StandIn {
         Ok((Arc::new(si), handed))
     }
 
-    /// The session CA's certificate, PEM: what the session trusts ([`SANDBOX_CA`]).
+    /// The session CA's certificate, PEM: what the session trusts (`SANDBOX_CA`).
     ///
     /// ```
     /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
