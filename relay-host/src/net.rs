@@ -1,10 +1,10 @@
-//! The network allow-list's moving parts: the host-side [`proxy`] that checks each destination
+//! The network allow-list's moving parts: the host-side `proxy` that checks each destination
 //! and the in-sandbox [`forward`]er that bridges a session's loopback to it. What a template may
 //! reach ([`Network`], [`AllowList`]) is `relay_token::net`'s, re-exported here.
 
 pub mod forward;
 pub(crate) mod head;
-pub mod proxy;
+pub(crate) mod proxy;
 
 use std::fmt;
 use std::path::Path;
@@ -20,30 +20,16 @@ pub(crate) const PROXY_PORT: u16 = 3128;
 /// What the proxy of a stand-in session intercepts ([`crate::stand_in::StandIn`], Linux only; on
 /// other systems there is none). A trait object, so that a proxy without one (every proxy
 /// relay-host runs itself) reaches none of stand-in mode's TLS code.
-///
-/// ```
-/// let none: Option<relay_host::net::Intercept> = None;
-/// assert!(none.is_none());
-/// ```
 #[cfg(target_os = "linux")]
-pub type Intercept = std::sync::Arc<dyn Interceptor>;
+pub(crate) type Intercept = std::sync::Arc<dyn Interceptor>;
 
 /// What the proxy of a stand-in session intercepts: nothing on this system.
-///
-/// ```
-/// let none: Option<relay_host::net::Intercept> = None;
-/// assert!(none.is_none());
-/// ```
 #[cfg(not(target_os = "linux"))]
-pub type Intercept = std::convert::Infallible;
+pub(crate) type Intercept = std::convert::Infallible;
 
 /// What the allow-list proxy hands an intercepted `CONNECT` to: [`crate::stand_in::StandIn`].
-///
-/// ```
-/// fn takes(_: &dyn relay_host::net::Interceptor) {}
-/// ```
 #[cfg(target_os = "linux")]
-pub trait Interceptor: Send + Sync + std::fmt::Debug {
+pub(crate) trait Interceptor: Send + Sync + std::fmt::Debug {
     /// True when a `CONNECT` to `host`:`port` is intercepted.
     fn intercepts(&self, host: &allow::Host, port: u16) -> bool;
     /// Serves an intercepted `CONNECT` (already answered `200`): `client` is the session's
@@ -385,5 +371,19 @@ mod tests {
         assert!(err.to_string().contains("token_network"));
         assert!(token_network_allowed(&Network::Host, true, Some(TokenNetwork::Host)).is_ok());
         assert!(token_network_allowed(&Network::None, true, None).is_ok());
+    }
+
+    /// `Intercept`'s example.
+    #[test]
+    fn intercept_doc_example() {
+        let none: Option<crate::net::Intercept> = None;
+        assert!(none.is_none());
+    }
+
+    /// `Intercept`'s example.
+    #[test]
+    fn intercept_doc_example_2() {
+        let none: Option<crate::net::Intercept> = None;
+        assert!(none.is_none());
     }
 }

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | the program `relay-stand-in`, the session's allow-list proxy holding the real token | [`program`] (its `main` is `bin/relay-stand-in.rs`) |
 //! | what relay-host and the program say to each other: command line, descriptors, reports | [`protocol`] |
-//! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module ([`StandIn`]), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
+//! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module (`StandIn`), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
 //!
 //! The launch's side is its network step's `stand_in.rs` (`launch/network/`): it starts the
 //! program, hands it the real token, takes the stand-in and the CA certificate back, then
@@ -15,7 +15,7 @@
 //!
 //! The interception runs in `relay-stand-in` only, never in relay-host itself (which uses the
 //! protocol, the constants below and `read_ca_file`'s check). A session gets a stand-in on
-//! fd 5 (`stand_in_for`); the real token stays in that program, in a [`StandIn`]
+//! fd 5 (`stand_in_for`); the real token stays in that program, in a `StandIn`
 //! that the session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts
 //! the proxy terminates TLS with a leaf of the session's own CA (its key never leaves this
 //! process), offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real
@@ -24,13 +24,15 @@
 //! store (what Claude Code trusts; webpki's roots on a system without one) and the operator's
 //! `upstream_ca_file`. Answers stream back as they come. Anything that is not valid HTTP/1.1
 //! is refused and the connection closed. The proxy ends with the session, and with it the real
-//! token ([`StandIn::end`]).
+//! token (`StandIn::end`).
 
 mod ca;
 mod error;
 mod http1;
 pub mod program;
 pub mod protocol;
+#[cfg(test)]
+mod proxy_tests;
 mod relay;
 mod tls;
 mod token;
@@ -46,7 +48,7 @@ use relay_token::ClaudeToken;
 use zeroize::Zeroizing;
 
 use crate::net::allow::Host;
-pub use error::StandInError;
+pub(crate) use error::StandInError;
 pub(crate) use tls::read_ca_file;
 pub(crate) use token::stand_in_for;
 
@@ -73,18 +75,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// One stand-in session's secrets and the TLS set-up of its proxy: the real token, the
 /// session's CA, the API hosts and the upstream trust.
-///
-/// ```
-/// use relay_host::stand_in::StandIn;
-/// use relay_token::ClaudeToken;
-/// let real = ClaudeToken::from_bytes(b"sk-ant-oat01-real-token-for-the-doc").unwrap();
-/// let (si, stand_in) = StandIn::new(real, &["api.anthropic.com:443".into()], None)?;
-/// assert!(stand_in.expose_bytes().starts_with(b"sk-ant-oat01-"));
-/// assert!(si.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
-/// si.end();
-/// # Ok::<(), relay_host::stand_in::StandInError>(())
-/// ```
-pub struct StandIn {
+pub(crate) struct StandIn {
     stand_in: ClaudeToken,
     real: Mutex<Option<ClaudeToken>>,
     ca: ca::SessionCa,
@@ -95,26 +86,21 @@ pub struct StandIn {
 }
 
 /// A refusal on an intercepted connection, as told to [`StandIn::on_refuse`]'s hook.
-///
-/// ```
-/// let r = relay_host::stand_in::Refused { host: "api.anthropic.com".into(), port: 443, status: 400, reason: "two Authorization headers" };
-/// assert_eq!(r.status, 400);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// The API host (a name, or an address without brackets).
-    pub host: String,
+    pub(crate) host: String,
     /// Its port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The status the session got: `400`, `417`, `502` or `504`; `0` when its TLS handshake
     /// failed.
-    pub status: u16,
+    pub(crate) status: u16,
     /// Why, in words (never a byte of the request).
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
 }
 
 /// Told each [`Refused`].
-pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
+pub(crate) type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
 
 /// One answer an API host gave a session, counted: never a byte of the request or answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,13 +152,8 @@ impl fmt::Debug for StandIn {
 impl StandIn {
     /// A stand-in session for `real` whose upstream trust is webpki's roots and `upstream_ca`
     /// (`StandIn::with_roots` without a system bundle).
-    ///
-    /// ```
-    /// use relay_host::stand_in::StandIn;
-    /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// assert!(StandIn::new(real, &["not a host".into()], None).is_err());
-    /// ```
-    pub fn new(
+    #[cfg(test)]
+    pub(crate) fn new(
         real: ClaudeToken,
         api_hosts: &[String],
         upstream_ca: Option<&[u8]>,
@@ -219,28 +200,13 @@ impl StandIn {
     }
 
     /// The session CA's certificate, PEM: what the session trusts (`SANDBOX_CA`).
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// assert!(si.ca_pem().contains("CERTIFICATE"));
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn ca_pem(&self) -> &str {
+    pub(crate) fn ca_pem(&self) -> &str {
         self.ca.pem()
     }
 
     /// Ends the session's swap: the real token is dropped (zeroized) and no request gets it
     /// after, even on a connection still open. The proxy calls it when it is dropped.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// si.end();
-    /// assert!(si.ended());
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         let taken = match self.real.lock() {
             Ok(mut g) => g.take(),
             Err(poisoned) => poisoned.into_inner().take(),
@@ -249,28 +215,15 @@ impl StandIn {
     }
 
     /// True once [`StandIn::end`] ran.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// assert!(!si.ended());
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn ended(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn ended(&self) -> bool {
         self.real.lock().map(|g| g.is_none()).unwrap_or(true)
     }
 
     /// Sets what is told of each refusal on an intercepted connection (once; later calls
     /// change nothing): the host, port, the status the session got (`0`: none, its TLS
     /// handshake failed) and why, never a byte of a request.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// si.on_refuse(Box::new(|r| eprintln!("{}:{} {} ({})", r.host, r.port, r.status, r.reason)));
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn on_refuse(&self, hook: OnRefuse) {
+    pub(crate) fn on_refuse(&self, hook: OnRefuse) {
         let _ = self.on_refuse.set(hook);
     }
 
@@ -428,6 +381,93 @@ mod tests {
             let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
             si.on_use(Box::new(|u| {
                 eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)
+            }));
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `StandIn`'s example.
+    #[test]
+    fn stand_in_doc_example() {
+        let result = (|| {
+            use crate::stand_in::StandIn;
+            use relay_token::ClaudeToken;
+            let real = ClaudeToken::from_bytes(b"sk-ant-oat01-real-token-for-the-doc").unwrap();
+            let (si, stand_in) = StandIn::new(real, &["api.anthropic.com:443".into()], None)?;
+            assert!(stand_in.expose_bytes().starts_with(b"sk-ant-oat01-"));
+            assert!(si.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+            si.end();
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `Refused`'s example.
+    #[test]
+    fn refused_doc_example() {
+        let r = crate::stand_in::Refused {
+            host: "api.anthropic.com".into(),
+            port: 443,
+            status: 400,
+            reason: "two Authorization headers",
+        };
+        assert_eq!(r.status, 400);
+    }
+
+    /// `new`'s example.
+    #[test]
+    fn new_doc_example() {
+        use crate::stand_in::StandIn;
+        let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+        assert!(StandIn::new(real, &["not a host".into()], None).is_err());
+    }
+
+    /// `ca_pem`'s example.
+    #[test]
+    fn ca_pem_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            assert!(si.ca_pem().contains("CERTIFICATE"));
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `end`'s example.
+    #[test]
+    fn end_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            si.end();
+            assert!(si.ended());
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `ended`'s example.
+    #[test]
+    fn ended_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            assert!(!si.ended());
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `on_refuse`'s example.
+    #[test]
+    fn on_refuse_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            si.on_refuse(Box::new(|r| {
+                eprintln!("{}:{} {} ({})", r.host, r.port, r.status, r.reason)
             }));
             Ok::<(), crate::stand_in::StandInError>(())
         })();
