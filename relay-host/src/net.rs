@@ -372,18 +372,4 @@ mod tests {
         assert!(token_network_allowed(&Network::Host, true, Some(TokenNetwork::Host)).is_ok());
         assert!(token_network_allowed(&Network::None, true, None).is_ok());
     }
-
-    /// `Intercept`'s example.
-    #[test]
-    fn intercept_doc_example() {
-        let none: Option<crate::net::Intercept> = None;
-        assert!(none.is_none());
-    }
-
-    /// `Intercept`'s example.
-    #[test]
-    fn intercept_doc_example_2() {
-        let none: Option<crate::net::Intercept> = None;
-        assert!(none.is_none());
-    }
 }
