@@ -4,11 +4,7 @@
 /// Hardens this process for holding a secret: on Linux `PR_SET_DUMPABLE 0` (no core dumps, no
 /// ptrace attach by the same user, `/proc/PID/mem` closed to them), on macOS `PT_DENY_ATTACH`
 /// (no debugger attach); everywhere `RLIMIT_CORE 0`.
-///
-/// ```
-/// relay_host::harden_process().unwrap();
-/// ```
-pub fn harden_process() -> std::io::Result<()> {
+pub(crate) fn harden_process() -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
@@ -27,4 +23,13 @@ pub fn harden_process() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// `harden_process`'s example.
+    #[test]
+    fn harden_process_doc_example() {
+        crate::harden_process().unwrap();
+    }
 }

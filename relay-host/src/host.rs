@@ -27,11 +27,7 @@ pub struct Host {
 }
 
 /// The home folder: `$HOME` when absolute, else the password database's entry.
-///
-/// ```
-/// assert!(relay_host::home_dir().is_some());
-/// ```
-pub fn home_dir() -> Option<PathBuf> {
+fn home_dir() -> Option<PathBuf> {
     if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
         if h.is_absolute() {
             return Some(h);
@@ -137,13 +133,7 @@ impl Host {
     /// this executable itself when it is `relay-host` (started under the name `relay-shim`, it
     /// acts as the shim: a lone `cargo install --locked --path relay-host` runs sessions). The
     /// error says where it looked.
-    ///
-    /// ```no_run
-    /// let host = relay_host::Host::from_dirs("/c".into(), "/s".into())?;
-    /// let shim = host.find_shim(&Default::default()).expect("relay-shim found");
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn find_shim(&self, settings: &Settings) -> Result<PathBuf, ShimNotFound> {
+    pub(crate) fn find_shim(&self, settings: &Settings) -> Result<PathBuf, ShimNotFound> {
         let mut looked = Vec::new();
         if let Some(dir) = std::env::current_exe()
             .ok()
@@ -186,7 +176,7 @@ fn ca_file_problem(settings: &Settings, config_dir: &Path, grants: &[PathBuf]) -
     }
 }
 
-/// `relay-shim` was found nowhere [`Host::find_shim`] looks; the places it looked, in order.
+/// `relay-shim` was found nowhere `Host::find_shim` looks; the places it looked, in order.
 ///
 /// ```
 /// let e = relay_host::ShimNotFound { looked: vec!["/opt/relay/relay-shim".into()] };
@@ -262,4 +252,13 @@ fn pick_dir(
         .filter(|x| x.is_absolute())
         .unwrap_or_else(|| home.join(default))
         .join("relay"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// `home_dir`'s example.
+    #[test]
+    fn home_dir_doc_example() {
+        assert!(super::home_dir().is_some());
+    }
 }

@@ -15,25 +15,12 @@ static FORCE_JSON: AtomicBool = AtomicBool::new(false);
 
 /// A path as a JSON string for a report: as it is when it is UTF-8, else with each byte that is
 /// not replaced by U+FFFD (serde's own conversion of a path fails, and `json!` would panic).
-///
-/// ```
-/// use std::os::unix::ffi::OsStrExt;
-/// use relay_host::human::path_json;
-/// assert_eq!(path_json("/a/b".as_ref()), "/a/b");
-/// let odd = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/a/\xff"));
-/// assert_eq!(path_json(odd), "/a/\u{fffd}");
-/// ```
-pub fn path_json(path: &std::path::Path) -> Value {
+pub(crate) fn path_json(path: &std::path::Path) -> Value {
     Value::String(path.to_string_lossy().into_owned())
 }
 
 /// [`path_json`] of each path.
-///
-/// ```
-/// let v = relay_host::human::paths_json(&["/a".into()]);
-/// assert_eq!(v, serde_json::json!(["/a"]));
-/// ```
-pub fn paths_json(paths: &[std::path::PathBuf]) -> Value {
+pub(crate) fn paths_json(paths: &[std::path::PathBuf]) -> Value {
     Value::Array(paths.iter().map(|p| path_json(p)).collect())
 }
 
@@ -43,13 +30,7 @@ static STDOUT_ERRNO: AtomicI32 = AtomicI32::new(0);
 /// Writes `args` to stdout as they are (no newline added) and returns the write's result. A
 /// failed write (stdout a closed pipe: `EPIPE`) never panics: it is remembered for
 /// [`stdout_error`], and the command's later writes fail the same way.
-///
-/// ```
-/// use relay_host::human::write_out;
-/// write_out(format_args!("{} folder(s)\n", 2))?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn write_out(args: fmt::Arguments<'_>) -> io::Result<()> {
+pub(crate) fn write_out(args: fmt::Arguments<'_>) -> io::Result<()> {
     let result = io::stdout().lock().write_fmt(args);
     if let Err(e) = &result {
         let errno = e.raw_os_error().unwrap_or(libc::EIO);
@@ -60,21 +41,13 @@ pub fn write_out(args: fmt::Arguments<'_>) -> io::Result<()> {
 
 /// Writes `args` to stderr as they are; a failed write (a closed pipe) is dropped, since there
 /// is nowhere left to say it.
-///
-/// ```
-/// relay_host::human::write_err(format_args!("relay-host: {}\n", "a message"));
-/// ```
-pub fn write_err(args: fmt::Arguments<'_>) {
+pub(crate) fn write_err(args: fmt::Arguments<'_>) {
     let _ = io::stderr().lock().write_fmt(args);
 }
 
 /// The error of the first write to stdout that failed in this process, if one did: the command's
 /// report did not reach its reader.
-///
-/// ```
-/// assert!(relay_host::human::stdout_error().is_none());
-/// ```
-pub fn stdout_error() -> Option<io::Error> {
+pub(crate) fn stdout_error() -> Option<io::Error> {
     match STDOUT_ERRNO.load(Ordering::Relaxed) {
         0 => None,
         errno => Some(io::Error::from_raw_os_error(errno)),
@@ -82,36 +55,23 @@ pub fn stdout_error() -> Option<io::Error> {
 }
 
 /// Makes every refusal print JSON, also on a terminal (`--json`).
-///
-/// ```
-/// relay_host::human::set_json(true);
-/// assert!(!relay_host::human::for_person());
-/// ```
-pub fn set_json(on: bool) {
+pub(crate) fn set_json(on: bool) {
     FORCE_JSON.store(on, Ordering::Relaxed);
 }
 
 /// True when `--json` was given: `launch` then writes its answers to stdout too.
-///
-/// ```
-/// assert!(!relay_host::human::json_answers());
-/// ```
-pub fn json_answers() -> bool {
+pub(crate) fn json_answers() -> bool {
     FORCE_JSON.load(Ordering::Relaxed)
 }
 
 /// True when errors are for a person: stderr is a terminal and `--json` was not given.
-///
-/// ```
-/// let _ = relay_host::human::for_person();
-/// ```
-pub fn for_person() -> bool {
+pub(crate) fn for_person() -> bool {
     // SAFETY: isatty takes an integer and touches no memory of ours.
     !FORCE_JSON.load(Ordering::Relaxed) && unsafe { libc::isatty(2) } == 1
 }
 
 /// The make-a-token advice, said once for every place that needs it.
-pub const MAKE_TOKEN: &str =
+pub(crate) const MAKE_TOKEN: &str =
     "make one with `claude setup-token`, then store it with `relay-host token import`";
 
 /// Hints by what the message says, first match wins. Each entry: the fragments that must all
@@ -236,13 +196,7 @@ pub fn hint(message: &str) -> Option<&'static str> {
 }
 
 /// The text a person reads for a refused launch: one sentence, then the hint line if any.
-///
-/// ```
-/// let text = relay_host::human::refusal_text("sandbox_unavailable", "bwrap not found (on PATH)");
-/// assert!(text.starts_with("relay-host: the launch was refused: bwrap not found (on PATH)"));
-/// assert!(text.contains("\nhint: install bubblewrap"));
-/// ```
-pub fn refusal_text(code: &str, message: &str) -> String {
+pub(crate) fn refusal_text(code: &str, message: &str) -> String {
     let mut text = format!("relay-host: the launch was refused: {message} ({code})");
     if let Some(h) = hint(message) {
         text.push_str("\nhint: ");
@@ -253,12 +207,7 @@ pub fn refusal_text(code: &str, message: &str) -> String {
 
 /// Prints a refused launch's answer to stderr, through `redactor`: as a sentence and a hint for
 /// a person, else as the JSON line the event log holds.
-///
-/// ```
-/// let answer = serde_json::json!({"event": "launch", "status": 400, "error": "invalid_spec", "message": "m"});
-/// relay_host::human::print_refusal(&answer, &Default::default());
-/// ```
-pub fn print_refusal(answer: &Value, redactor: &Redactor) {
+pub(crate) fn print_refusal(answer: &Value, redactor: &Redactor) {
     let text = if for_person() {
         let s = |k: &str| answer[k].as_str().unwrap_or_default().to_string();
         refusal_text(&s("error"), &s("message"))
@@ -271,21 +220,13 @@ pub fn print_refusal(answer: &Value, redactor: &Redactor) {
 /// Prints an error that is not a launch's answer (a command that failed): `relay-host: MESSAGE`
 /// and the hint line for a person; `{"error": MESSAGE, "hint": ...}` otherwise. The message
 /// passes the `sk-ant-...`/`Bearer ...` redaction first (a token pasted as a setting's value).
-///
-/// ```
-/// relay_host::human::print_error("state folder /s: permission denied");
-/// ```
-pub fn print_error(message: &str) {
+pub(crate) fn print_error(message: &str) {
     print_error_as_is(&Redactor::default().redact(message));
 }
 
 /// [`print_error`] without the redaction, for a message built from fixed words and counts only
 /// (one that names the `sk-ant-oat01-` prefix, which the redaction would hide).
-///
-/// ```
-/// relay_host::human::print_error_as_is("the input holds no sk-ant-oat01- token");
-/// ```
-pub fn print_error_as_is(message: &str) {
+pub(crate) fn print_error_as_is(message: &str) {
     let h = hint(message);
     if for_person() {
         match h {
@@ -304,11 +245,7 @@ pub fn print_error_as_is(message: &str) {
 /// Says on stderr, to a person, that a Claude launch will start without the token (the setting
 /// is empty, or the launch is unsandboxed): Claude Code then uses its own login, or asks for one.
 /// Says nothing for other launches, for one that carries the token, and off a terminal.
-///
-/// ```
-/// relay_host::human::note_token(true, false, false);
-/// ```
-pub fn note_token(claude: bool, sandboxed: bool, carries_token: bool) {
+pub(crate) fn note_token(claude: bool, sandboxed: bool, carries_token: bool) {
     if !claude || carries_token || !for_person() {
         return;
     }
@@ -321,4 +258,57 @@ pub fn note_token(claude: bool, sandboxed: bool, carries_token: bool) {
         "relay-host: this Claude session gets no token ({why}); it uses its own login, or asks \
          for /login"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    /// `path_json`'s example.
+    #[test]
+    fn path_json_doc_example() {
+        use crate::human::path_json;
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(path_json("/a/b".as_ref()), "/a/b");
+        let odd = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/a/\xff"));
+        assert_eq!(path_json(odd), "/a/\u{fffd}");
+    }
+
+    /// `paths_json`'s example.
+    #[test]
+    fn paths_json_doc_example() {
+        let v = crate::human::paths_json(&["/a".into()]);
+        assert_eq!(v, serde_json::json!(["/a"]));
+    }
+
+    /// `write_out`'s example.
+    #[test]
+    fn write_out_doc_example() {
+        let result = (|| {
+            use crate::human::write_out;
+            write_out(format_args!("{} folder(s)\n", 2))?;
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `stdout_error`'s example.
+    #[test]
+    fn stdout_error_doc_example() {
+        assert!(crate::human::stdout_error().is_none());
+    }
+
+    /// `set_json`'s and `json_answers`' example (one test: they share the process's flag).
+    #[test]
+    fn set_json_doc_example() {
+        crate::human::set_json(true);
+        assert!(crate::human::json_answers());
+        assert!(!crate::human::for_person());
+    }
+
+    /// `refusal_text`'s example.
+    #[test]
+    fn refusal_text_doc_example() {
+        let text = crate::human::refusal_text("sandbox_unavailable", "bwrap not found (on PATH)");
+        assert!(text.starts_with("relay-host: the launch was refused: bwrap not found (on PATH)"));
+        assert!(text.contains("\nhint: install bubblewrap"));
+    }
 }

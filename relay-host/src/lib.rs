@@ -53,11 +53,11 @@ pub mod reach;
 pub mod settings;
 #[cfg(target_os = "linux")]
 pub mod stand_in;
-pub mod state;
-pub mod userns;
+pub(crate) mod state;
+mod userns;
 
-pub use harden::harden_process;
-pub use host::{exit_code_of, home_dir, Host, ShimNotFound};
+pub(crate) use harden::harden_process;
+pub use host::{exit_code_of, Host, ShimNotFound};
 
 /// The whole of the `relay-host` program: `argv` is its command line, program name first. Picks
 /// the program by the name it was started under (the table above) and returns its exit code.

@@ -1,48 +1,35 @@
-//! The network allow-list's moving parts: the host-side [`proxy`] that checks each destination
+//! The network allow-list's moving parts: the host-side `proxy` that checks each destination
 //! and the in-sandbox [`forward`]er that bridges a session's loopback to it. What a template may
 //! reach ([`Network`], [`AllowList`]) is `relay_token::net`'s, re-exported here.
 
 pub mod forward;
 pub(crate) mod head;
-pub mod proxy;
+pub(crate) mod proxy;
 
 use std::fmt;
 use std::path::Path;
 
-pub use relay_token::net::*;
+pub(crate) use relay_token::net::*;
+pub use relay_token::net::{AllowList, Network};
 use relay_token::sandbox::ProxyInside;
 
 /// The port the in-sandbox forwarder listens on (`127.0.0.1`, inside the session's own network
 /// namespace, so it clashes with nothing on the host).
-pub const PROXY_PORT: u16 = 3128;
+pub(crate) const PROXY_PORT: u16 = 3128;
 
 /// What the proxy of a stand-in session intercepts ([`crate::stand_in::StandIn`], Linux only; on
 /// other systems there is none). A trait object, so that a proxy without one (every proxy
 /// relay-host runs itself) reaches none of stand-in mode's TLS code.
-///
-/// ```
-/// let none: Option<relay_host::net::Intercept> = None;
-/// assert!(none.is_none());
-/// ```
 #[cfg(target_os = "linux")]
-pub type Intercept = std::sync::Arc<dyn Interceptor>;
+pub(crate) type Intercept = std::sync::Arc<dyn Interceptor>;
 
 /// What the proxy of a stand-in session intercepts: nothing on this system.
-///
-/// ```
-/// let none: Option<relay_host::net::Intercept> = None;
-/// assert!(none.is_none());
-/// ```
 #[cfg(not(target_os = "linux"))]
-pub type Intercept = std::convert::Infallible;
+pub(crate) type Intercept = std::convert::Infallible;
 
 /// What the allow-list proxy hands an intercepted `CONNECT` to: [`crate::stand_in::StandIn`].
-///
-/// ```
-/// fn takes(_: &dyn relay_host::net::Interceptor) {}
-/// ```
 #[cfg(target_os = "linux")]
-pub trait Interceptor: Send + Sync + std::fmt::Debug {
+pub(crate) trait Interceptor: Send + Sync + std::fmt::Debug {
     /// True when a `CONNECT` to `host`:`port` is intercepted.
     fn intercepts(&self, host: &allow::Host, port: u16) -> bool;
     /// Serves an intercepted `CONNECT` (already answered `200`): `client` is the session's
@@ -61,26 +48,20 @@ pub trait Interceptor: Send + Sync + std::fmt::Debug {
 }
 
 /// Where the sandbox sees the host's proxy socket.
-pub const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
+pub(crate) const SANDBOX_SOCKET: &str = "/run/relay/net.sock";
 
 /// Where the sandbox sees the forwarder (`relay-host`, bound read-only under this name).
-pub const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
+pub(crate) const SANDBOX_FORWARDER: &str = "/run/relay/relay-net-forward";
 
 /// The name `relay-host` answers to as the forwarder (the file name of [`SANDBOX_FORWARDER`]).
-pub const FORWARDER_NAME: &str = "relay-net-forward";
+pub(crate) const FORWARDER_NAME: &str = "relay-net-forward";
 
 /// The program bound into an allow-list sandbox as its forwarder: `relay-net-forward` beside
 /// relay-host's real path when it is there (`cargo install` puts it there), else relay-host
 /// itself, which runs the forwarder when started under [`FORWARDER_NAME`]. The launch refuses
 /// either when a session could have planted it, as it does `relay-shim`: the forwarder `exec`s
 /// the session's program, descriptors and all.
-///
-/// ```
-/// let p = relay_host::net::forwarder_program()?;
-/// assert!(p.is_absolute());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn forwarder_program() -> std::io::Result<std::path::PathBuf> {
+pub(crate) fn forwarder_program() -> std::io::Result<std::path::PathBuf> {
     let me = std::env::current_exe()?.canonicalize()?;
     let small = me.with_file_name(FORWARDER_NAME);
     Ok(match relay_token::which::is_executable(&small) {
@@ -94,27 +75,17 @@ pub fn forwarder_program() -> std::io::Result<std::path::PathBuf> {
 /// relay-host itself, which holds none of stand-in mode's TLS code: without it a stand-in
 /// launch is refused, naming the path. The launch refuses it, too, when a session could have
 /// planted it: it is handed the real token.
-///
-/// ```
-/// let p = relay_host::net::stand_in_program()?;
-/// assert!(p.ends_with("relay-stand-in"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn stand_in_program() -> std::io::Result<std::path::PathBuf> {
+pub(crate) fn stand_in_program() -> std::io::Result<std::path::PathBuf> {
     let me = std::env::current_exe()?.canonicalize()?;
     Ok(me.with_file_name(STAND_IN_NAME))
 }
 
 /// The file name of [`stand_in_program`].
-pub const STAND_IN_NAME: &str = "relay-stand-in";
+pub(crate) const STAND_IN_NAME: &str = "relay-stand-in";
 
 /// Where a session sees relay's proxy socket and forwarder: [`SANDBOX_SOCKET`],
 /// [`SANDBOX_FORWARDER`] and [`PROXY_PORT`].
-///
-/// ```
-/// assert_eq!(relay_host::net::relay_inside().url(), "http://127.0.0.1:3128");
-/// ```
-pub fn relay_inside() -> ProxyInside {
+pub(crate) fn relay_inside() -> ProxyInside {
     ProxyInside {
         socket: Path::new(SANDBOX_SOCKET).to_path_buf(),
         forwarder: Path::new(SANDBOX_FORWARDER).to_path_buf(),
@@ -185,21 +156,12 @@ pub enum TokenNetwork {
 /// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
 /// `sentry.io` and its customer subdomains, in the firewall script of Claude Code's own
 /// development container) are switched off by the template's environment
-/// ([`CLAUDE_CODE_ENV`](crate::settings::CLAUDE_CODE_ENV)) instead of allowed: those services
+/// ([`CLAUDE_CODE_ENV`](crate::settings::template::CLAUDE_CODE_ENV)) instead of allowed: those services
 /// take data from anyone, so a session could post the token there.
-///
-/// ```
-/// assert_eq!(relay_host::net::CLAUDE_CODE_HOSTS, ["api.anthropic.com"]);
-/// ```
-pub const CLAUDE_CODE_HOSTS: &[&str] = &["api.anthropic.com"];
+pub(crate) const CLAUDE_CODE_HOSTS: &[&str] = &["api.anthropic.com"];
 
 /// The built-in `claude-code` template's network: [`CLAUDE_CODE_HOSTS`].
-///
-/// ```
-/// let n = relay_host::net::claude_code_network();
-/// assert_eq!(n.word(), "allow-list");
-/// ```
-pub fn claude_code_network() -> Network {
+pub(crate) fn claude_code_network() -> Network {
     let entries: Vec<String> = CLAUDE_CODE_HOSTS.iter().map(|s| s.to_string()).collect();
     Network::Allow(AllowList::parse(&entries).expect("the built-in list parses"))
 }
@@ -213,12 +175,12 @@ pub(crate) struct NetworkRules<'a> {
     /// system without network namespaces), its loopback is the host's (it can listen where a
     /// gateway on this machine listens), and a launch with the token on it needs the
     /// operator's `"token_network": "host"`.
-    pub shares_host: bool,
+    pub(crate) shares_host: bool,
     /// The allow-list that the checking proxy (or a stand-in session's `relay-stand-in`)
     /// enforces, reached through the forwarder inside the sandbox.
-    pub proxied: Option<&'a AllowList>,
+    pub(crate) proxied: Option<&'a AllowList>,
     /// Anything outside the session is reachable at all (a gateway, for one).
-    pub reaches_out: bool,
+    pub(crate) reaches_out: bool,
 }
 
 /// The rules of `network`'s kind ([`NetworkRules`]).
@@ -244,15 +206,7 @@ pub(crate) fn network_rules(network: &Network) -> NetworkRules<'_> {
 
 /// Whether a launch's network may carry the token: one that shares the host's network
 /// (`"host"`) needs the operator's `"token_network": "host"`.
-///
-/// ```
-/// use relay_host::net::{token_network_allowed, Network, TokenNetwork};
-/// let err = token_network_allowed(&Network::Host, true, None).unwrap_err();
-/// assert!(err.to_string().contains("token_network"));
-/// assert!(token_network_allowed(&Network::Host, true, Some(TokenNetwork::Host)).is_ok());
-/// assert!(token_network_allowed(&Network::None, true, None).is_ok());
-/// ```
-pub fn token_network_allowed(
+pub(crate) fn token_network_allowed(
     network: &Network,
     carries_token: bool,
     setting: Option<TokenNetwork>,
@@ -366,5 +320,56 @@ mod tests {
                 n.word()
             );
         }
+    }
+
+    /// `forwarder_program`'s example.
+    #[test]
+    fn forwarder_program_doc_example() {
+        let result = (|| {
+            let p = crate::net::forwarder_program()?;
+            assert!(p.is_absolute());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `stand_in_program`'s example.
+    #[test]
+    fn stand_in_program_doc_example() {
+        let result = (|| {
+            let p = crate::net::stand_in_program()?;
+            assert!(p.ends_with("relay-stand-in"));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `relay_inside`'s example.
+    #[test]
+    fn relay_inside_doc_example() {
+        assert_eq!(crate::net::relay_inside().url(), "http://127.0.0.1:3128");
+    }
+
+    /// `CLAUDE_CODE_HOSTS`'s example.
+    #[test]
+    fn claude_code_hosts_doc_example() {
+        assert_eq!(crate::net::CLAUDE_CODE_HOSTS, ["api.anthropic.com"]);
+    }
+
+    /// `claude_code_network`'s example.
+    #[test]
+    fn claude_code_network_doc_example() {
+        let n = crate::net::claude_code_network();
+        assert_eq!(n.word(), "allow-list");
+    }
+
+    /// `token_network_allowed`'s example.
+    #[test]
+    fn token_network_allowed_doc_example() {
+        use crate::net::{token_network_allowed, Network, TokenNetwork};
+        let err = token_network_allowed(&Network::Host, true, None).unwrap_err();
+        assert!(err.to_string().contains("token_network"));
+        assert!(token_network_allowed(&Network::Host, true, Some(TokenNetwork::Host)).is_ok());
+        assert!(token_network_allowed(&Network::None, true, None).is_ok());
     }
 }

@@ -14,15 +14,7 @@ use relay_token::sandbox::{expand_grant, write_deny};
 /// Every template's read-write grants (built-in and configured), expanded against the home
 /// folder `home`, `project` and the relay-owned Claude config folder, each with its real path too.
 /// A `{project}` grant is left out without a project.
-///
-/// ```
-/// use relay_host::{Host, reach::rw_grants};
-/// let host = Host::from_dirs("/c".into(), "/s".into())?;
-/// let grants = rw_grants(&host.home, &Default::default(), None, std::path::Path::new("/s/claude"));
-/// assert!(grants.contains(&host.home));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn rw_grants(
+pub(crate) fn rw_grants(
     home: &Path,
     settings: &Settings,
     project: Option<&Path>,
@@ -80,14 +72,7 @@ fn holder<'a>(grants: &'a [PathBuf], path: &Path) -> Option<&'a PathBuf> {
 /// The folders every sandbox keeps read-only where a grant shows them: the write-deny list's
 /// folders under the home folder `home`, and the `PATH` folders that can be kept so (not a symlink a
 /// session could replace). A program inside a read-write grant is safe only in one of these.
-///
-/// ```
-/// use relay_host::{Host, reach::guarded_folders};
-/// let host = Host::from_dirs("/c".into(), "/s".into())?;
-/// assert!(guarded_folders(&host.home, &[]).contains(&host.home.join(".local/bin")));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn guarded_folders(home: &Path, grants: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn guarded_folders(home: &Path, grants: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = write_deny::HOME
         .iter()
         .filter(|e| matches!(e, write_deny::Entry::Dir(_)))
@@ -101,15 +86,7 @@ pub fn guarded_folders(home: &Path, grants: &[PathBuf]) -> Vec<PathBuf> {
 /// nothing wrong with) and, beside each `<prefix>/bin` among them, the npm prefix's
 /// `<prefix>/lib/node_modules` when it exists: `npm install -g` links `<prefix>/bin/claude` to
 /// the package it puts there (a user prefix such as `~/.npm-global`, or nvm's node folders).
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// std::fs::create_dir_all(dir.path().join("lib/node_modules"))?;
-/// let kept = relay_host::reach::npm_modules_beside(&dir.path().join("bin"));
-/// assert_eq!(kept, Some(dir.path().join("lib/node_modules")));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn kept_path_folders(grants: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn kept_path_folders(grants: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for d in relay_token::which::path_folders() {
         if path_folder_problem(&d, grants).is_some() {
@@ -127,11 +104,7 @@ pub fn kept_path_folders(grants: &[PathBuf]) -> Vec<PathBuf> {
 
 /// The npm prefix's `lib/node_modules` beside the `PATH` folder `bin` (`<prefix>/bin`), when it
 /// is a folder (not a link).
-///
-/// ```
-/// assert_eq!(relay_host::reach::npm_modules_beside(std::path::Path::new("/nonexistent/bin")), None);
-/// ```
-pub fn npm_modules_beside(bin: &Path) -> Option<PathBuf> {
+pub(crate) fn npm_modules_beside(bin: &Path) -> Option<PathBuf> {
     if bin.file_name()? != "bin" {
         return None;
     }
@@ -297,13 +270,7 @@ impl std::error::Error for Exposure {}
 
 /// Why a `PATH` folder inside a read-write grant cannot be kept read-only (it is, or passes
 /// through, a symlink a session could replace), or `None`.
-///
-/// ```
-/// use std::path::{Path, PathBuf};
-/// let grants = [PathBuf::from("/nonexistent-home")];
-/// assert!(relay_host::reach::path_folder_problem(Path::new("/usr/bin"), &grants).is_none());
-/// ```
-pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<Exposure> {
+pub(crate) fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<Exposure> {
     let g = holder(grants, folder)?;
     let mut p = g.clone();
     for c in folder.strip_prefix(g).ok()?.components() {
@@ -324,19 +291,7 @@ pub fn path_folder_problem(folder: &Path, grants: &[PathBuf]) -> Option<Exposure
 /// read-only (`guarded`). A guarded folder keeps everything beneath it read-only (Claude Code's
 /// native installer's `~/.local/share/claude/versions/<version>`), unless a read-write grant
 /// lies deeper still.
-///
-/// ```
-/// use std::path::{Path, PathBuf};
-/// use relay_host::reach::program_problem;
-/// let grants = [PathBuf::from("/home/me")];
-/// let guarded = [PathBuf::from("/home/me/.local/bin"), PathBuf::from("/home/me/.local/share/claude")];
-/// assert!(program_problem("claude", Path::new("/home/me/.local/bin/claude"), &grants, &guarded).is_none());
-/// let native = Path::new("/home/me/.local/share/claude/versions/2.1.332");
-/// assert!(program_problem("claude", native, &grants, &guarded).is_none());
-/// let e = program_problem("bwrap", Path::new("/home/me/x/bwrap"), &grants, &guarded).unwrap();
-/// assert!(e.to_string().starts_with("bwrap \"/home/me/x/bwrap\" lies inside the read-write grant \"/home/me\""));
-/// ```
-pub fn program_problem(
+pub(crate) fn program_problem(
     what: &'static str,
     program: &Path,
     grants: &[PathBuf],
@@ -376,15 +331,11 @@ pub fn program_problem(
 /// Why the settings file cannot be trusted, or `None`: its real path leaves the config folder
 /// (which every sandbox masks) for a read-write grant, through a symlink: a session could
 /// rewrite it there.
-///
-/// ```
-/// use std::path::{Path, PathBuf};
-/// let grants = [PathBuf::from("/home/me")];
-/// let file = Path::new("/home/me/dotfiles/relay.json");
-/// let e = relay_host::reach::settings_problem(file, Path::new("/home/me/.config/relay"), &grants);
-/// assert!(e.unwrap().to_string().contains("lies inside the read-write grant"));
-/// ```
-pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> Option<Exposure> {
+pub(crate) fn settings_problem(
+    file: &Path,
+    config_dir: &Path,
+    grants: &[PathBuf],
+) -> Option<Exposure> {
     let real = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
     let config = config_dir
         .canonicalize()
@@ -398,18 +349,7 @@ pub fn settings_problem(file: &Path, config_dir: &Path, grants: &[PathBuf]) -> O
 
 /// Why the token file is exposed, or `None`: readable or writable by group or others, or owned
 /// by neither the user relay-host runs as nor root.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let f = dir.path().join("token");
-/// std::fs::write(&f, "x")?;
-/// # use std::os::unix::fs::PermissionsExt;
-/// std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644))?;
-/// let e = relay_host::reach::token_file_problem(&f).unwrap();
-/// assert!(e.to_string().ends_with("mode 0644 lets others read it; chmod 600 it"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn token_file_problem(path: &Path) -> Option<Exposure> {
+pub(crate) fn token_file_problem(path: &Path) -> Option<Exposure> {
     let m = std::fs::metadata(path).ok()?;
     if !m.is_file() {
         // A folder or a device: the read says "not a regular file", which is the cause.
@@ -453,4 +393,125 @@ fn ownership(m: &std::fs::Metadata, mask: u32) -> Option<Ownership> {
 
 #[path = "reach_ca.rs"]
 mod ca;
-pub use ca::{read_system_ca, read_upstream_ca, UpstreamCaError, SYSTEM_CA_BUNDLES};
+#[cfg(target_os = "linux")]
+pub(crate) use ca::read_system_ca;
+pub(crate) use ca::{read_upstream_ca, UpstreamCaError};
+
+#[cfg(test)]
+mod tests {
+    /// `rw_grants`'s example.
+    #[test]
+    fn rw_grants_doc_example() {
+        let result = (|| {
+            use crate::{reach::rw_grants, Host};
+            let host = Host::from_dirs("/c".into(), "/s".into())?;
+            let grants = rw_grants(
+                &host.home,
+                &Default::default(),
+                None,
+                std::path::Path::new("/s/claude"),
+            );
+            assert!(grants.contains(&host.home));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `guarded_folders`'s example.
+    #[test]
+    fn guarded_folders_doc_example() {
+        let result = (|| {
+            use crate::{reach::guarded_folders, Host};
+            let host = Host::from_dirs("/c".into(), "/s".into())?;
+            assert!(guarded_folders(&host.home, &[]).contains(&host.home.join(".local/bin")));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `kept_path_folders`'s example.
+    #[test]
+    fn kept_path_folders_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            std::fs::create_dir_all(dir.path().join("lib/node_modules"))?;
+            let kept = crate::reach::npm_modules_beside(&dir.path().join("bin"));
+            assert_eq!(kept, Some(dir.path().join("lib/node_modules")));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `npm_modules_beside`'s example.
+    #[test]
+    fn npm_modules_beside_doc_example() {
+        assert_eq!(
+            crate::reach::npm_modules_beside(std::path::Path::new("/nonexistent/bin")),
+            None
+        );
+    }
+
+    /// `path_folder_problem`'s example.
+    #[test]
+    fn path_folder_problem_doc_example() {
+        use std::path::{Path, PathBuf};
+        let grants = [PathBuf::from("/nonexistent-home")];
+        assert!(crate::reach::path_folder_problem(Path::new("/usr/bin"), &grants).is_none());
+    }
+
+    /// `program_problem`'s example.
+    #[test]
+    fn program_problem_doc_example() {
+        use crate::reach::program_problem;
+        use std::path::{Path, PathBuf};
+        let grants = [PathBuf::from("/home/me")];
+        let guarded = [
+            PathBuf::from("/home/me/.local/bin"),
+            PathBuf::from("/home/me/.local/share/claude"),
+        ];
+        assert!(program_problem(
+            "claude",
+            Path::new("/home/me/.local/bin/claude"),
+            &grants,
+            &guarded
+        )
+        .is_none());
+        let native = Path::new("/home/me/.local/share/claude/versions/2.1.332");
+        assert!(program_problem("claude", native, &grants, &guarded).is_none());
+        let e = program_problem("bwrap", Path::new("/home/me/x/bwrap"), &grants, &guarded).unwrap();
+        assert!(e.to_string().starts_with(
+            "bwrap \"/home/me/x/bwrap\" lies inside the read-write grant \"/home/me\""
+        ));
+    }
+
+    /// `settings_problem`'s example.
+    #[test]
+    fn settings_problem_doc_example() {
+        use std::path::{Path, PathBuf};
+        let grants = [PathBuf::from("/home/me")];
+        let file = Path::new("/home/me/dotfiles/relay.json");
+        let e = crate::reach::settings_problem(file, Path::new("/home/me/.config/relay"), &grants);
+        assert!(e
+            .unwrap()
+            .to_string()
+            .contains("lies inside the read-write grant"));
+    }
+
+    /// `token_file_problem`'s example.
+    #[test]
+    fn token_file_problem_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let f = dir.path().join("token");
+            std::fs::write(&f, "x")?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644))?;
+            let e = crate::reach::token_file_problem(&f).unwrap();
+            assert!(e
+                .to_string()
+                .ends_with("mode 0644 lets others read it; chmod 600 it"));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+}

@@ -20,15 +20,9 @@ const MAX_CA_FILE: u64 = 4 << 20;
 const MAX_LINKS: usize = 40;
 
 /// Why `upstream_ca_file` was not read.
-///
-/// ```
-/// let ca = std::path::Path::new("/nonexistent/ca.pem");
-/// let e = relay_host::reach::read_upstream_ca(ca, "/c".as_ref(), &[]).unwrap_err();
-/// assert!(e.to_string().starts_with("upstream_ca_file /nonexistent/ca.pem: "));
-/// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum UpstreamCaError {
+pub(crate) enum UpstreamCaError {
     /// A session could have written it, or its owner or mode is not the host's.
     Reach(Exposure),
     /// It could not be read.
@@ -39,6 +33,7 @@ pub enum UpstreamCaError {
         source: io::Error,
     },
     /// The system trust store's bundle ([`read_system_ca`]) cannot be trusted or read.
+    #[cfg(target_os = "linux")]
     System {
         /// The bundle.
         path: PathBuf,
@@ -54,6 +49,7 @@ impl fmt::Display for UpstreamCaError {
             UpstreamCaError::Io { path, source } => {
                 write!(f, "upstream_ca_file {}: {source}", path.display())
             }
+            #[cfg(target_os = "linux")]
             UpstreamCaError::System { path, why } => write!(
                 f,
                 "the system CA bundle {}: {why} (relay-stand-in trusts it as Claude Code does)",
@@ -68,6 +64,7 @@ impl std::error::Error for UpstreamCaError {
         match self {
             UpstreamCaError::Reach(e) => Some(e),
             UpstreamCaError::Io { source, .. } => Some(source),
+            #[cfg(target_os = "linux")]
             UpstreamCaError::System { .. } => None,
         }
     }
@@ -79,19 +76,7 @@ impl std::error::Error for UpstreamCaError {
 /// every session's reach), and its owner and mode are the host's (no write bit for group
 /// or others; owned by relay-host's user or root). The caller hands the bytes on, never the
 /// path.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let ca = dir.path().join("ca.pem");
-/// std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n")?;
-/// let config = std::path::Path::new("/nonexistent/relay");
-/// assert!(relay_host::reach::read_upstream_ca(&ca, config, &[]).is_ok());
-/// let grants = [dir.path().to_path_buf()];
-/// let e = relay_host::reach::read_upstream_ca(&ca, config, &grants).unwrap_err();
-/// assert!(e.to_string().contains("lies inside the read-write grant"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn read_upstream_ca(
+pub(crate) fn read_upstream_ca(
     path: &Path,
     config_dir: &Path,
     grants: &[PathBuf],
@@ -124,11 +109,8 @@ pub fn read_upstream_ca(
 /// Where Linux distributions keep the system trust store as one PEM bundle, the first that
 /// exists being the system's: what Claude Code's native binary verifies the API against (Go's
 /// and OpenSSL's lists, in their order).
-///
-/// ```
-/// assert_eq!(relay_host::reach::SYSTEM_CA_BUNDLES[0], "/etc/ssl/certs/ca-certificates.crt");
-/// ```
-pub const SYSTEM_CA_BUNDLES: &[&str] = &[
+#[cfg(target_os = "linux")]
+const SYSTEM_CA_BUNDLES: &[&str] = &[
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/ca-bundle.pem",
@@ -142,15 +124,8 @@ pub const SYSTEM_CA_BUNDLES: &[&str] = &[
 /// owned by root with no write bit for group or others, no link on the way to it or its real
 /// path inside a read-write grant (`grants`, as for [`read_upstream_ca`]). A bundle that fails
 /// is an error naming it, never a reason to look further.
-///
-/// ```
-/// let found = relay_host::reach::read_system_ca("/nonexistent".as_ref(), &[]);
-/// if let Ok(Some((path, bytes))) = found {
-///     assert!(relay_host::reach::SYSTEM_CA_BUNDLES.contains(&path.to_str().unwrap()));
-///     assert!(!bytes.is_empty());
-/// }
-/// ```
-pub fn read_system_ca(
+#[cfg(target_os = "linux")]
+pub(crate) fn read_system_ca(
     config_dir: &Path,
     grants: &[PathBuf],
 ) -> Result<Option<(PathBuf, Vec<u8>)>, UpstreamCaError> {
@@ -369,6 +344,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_system_bundle_is_found_and_refused_inside_a_grant() {
         let none = Path::new("/nonexistent");
         let Some((path, bytes)) = read_system_ca(none, &[]).unwrap() else {
@@ -386,5 +362,53 @@ mod tests {
             e.to_string().contains("inside the read-write grant /etc"),
             "{e}"
         );
+    }
+
+    /// `UpstreamCaError`'s example.
+    #[test]
+    fn upstream_ca_error_doc_example() {
+        let ca = std::path::Path::new("/nonexistent/ca.pem");
+        let e = crate::reach::read_upstream_ca(ca, "/c".as_ref(), &[]).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("upstream_ca_file /nonexistent/ca.pem: "));
+    }
+
+    /// `read_upstream_ca`'s example.
+    #[test]
+    fn read_upstream_ca_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let ca = dir.path().join("ca.pem");
+            std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n")?;
+            let config = std::path::Path::new("/nonexistent/relay");
+            assert!(crate::reach::read_upstream_ca(&ca, config, &[]).is_ok());
+            let grants = [dir.path().to_path_buf()];
+            let e = crate::reach::read_upstream_ca(&ca, config, &grants).unwrap_err();
+            assert!(e.to_string().contains("lies inside the read-write grant"));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `SYSTEM_CA_BUNDLES`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn system_ca_bundles_doc_example() {
+        assert_eq!(
+            super::SYSTEM_CA_BUNDLES[0],
+            "/etc/ssl/certs/ca-certificates.crt"
+        );
+    }
+
+    /// `read_system_ca`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn read_system_ca_doc_example() {
+        let found = super::read_system_ca("/nonexistent".as_ref(), &[]);
+        if let Ok(Some((path, bytes))) = found {
+            assert!(super::SYSTEM_CA_BUNDLES.contains(&path.to_str().unwrap()));
+            assert!(!bytes.is_empty());
+        }
     }
 }

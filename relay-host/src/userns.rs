@@ -3,14 +3,9 @@
 use std::path::Path;
 
 /// What keeps this process from making a user namespace.
-///
-/// ```
-/// use relay_host::userns::Cause;
-/// assert!(Cause::MaxZero.fix().contains("user.max_user_namespaces"));
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Cause {
+pub(crate) enum Cause {
     /// `user.max_user_namespaces` is 0.
     MaxZero,
     /// Debian's `kernel.unprivileged_userns_clone` is 0 (and the caller is not root).
@@ -26,11 +21,7 @@ pub enum Cause {
 
 impl Cause {
     /// The cause in words.
-    ///
-    /// ```
-    /// assert!(relay_host::userns::Cause::AppArmor.words().contains("AppArmor"));
-    /// ```
-    pub fn words(self) -> &'static str {
+    pub(crate) fn words(self) -> &'static str {
         match self {
             Cause::MaxZero => "user.max_user_namespaces is 0",
             Cause::DebianClone => "kernel.unprivileged_userns_clone is 0 (Debian's switch)",
@@ -44,11 +35,7 @@ impl Cause {
     }
 
     /// What to do about it.
-    ///
-    /// ```
-    /// assert!(relay_host::userns::Cause::DebianClone.fix().contains("unprivileged_userns_clone=1"));
-    /// ```
-    pub fn fix(self) -> &'static str {
+    pub(crate) fn fix(self) -> &'static str {
         match self {
             Cause::MaxZero => {
                 "user.max_user_namespaces is 0: `sysctl -w user.max_user_namespaces=15000` (and \
@@ -84,11 +71,7 @@ fn sysctl(path: &str) -> Option<String> {
 
 /// The cause found from the kernel's settings (under `/proc/sys`), else a container, else
 /// [`Cause::Unknown`]. Meant for after bwrap failed: it does not itself try a namespace.
-///
-/// ```
-/// let _ = relay_host::userns::cause();
-/// ```
-pub fn cause() -> Cause {
+pub(crate) fn cause() -> Cause {
     match cause_by_settings() {
         Some(c) => c,
         None if in_container() => Cause::Container,
@@ -121,11 +104,8 @@ fn cause_by_settings() -> Option<Cause> {
 /// True when the kernel's settings alone say this process cannot make a user namespace
 /// ([`Cause::MaxZero`], [`Cause::DebianClone`], [`Cause::AppArmor`]): a few small reads, no
 /// namespace tried.
-///
-/// ```
-/// let _ = relay_host::userns::blocked_by_settings();
-/// ```
-pub fn blocked_by_settings() -> bool {
+#[cfg(target_os = "linux")]
+pub(crate) fn blocked_by_settings() -> bool {
     cause_by_settings().is_some()
 }
 
@@ -139,4 +119,28 @@ fn in_container() -> bool {
                 .iter()
                 .any(|k| c.contains(k))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    /// `Cause`'s example.
+    #[test]
+    fn cause_doc_example() {
+        use crate::userns::Cause;
+        assert!(Cause::MaxZero.fix().contains("user.max_user_namespaces"));
+    }
+
+    /// `words`'s example.
+    #[test]
+    fn words_doc_example() {
+        assert!(crate::userns::Cause::AppArmor.words().contains("AppArmor"));
+    }
+
+    /// `fix`'s example.
+    #[test]
+    fn fix_doc_example() {
+        assert!(crate::userns::Cause::DebianClone
+            .fix()
+            .contains("unprivileged_userns_clone=1"));
+    }
 }

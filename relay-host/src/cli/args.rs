@@ -15,23 +15,23 @@ Folders: --config-dir, else $RELAY_CONFIG_DIR, else $XDG_CONFIG_HOME/relay, else
 /// file descriptor 5.
 #[derive(Debug, Parser)]
 #[command(name = "relay-host", version, after_help = AFTER_HELP)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The config folder (settings.json or settings.toml)
     #[arg(long, global = true, value_name = "DIR")]
-    pub config_dir: Option<PathBuf>,
+    pub(crate) config_dir: Option<PathBuf>,
     /// The state folder (logs, session folders, the Claude config folder)
     #[arg(long, global = true, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
     /// Print JSON: reports on stdout, errors and refusals as one JSON line on stderr
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The commands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Launch one session from a JSON request (a file, or - for stdin)
     Launch {
         /// The request file, or - to read it from stdin (the session's stdin is then /dev/null)
@@ -99,44 +99,39 @@ pub enum Command {
 
 /// What `relay-host run` was given: its options, parsed once by clap and read by
 /// [`cli::run`](crate::cli::run).
-///
-/// ```
-/// let args = relay_host::cli::RunArgs { template: "shell".into(), project: None, no_sandbox: false, keep: false, resume: None, continue_last: false, args: vec![] };
-/// assert_eq!(args.template, "shell");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The template to launch
     #[arg(short, long, value_name = "ID", default_value = "claude-code")]
-    pub template: String,
+    pub(crate) template: String,
     /// The project folder (default: the current folder)
     #[arg(short, long, value_name = "DIR")]
-    pub project: Option<PathBuf>,
+    pub(crate) project: Option<PathBuf>,
     /// Run without the sandbox (a Claude session then gets no token)
     #[arg(long)]
-    pub no_sandbox: bool,
+    pub(crate) no_sandbox: bool,
     /// Keep the session folder (the session's /tmp) after the session ends; gc removes it after
     /// the retention. Not needed to resume a conversation
     #[arg(long)]
-    pub keep: bool,
+    pub(crate) keep: bool,
     /// Resume this Claude conversation, in the sandbox with the token (Claude's --resume)
     #[arg(short, long, value_name = "ID", conflicts_with = "continue_last")]
-    pub resume: Option<String>,
+    pub(crate) resume: Option<String>,
     /// Continue the project's most recent Claude conversation (Claude's --continue)
     #[arg(short, long = "continue")]
-    pub continue_last: bool,
+    pub(crate) continue_last: bool,
     /// Arguments for the session's program, after --. With the token they are read as Claude Code
     /// reads them: a prompt with or without -p, options that change Claude only inside the
     /// sandbox (--allowedTools Bash Edit, --add-dir, --model, --append-system-prompt, --version,
     /// ...); options that load settings, plugins, servers or agents, or reach elsewhere, and
     /// subcommands (but auth status) are refused, naming the option and why
     #[arg(last = true, value_name = "ARGS")]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
 }
 
 /// `relay-host token ...`.
 #[derive(Debug, Subcommand)]
-pub enum TokenCommand {
+pub(crate) enum TokenCommand {
     /// Store a token from stdin: the output of `claude setup-token`, or the token alone (not
     /// echoed on a terminal); sets claude_token_file when it is empty
     Import {
@@ -152,14 +147,32 @@ pub enum TokenCommand {
 
 /// `audit` and `events` options.
 #[derive(Debug, Args)]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     /// Only rows from this time on: 2026-12-02T19:00:00Z, 2026-12-02, or an age (30m, 2h, 7d)
     #[arg(long, value_name = "TIME")]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     /// Only rows of this session
     #[arg(long, value_name = "ID")]
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Keep printing rows as they are appended
     #[arg(short, long)]
-    pub follow: bool,
+    pub(crate) follow: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    /// `RunArgs`'s example.
+    #[test]
+    fn run_args_doc_example() {
+        let args = super::RunArgs {
+            template: "shell".into(),
+            project: None,
+            no_sandbox: false,
+            keep: false,
+            resume: None,
+            continue_last: false,
+            args: vec![],
+        };
+        assert_eq!(args.template, "shell");
+    }
 }

@@ -11,33 +11,24 @@ use crate::{launch::plan::request, userns, Host};
 use relay_token::sandbox;
 
 /// One check's outcome.
-///
-/// ```
-/// let c = relay_host::cli::checks::Check::ok("bwrap", "/usr/bin/bwrap works", true);
-/// assert!(c.ok && c.hint.is_none());
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked (`settings`, `token`, `bwrap`, `user namespaces`, `relay-shim`,
     /// `template claude-code`, ...).
-    pub name: String,
+    pub(crate) name: String,
     /// True when it passed.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// What was found.
-    pub detail: String,
+    pub(crate) detail: String,
     /// What to do, for a failed check.
-    pub hint: Option<String>,
+    pub(crate) hint: Option<String>,
     /// True when a Claude launch needs it (it counts for `status`'s exit code).
-    pub claude: bool,
+    pub(crate) claude: bool,
 }
 
 impl Check {
     /// A passed check.
-    ///
-    /// ```
-    /// assert!(relay_host::cli::checks::Check::ok("x", "fine", false).ok);
-    /// ```
-    pub fn ok(name: &str, detail: impl Into<String>, claude: bool) -> Check {
+    pub(crate) fn ok(name: &str, detail: impl Into<String>, claude: bool) -> Check {
         Check {
             name: name.into(),
             ok: true,
@@ -48,12 +39,7 @@ impl Check {
     }
 
     /// A failed check with its hint.
-    ///
-    /// ```
-    /// let c = relay_host::cli::checks::Check::failed("x", "broken", Some("fix it".into()), true);
-    /// assert!(!c.ok);
-    /// ```
-    pub fn failed(
+    pub(crate) fn failed(
         name: &str,
         detail: impl Into<String>,
         hint: Option<String>,
@@ -69,12 +55,7 @@ impl Check {
     }
 
     /// The check as JSON (`name`, `ok`, `detail`, `hint`, `claude`).
-    ///
-    /// ```
-    /// let c = relay_host::cli::checks::Check::ok("bwrap", "works", true);
-    /// assert_eq!(c.to_json()["ok"], true);
-    /// ```
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"name": self.name, "ok": self.ok, "detail": self.detail, "hint": self.hint,
                "claude": self.claude})
     }
@@ -82,15 +63,7 @@ impl Check {
 
 /// Every check, in order: the settings, the token, bwrap, user namespaces, relay-shim, each
 /// template's command. `settings` are the loaded ones, or the error that kept them from loading.
-///
-/// ```
-/// let host = relay_host::Host::from_dirs("/nonexistent/c".into(), "/nonexistent/s".into())?;
-/// let bad = relay_host::settings::Settings::from_json("{").unwrap_err();
-/// let checks = relay_host::cli::checks::run(&host, Err(&bad));
-/// assert_eq!((checks.len(), checks[0].ok), (1, false));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> Vec<Check> {
+pub(crate) fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> Vec<Check> {
     let s = match settings {
         Ok(s) => s,
         Err(e) => return vec![failed_with_hint("settings", e.to_string(), true)],
@@ -209,4 +182,47 @@ fn interpreter_missing(path: &Path) -> Option<String> {
     relay_token::which::find_program(&wanted)
         .is_none()
         .then_some(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `Check`'s example.
+    #[test]
+    fn check_doc_example() {
+        let c = crate::cli::checks::Check::ok("bwrap", "/usr/bin/bwrap works", true);
+        assert!(c.ok && c.hint.is_none());
+    }
+
+    /// `ok`'s example.
+    #[test]
+    fn ok_doc_example() {
+        assert!(crate::cli::checks::Check::ok("x", "fine", false).ok);
+    }
+
+    /// `failed`'s example.
+    #[test]
+    fn failed_doc_example() {
+        let c = crate::cli::checks::Check::failed("x", "broken", Some("fix it".into()), true);
+        assert!(!c.ok);
+    }
+
+    /// `to_json`'s example.
+    #[test]
+    fn to_json_doc_example() {
+        let c = crate::cli::checks::Check::ok("bwrap", "works", true);
+        assert_eq!(c.to_json()["ok"], true);
+    }
+
+    /// `run`'s example.
+    #[test]
+    fn run_doc_example() {
+        let result = (|| {
+            let host = crate::Host::from_dirs("/nonexistent/c".into(), "/nonexistent/s".into())?;
+            let bad = crate::settings::Settings::from_json("{").unwrap_err();
+            let checks = crate::cli::checks::run(&host, Err(&bad));
+            assert_eq!((checks.len(), checks[0].ok), (1, false));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
 }

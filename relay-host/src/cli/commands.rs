@@ -15,13 +15,7 @@ use relay_shim::exit::ExitCode;
 
 /// `relay-host launch REQUEST|-`: one session from a JSON request file (`-`: stdin, and the
 /// session's stdin is then `/dev/null`).
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::cli::launch_file(&host, "req.json".as_ref()));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn launch_file(host: &Host, request: &Path) -> i32 {
+pub(crate) fn launch_file(host: &Host, request: &Path) -> i32 {
     let (text, stdin) = if request.as_os_str() == "-" {
         (
             crate::launch::plan::request::read_request(std::io::stdin()),
@@ -45,18 +39,10 @@ pub fn launch_file(host: &Host, request: &Path) -> i32 {
     }
 }
 
-pub use super::args::RunArgs;
+pub(crate) use super::args::RunArgs;
 
 /// `relay-host run`: a terminal launch built from flags, in the caller's terminal.
-///
-/// ```no_run
-/// use relay_host::{Host, cli::{run, RunArgs}};
-/// let host = Host::locate(None, None)?;
-/// let args = RunArgs { template: "claude-code".into(), project: None, no_sandbox: false, keep: false, resume: None, continue_last: false, args: vec![] };
-/// std::process::exit(run(&host, args));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn run(host: &Host, args: RunArgs) -> i32 {
+pub(crate) fn run(host: &Host, args: RunArgs) -> i32 {
     let cwd = std::env::current_dir().ok();
     let project = match (args.project, &cwd) {
         (Some(p), Some(c)) if !p.is_absolute() => Some(c.join(p)),
@@ -87,13 +73,7 @@ pub fn run(host: &Host, args: RunArgs) -> i32 {
 }
 
 /// `relay-host audit` / `relay-host events`: the log `name` of the state folder.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// relay_host::cli::print_log(&host, "audit.jsonl", false, &Default::default());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
+pub(crate) fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
     match crate::state::logs::print(&host.state_dir, name, json, query) {
         Ok(()) => 0,
         // The report could not be written: the binary says so (`human::stdout_error`).
@@ -110,13 +90,7 @@ pub fn print_log(host: &Host, name: &str, json: bool, query: &Query) -> i32 {
 
 /// `relay-host token import [--file PATH]`: reads stdin (echo off on a terminal), picks the one
 /// token, stores it, sets `claude_token_file` when empty. Prints what it did, never the token.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::cli::token_import(&host, None, false));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
+pub(crate) fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
     let done = token_file::read_stdin_secret()
         .and_then(|input| token_file::pick_token(&input))
         .and_then(|token| token_file::import(host, &token, file));
@@ -151,13 +125,7 @@ pub fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 {
 
 /// `relay-host token check`: the token file's health; exit 0 when it reads as a token, 78 when
 /// not (or when `claude_token_file` is not set).
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::cli::token_check(&host, false));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn token_check(host: &Host, json: bool) -> i32 {
+pub(crate) fn token_check(host: &Host, json: bool) -> i32 {
     let path = match token_file::configured_path(host) {
         Ok(Some(p)) => p,
         Ok(None) => {
@@ -194,13 +162,7 @@ pub fn token_check(host: &Host, json: bool) -> i32 {
 /// the retention) and, when no session of the state folder runs, the write-deny placeholders a
 /// killed host left (as the end of a session would have); a session whose host was lost gets its
 /// `exit` row (`"outcome": "host_lost"`). A missing state folder is left missing.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::cli::gc(&host, 7, false));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
+pub(crate) fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
     let sessions = host.state_dir.join(crate::state::SESSIONS_DIR);
     let retention = std::time::Duration::from_secs(keep_days.saturating_mul(86400));
     crate::launch::prepare::claude_config::carry_back_unsupervised(&host.state_dir);

@@ -29,10 +29,10 @@ use relay_token::ChildEnv;
 use relay_token::{sandbox, ClaudeToken, TokenPipe, TOKEN_FD_VAR};
 
 /// Where the demo's token lives, relative to its throwaway home (the recommended place).
-pub const DEMO_TOKEN_SETTING: &str = "~/.config/claude-ltt/token";
+pub(crate) const DEMO_TOKEN_SETTING: &str = "~/.config/claude-ltt/token";
 
 /// The hidden command that runs the probe.
-pub const PROBE_COMMAND: &str = "__probe";
+pub(crate) const PROBE_COMMAND: &str = "__probe";
 
 /// A throwaway folder removed on drop.
 struct Scratch(PathBuf);
@@ -84,7 +84,7 @@ fn demo_token() -> ClaudeToken {
 }
 
 /// Runs the demo; prints the report (or JSON with `json`); returns 0 when every check held.
-pub fn run(json_out: bool) -> i32 {
+pub(crate) fn run(json_out: bool) -> i32 {
     match run_inner() {
         Ok(report) => {
             let ok = report["ok"] == json!(true);
@@ -380,7 +380,7 @@ fn print_report(r: &Value) {
 /// path gave. The bytes themselves are never written. It runs as the `claude-code` template's
 /// command, so it takes (and ignores) the Claude Code flags a token launch adds after its own
 /// arguments.
-pub fn probe(args: Vec<OsString>) -> i32 {
+pub(crate) fn probe(args: Vec<OsString>) -> i32 {
     let [token_path, report_path, ..] = args.as_slice() else {
         errln!("usage: relay-host __probe TOKEN_PATH REPORT_PATH");
         return ExitCode::Usage.code();

@@ -13,7 +13,7 @@ use relay_shim::exit::ExitCode;
 use super::args::{Cli, Command, LogArgs, TokenCommand};
 
 /// Parses `argv` (program name first) and runs the command.
-pub fn main(argv: Vec<OsString>) -> i32 {
+pub(crate) fn main(argv: Vec<OsString>) -> i32 {
     let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {

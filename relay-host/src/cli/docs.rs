@@ -8,7 +8,7 @@ use clap::CommandFactory;
 use super::args::Cli;
 
 /// Prints the completion script for `shell`.
-pub fn completions(shell: clap_complete::Shell) -> i32 {
+pub(crate) fn completions(shell: clap_complete::Shell) -> i32 {
     let mut cmd = Cli::command();
     // Into memory first: `generate` panics on a failed write (a closed stdout).
     let mut script = Vec::new();
@@ -18,7 +18,7 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
 }
 
 /// Prints `relay-host.1`, or writes it and one page per command into `out_dir`.
-pub fn man(out_dir: Option<&Path>) -> i32 {
+pub(crate) fn man(out_dir: Option<&Path>) -> i32 {
     let cmd = Cli::command();
     let result = match out_dir {
         None => {

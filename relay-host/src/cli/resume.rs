@@ -10,16 +10,7 @@ use crate::Host;
 /// The conversation written during this session: the newest `<id>.jsonl` under the relay-owned
 /// Claude config folder's `projects/` modified since `started` (Claude Code keeps one file per
 /// conversation there), by its id.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let before = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
-/// std::fs::create_dir_all(dir.path().join("projects/-p"))?;
-/// std::fs::write(dir.path().join("projects/-p/0b5e.jsonl"), "{}\n")?;
-/// assert_eq!(relay_host::cli::resume::latest_conversation(dir.path(), before).as_deref(), Some("0b5e"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn latest_conversation(claude_config: &Path, started: SystemTime) -> Option<String> {
+pub(crate) fn latest_conversation(claude_config: &Path, started: SystemTime) -> Option<String> {
     let projects = std::fs::read_dir(claude_config.join("projects")).ok()?;
     projects
         .flatten()
@@ -54,4 +45,24 @@ pub(crate) fn say_how_to_resume(host: &Host, project: Option<&Path>, started: Sy
          --resume {id} (or --continue for the project's latest). Claude's own `claude ... --resume` \
          line runs Claude outside the sandbox, without the token."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    /// `latest_conversation`'s example.
+    #[test]
+    fn latest_conversation_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let before = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+            std::fs::create_dir_all(dir.path().join("projects/-p"))?;
+            std::fs::write(dir.path().join("projects/-p/0b5e.jsonl"), "{}\n")?;
+            assert_eq!(
+                crate::cli::resume::latest_conversation(dir.path(), before).as_deref(),
+                Some("0b5e")
+            );
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
 }

@@ -3,14 +3,7 @@
 
 /// `text` (JSON settings) with `claude_token_file` set to `value`: an empty value replaced in
 /// place, else the key added first in the top-level object.
-///
-/// ```
-/// use relay_host::cli::token_file::edit_json;
-/// assert_eq!(edit_json("{\n  \"bwrap\": \"/b\"\n}\n", "/t"), "{\n  \"claude_token_file\": \"/t\",\n  \"bwrap\": \"/b\"\n}\n");
-/// assert_eq!(edit_json("{\"claude_token_file\": \"\"}", "/t"), "{\"claude_token_file\": \"/t\"}");
-/// assert_eq!(edit_json("", "/t"), "{\n  \"claude_token_file\": \"/t\"\n}\n");
-/// ```
-pub fn edit_json(text: &str, value: &str) -> String {
+pub(crate) fn edit_json(text: &str, value: &str) -> String {
     let quoted = serde_json::to_string(value).expect("a string serializes");
     if let Some((a, b)) = empty_json_value(text) {
         return format!("{}{quoted}{}", &text[..a], &text[b..]);
@@ -48,13 +41,7 @@ fn empty_json_value(text: &str) -> Option<(usize, usize)> {
 
 /// `text` (TOML settings) with `claude_token_file` set to `value`: an empty value's line replaced,
 /// else a line added at the top (the root table's keys come before any table).
-///
-/// ```
-/// use relay_host::cli::token_file::edit_toml;
-/// assert_eq!(edit_toml("bwrap = \"/b\"\n", "/t"), "claude_token_file = \"/t\"\nbwrap = \"/b\"\n");
-/// assert_eq!(edit_toml("claude_token_file = \"\" # none\n", "/t"), "claude_token_file = \"/t\" # none\n");
-/// ```
-pub fn edit_toml(text: &str, value: &str) -> String {
+pub(crate) fn edit_toml(text: &str, value: &str) -> String {
     let quoted = toml::Value::String(value.to_string()).to_string();
     let mut out = String::with_capacity(text.len() + quoted.len() + 24);
     let mut done = false;
@@ -84,4 +71,39 @@ pub fn edit_toml(text: &str, value: &str) -> String {
         return format!("claude_token_file = {quoted}\n{text}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// `edit_json`'s example.
+    #[test]
+    fn edit_json_doc_example() {
+        use crate::cli::token_file::edit_json;
+        assert_eq!(
+            edit_json("{\n  \"bwrap\": \"/b\"\n}\n", "/t"),
+            "{\n  \"claude_token_file\": \"/t\",\n  \"bwrap\": \"/b\"\n}\n"
+        );
+        assert_eq!(
+            edit_json("{\"claude_token_file\": \"\"}", "/t"),
+            "{\"claude_token_file\": \"/t\"}"
+        );
+        assert_eq!(
+            edit_json("", "/t"),
+            "{\n  \"claude_token_file\": \"/t\"\n}\n"
+        );
+    }
+
+    /// `edit_toml`'s example.
+    #[test]
+    fn edit_toml_doc_example() {
+        use crate::cli::token_file::edit_toml;
+        assert_eq!(
+            edit_toml("bwrap = \"/b\"\n", "/t"),
+            "claude_token_file = \"/t\"\nbwrap = \"/b\"\n"
+        );
+        assert_eq!(
+            edit_toml("claude_token_file = \"\" # none\n", "/t"),
+            "claude_token_file = \"/t\" # none\n"
+        );
+    }
 }

@@ -236,24 +236,12 @@ fn ready(checked: &[super::checks::Check], problems: &[String]) -> bool {
 }
 
 /// True when a Claude session would start logged in: the report's `claude_ready`.
-///
-/// ```
-/// let r = serde_json::json!({"claude_ready": true});
-/// assert!(relay_host::cli::status::usable(&r));
-/// ```
-pub fn usable(r: &Value) -> bool {
+pub(crate) fn usable(r: &Value) -> bool {
     r["claude_ready"] == json!(true)
 }
 
 /// The token file's health (from [`super::token_file::check`]) as text lines.
-///
-/// ```
-/// let r = relay_host::cli::token_file::check("/nonexistent/token".as_ref());
-/// let text = relay_host::cli::status::token_text(&r);
-/// assert!(text.contains("no such file or directory"));
-/// assert!(text.contains("hint: "));
-/// ```
-pub fn token_text(r: &Value) -> String {
+pub(crate) fn token_text(r: &Value) -> String {
     let s = |v: &Value| match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -285,13 +273,7 @@ pub fn token_text(r: &Value) -> String {
 }
 
 /// Prints the report (`--json`: one JSON object); returns 0 when [`usable`], else 78.
-///
-/// ```no_run
-/// let host = relay_host::Host::from_dirs("/c".into(), "/s".into())?;
-/// relay_host::cli::status::print(&host, false);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn print(host: &Host, json: bool) -> i32 {
+pub(crate) fn print(host: &Host, json: bool) -> i32 {
     let r = report(host);
     let code = if usable(&r) { 0 } else { 78 };
     if json {
@@ -427,4 +409,23 @@ fn token_wildcard_warnings(settings: &Settings) -> Option<String> {
             w.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// `usable`'s example.
+    #[test]
+    fn usable_doc_example() {
+        let r = serde_json::json!({"claude_ready": true});
+        assert!(crate::cli::status::usable(&r));
+    }
+
+    /// `token_text`'s example.
+    #[test]
+    fn token_text_doc_example() {
+        let r = crate::cli::token_file::check("/nonexistent/token".as_ref());
+        let text = crate::cli::status::token_text(&r);
+        assert!(text.contains("no such file or directory"));
+        assert!(text.contains("hint: "));
+    }
 }

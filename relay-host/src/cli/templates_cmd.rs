@@ -9,13 +9,9 @@ use crate::Host;
 use relay_shim::exit::ExitCode;
 
 /// The format `templates` prints.
-///
-/// ```
-/// assert_ne!(relay_host::cli::templates_cmd::Format::Json, relay_host::cli::templates_cmd::Format::Toml);
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Format {
+pub(crate) enum Format {
     /// `settings.json`'s.
     Json,
     /// `settings.toml`'s.
@@ -29,13 +25,7 @@ struct Templates<'a> {
 
 /// `templates` as a settings file of `format` would hold them (JSON pretty-printed, with a final
 /// newline).
-///
-/// ```
-/// use relay_host::cli::templates_cmd::{render, Format};
-/// let text = render(&relay_host::settings::builtin_templates(), Format::Toml);
-/// assert!(text.starts_with("[[templates]]\nid = \"claude-code\""));
-/// ```
-pub fn render(templates: &[Template], format: Format) -> String {
+pub(crate) fn render(templates: &[Template], format: Format) -> String {
     let t = Templates { templates };
     match format {
         Format::Json => {
@@ -59,13 +49,7 @@ pub fn builtins_json() -> String {
 /// `relay-host templates [--json|--toml]`: the effective templates of the settings, in the
 /// format asked for, else the settings file's (JSON when there is none). Exit 0, or the
 /// settings error's code.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::cli::templates_cmd::print(&host, None));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn print(host: &Host, format: Option<Format>) -> i32 {
+pub(crate) fn print(host: &Host, format: Option<Format>) -> i32 {
     let (settings, file) = match Settings::load_with_path(&host.config_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -84,4 +68,24 @@ pub fn print(host: &Host, format: Option<Format>) -> i32 {
         render(&settings.all_templates(), format)
     ));
     0
+}
+
+#[cfg(test)]
+mod tests {
+    /// `Format`'s example.
+    #[test]
+    fn format_doc_example() {
+        assert_ne!(
+            crate::cli::templates_cmd::Format::Json,
+            crate::cli::templates_cmd::Format::Toml
+        );
+    }
+
+    /// `render`'s example.
+    #[test]
+    fn render_doc_example() {
+        use crate::cli::templates_cmd::{render, Format};
+        let text = render(&crate::settings::builtin_templates(), Format::Toml);
+        assert!(text.starts_with("[[templates]]\nid = \"claude-code\""));
+    }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
-pub use super::settings_edit::{edit_json, edit_toml};
+pub(crate) use super::settings_edit::{edit_json, edit_toml};
 use crate::settings::{Settings, SettingsError};
 use crate::Host;
 use relay_shim::exit::ExitCode;
@@ -28,26 +28,21 @@ use relay_token::{sys, ClaudeToken};
 
 /// The setting `token import` writes when `claude_token_file` was empty: the recommended place,
 /// a folder that holds nothing but the token.
-pub const DEFAULT_TOKEN_SETTING: &str = "~/.config/claude-ltt/token";
+pub(crate) const DEFAULT_TOKEN_SETTING: &str = "~/.config/claude-ltt/token";
 
 /// What a `claude setup-token` token starts with.
-pub const TOKEN_PREFIX: &str = "sk-ant-oat01-";
+pub(crate) const TOKEN_PREFIX: &str = "sk-ant-oat01-";
 
 /// The most input `token import` reads.
-pub const MAX_INPUT: usize = 65536;
+pub(crate) const MAX_INPUT: usize = 65536;
 
 /// Age past which `token check` warns (setup-token tokens last one year).
-pub const OLD_AFTER_DAYS: u64 = 330;
+pub(crate) const OLD_AFTER_DAYS: u64 = 330;
 
 /// Why an import was refused. No variant holds a byte of the input.
-///
-/// ```
-/// use relay_host::cli::token_file::ImportError;
-/// assert_eq!(ImportError::Several(2).to_string(), "the input holds 2 different sk-ant-oat01- tokens; paste one");
-/// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum ImportError {
+pub(crate) enum ImportError {
     /// No `sk-ant-oat01-` token in the input; the count of other `sk-ant-` keys seen.
     NoToken {
         /// `sk-ant-` keys of another kind (an API key, say).
@@ -82,13 +77,7 @@ pub enum ImportError {
 impl ImportError {
     /// The exit code of `relay-host token import` for this error: 64 for input that holds no
     /// single token, 70 for a failed read or write, 78 for settings that cannot take it.
-    ///
-    /// ```
-    /// use relay_host::cli::token_file::ImportError;
-    /// use relay_shim::exit::ExitCode;
-    /// assert_eq!(ImportError::TooLarge.exit_code(), ExitCode::Usage);
-    /// ```
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             ImportError::NoToken { .. } | ImportError::Several(_) | ImportError::TooLarge => {
                 ExitCode::Usage
@@ -103,12 +92,7 @@ impl ImportError {
 
     /// True for an error of fixed words and counts, which holds nothing of the input and is
     /// printed as it is.
-    ///
-    /// ```
-    /// use relay_host::cli::token_file::ImportError;
-    /// assert!(ImportError::Several(2).echoes_nothing());
-    /// ```
-    pub fn echoes_nothing(&self) -> bool {
+    pub(crate) fn echoes_nothing(&self) -> bool {
         matches!(
             self,
             ImportError::NoToken { .. } | ImportError::Several(_) | ImportError::TooLarge
@@ -222,14 +206,7 @@ fn token_at(text: &[u8], start: usize) -> Zeroizing<Vec<u8>> {
 /// Picks the one `sk-ant-oat01-` token out of `input` (`setup-token`'s whole output, colours and
 /// line wrapping included, or the token alone). Zero or several different tokens are refused,
 /// naming how many.
-///
-/// ```
-/// use relay_host::cli::token_file::pick_token;
-/// let out = b"Your OAuth token (valid for 1 year):\n\nsk-ant-oat01-abc_DEF-123\n\nStore this token securely.\n";
-/// assert_eq!(pick_token(out).unwrap().len(), "sk-ant-oat01-abc_DEF-123".len());
-/// assert!(pick_token(b"hello").is_err());
-/// ```
-pub fn pick_token(input: &[u8]) -> Result<ClaudeToken, ImportError> {
+pub(crate) fn pick_token(input: &[u8]) -> Result<ClaudeToken, ImportError> {
     let text = plain(input);
     let prefix = TOKEN_PREFIX.as_bytes();
     let mut found: Vec<Zeroizing<Vec<u8>>> = Vec::new();
@@ -262,12 +239,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// Reads all of stdin (at most [`MAX_INPUT`] bytes) into a wiped buffer. On a terminal it asks
 /// for the paste on stderr and turns echo off while it reads (restored on return and on
 /// SIGINT/SIGTERM/SIGHUP), so the token never shows on screen.
-///
-/// ```no_run
-/// let input = relay_host::cli::token_file::read_stdin_secret()?;
-/// # Ok::<(), relay_host::cli::token_file::ImportError>(())
-/// ```
-pub fn read_stdin_secret() -> Result<Zeroizing<Vec<u8>>, ImportError> {
+pub(crate) fn read_stdin_secret() -> Result<Zeroizing<Vec<u8>>, ImportError> {
     let stdin = io::stdin();
     let fd = stdin.as_raw_fd();
     let _echo = match super::tty::EchoOff::new(fd) {
@@ -295,33 +267,19 @@ pub fn read_stdin_secret() -> Result<Zeroizing<Vec<u8>>, ImportError> {
 }
 
 /// What an import did.
-///
-/// ```
-/// let done = relay_host::cli::token_file::Imported { path: "/t".into(), replaced: false, settings_updated: None };
-/// assert!(!done.replaced);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Imported {
+pub(crate) struct Imported {
     /// The token file written.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// True when it replaced an older file.
-    pub replaced: bool,
+    pub(crate) replaced: bool,
     /// The settings file that now names it (when `claude_token_file` was empty).
-    pub settings_updated: Option<PathBuf>,
+    pub(crate) settings_updated: Option<PathBuf>,
 }
 
 /// Stores `token`: at `file` when given, else where `claude_token_file` points, else at
 /// [`DEFAULT_TOKEN_SETTING`]; sets `claude_token_file` when it was empty.
-///
-/// ```no_run
-/// use relay_host::{Host, cli::token_file};
-/// let host = Host::locate(None, None)?;
-/// let token = token_file::pick_token(&token_file::read_stdin_secret()?)?;
-/// let done = token_file::import(&host, &token, None)?;
-/// println!("stored in {}", done.path.display());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn import(
+pub(crate) fn import(
     host: &Host,
     token: &ClaudeToken,
     file: Option<&Path>,
@@ -374,15 +332,7 @@ pub fn import(
 /// `fsync`, `rename` over `path`, `fsync` of the folder. A missing folder is made 0700 (with
 /// `private_folder`, an existing one is made 0700 too). A reader sees the old file or the new
 /// one, never a part.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let p = dir.path().join("f");
-/// relay_host::cli::token_file::write_atomically(&p, b"x\n", 0o600, false)?;
-/// assert_eq!(std::fs::read(&p)?, b"x\n");
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn write_atomically(
+pub(crate) fn write_atomically(
     path: &Path,
     bytes: &[u8],
     mode: u32,
@@ -484,13 +434,7 @@ fn set_token_setting(
 /// [`OLD_AFTER_DAYS`] days, a folder open to others). `ok` is false when a launch would refuse
 /// it (the reader refuses it, others may read it, another user owns it), with that refusal as
 /// `error`, and `hint` says what to do.
-///
-/// ```
-/// let report = relay_host::cli::token_file::check("/nonexistent/token".as_ref());
-/// assert_eq!(report["ok"], false);
-/// assert!(report["hint"].as_str().unwrap().contains("claude setup-token"));
-/// ```
-pub fn check(path: &Path) -> Value {
+pub(crate) fn check(path: &Path) -> Value {
     let mut r = json!({"path": crate::human::path_json(path)});
     let mut warnings: Vec<String> = Vec::new();
     if let Ok(m) = fs::symlink_metadata(path) {
@@ -573,30 +517,16 @@ fn owner_name(uid: u32) -> String {
 }
 
 /// The token file the settings name, resolved; `Ok(None)` when `claude_token_file` is empty.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// if let Some(p) = relay_host::cli::token_file::configured_path(&host)? {
-///     println!("{}", p.display());
-/// }
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn configured_path(host: &Host) -> Result<Option<PathBuf>, ConfiguredPathError> {
+pub(crate) fn configured_path(host: &Host) -> Result<Option<PathBuf>, ConfiguredPathError> {
     let settings = host.settings().map_err(ConfiguredPathError::Settings)?;
     claude_token_path_in(&settings.claude_token_file, Some(&host.home))
         .map_err(ConfiguredPathError::TokenPath)
 }
 
 /// Why [`configured_path`] names no token file: the settings or their `claude_token_file`.
-///
-/// ```
-/// use relay_host::cli::token_file::ConfiguredPathError;
-/// let e = relay_token::claude_token_path_in("relative/token", None).unwrap_err();
-/// assert_eq!(ConfiguredPathError::TokenPath(e.clone()).to_string(), e.to_string());
-/// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum ConfiguredPathError {
+pub(crate) enum ConfiguredPathError {
     /// The settings cannot be read or trusted.
     Settings(SettingsError),
     /// `claude_token_file` names no usable path.
@@ -622,71 +552,5 @@ impl std::error::Error for ConfiguredPathError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn picked(input: &str) -> Vec<u8> {
-        pick_token(input.as_bytes())
-            .map(|t| t.expose_bytes().to_vec())
-            .unwrap_or_default()
-    }
-
-    #[test]
-    fn picks_across_colours_and_wrapping() {
-        let want = b"sk-ant-oat01-AAAA_bbbb-CCCCdddd".to_vec();
-        assert_eq!(picked("sk-ant-oat01-AAAA_bbbb-CCCCdddd"), want);
-        assert_eq!(picked("  sk-ant-oat01-AAAA_bbbb-CCCCdddd  \n"), want);
-        assert_eq!(
-            picked("\x1b[33msk-ant-oat01-AAAA_bb\x1b[39m\r\n\x1b[33mbb-CCCCdddd\x1b[39m\r\n\r\nStore it.\n"),
-            want
-        );
-        // A line of words after the token is not part of it.
-        assert_eq!(
-            picked("sk-ant-oat01-AAAA_bbbb-CCCCdddd\nStore this token\n"),
-            want
-        );
-        // `export CLAUDE_CODE_OAUTH_TOKEN=<token>` is no second token.
-        assert_eq!(
-            picked("sk-ant-oat01-AAAA_bbbb-CCCCdddd\nexport CLAUDE_CODE_OAUTH_TOKEN=<token>\n"),
-            want
-        );
-    }
-
-    #[test]
-    fn counts_what_it_refuses() {
-        let n = |input: &str| match pick_token(input.as_bytes()) {
-            Err(ImportError::Several(n)) => n,
-            Err(ImportError::NoToken { other_keys }) => 100 + other_keys,
-            _ => 0,
-        };
-        assert_eq!(n("sk-ant-oat01-aaaa\nsk-ant-oat01-bbbb\n"), 2);
-        assert_eq!(
-            n("sk-ant-oat01-aaaa sk-ant-oat01-aaaa"),
-            0,
-            "the same token twice"
-        );
-        assert_eq!(n("nothing here"), 100);
-        assert_eq!(n("sk-ant-oat01-"), 100, "a prefix alone");
-        assert_eq!(n("sk-ant-api03-xyz"), 101);
-        assert_eq!(n("xsk-ant-oat01-aaaa"), 100, "inside a longer word");
-    }
-
-    #[test]
-    fn edits_keep_everything_else() {
-        assert_eq!(edit_json("{}", "/t"), "{\"claude_token_file\": \"/t\"}");
-        assert_eq!(
-            edit_json("{\"a\":1}", "/t"),
-            "{\"claude_token_file\": \"/t\", \"a\":1}"
-        );
-        assert_eq!(
-            edit_json("{\n}\n", "/t"),
-            "{\n  \"claude_token_file\": \"/t\"\n}\n"
-        );
-        assert_eq!(edit_toml("", "/t"), "claude_token_file = \"/t\"\n");
-        // A key of the same name inside a table is not the top-level one.
-        assert_eq!(
-            edit_toml("[x]\nclaude_token_file = \"\"\n", "/t"),
-            "claude_token_file = \"/t\"\n[x]\nclaude_token_file = \"\"\n"
-        );
-    }
-}
+#[path = "token_file_tests.rs"]
+mod tests;

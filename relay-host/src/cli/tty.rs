@@ -8,13 +8,7 @@ static SAVED: OnceLock<(RawFd, libc::termios)> = OnceLock::new();
 
 /// Terminal echo turned off on a descriptor; dropped, it is turned back on. A SIGINT, SIGTERM or
 /// SIGHUP meanwhile restores it too, then ends the process as the signal would.
-///
-/// ```no_run
-/// let guard = relay_host::cli::tty::EchoOff::new(0);
-/// // read the secret here
-/// drop(guard);
-/// ```
-pub struct EchoOff {
+pub(crate) struct EchoOff {
     fd: RawFd,
     saved: libc::termios,
 }
@@ -33,14 +27,7 @@ extern "C" fn restore_and_die(sig: libc::c_int) {
 
 impl EchoOff {
     /// Turns echo off on `fd` when it is a terminal; `None` when it is not (or cannot be set).
-    ///
-    /// ```
-    /// let dev_null = std::fs::File::open("/dev/null")?;
-    /// use std::os::fd::AsRawFd;
-    /// assert!(relay_host::cli::tty::EchoOff::new(dev_null.as_raw_fd()).is_none());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn new(fd: RawFd) -> Option<EchoOff> {
+    pub(crate) fn new(fd: RawFd) -> Option<EchoOff> {
         // SAFETY: isatty takes an integer.
         if unsafe { libc::isatty(fd) } != 1 {
             return None;
@@ -74,5 +61,20 @@ impl Drop for EchoOff {
             // SAFETY: restores the default action.
             unsafe { libc::signal(sig, libc::SIG_DFL) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `new`'s example.
+    #[test]
+    fn new_doc_example() {
+        let result = (|| {
+            let dev_null = std::fs::File::open("/dev/null")?;
+            use std::os::fd::AsRawFd;
+            assert!(crate::cli::tty::EchoOff::new(dev_null.as_raw_fd()).is_none());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
     }
 }

@@ -1,7 +1,7 @@
 //! The forwarder inside the sandbox: `relay-net-forward PORT SOCKET -- PROGRAM [ARGS...]`.
 //!
 //! It is `relay-host` itself, bound read-only into the sandbox under the name
-//! [`FORWARDER_NAME`](super::FORWARDER_NAME). It listens on `127.0.0.1:PORT` (the session's own
+//! `relay-net-forward` (`FORWARDER_NAME`). It listens on `127.0.0.1:PORT` (the session's own
 //! loopback), leaves a detached process (its parent is the sandbox's init, so it ends with the
 //! sandbox) that hands each connection to the host's proxy at `SOCKET`, and then `exec`s
 //! PROGRAM: same pid, PROGRAM's own argv, the listener already open when PROGRAM starts. The

@@ -24,13 +24,13 @@ pub(crate) fn crlf_only(bytes: &[u8]) -> Result<(), &'static str> {
 /// A request head as `httparse` read it: the request line's parts and the headers.
 pub(crate) struct RequestHead<'h, 'b> {
     /// The method.
-    pub method: &'b str,
+    pub(crate) method: &'b str,
     /// The request target, as written.
-    pub target: &'b str,
+    pub(crate) target: &'b str,
     /// HTTP/1's minor version.
-    pub minor: u8,
+    pub(crate) minor: u8,
     /// The headers, in order.
-    pub headers: &'h [httparse::Header<'b>],
+    pub(crate) headers: &'h [httparse::Header<'b>],
 }
 
 /// Reads the request head `head` (up to and with its blank line) into `headers` (as many as

@@ -30,36 +30,23 @@ const MAX_CONNECTIONS: usize = 256;
 pub(super) const THREAD_STACK: usize = 128 * 1024;
 
 /// A refused destination, as reported to the caller's hook.
-///
-/// ```
-/// let d = relay_host::net::proxy::Denied { host: "example.com".into(), port: 443, reason: "not on the allow-list" };
-/// assert_eq!(d.port, 443);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denied {
+pub(crate) struct Denied {
     /// The host as the request named it (normalised: lower case, no trailing dot).
-    pub host: String,
+    pub(crate) host: String,
     /// The port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// Why: `not on the allow-list`, or `resolves only to local addresses`.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
 }
 
 /// Called for each refused destination.
-pub type OnDeny = Box<dyn Fn(&Denied) + Send + Sync>;
+pub(crate) type OnDeny = Box<dyn Fn(&Denied) + Send + Sync>;
 
 /// A running proxy. Dropping it stops it: no new connection is taken, the socket file is
 /// removed.
-///
-/// ```no_run
-/// use relay_host::net::{proxy::Proxy, AllowList};
-/// let list = AllowList::parse(&["api.anthropic.com".to_string()]).unwrap();
-/// let proxy = Proxy::start("/run/user/1000/relay/s1.sock".as_ref(), list, Box::new(|d| eprintln!("denied {}:{}", d.host, d.port)))?;
-/// drop(proxy);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[derive(Debug)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -77,27 +64,10 @@ struct Ctx {
 
 impl Proxy {
     /// Binds `path` (which must not exist; its folder should be the host's only) and serves in
-    /// a thread of this process. The listener is close-on-exec: no child inherits it.
-    ///
-    /// ```no_run
-    /// # use relay_host::net::{proxy::Proxy, AllowList};
-    /// let p = Proxy::start("/tmp/x.sock".as_ref(), AllowList::parse(&[]).unwrap(), Box::new(|_| {}))?;
-    /// assert_eq!(p.path(), std::path::Path::new("/tmp/x.sock"));
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn start(path: &Path, list: AllowList, on_deny: OnDeny) -> io::Result<Proxy> {
-        Proxy::start_with(path, list, on_deny, None)
-    }
-
-    /// [`Proxy::start`] for a stand-in session: a `CONNECT` to one of `intercept`'s API hosts
-    /// is intercepted ([`crate::stand_in`]); dropping the proxy ends the stand-in's swap.
-    ///
-    /// ```no_run
-    /// # use relay_host::net::{proxy::Proxy, AllowList};
-    /// let p = Proxy::start_with("/tmp/z.sock".as_ref(), AllowList::parse(&[]).unwrap(), Box::new(|_| {}), None)?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn start_with(
+    /// a thread of this process. The listener is close-on-exec: no child inherits it. For a
+    /// stand-in session (`intercept`), a `CONNECT` to one of its API hosts is intercepted
+    /// ([`crate::stand_in`]); dropping the proxy ends the stand-in's swap.
+    pub(crate) fn start_with(
         path: &Path,
         list: AllowList,
         on_deny: OnDeny,
@@ -125,18 +95,6 @@ impl Proxy {
             thread: Some(thread),
             intercept,
         })
-    }
-
-    /// The socket's path.
-    ///
-    /// ```no_run
-    /// # use relay_host::net::{proxy::Proxy, AllowList};
-    /// # let p = Proxy::start("/tmp/y.sock".as_ref(), AllowList::parse(&[]).unwrap(), Box::new(|_| {}))?;
-    /// println!("{}", p.path().display());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -503,24 +461,13 @@ fn authority(a: &str, default_port: u16) -> Result<(String, u16), &'static str> 
 impl Denied {
     /// The allow-list entry that would let this destination through: `host:port`, an IPv6
     /// address in brackets.
-    ///
-    /// ```
-    /// use relay_host::net::proxy::Denied;
-    /// let d = Denied { host: "::1".into(), port: 8080, reason: "not on the allow-list" };
-    /// assert_eq!(d.entry(), "[::1]:8080");
-    /// ```
-    pub fn entry(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn entry(&self) -> String {
         entry(&self.host, self.port)
     }
 
     /// What would allow it, in words: the entry and the setting that takes it.
-    ///
-    /// ```
-    /// use relay_host::net::proxy::Denied;
-    /// let d = Denied { host: "example.com".into(), port: 443, reason: "not on the allow-list" };
-    /// assert!(d.allow_with().contains("\"example.com:443\""));
-    /// ```
-    pub fn allow_with(&self) -> String {
+    pub(crate) fn allow_with(&self) -> String {
         allow_with(&self.host, self.port)
     }
 }
@@ -660,5 +607,40 @@ mod tests {
         for a in ["1.1.1.1", "2606:4700::1111", "10.0.0.1"] {
             assert!(!is_local(a.parse().unwrap()), "{a}");
         }
+    }
+
+    /// `Denied`'s example.
+    #[test]
+    fn denied_doc_example() {
+        let d = crate::net::proxy::Denied {
+            host: "example.com".into(),
+            port: 443,
+            reason: "not on the allow-list",
+        };
+        assert_eq!(d.port, 443);
+    }
+
+    /// `entry`'s example.
+    #[test]
+    fn entry_doc_example() {
+        use crate::net::proxy::Denied;
+        let d = Denied {
+            host: "::1".into(),
+            port: 8080,
+            reason: "not on the allow-list",
+        };
+        assert_eq!(d.entry(), "[::1]:8080");
+    }
+
+    /// `allow_with`'s example.
+    #[test]
+    fn allow_with_doc_example() {
+        use crate::net::proxy::Denied;
+        let d = Denied {
+            host: "example.com".into(),
+            port: 443,
+            reason: "not on the allow-list",
+        };
+        assert!(d.allow_with().contains("\"example.com:443\""));
     }
 }

@@ -19,10 +19,8 @@ mod template;
 mod token_mode;
 use error::with_path;
 pub use error::SettingsError;
-pub use template::{
-    builtin_templates, Grants, SameProject, Sandbox, Template, BASE_URL_VARIABLE, CLAUDE_CODE_ENV,
-    CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER,
-};
+pub use template::{builtin_templates, Grants, SameProject, Sandbox, Template};
+pub(crate) use template::{BASE_URL_VARIABLE, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 pub use token_mode::TokenMode;
 
 /// The settings of `relay-host`.
@@ -77,7 +75,7 @@ pub struct Settings {
 }
 
 /// The two file names settings are read from.
-pub const FILE_NAMES: [&str; 2] = ["settings.json", "settings.toml"];
+pub(crate) const FILE_NAMES: [&str; 2] = ["settings.json", "settings.toml"];
 
 impl Settings {
     /// Parses JSON settings.

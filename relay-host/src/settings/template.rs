@@ -56,7 +56,7 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_env: Vec<String>,
     /// The network of a sandboxed session; left out, the built-in template's of the same id,
-    /// else `"host"` (see [`Template::network`]).
+    /// else `"host"` (see `Template::network`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
     /// The API gateway Claude Code talks to instead of Anthropic's API: set as
@@ -69,11 +69,11 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_project: Option<SameProject>,
     /// Whether the launch's project counts as Claude Code's answer to its trust dialog
-    /// ("Do you trust the files in this folder?"); left out: yes ([`Template::trusts_project`]).
+    /// ("Do you trust the files in this folder?"); left out: yes (`Template::trusts_project`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_project: Option<bool>,
     /// What a token launch hands on fd 5 ([`TokenMode`]); left out: the built-in template's
-    /// ([`TokenMode::builtin_claude_code`]), else `"pipe"`. Always written: a choice is kept.
+    /// (`TokenMode::builtin_claude_code`), else `"pipe"`. Always written: a choice is kept.
     #[serde(default)]
     pub token_mode: TokenMode,
 }
@@ -87,28 +87,13 @@ impl Template {
     /// only for the operator's `trusted_projects` anyway; and an unattended session stopped at
     /// the dialog (its cursor on "No, exit") ends with exit 1 and no hint. `false` leaves the
     /// question to the person at the terminal.
-    ///
-    /// ```
-    /// let s = relay_host::settings::Settings::default();
-    /// assert!(s.template("claude-code").unwrap().trusts_project());
-    /// let t: relay_host::settings::Template =
-    ///     serde_json::from_str(r#"{"id": "c", "command": ["claude"], "trust_project": false}"#).unwrap();
-    /// assert!(!t.trusts_project());
-    /// ```
-    pub fn trusts_project(&self) -> bool {
+    pub(crate) fn trusts_project(&self) -> bool {
         self.trust_project.unwrap_or(true)
     }
 
     /// The session's network: the template's own, else the built-in template's of the same id
     /// (`claude-code`: an allow-list of the hosts Claude Code needs), else `"host"`.
-    ///
-    /// ```
-    /// use relay_host::{net::Network, settings::Settings};
-    /// let s = Settings::default();
-    /// assert_eq!(s.template("shell").unwrap().network(), Network::Host);
-    /// assert_eq!(s.template("claude-code").unwrap().network().word(), "allow-list");
-    /// ```
-    pub fn network(&self) -> Network {
+    pub(crate) fn network(&self) -> Network {
         let net = self.network.clone().unwrap_or_else(|| {
             builtin_templates()
                 .into_iter()
@@ -218,13 +203,8 @@ impl Template {
     /// The API hosts of the template, as `host:port`, where a stand-in session's proxy swaps the
     /// stand-in for the real token: [`ANTHROPIC_API`](crate::stand_in::ANTHROPIC_API), and
     /// the `api_base_url`'s host and port when it is `https://`.
-    ///
-    /// ```
-    /// let t = relay_host::settings::Settings::default().template("claude-code").unwrap();
-    /// assert_eq!(t.api_hosts(), ["api.anthropic.com:443"]);
-    /// ```
     #[cfg(target_os = "linux")]
-    pub fn api_hosts(&self) -> Vec<String> {
+    pub(crate) fn api_hosts(&self) -> Vec<String> {
         use crate::stand_in::ANTHROPIC_API;
         let mut hosts = vec![ANTHROPIC_API.to_string()];
         if let Some(g) = self
@@ -241,15 +221,15 @@ impl Template {
 }
 
 /// The variable [`Template::api_base_url`] sets in the child.
-pub const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
+pub(crate) const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 
 /// The project-folder placeholder in grants.
-pub const PROJECT_PLACEHOLDER: &str = "{project}";
+pub(crate) const PROJECT_PLACEHOLDER: &str = "{project}";
 
 /// The placeholder for the launch's own Claude config folder in its session folder (used by the
 /// built-in `claude-code` template in its grants and as `CLAUDE_CONFIG_DIR`; see
 /// [`crate::launch::prepare::claude_config`]).
-pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
+pub(crate) const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 
 /// The built-in `claude-code` template's environment, besides `CLAUDE_CONFIG_DIR`. Each variable
 /// was measured with Claude Code 2.1.332 inside relay's sandbox (docs/session-host.md, "The
@@ -266,13 +246,7 @@ pub const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 ///
 /// `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB` is left unset (off): it forces Claude Code's own tool
 /// sandbox, which cannot start inside relay's, and every Bash call then fails.
-///
-/// ```
-/// let env = relay_host::settings::CLAUDE_CODE_ENV;
-/// assert!(env.contains(&("DISABLE_AUTOUPDATER", "1")));
-/// assert!(env.iter().all(|(k, _)| *k != "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"));
-/// ```
-pub const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
+const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
     ("DISABLE_AUTOUPDATER", "1"),
 ];
@@ -324,4 +298,50 @@ pub fn builtin_templates() -> Vec<Template> {
             token_mode: TokenMode::Pipe,
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// `trusts_project`'s example.
+    #[test]
+    fn trusts_project_doc_example() {
+        let s = crate::settings::Settings::default();
+        assert!(s.template("claude-code").unwrap().trusts_project());
+        let t: crate::settings::Template =
+            serde_json::from_str(r#"{"id": "c", "command": ["claude"], "trust_project": false}"#)
+                .unwrap();
+        assert!(!t.trusts_project());
+    }
+
+    /// `network`'s example.
+    #[test]
+    fn network_doc_example() {
+        use crate::{net::Network, settings::Settings};
+        let s = Settings::default();
+        assert_eq!(s.template("shell").unwrap().network(), Network::Host);
+        assert_eq!(
+            s.template("claude-code").unwrap().network().word(),
+            "allow-list"
+        );
+    }
+
+    /// `api_hosts`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn api_hosts_doc_example() {
+        let t = crate::settings::Settings::default()
+            .template("claude-code")
+            .unwrap();
+        assert_eq!(t.api_hosts(), ["api.anthropic.com:443"]);
+    }
+
+    /// `CLAUDE_CODE_ENV`'s example.
+    #[test]
+    fn claude_code_env_doc_example() {
+        let env = super::CLAUDE_CODE_ENV;
+        assert!(env.contains(&("DISABLE_AUTOUPDATER", "1")));
+        assert!(env
+            .iter()
+            .all(|(k, _)| *k != "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"));
+    }
 }

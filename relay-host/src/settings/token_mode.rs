@@ -41,28 +41,12 @@ impl TokenMode {
 
     /// The built-in `claude-code` template's mode: `stand_in` on Linux (the real token stays
     /// on the host), `pipe` elsewhere (stand-in mode needs the Linux allow-list proxy).
-    ///
-    /// ```
-    /// use relay_host::settings::{builtin_templates, TokenMode};
-    /// let want = if cfg!(target_os = "linux") { TokenMode::StandIn } else { TokenMode::Pipe };
-    /// assert_eq!(TokenMode::builtin_claude_code(), want);
-    /// assert_eq!(builtin_templates()[0].token_mode, want);
-    /// ```
-    pub fn builtin_claude_code() -> TokenMode {
+    pub(crate) fn builtin_claude_code() -> TokenMode {
         if cfg!(target_os = "linux") {
             TokenMode::StandIn
         } else {
             TokenMode::Pipe
         }
-    }
-
-    /// True for `pipe`.
-    ///
-    /// ```
-    /// assert!(relay_host::settings::TokenMode::Pipe.is_pipe());
-    /// ```
-    pub fn is_pipe(&self) -> bool {
-        !self.hands_stand_in()
     }
 
     /// True when a token launch hands the session a stand-in and keeps the real token on the
@@ -96,10 +80,22 @@ mod tests {
         for m in ALL {
             let (stand_in, word) = expected(m);
             assert_eq!(m.hands_stand_in(), stand_in, "{m:?}");
-            assert_eq!(m.is_pipe(), !stand_in, "{m:?}");
             assert_eq!(m.word(), word);
             let json = format!("{word:?}");
             assert_eq!(serde_json::from_str::<TokenMode>(&json).unwrap(), m);
         }
+    }
+
+    /// `builtin_claude_code`'s example.
+    #[test]
+    fn builtin_claude_code_doc_example() {
+        use crate::settings::{builtin_templates, TokenMode};
+        let want = if cfg!(target_os = "linux") {
+            TokenMode::StandIn
+        } else {
+            TokenMode::Pipe
+        };
+        assert_eq!(TokenMode::builtin_claude_code(), want);
+        assert_eq!(builtin_templates()[0].token_mode, want);
     }
 }

@@ -5,14 +5,9 @@ use std::io;
 use std::path::PathBuf;
 
 /// Why stand-in mode cannot be set up.
-///
-/// ```
-/// let e = relay_host::stand_in::StandInError::ApiHost("x y".into());
-/// assert_eq!(e.to_string(), "stand-in mode: the API host \"x y\" is not host:port");
-/// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum StandInError {
+pub(crate) enum StandInError {
     /// An API host that is not `host:port`.
     ApiHost(String),
     /// No random bytes for the stand-in.
@@ -84,4 +79,17 @@ pub(super) fn timed_out(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// `StandInError`'s example.
+    #[test]
+    fn stand_in_error_doc_example() {
+        let e = crate::stand_in::StandInError::ApiHost("x y".into());
+        assert_eq!(
+            e.to_string(),
+            "stand-in mode: the API host \"x y\" is not host:port"
+        );
+    }
 }

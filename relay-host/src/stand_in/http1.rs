@@ -37,9 +37,9 @@ pub(super) type Swap<'a> = dyn Fn(&[u8]) -> Option<Zeroizing<Vec<u8>>> + 'a;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Refusal {
     /// `400`, or `417` for `Expect`.
-    pub code: u16,
+    pub(crate) code: u16,
     /// Why, in words (no byte of the request).
-    pub why: &'static str,
+    pub(crate) why: &'static str,
 }
 
 const fn bad(why: &'static str) -> Refusal {
@@ -49,13 +49,13 @@ const fn bad(why: &'static str) -> Refusal {
 /// A request that parsed, as it is sent on.
 pub(super) struct Request {
     /// The head sent upstream (it may hold the real token: wiped on drop).
-    pub head: Zeroizing<Vec<u8>>,
+    pub(crate) head: Zeroizing<Vec<u8>>,
     /// Its body's framing.
-    pub body: Body,
+    pub(crate) body: Body,
     /// `HEAD`: the answer has no body whatever its headers say.
-    pub head_only: bool,
+    pub(crate) head_only: bool,
     /// The connection ends after this exchange (`Connection: close`, or HTTP/1.0).
-    pub close: bool,
+    pub(crate) close: bool,
 }
 
 /// What the request's headers say, gathered while they are written out.
@@ -184,11 +184,11 @@ fn check_header(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Response {
     /// The status code.
-    pub status: u16,
+    pub(crate) status: u16,
     /// Its body's framing.
-    pub body: Body,
+    pub(crate) body: Body,
     /// The connection ends after it.
-    pub close: bool,
+    pub(crate) close: bool,
 }
 
 /// Parses the response head `head` to a request (`head_only`: to a `HEAD`). A `101` (a

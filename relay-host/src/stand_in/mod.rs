@@ -5,7 +5,7 @@
 //! |---|---|
 //! | the program `relay-stand-in`, the session's allow-list proxy holding the real token | [`program`] (its `main` is `bin/relay-stand-in.rs`) |
 //! | what relay-host and the program say to each other: command line, descriptors, reports | [`protocol`] |
-//! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module ([`StandIn`]), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
+//! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module (`StandIn`), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
 //!
 //! The launch's side is its network step's `stand_in.rs` (`launch/network/`): it starts the
 //! program, hands it the real token, takes the stand-in and the CA certificate back, then
@@ -14,8 +14,8 @@
 //! is `settings/token_mode.rs`, and what it needs is checked in `settings/checks.rs`.
 //!
 //! The interception runs in `relay-stand-in` only, never in relay-host itself (which uses the
-//! protocol, the constants below and [`read_ca_file`]'s check). A session gets a stand-in on
-//! fd 5 ([`stand_in_for`]); the real token stays in that program, in a [`StandIn`]
+//! protocol, the constants below and `read_ca_file`'s check). A session gets a stand-in on
+//! fd 5 (`stand_in_for`); the real token stays in that program, in a `StandIn`
 //! that the session's allow-list proxy holds. For a `CONNECT` to one of the session's API hosts
 //! the proxy terminates TLS with a leaf of the session's own CA (its key never leaves this
 //! process), offers ALPN `http/1.1` only, parses each request with `httparse`, puts the real
@@ -24,13 +24,15 @@
 //! store (what Claude Code trusts; webpki's roots on a system without one) and the operator's
 //! `upstream_ca_file`. Answers stream back as they come. Anything that is not valid HTTP/1.1
 //! is refused and the connection closed. The proxy ends with the session, and with it the real
-//! token ([`StandIn::end`]).
+//! token (`StandIn::end`).
 
 mod ca;
 mod error;
 mod http1;
 pub mod program;
 pub mod protocol;
+#[cfg(test)]
+mod proxy_tests;
 mod relay;
 mod tls;
 mod token;
@@ -46,31 +48,19 @@ use relay_token::ClaudeToken;
 use zeroize::Zeroizing;
 
 use crate::net::allow::Host;
-pub use error::StandInError;
-pub use tls::read_ca_file;
-pub use token::stand_in_for;
+pub(crate) use error::StandInError;
+pub(crate) use tls::read_ca_file;
+pub(crate) use token::stand_in_for;
 
 /// Anthropic's API host, where every session's stand-in is swapped.
-///
-/// ```
-/// assert_eq!(relay_host::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
-/// ```
-pub const ANTHROPIC_API: &str = "api.anthropic.com:443";
+pub(crate) const ANTHROPIC_API: &str = "api.anthropic.com:443";
 
 /// Where a stand-in session sees its CA's certificate (bound read-only); `NODE_EXTRA_CA_CERTS`
 /// names it.
-///
-/// ```
-/// assert_eq!(relay_host::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
-/// ```
-pub const SANDBOX_CA: &str = "/run/relay/ca.pem";
+pub(crate) const SANDBOX_CA: &str = "/run/relay/ca.pem";
 
-/// The variable that names [`SANDBOX_CA`] to Claude Code (Node).
-///
-/// ```
-/// assert_eq!(relay_host::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
-/// ```
-pub const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
+/// The variable that names `SANDBOX_CA` to Claude Code (Node).
+pub(crate) const CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
 
 /// How long a session may take over its TLS handshake with the proxy.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -85,18 +75,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// One stand-in session's secrets and the TLS set-up of its proxy: the real token, the
 /// session's CA, the API hosts and the upstream trust.
-///
-/// ```
-/// use relay_host::stand_in::StandIn;
-/// use relay_token::ClaudeToken;
-/// let real = ClaudeToken::from_bytes(b"sk-ant-oat01-real-token-for-the-doc").unwrap();
-/// let (si, stand_in) = StandIn::new(real, &["api.anthropic.com:443".into()], None)?;
-/// assert!(stand_in.expose_bytes().starts_with(b"sk-ant-oat01-"));
-/// assert!(si.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
-/// si.end();
-/// # Ok::<(), relay_host::stand_in::StandInError>(())
-/// ```
-pub struct StandIn {
+pub(crate) struct StandIn {
     stand_in: ClaudeToken,
     real: Mutex<Option<ClaudeToken>>,
     ca: ca::SessionCa,
@@ -107,49 +86,39 @@ pub struct StandIn {
 }
 
 /// A refusal on an intercepted connection, as told to [`StandIn::on_refuse`]'s hook.
-///
-/// ```
-/// let r = relay_host::stand_in::Refused { host: "api.anthropic.com".into(), port: 443, status: 400, reason: "two Authorization headers" };
-/// assert_eq!(r.status, 400);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// The API host (a name, or an address without brackets).
-    pub host: String,
+    pub(crate) host: String,
     /// Its port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The status the session got: `400`, `417`, `502` or `504`; `0` when its TLS handshake
     /// failed.
-    pub status: u16,
+    pub(crate) status: u16,
     /// Why, in words (never a byte of the request).
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
 }
 
 /// Told each [`Refused`].
-pub type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
+pub(crate) type OnRefuse = Box<dyn Fn(&Refused) + Send + Sync>;
 
 /// One answer an API host gave a session, counted: never a byte of the request or answer.
-///
-/// ```
-/// let u = relay_host::stand_in::Used { host: "api.anthropic.com".into(), port: 443, status: 200, sent: 812, received: 4096 };
-/// assert_eq!(u.status, 200);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Used {
+pub(crate) struct Used {
     /// The API host (a name, or an address without brackets).
-    pub host: String,
+    pub(crate) host: String,
     /// Its port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The answer's status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The bytes of the request sent on (head and body).
-    pub sent: u64,
+    pub(crate) sent: u64,
     /// The bytes of the answer sent back (head and body).
-    pub received: u64,
+    pub(crate) received: u64,
 }
 
 /// Told each [`Used`].
-pub type OnUse = Box<dyn Fn(&Used) + Send + Sync>;
+pub(crate) type OnUse = Box<dyn Fn(&Used) + Send + Sync>;
 
 impl crate::net::Interceptor for StandIn {
     fn intercepts(&self, host: &Host, port: u16) -> bool {
@@ -182,14 +151,9 @@ impl fmt::Debug for StandIn {
 
 impl StandIn {
     /// A stand-in session for `real` whose upstream trust is webpki's roots and `upstream_ca`
-    /// ([`StandIn::with_roots`] without a system bundle).
-    ///
-    /// ```
-    /// use relay_host::stand_in::StandIn;
-    /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// assert!(StandIn::new(real, &["not a host".into()], None).is_err());
-    /// ```
-    pub fn new(
+    /// (`StandIn::with_roots` without a system bundle).
+    #[cfg(test)]
+    pub(crate) fn new(
         real: ClaudeToken,
         api_hosts: &[String],
         upstream_ca: Option<&[u8]>,
@@ -202,14 +166,7 @@ impl StandIn {
     /// gives them) and the upstream trust: the certificates of the system trust store's bundle
     /// `system` (what Claude Code trusts; `None`: webpki's roots instead) and the PEM
     /// certificates `upstream_ca` (`upstream_ca_file`'s bytes), both as relay-host read them.
-    ///
-    /// ```
-    /// use relay_host::stand_in::StandIn;
-    /// let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// let e = StandIn::with_roots(real, &[], Some(b"no PEM here"), None).unwrap_err();
-    /// assert!(e.to_string().contains("the system CA bundle"), "{e}");
-    /// ```
-    pub fn with_roots(
+    pub(crate) fn with_roots(
         real: ClaudeToken,
         api_hosts: &[String],
         system: Option<&[u8]>,
@@ -242,29 +199,14 @@ impl StandIn {
         Ok((Arc::new(si), handed))
     }
 
-    /// The session CA's certificate, PEM: what the session trusts ([`SANDBOX_CA`]).
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// assert!(si.ca_pem().contains("CERTIFICATE"));
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn ca_pem(&self) -> &str {
+    /// The session CA's certificate, PEM: what the session trusts (`SANDBOX_CA`).
+    pub(crate) fn ca_pem(&self) -> &str {
         self.ca.pem()
     }
 
     /// Ends the session's swap: the real token is dropped (zeroized) and no request gets it
     /// after, even on a connection still open. The proxy calls it when it is dropped.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// si.end();
-    /// assert!(si.ended());
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         let taken = match self.real.lock() {
             Ok(mut g) => g.take(),
             Err(poisoned) => poisoned.into_inner().take(),
@@ -273,41 +215,21 @@ impl StandIn {
     }
 
     /// True once [`StandIn::end`] ran.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// assert!(!si.ended());
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn ended(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn ended(&self) -> bool {
         self.real.lock().map(|g| g.is_none()).unwrap_or(true)
     }
 
     /// Sets what is told of each refusal on an intercepted connection (once; later calls
     /// change nothing): the host, port, the status the session got (`0`: none, its TLS
     /// handshake failed) and why, never a byte of a request.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// si.on_refuse(Box::new(|r| eprintln!("{}:{} {} ({})", r.host, r.port, r.status, r.reason)));
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn on_refuse(&self, hook: OnRefuse) {
+    pub(crate) fn on_refuse(&self, hook: OnRefuse) {
         let _ = self.on_refuse.set(hook);
     }
 
     /// Sets what is told of each answer an API host gave (once; later calls change nothing):
     /// the host, port, status and byte counts, never a byte of content.
-    ///
-    /// ```
-    /// # let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
-    /// # let (si, _) = relay_host::stand_in::StandIn::new(real, &[], None)?;
-    /// si.on_use(Box::new(|u| eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)));
-    /// # Ok::<(), relay_host::stand_in::StandInError>(())
-    /// ```
-    pub fn on_use(&self, hook: OnUse) {
+    pub(crate) fn on_use(&self, hook: OnUse) {
         let _ = self.on_use.set(hook);
     }
 
@@ -407,4 +329,148 @@ impl StandIn {
 /// Equal bytes, compared in time that depends on the lengths only.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    /// `ANTHROPIC_API`'s example.
+    #[test]
+    fn anthropic_api_doc_example() {
+        assert_eq!(crate::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
+    }
+
+    /// `SANDBOX_CA`'s example.
+    #[test]
+    fn sandbox_ca_doc_example() {
+        assert_eq!(crate::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
+    }
+
+    /// `CA_VARIABLE`'s example.
+    #[test]
+    fn ca_variable_doc_example() {
+        assert_eq!(crate::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
+    }
+
+    /// `Used`'s example.
+    #[test]
+    fn used_doc_example() {
+        let u = crate::stand_in::Used {
+            host: "api.anthropic.com".into(),
+            port: 443,
+            status: 200,
+            sent: 812,
+            received: 4096,
+        };
+        assert_eq!(u.status, 200);
+    }
+
+    /// `with_roots`'s example.
+    #[test]
+    fn with_roots_doc_example() {
+        use crate::stand_in::StandIn;
+        let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+        let e = StandIn::with_roots(real, &[], Some(b"no PEM here"), None).unwrap_err();
+        assert!(e.to_string().contains("the system CA bundle"), "{e}");
+    }
+
+    /// `on_use`'s example.
+    #[test]
+    fn on_use_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            si.on_use(Box::new(|u| {
+                eprintln!("{} {} {}/{}", u.host, u.status, u.sent, u.received)
+            }));
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `StandIn`'s example.
+    #[test]
+    fn stand_in_doc_example() {
+        let result = (|| {
+            use crate::stand_in::StandIn;
+            use relay_token::ClaudeToken;
+            let real = ClaudeToken::from_bytes(b"sk-ant-oat01-real-token-for-the-doc").unwrap();
+            let (si, stand_in) = StandIn::new(real, &["api.anthropic.com:443".into()], None)?;
+            assert!(stand_in.expose_bytes().starts_with(b"sk-ant-oat01-"));
+            assert!(si.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+            si.end();
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `Refused`'s example.
+    #[test]
+    fn refused_doc_example() {
+        let r = crate::stand_in::Refused {
+            host: "api.anthropic.com".into(),
+            port: 443,
+            status: 400,
+            reason: "two Authorization headers",
+        };
+        assert_eq!(r.status, 400);
+    }
+
+    /// `new`'s example.
+    #[test]
+    fn new_doc_example() {
+        use crate::stand_in::StandIn;
+        let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+        assert!(StandIn::new(real, &["not a host".into()], None).is_err());
+    }
+
+    /// `ca_pem`'s example.
+    #[test]
+    fn ca_pem_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            assert!(si.ca_pem().contains("CERTIFICATE"));
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `end`'s example.
+    #[test]
+    fn end_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            si.end();
+            assert!(si.ended());
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `ended`'s example.
+    #[test]
+    fn ended_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            assert!(!si.ended());
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `on_refuse`'s example.
+    #[test]
+    fn on_refuse_doc_example() {
+        let result = (|| {
+            let real = relay_token::ClaudeToken::from_bytes(b"sk-ant-oat01-abc").unwrap();
+            let (si, _) = crate::stand_in::StandIn::new(real, &[], None)?;
+            si.on_refuse(Box::new(|r| {
+                eprintln!("{}:{} {} ({})", r.host, r.port, r.status, r.reason)
+            }));
+            Ok::<(), crate::stand_in::StandInError>(())
+        })();
+        result.unwrap();
+    }
 }

@@ -51,15 +51,9 @@ const CANNOT_START: i32 = 78;
 const MAX_TOKEN: usize = 64 * 1024;
 
 /// Why `relay-stand-in` cannot start: the text of its `error` report.
-///
-/// ```
-/// use relay_host::stand_in::program::StartError;
-/// let e = StartError::TooLong { fd: 5, max: 4 };
-/// assert_eq!(e.to_string(), "fd 5: more than 4 bytes");
-/// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum StartError {
+pub(crate) enum StartError {
     /// The process could not be made undumpable.
     Harden(io::Error),
     /// The termination signals could not be held.
@@ -335,5 +329,16 @@ impl Reporter {
                 reason: r.reason.to_string(),
             });
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `StartError`'s example.
+    #[test]
+    fn start_error_doc_example() {
+        use crate::stand_in::program::StartError;
+        let e = StartError::TooLong { fd: 5, max: 4 };
+        assert_eq!(e.to_string(), "fd 5: more than 4 bytes");
     }
 }

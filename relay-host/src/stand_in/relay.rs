@@ -22,16 +22,16 @@ const PIECE: usize = 16 * 1024;
 /// What one connection's requests are checked against and changed by.
 pub(super) struct Exchange<'a> {
     /// The tunnel's host, which each request's `Host` must name.
-    pub host: &'a Host,
+    pub(crate) host: &'a Host,
     /// The tunnel's port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// `Authorization`'s replacement, when there is one.
-    pub swap: &'a http1::Swap<'a>,
+    pub(crate) swap: &'a http1::Swap<'a>,
     /// Told each refusal: the status the session got and why.
-    pub noted: &'a dyn Fn(u16, &'static str),
+    pub(crate) noted: &'a dyn Fn(u16, &'static str),
     /// Told each answer the API host gave: its status, the bytes of the request sent on and of
     /// the answer sent back (counts only, never a byte of either).
-    pub used: &'a dyn Fn(u16, u64, u64),
+    pub(crate) used: &'a dyn Fn(u16, u64, u64),
 }
 
 impl Exchange<'_> {

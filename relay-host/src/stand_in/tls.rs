@@ -34,12 +34,7 @@ fn provider() -> Arc<CryptoProvider> {
 /// Only PEM is parsed here (what relay-host checks when it reads the settings, without any TLS
 /// code); that each can be a trust anchor is checked when the stand-in
 /// session starts.
-///
-/// ```
-/// let e = relay_host::stand_in::read_ca_file("/nonexistent/ca.pem".as_ref()).unwrap_err();
-/// assert!(e.to_string().starts_with("upstream_ca_file /nonexistent/ca.pem: "));
-/// ```
-pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandInError> {
+pub(crate) fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, StandInError> {
     let io_err = |source| StandInError::CaFile {
         path: path.to_path_buf(),
         source,
@@ -282,5 +277,14 @@ mod tests {
             assert!(w.contains(cause), "{w}");
             assert!(w.contains("upstream_ca_file"), "{w}");
         }
+    }
+
+    /// `read_ca_file`'s example.
+    #[test]
+    fn read_ca_file_doc_example() {
+        let e = crate::stand_in::read_ca_file("/nonexistent/ca.pem".as_ref()).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("upstream_ca_file /nonexistent/ca.pem: "));
     }
 }

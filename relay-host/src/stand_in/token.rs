@@ -17,17 +17,7 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 
 /// A fresh stand-in for `real`: `sk-ant-oat01-` and as many random base64url characters as the
 /// real token has after its prefix (at least 32), never equal to `real`.
-///
-/// ```
-/// use relay_token::ClaudeToken;
-/// let real = ClaudeToken::from_bytes(b"sk-ant-oat01-0123456789abcdefghijklmnopqrstuvwxyzABCD-_AA").unwrap();
-/// let s = relay_host::stand_in::stand_in_for(&real)?;
-/// assert_eq!(s.len(), real.len());
-/// assert!(s.expose_bytes().starts_with(b"sk-ant-oat01-"));
-/// assert_ne!(s.expose_bytes(), real.expose_bytes());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn stand_in_for(real: &ClaudeToken) -> io::Result<ClaudeToken> {
+pub(crate) fn stand_in_for(real: &ClaudeToken) -> io::Result<ClaudeToken> {
     let r = real.expose_bytes();
     let rest = r.strip_prefix(PREFIX).unwrap_or(r).len().max(MIN_RANDOM);
     loop {
@@ -63,5 +53,23 @@ mod tests {
         assert!(rest.iter().all(|c| ALPHABET.contains(c)), "base64url only");
         let long = ClaudeToken::from_bytes(&[b'x'; 200]).unwrap();
         assert_eq!(stand_in_for(&long).unwrap().len(), PREFIX.len() + 200);
+    }
+
+    /// `stand_in_for`'s example.
+    #[test]
+    fn stand_in_for_doc_example() {
+        let result = (|| {
+            use relay_token::ClaudeToken;
+            let real = ClaudeToken::from_bytes(
+                b"sk-ant-oat01-0123456789abcdefghijklmnopqrstuvwxyzABCD-_AA",
+            )
+            .unwrap();
+            let s = crate::stand_in::stand_in_for(&real)?;
+            assert_eq!(s.len(), real.len());
+            assert!(s.expose_bytes().starts_with(b"sk-ant-oat01-"));
+            assert_ne!(s.expose_bytes(), real.expose_bytes());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
     }
 }

@@ -13,23 +13,23 @@ use serde_json::Value;
 use relay_token::Redactor;
 
 /// The audit log's file name.
-pub const AUDIT_FILE: &str = "audit.jsonl";
+pub(crate) const AUDIT_FILE: &str = "audit.jsonl";
 /// The event log's file name.
-pub const EVENTS_FILE: &str = "events.jsonl";
+pub(crate) const EVENTS_FILE: &str = "events.jsonl";
 /// The host log's file name.
-pub const LOG_FILE: &str = "relay-host.log";
+pub(crate) const LOG_FILE: &str = "relay-host.log";
 /// The folder of session folders.
-pub const SESSIONS_DIR: &str = "sessions";
+pub(crate) const SESSIONS_DIR: &str = "sessions";
 /// The relay-owned Claude config folder (`CLAUDE_CONFIG_DIR` of the `claude-code` template).
-pub const CLAUDE_CONFIG_DIR: &str = "claude";
+pub(crate) const CLAUDE_CONFIG_DIR: &str = "claude";
 
 /// The free space a launch needs in the state folder's file system: its logs' rows, the session
 /// folder and what the session writes to the relay-owned Claude config folder.
-pub const MIN_FREE_BYTES: u64 = 1 << 20;
+pub(crate) const MIN_FREE_BYTES: u64 = 1 << 20;
 
 /// The host's state folder.
 #[derive(Debug)]
-pub struct State {
+pub(crate) struct State {
     dir: PathBuf,
     /// The redactor before the launch has read a token (it knows every token's shape).
     before_token: Redactor,
@@ -38,7 +38,7 @@ pub struct State {
 }
 
 /// Creates `dir` (and missing parents) with mode 0700 and makes sure it is 0700.
-pub fn private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let meta = fs::metadata(dir)?;
     if meta.permissions().mode() & 0o777 != 0o700 {
@@ -48,7 +48,7 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Opens `path` for appending, creating it with mode 0600 (and fixing the mode of an older file).
-pub fn append_private(path: &Path) -> io::Result<File> {
+pub(crate) fn append_private(path: &Path) -> io::Result<File> {
     let f = OpenOptions::new()
         .append(true)
         .create(true)
@@ -63,7 +63,7 @@ pub fn append_private(path: &Path) -> io::Result<File> {
 
 impl State {
     /// Opens (creating when missing) the state folder.
-    pub fn open(dir: &Path) -> io::Result<State> {
+    pub(crate) fn open(dir: &Path) -> io::Result<State> {
         private_dir(dir)?;
         Ok(State {
             dir: dir.to_path_buf(),
@@ -75,14 +75,7 @@ impl State {
     /// Checks, before a launch, that the session's rows can be written: the folder's file system
     /// is not read-only and has at least [`MIN_FREE_BYTES`] free, and both logs open for
     /// appending (they are created when missing). The error names the folder.
-    ///
-    /// ```
-    /// let dir = tempfile::tempdir()?;
-    /// let state = relay_host::state::State::open(dir.path())?;
-    /// state.check_writable()?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn check_writable(&self) -> io::Result<()> {
+    pub(crate) fn check_writable(&self) -> io::Result<()> {
         let named = |e: io::Error| {
             io::Error::new(
                 e.kind(),
@@ -116,19 +109,19 @@ impl State {
     }
 
     /// The folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Sets the redactor used for every line written from now on: one that knows the launch's
     /// token, once it is read. Set once (a launch reads one token); a later call changes nothing
     /// and returns `false`. Through `&self`, so a launch's steps share the state unchanged.
-    pub fn set_redactor(&self, redactor: Redactor) -> bool {
+    pub(crate) fn set_redactor(&self, redactor: Redactor) -> bool {
         self.learned.set(redactor).is_ok()
     }
 
     /// The redactor in use.
-    pub fn redactor(&self) -> &Redactor {
+    pub(crate) fn redactor(&self) -> &Redactor {
         self.learned.get().unwrap_or(&self.before_token)
     }
 
@@ -141,7 +134,7 @@ impl State {
 
     /// Appends one JSON line to `events.jsonl`, with a `ts` field (seconds since the epoch)
     /// unless it has one.
-    pub fn event(&self, value: &Value) -> io::Result<()> {
+    pub(crate) fn event(&self, value: &Value) -> io::Result<()> {
         let mut row = value.clone();
         if let Value::Object(map) = &mut row {
             map.entry("ts").or_insert_with(|| Value::from(now_secs()));
@@ -150,7 +143,7 @@ impl State {
     }
 
     /// Appends one JSON line to `audit.jsonl`, with a `ts` field (seconds since the epoch).
-    pub fn audit(&self, mut row: Value) -> io::Result<()> {
+    pub(crate) fn audit(&self, mut row: Value) -> io::Result<()> {
         if let Value::Object(map) = &mut row {
             map.insert("ts".into(), Value::from(now_secs()));
         }
@@ -159,7 +152,7 @@ impl State {
 
     /// Appends one line to `relay-host.log` (redacted, with a timestamp) and returns the redacted
     /// text, for a caller that also prints it.
-    pub fn log(&self, line: &str) -> String {
+    pub(crate) fn log(&self, line: &str) -> String {
         let redacted = self.redactor().redact(line);
         // A log that cannot be written must not stop a launch; the line still reaches stderr
         // through the caller.
@@ -171,18 +164,19 @@ impl State {
     }
 
     /// The folder of one session.
-    pub fn session_dir(&self, id: &str) -> PathBuf {
+    pub(crate) fn session_dir(&self, id: &str) -> PathBuf {
         self.dir.join(SESSIONS_DIR).join(id)
     }
 
     /// The relay-owned Claude config folder.
-    pub fn claude_config_dir(&self) -> PathBuf {
+    pub(crate) fn claude_config_dir(&self) -> PathBuf {
         self.dir.join(CLAUDE_CONFIG_DIR)
     }
 
     /// The lines of one of the logs (`audit.jsonl` or `events.jsonl`), each parsed as JSON; a
     /// missing file is empty.
-    pub fn read_jsonl(&self, name: &str) -> io::Result<Vec<Value>> {
+    #[cfg(test)]
+    pub(crate) fn read_jsonl(&self, name: &str) -> io::Result<Vec<Value>> {
         let text = match fs::read_to_string(self.dir.join(name)) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -199,47 +193,36 @@ impl State {
 /// The mark a session folder holds when its request asked to keep it (`"keep": true`) for a
 /// later `resume`; a kept folder outlives its session until `gc` finds it older than the
 /// retention.
-pub const KEEP_MARK: &str = "keep";
+pub(crate) const KEEP_MARK: &str = "keep";
 
 /// The mark the host writes in a session folder once the session's `exit` event is written (just
 /// before the folder is removed, or for a kept folder, kept). An unlocked folder without it is a
 /// session whose host was lost (`kill -9`, a crash, a power cut): no `exit` row was written, and
 /// `gc` writes one with `"outcome": "host_lost"`.
-pub const ENDED_MARK: &str = "ended";
+pub(crate) const ENDED_MARK: &str = "ended";
 
 /// The `outcome` of the `exit` row `gc` writes for a session whose host was lost.
-pub const HOST_LOST: &str = "host_lost";
+pub(crate) const HOST_LOST: &str = "host_lost";
 
 /// How long `gc` keeps a kept session folder after its session ended, by default.
-pub const DEFAULT_RETENTION_DAYS: u64 = 7;
+pub(crate) const DEFAULT_RETENTION_DAYS: u64 = 7;
 
-/// What [`State::gc`] did.
-///
-/// ```
-/// let r = relay_host::state::GcReport::default();
-/// assert_eq!((r.removed, r.kept, r.running), (0, 0, 0));
-/// ```
+/// What [`gc_sessions`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     /// Session folders removed.
-    pub removed: usize,
+    pub(crate) removed: usize,
     /// Kept folders younger than the retention, left in place.
-    pub kept: usize,
+    pub(crate) kept: usize,
     /// Folders of running sessions, left in place.
-    pub running: usize,
+    pub(crate) running: usize,
     /// Sessions whose host was lost before it wrote their `exit` row: `gc` wrote one each
     /// (`"outcome": "host_lost"`).
-    pub lost: usize,
+    pub(crate) lost: usize,
 }
 
 /// True while a session holds its folder's lock.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// assert!(!relay_host::state::session_locked(dir.path()));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn session_locked(dir: &Path) -> bool {
+pub(crate) fn session_locked(dir: &Path) -> bool {
     match File::open(dir.join("lock")) {
         // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
         Ok(f) => unsafe {
@@ -254,31 +237,13 @@ pub fn session_locked(dir: &Path) -> bool {
 
 impl State {
     /// Marks the session's folder as kept (the request said `"keep": true`).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_host::state::State::open(dir.path())?;
-    /// # relay_host::state::private_dir(&state.session_dir("s1"))?;
-    /// state.mark_kept("s1")?;
-    /// assert!(state.session_dir("s1").join("keep").exists());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn mark_kept(&self, id: &str) -> io::Result<()> {
+    pub(crate) fn mark_kept(&self, id: &str) -> io::Result<()> {
         append_private(&self.session_dir(id).join(KEEP_MARK)).map(drop)
     }
 
     /// Called when a session ends: removes its folder unless it is kept, in which case the
     /// mark's time becomes the end of the session (the retention counts from there).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_host::state::State::open(dir.path())?;
-    /// relay_host::state::private_dir(&state.session_dir("s1"))?;
-    /// state.end_session("s1");
-    /// assert!(!state.session_dir("s1").exists());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn end_session(&self, id: &str) {
+    pub(crate) fn end_session(&self, id: &str) {
         let dir = self.session_dir(id);
         // First the mark: a folder that cannot be removed is not taken for a lost session.
         let _ = append_private(&dir.join(ENDED_MARK));
@@ -294,35 +259,13 @@ impl State {
             }
         }
     }
-
-    /// Removes the session folders no running session holds: unkept ones (a host killed
-    /// before it could remove them) at once, kept ones once their session ended more than
-    /// `retention` ago. A session whose host was lost gets its `exit` row first
-    /// ([`HOST_LOST`]).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let state = relay_host::state::State::open(dir.path())?;
-    /// relay_host::state::private_dir(&state.session_dir("old"))?;
-    /// let report = state.gc(std::time::Duration::from_secs(7 * 86400))?;
-    /// assert_eq!(report.removed, 1);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn gc(&self, retention: std::time::Duration) -> io::Result<GcReport> {
-        gc_sessions(&self.dir.join(SESSIONS_DIR), retention)
-    }
 }
 
-/// [`State::gc`] on a `sessions` folder, which may be missing (then nothing is done or made).
-/// The `exit` rows of lost sessions go to the `events.jsonl` beside it.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let r = relay_host::state::gc_sessions(&dir.path().join("sessions"), Default::default())?;
-/// assert_eq!(r.removed, 0);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Result<GcReport> {
+/// Removes the session folders in `sessions` (which may be missing: then nothing is done or
+/// made) that no running session holds: unkept ones (a host killed before it could remove them)
+/// at once, kept ones once their session ended more than `retention` ago. A session whose host
+/// was lost gets its `exit` row first ([`HOST_LOST`]), in the `events.jsonl` beside `sessions`.
+pub(crate) fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Result<GcReport> {
     let mut report = GcReport::default();
     let entries = match fs::read_dir(sessions) {
         Ok(e) => e,
@@ -356,15 +299,7 @@ pub fn gc_sessions(sessions: &Path, retention: std::time::Duration) -> io::Resul
 
 /// True when `dir` is the folder of a session no host supervises and none ended: no lock held,
 /// no [`ENDED_MARK`].
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// assert!(relay_host::state::host_lost(dir.path()));
-/// std::fs::write(dir.path().join("ended"), "")?;
-/// assert!(!relay_host::state::host_lost(dir.path()));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn host_lost(dir: &Path) -> bool {
+pub(crate) fn host_lost(dir: &Path) -> bool {
     dir.is_dir() && !session_locked(dir) && fs::symlink_metadata(dir.join(ENDED_MARK)).is_err()
 }
 
@@ -390,10 +325,10 @@ fn record_host_lost(sessions: &Path, dir: &Path) -> io::Result<()> {
 }
 
 /// The folder in the config folder whose files seed the relay-owned Claude config folder.
-pub const CLAUDE_SEED_DIR: &str = "claude-seed";
+pub(crate) const CLAUDE_SEED_DIR: &str = "claude-seed";
 
 /// The files a seed may hold.
-pub const CLAUDE_SEED_FILES: [&str; 2] = ["settings.json", "CLAUDE.md"];
+pub(crate) const CLAUDE_SEED_FILES: [&str; 2] = ["settings.json", "CLAUDE.md"];
 
 /// The largest seed file copied.
 const MAX_SEED_BYTES: u64 = 1 << 20;
@@ -403,17 +338,7 @@ const MAX_SEED_BYTES: u64 = 1 << 20;
 /// Copied, never linked: each seed file must be a regular file (not followed when a link), and
 /// is written as a new 0600 file that an existing name (a link a session planted included) is
 /// never written through. A file that cannot be copied is left out.
-///
-/// ```
-/// let cfg = tempfile::tempdir()?;
-/// let claude = tempfile::tempdir()?;
-/// std::fs::create_dir(cfg.path().join("claude-seed"))?;
-/// std::fs::write(cfg.path().join("claude-seed/CLAUDE.md"), "Be brief.\n")?;
-/// relay_host::state::seed_claude_config(cfg.path(), claude.path());
-/// assert_eq!(std::fs::read_to_string(claude.path().join("CLAUDE.md"))?, "Be brief.\n");
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn seed_claude_config(config_dir: &Path, claude_config: &Path) {
+pub(crate) fn seed_claude_config(config_dir: &Path, claude_config: &Path) {
     let seed = config_dir.join(CLAUDE_SEED_DIR);
     for name in CLAUDE_SEED_FILES {
         let _ = copy_seed(&seed.join(name), &claude_config.join(name));
@@ -421,7 +346,7 @@ pub fn seed_claude_config(config_dir: &Path, claude_config: &Path) {
 }
 
 /// Claude Code's state file in its config folder.
-pub const CLAUDE_STATE_FILE: &str = ".claude.json";
+pub(crate) const CLAUDE_STATE_FILE: &str = ".claude.json";
 
 /// A new 0600 file at `path`; an existing name (a link a session planted included) is an
 /// error, never written through.
@@ -469,11 +394,7 @@ pub(crate) fn lock_session(dir: &Path) -> io::Result<File> {
 }
 
 /// Seconds since the Unix epoch.
-///
-/// ```
-/// assert!(relay_host::state::now_secs() > 0);
-/// ```
-pub fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -535,5 +456,127 @@ mod tests {
         );
         assert!(state.session_dir("s1").ends_with("sessions/s1"));
         assert!(state.claude_config_dir().ends_with("claude"));
+    }
+
+    /// `check_writable`'s example.
+    #[test]
+    fn check_writable_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let state = crate::state::State::open(dir.path())?;
+            state.check_writable()?;
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `GcReport`'s example.
+    #[test]
+    fn gc_report_doc_example() {
+        let r = super::GcReport::default();
+        assert_eq!((r.removed, r.kept, r.running), (0, 0, 0));
+    }
+
+    /// `session_locked`'s example.
+    #[test]
+    fn session_locked_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            assert!(!crate::state::session_locked(dir.path()));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `mark_kept`'s example.
+    #[test]
+    fn mark_kept_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let state = crate::state::State::open(dir.path())?;
+            crate::state::private_dir(&state.session_dir("s1"))?;
+            state.mark_kept("s1")?;
+            assert!(state.session_dir("s1").join("keep").exists());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `end_session`'s example.
+    #[test]
+    fn end_session_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let state = crate::state::State::open(dir.path())?;
+            crate::state::private_dir(&state.session_dir("s1"))?;
+            state.end_session("s1");
+            assert!(!state.session_dir("s1").exists());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `State::gc`'s example, now on `gc_sessions`: a folder no session holds is removed.
+    #[test]
+    fn gc_sessions_removes_an_unheld_folder() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let state = crate::state::State::open(dir.path())?;
+            crate::state::private_dir(&state.session_dir("old"))?;
+            let week = std::time::Duration::from_secs(7 * 86400);
+            let report = crate::state::gc_sessions(&dir.path().join(super::SESSIONS_DIR), week)?;
+            assert_eq!(report.removed, 1);
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `gc_sessions`'s example.
+    #[test]
+    fn gc_sessions_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let r = crate::state::gc_sessions(&dir.path().join("sessions"), Default::default())?;
+            assert_eq!(r.removed, 0);
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `host_lost`'s example.
+    #[test]
+    fn host_lost_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            assert!(crate::state::host_lost(dir.path()));
+            std::fs::write(dir.path().join("ended"), "")?;
+            assert!(!crate::state::host_lost(dir.path()));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `seed_claude_config`'s example.
+    #[test]
+    fn seed_claude_config_doc_example() {
+        let result = (|| {
+            let cfg = tempfile::tempdir()?;
+            let claude = tempfile::tempdir()?;
+            std::fs::create_dir(cfg.path().join("claude-seed"))?;
+            std::fs::write(cfg.path().join("claude-seed/CLAUDE.md"), "Be brief.\n")?;
+            crate::state::seed_claude_config(cfg.path(), claude.path());
+            assert_eq!(
+                std::fs::read_to_string(claude.path().join("CLAUDE.md"))?,
+                "Be brief.\n"
+            );
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `now_secs`'s example.
+    #[test]
+    fn now_secs_doc_example() {
+        assert!(crate::state::now_secs() > 0);
     }
 }

@@ -14,21 +14,9 @@
 //! a `commondir` holding `.`) is removed ([`release`], before the placeholders, which are left to
 //! their own list); `status` names those a killed host left and `gc` removes them. A file of one of these names that the session filled is kept: only
 //! what a session cannot have meant to write goes.
-//!
-//! ```
-//! use relay_host::state::leftovers::{is_leftover, NAMES};
-//! let dir = tempfile::tempdir()?;
-//! std::fs::write(dir.path().join("package.json"), "")?;
-//! assert!(is_leftover(&dir.path().join("package.json")));
-//! std::fs::write(dir.path().join("package.json"), "{}")?;
-//! assert!(!is_leftover(&dir.path().join("package.json")));
-//! assert!(NAMES.contains(&".git/commondir"));
-//! # Ok::<(), std::io::Error>(())
-//! ```
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use relay_token::sandbox::nofollow;
@@ -36,7 +24,8 @@ use relay_token::sandbox::nofollow;
 /// The names (relative to the project) Claude Code 2.1.332's tool sandbox makes as mount points,
 /// as measured inside relay's sandbox; a folder's entries come after the folder, so removing in
 /// reverse order empties it first.
-pub const NAMES: &[&str] = &[
+#[cfg(target_os = "linux")]
+pub(crate) const NAMES: &[&str] = &[
     ".env",
     ".env.local",
     ".env.development",
@@ -65,22 +54,12 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// The file, in the state folder, that lists the watched paths (one a line).
-pub const WATCHED_FILE: &str = "watched";
+pub(crate) const WATCHED_FILE: &str = "watched";
 
 /// True when `path` is what the tool sandbox leaves: an empty regular file, an empty folder, or
 /// a `commondir` holding `.` (the git folder itself: no redirect). Links are never leftovers,
 /// nor is anything reached through one ([`nofollow::lookup`]).
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let c = dir.path().join("commondir");
-/// std::fs::write(&c, ".")?;
-/// assert!(relay_host::state::leftovers::is_leftover(&c));
-/// std::fs::write(&c, "../..\n")?;
-/// assert!(!relay_host::state::leftovers::is_leftover(&c));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn is_leftover(path: &Path) -> bool {
+pub(crate) fn is_leftover(path: &Path) -> bool {
     match nofollow::lookup(path) {
         Ok(Some(f)) if f.dir => fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
         Ok(Some(f)) => leftover_file(path, &f),
@@ -108,17 +87,10 @@ fn remove_leftover(path: &Path) -> bool {
 
 /// Records, for a launch in `project`, the [`NAMES`] missing there now (appended to
 /// `<state>/watched`). The caller holds the placeholders' lock.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
-/// std::fs::create_dir_all(&state)?;
-/// std::fs::create_dir_all(&project)?;
-/// relay_host::state::leftovers::watch(&state, &project)?;
-/// assert!(relay_host::state::leftovers::watched(&state).contains(&project.join(".env")));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
+#[cfg(target_os = "linux")]
+pub(crate) fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut lines = String::new();
     for name in NAMES {
         let p = project.join(name);
@@ -130,7 +102,7 @@ pub fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
@@ -141,11 +113,7 @@ pub fn watch(state_dir: &Path, project: &Path) -> io::Result<()> {
 }
 
 /// The paths `<state>/watched` lists, in order (none when there is no list).
-///
-/// ```
-/// assert!(relay_host::state::leftovers::watched(std::path::Path::new("/nonexistent")).is_empty());
-/// ```
-pub fn watched(state_dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn watched(state_dir: &Path) -> Vec<PathBuf> {
     fs::read_to_string(state_dir.join(WATCHED_FILE))
         .map(|t| t.lines().map(PathBuf::from).collect())
         .unwrap_or_default()
@@ -155,19 +123,7 @@ pub fn watched(state_dir: &Path) -> Vec<PathBuf> {
 /// folder's entries first): [`is_leftover`], a folder counting as empty when all it holds would
 /// go before it. Paths in `skip` (the write-deny placeholders, which go their own way) are left
 /// out.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
-/// std::fs::create_dir_all(&state)?;
-/// std::fs::create_dir_all(&project)?;
-/// relay_host::state::leftovers::watch(&state, &project)?;
-/// std::fs::create_dir_all(project.join("node_modules/.bin"))?;
-/// let p = relay_host::state::leftovers::pending(&state, &[]);
-/// assert_eq!(p, [project.join("node_modules/.bin"), project.join("node_modules")]);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for p in watched(state_dir).into_iter().rev() {
         if out.contains(&p) || skip.contains(&p) {
@@ -189,22 +145,7 @@ pub fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
 /// Removes the [`pending`] leftovers (but those in `skip`), in order, then the list; returns how
 /// many it removed. The caller holds the placeholders' lock and has made sure no session of the
 /// state folder runs.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let (state, project) = (dir.path().join("s"), dir.path().join("p"));
-/// std::fs::create_dir_all(&state)?;
-/// std::fs::create_dir_all(&project)?;
-/// relay_host::state::leftovers::watch(&state, &project)?;
-/// std::fs::create_dir_all(project.join("node_modules/.bin"))?;
-/// std::fs::write(project.join(".env"), "")?;
-/// std::fs::write(project.join("package.json"), "{\"name\": \"mine\"}")?;
-/// assert_eq!(relay_host::state::leftovers::release(&state, &[])?, 3);
-/// assert!(!project.join("node_modules").exists() && !project.join(".env").exists());
-/// assert!(project.join("package.json").exists());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
+pub(crate) fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
     let mut removed = 0;
     for p in pending(state_dir, skip) {
         removed += usize::from(remove_leftover(&p));
@@ -217,15 +158,122 @@ pub fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
 
 /// Removes `file` (the `.git/commondir` a token launch would refuse) when it is a leftover
 /// ([`is_leftover`]: it holds `.`, so it redirects nothing); true when it is gone.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// let c = dir.path().join("commondir");
-/// std::fs::write(&c, ".")?;
-/// assert!(relay_host::state::leftovers::clear_commondir(&c));
-/// assert!(!c.exists());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn clear_commondir(file: &Path) -> bool {
+pub(crate) fn clear_commondir(file: &Path) -> bool {
     file.file_name().is_some_and(|n| n == "commondir") && remove_leftover(file)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `leftovers`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn leftovers_doc_example() {
+        let result = (|| {
+            use crate::state::leftovers::{is_leftover, NAMES};
+            let dir = tempfile::tempdir()?;
+            std::fs::write(dir.path().join("package.json"), "")?;
+            assert!(is_leftover(&dir.path().join("package.json")));
+            std::fs::write(dir.path().join("package.json"), "{}")?;
+            assert!(!is_leftover(&dir.path().join("package.json")));
+            assert!(NAMES.contains(&".git/commondir"));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `is_leftover`'s example.
+    #[test]
+    fn is_leftover_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let c = dir.path().join("commondir");
+            std::fs::write(&c, ".")?;
+            assert!(crate::state::leftovers::is_leftover(&c));
+            std::fs::write(&c, "../..\n")?;
+            assert!(!crate::state::leftovers::is_leftover(&c));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `watch`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn watch_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+            std::fs::create_dir_all(&state)?;
+            std::fs::create_dir_all(&project)?;
+            crate::state::leftovers::watch(&state, &project)?;
+            assert!(crate::state::leftovers::watched(&state).contains(&project.join(".env")));
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `watched`'s example.
+    #[test]
+    fn watched_doc_example() {
+        assert!(crate::state::leftovers::watched(std::path::Path::new("/nonexistent")).is_empty());
+    }
+
+    /// `pending`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn pending_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+            std::fs::create_dir_all(&state)?;
+            std::fs::create_dir_all(&project)?;
+            crate::state::leftovers::watch(&state, &project)?;
+            std::fs::create_dir_all(project.join("node_modules/.bin"))?;
+            let p = crate::state::leftovers::pending(&state, &[]);
+            assert_eq!(
+                p,
+                [
+                    project.join("node_modules/.bin"),
+                    project.join("node_modules")
+                ]
+            );
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `release`'s example.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn release_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+            std::fs::create_dir_all(&state)?;
+            std::fs::create_dir_all(&project)?;
+            crate::state::leftovers::watch(&state, &project)?;
+            std::fs::create_dir_all(project.join("node_modules/.bin"))?;
+            std::fs::write(project.join(".env"), "")?;
+            std::fs::write(project.join("package.json"), "{\"name\": \"mine\"}")?;
+            assert_eq!(crate::state::leftovers::release(&state, &[])?, 3);
+            assert!(!project.join("node_modules").exists() && !project.join(".env").exists());
+            assert!(project.join("package.json").exists());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
+
+    /// `clear_commondir`'s example.
+    #[test]
+    fn clear_commondir_doc_example() {
+        let result = (|| {
+            let dir = tempfile::tempdir()?;
+            let c = dir.path().join("commondir");
+            std::fs::write(&c, ".")?;
+            assert!(crate::state::leftovers::clear_commondir(&c));
+            assert!(!c.exists());
+            Ok::<(), std::io::Error>(())
+        })();
+        result.unwrap();
+    }
 }

@@ -10,32 +10,19 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// Which rows to print.
-///
-/// ```
-/// let q = relay_host::state::logs::Query { since: Some(0), session: None, follow: false };
-/// assert!(q.matches(&serde_json::json!({"ts": 5})));
-/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Query {
+pub(crate) struct Query {
     /// Only rows at or after this time (seconds since the epoch); rows without a time pass.
-    pub since: Option<u64>,
+    pub(crate) since: Option<u64>,
     /// Only rows of this session.
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Keep printing rows as they are appended.
-    pub follow: bool,
+    pub(crate) follow: bool,
 }
 
 impl Query {
     /// True when `row` passes the filters.
-    ///
-    /// ```
-    /// use relay_host::state::logs::Query;
-    /// let q = Query { since: Some(10), session: Some("s-1".into()), follow: false };
-    /// assert!(q.matches(&serde_json::json!({"ts": 10, "session_id": "s-1"})));
-    /// assert!(!q.matches(&serde_json::json!({"ts": 9, "session_id": "s-1"})));
-    /// assert!(!q.matches(&serde_json::json!({"ts": 10, "session_id": "s-2"})));
-    /// ```
-    pub fn matches(&self, row: &Value) -> bool {
+    pub(crate) fn matches(&self, row: &Value) -> bool {
         let time_ok = match (self.since, row.get("ts").and_then(Value::as_u64)) {
             (Some(s), Some(t)) => t >= s,
             _ => true,
@@ -49,24 +36,13 @@ impl Query {
 }
 
 /// Seconds since the epoch as RFC 3339 in UTC (`2026-12-02T19:48:13Z`).
-///
-/// ```
-/// use relay_host::state::logs::rfc3339;
-/// assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-/// assert_eq!(rfc3339(1_796_154_493), "2026-12-01T19:48:13Z");
-/// ```
-pub fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     super::time::rfc3339(secs)
 }
 
 /// A `--since` value that is neither a time, a date nor an age (the value as given).
-///
-/// ```
-/// let e = relay_host::state::logs::parse_since("soon", 0).unwrap_err();
-/// assert!(e.to_string().starts_with("--since \"soon\": give a time"));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadSince(pub String);
+pub(crate) struct BadSince(pub String);
 
 impl std::fmt::Display for BadSince {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,17 +60,7 @@ impl std::error::Error for BadSince {}
 /// Parses a `--since` value: RFC 3339 (`2026-12-02T19:00:00Z`, or with an offset), a date
 /// (`2026-12-02`, its start in UTC),
 /// or an age (`30s`, `15m`, `2h`, `7d`) counted back from `now`.
-///
-/// ```
-/// use relay_host::state::logs::parse_since;
-/// assert_eq!(parse_since("1970-01-02", 0), Ok(86400));
-/// assert_eq!(parse_since("1970-01-01T01:00:00Z", 0), Ok(3600));
-/// assert_eq!(parse_since("2h", 10_000), Ok(10_000 - 7200));
-/// assert!(parse_since("yesterday", 0).is_err());
-/// assert!(parse_since("2026-02-31", 0).is_err(), "no such day");
-/// assert!(parse_since("2026-02-28T25:00:00Z", 0).is_err(), "no such hour");
-/// ```
-pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
+pub(crate) fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
     let bad = || BadSince(value.to_string());
     if let Some(unit) = value.chars().last().filter(|c| "smhd".contains(*c)) {
         let n: u64 = value[..value.len() - 1].parse().map_err(|_| bad())?;
@@ -122,12 +88,7 @@ pub fn parse_since(value: &str, now: u64) -> Result<u64, BadSince> {
 }
 
 /// One row for a person: the time first (RFC 3339), then `key=value` pairs.
-///
-/// ```
-/// let row = serde_json::json!({"event": "session_launch", "ts": 0, "outcome": "ok"});
-/// assert_eq!(relay_host::state::logs::text_line(&row), "1970-01-01T00:00:00Z event=session_launch outcome=ok");
-/// ```
-pub fn text_line(row: &Value) -> String {
+pub(crate) fn text_line(row: &Value) -> String {
     let Value::Object(m) = row else {
         return row.to_string();
     };
@@ -147,13 +108,7 @@ pub fn text_line(row: &Value) -> String {
 /// Prints the rows of `dir/name` that match `query` (as stored with `json`, else as text
 /// lines); with `follow`, keeps printing rows as they are appended. A missing folder or file
 /// prints nothing and creates nothing.
-///
-/// ```no_run
-/// use relay_host::state::logs::{print, Query};
-/// print("/home/me/.local/state/relay".as_ref(), "audit.jsonl", false, &Query::default())?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn print(dir: &Path, name: &str, json: bool, query: &Query) -> io::Result<()> {
+pub(crate) fn print(dir: &Path, name: &str, json: bool, query: &Query) -> io::Result<()> {
     let path = dir.join(name);
     let mut offset = 0u64;
     loop {
@@ -200,5 +155,73 @@ fn print_from(path: &Path, offset: u64, json: bool, query: &Query) -> io::Result
         } else {
             try_outln!("{}", text_line(&row))?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `Query`'s example.
+    #[test]
+    fn query_doc_example() {
+        let q = crate::state::logs::Query {
+            since: Some(0),
+            session: None,
+            follow: false,
+        };
+        assert!(q.matches(&serde_json::json!({"ts": 5})));
+    }
+
+    /// `matches`'s example.
+    #[test]
+    fn matches_doc_example() {
+        use crate::state::logs::Query;
+        let q = Query {
+            since: Some(10),
+            session: Some("s-1".into()),
+            follow: false,
+        };
+        assert!(q.matches(&serde_json::json!({"ts": 10, "session_id": "s-1"})));
+        assert!(!q.matches(&serde_json::json!({"ts": 9, "session_id": "s-1"})));
+        assert!(!q.matches(&serde_json::json!({"ts": 10, "session_id": "s-2"})));
+    }
+
+    /// `rfc3339`'s example.
+    #[test]
+    fn rfc3339_doc_example() {
+        use crate::state::logs::rfc3339;
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_796_154_493), "2026-12-01T19:48:13Z");
+    }
+
+    /// `BadSince`'s example.
+    #[test]
+    fn bad_since_doc_example() {
+        let e = crate::state::logs::parse_since("soon", 0).unwrap_err();
+        assert!(e.to_string().starts_with("--since \"soon\": give a time"));
+    }
+
+    /// `parse_since`'s example.
+    #[test]
+    fn parse_since_doc_example() {
+        use crate::state::logs::parse_since;
+        assert_eq!(parse_since("1970-01-02", 0), Ok(86400));
+        assert_eq!(parse_since("1970-01-01T01:00:00Z", 0), Ok(3600));
+        assert_eq!(parse_since("2h", 10_000), Ok(10_000 - 7200));
+        assert!(parse_since("yesterday", 0).is_err());
+        assert!(parse_since("2026-02-31", 0).is_err(), "no such day");
+        assert!(
+            parse_since("2026-02-28T25:00:00Z", 0).is_err(),
+            "no such hour"
+        );
+    }
+
+    /// `text_line`'s example.
+    #[test]
+    fn text_line_doc_example() {
+        let row = serde_json::json!({"event": "session_launch", "ts": 0, "outcome": "ok"});
+        assert_eq!(
+            crate::state::logs::text_line(&row),
+            "1970-01-01T00:00:00Z event=session_launch outcome=ok"
+        );
     }
 }

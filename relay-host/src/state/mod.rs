@@ -4,9 +4,13 @@
 //! leaves in a project ([`leftovers`]).
 
 pub(crate) mod digest;
-pub mod folder;
-pub mod leftovers;
-pub mod logs;
-pub mod time;
+pub(crate) mod folder;
+pub(crate) mod leftovers;
+pub(crate) mod logs;
+pub(crate) mod time;
 
-pub use folder::*;
+pub(crate) use folder::{
+    append_private, gc_sessions, host_lost, lock_session, now_secs, private_dir,
+    seed_claude_config, session_locked, State, AUDIT_FILE, CLAUDE_CONFIG_DIR, CLAUDE_STATE_FILE,
+    DEFAULT_RETENTION_DAYS, ENDED_MARK, EVENTS_FILE, KEEP_MARK, SESSIONS_DIR,
+};

@@ -5,7 +5,7 @@
 //! host with a leaf that CA signed (curl trusting it gets through to the proxy; without it, it
 //! refuses the certificate); each refusal is a `stand_in_refused` event. The same template in pipe mode hands the real token and sets no
 //! CA. The operator sees the mode and a stand-in session's API use in `ps`, and `stop` ends the
-//! session with its proxy. The real token's path to the API is `relay-host/tests/stand_in_proxy.rs`'s; real Claude
+//! session with its proxy. The real token's path to the API is `relay-host/src/stand_in/proxy_tests.rs`'s; real Claude
 //! Code's is `tests/e2e/stand_in.rs`'s.
 //!
 //! Run: `cargo test -p relay-tests --test e2e -- stand_in_launch::`. Linux only (bwrap's namespaces).

@@ -2,8 +2,7 @@
 //! 127.0.0.1 with a test CA (the host trusts it through `upstream_ca_file`), a session that
 //! `CONNECT`s through the proxy and speaks TLS with its session CA. The upstream sees the real
 //! token (by its SHA-256) only for this session's stand-in sent to an API host, while the
-//! session runs. Run: `cargo test -p relay-host --test stand_in_proxy`.
-#![cfg(target_os = "linux")]
+//! session runs. Run: `cargo test -p relay-host --lib stand_in::proxy_tests`.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,9 +18,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Serve
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, StreamOwned};
 use sha2::{Digest, Sha256};
 
-use relay_host::net::proxy::Proxy;
-use relay_host::net::AllowList;
-use relay_host::stand_in::StandIn;
+use crate::net::proxy::Proxy;
+use crate::net::AllowList;
+use crate::stand_in::StandIn;
 use relay_token::ClaudeToken;
 
 const REAL: &[u8] = b"sk-ant-oat01-REAL-token-of-the-stand-in-proxy-test-0123456789abcdefAA";
@@ -259,7 +258,7 @@ struct Setup {
     other: Upstream,
     stand_in: Vec<u8>,
     session_ca: String,
-    refused: Arc<Mutex<Vec<relay_host::stand_in::Refused>>>,
+    refused: Arc<Mutex<Vec<crate::stand_in::Refused>>>,
     proxy: Option<Proxy>,
     first: Sender<()>,
 }
@@ -445,7 +444,7 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
 /// The refusals the proxy has told, once there are `n` of them: the proxy's thread tells a
 /// refusal after the client has seen its end (the answer, or the failed handshake), so the test
 /// waits for it (up to 30 s, then takes what is there).
-fn refusals(s: &Setup, n: usize) -> Vec<relay_host::stand_in::Refused> {
+fn refusals(s: &Setup, n: usize) -> Vec<crate::stand_in::Refused> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let told = s.refused.lock().unwrap().clone();
