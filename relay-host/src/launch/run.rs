@@ -4,7 +4,7 @@
 //! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
 //! session ends. Each step borrows what came before and returns what it made (its type in its
 //! step's folder); a refusal is recorded with the audit row of the stage it reached, and leaves
-//! nothing behind but that row and its event: the launch's [`Guard`] removes the folders it
+//! nothing behind but that row and its event: the launch's `Guard` removes the folders it
 //! created and ends its proxy.
 
 use std::ffi::OsString;
