@@ -7,6 +7,7 @@ use std::io;
 
 use crate::launch::network::stand_in::StandInError;
 pub use crate::launch::network::NetworkError;
+use crate::launch::plan::error::PlanError;
 pub use crate::launch::plan::error::RequestError;
 use crate::launch::plan::request::InvalidSpec;
 use crate::launch::prepare::error::PrepareError;
@@ -75,6 +76,15 @@ impl From<PrepareError> for LaunchError {
             PrepareError::Program(e) => LaunchError::Program(e),
             PrepareError::Sandbox(e) => LaunchError::Sandbox(e),
             PrepareError::Spawn(e) => e.into(),
+        }
+    }
+}
+
+impl From<PlanError> for LaunchError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::Request(e) => LaunchError::Request(e),
+            PlanError::Grant(e) => e.into(),
         }
     }
 }

@@ -3,19 +3,21 @@
 //!
 //! | step | folder | makes |
 //! |---|---|---|
-//! | the plan: the request checked and resolved against the settings | [`plan`] | [`plan::request::LaunchPlan`] |
-//! | the token, the programs, the session folder and Claude's config | [`prepare`] | `prepare::Prepared` |
+//! | the plan: the request checked and resolved against the settings | [`plan`] | `plan::LaunchPlan` |
+//! | the token, the programs, the session folder and Claude's config | [`prepare`] | `prepare::Prepared` (and the launch's `guard::Guard`) |
 //! | the network: none, the host's, or an allow-list proxy (stand-in mode's `relay-stand-in`) | [`network`] | `network::Networked` |
-//! | the sandbox: its profile, what it keeps out of reach, the `bwrap` command line | `sandbox` | `sandbox::Confined` |
-//! | the shim: its wiring, its command, its start | [`shim`] | `shim::ShimCommand`, `shim::Session` |
+//! | the sandbox: its profile, what it keeps out of reach, the `bwrap` command line | `sandbox` | `sandbox::SessionArgv` |
+//! | the shim: its wiring, its command, its start | [`shim`] | `shim::ShimCommand`, `shim::Spawned`, `shim::Session` |
 //!
 //! [`session`] holds what a started or refused launch leaves for the operator (its answer, its
-//! audit row, its record for `ps`, and `stop`). `context` is what every step reads,
-//! [`error`] how a refusal of any step is answered, `signals` and `tie` the host's signals and
-//! the tie of what it spawns to its life.
+//! audit row, its record for `ps`, and `stop`). `guard` owns what a refused launch must undo
+//! (the session folder, its lock, the proxy) until its session starts. `context` is what every
+//! step reads, [`error`] how a refusal of any step is answered, `signals` and `tie` the host's
+//! signals and the tie of what it spawns to its life.
 
 pub(crate) mod context;
 pub mod error;
+pub(crate) mod guard;
 pub mod network;
 pub(crate) mod placeholders;
 pub mod plan;

@@ -2,9 +2,10 @@
 //! `relay-shim` and the command → create the session folder (the profile's grants must exist to
 //! be resolved) → the network → build the profile → spawn `relay-shim` (status pipe at 3, token
 //! pipe at 5) around the sandbox command → wait for `started` → answer → supervise until the
-//! session ends. Each step makes the next stage (in its step's folder); a refusal is recorded with
-//! the audit row of the stage it reached, and leaves nothing behind but that row and its event:
-//! the folders this launch created are removed again.
+//! session ends. Each step borrows what came before and returns what it made (its type in its
+//! step's folder); a refusal is recorded with the audit row of the stage it reached, and leaves
+//! nothing behind but that row and its event: the launch's [`Guard`] removes the folders it
+//! created and ends its proxy.
 
 use std::ffi::OsString;
 use std::io::BufRead;
@@ -15,8 +16,10 @@ use serde_json::json;
 use crate::launch::context::Launch;
 pub use crate::launch::error::LaunchError;
 use crate::launch::error::{RequestError, StartError};
+use crate::launch::guard::Guard;
 use crate::launch::network::{stand_in, Handed, Networked, SessionProxy};
-use crate::launch::plan::request::{LaunchPlan, Request};
+use crate::launch::plan::request::Request;
+use crate::launch::plan::LaunchPlan;
 use crate::launch::prepare::claude_config;
 use crate::launch::prepare::programs;
 use crate::launch::prepare::session_folder::SessionFolder;
@@ -25,20 +28,20 @@ use crate::launch::prepare::Prepared;
 use crate::launch::sandbox::argv;
 pub use crate::launch::sandbox::argv::SSH_CONFIG;
 use crate::launch::sandbox::confine;
-use crate::launch::sandbox::{Confined, SessionArgv};
+use crate::launch::sandbox::SessionArgv;
 use crate::launch::session::audit_row::{AuditRow, Refused};
 pub use crate::launch::shim::shim_command::Stdin;
 use crate::launch::shim::start;
 pub use crate::launch::shim::start::START_TIMEOUT;
 use crate::launch::shim::wiring::ShimWiring;
-use crate::launch::shim::{Session, ShimCommand};
+use crate::launch::shim::{Session, ShimCommand, Spawned};
 use crate::settings::Settings;
 use crate::state::State;
 use crate::Host;
 use relay_shim::exit::ExitCode;
 use relay_shim::StatusEvent;
 use relay_token::sandbox::{self, SandboxNet};
-use relay_token::sys;
+use relay_token::{sys, ClaudeToken};
 
 /// Launches `request` and supervises the session until it ends. Returns the host's exit code:
 /// the session's own, or the refusal's code. Every outcome is written to the audit and event
@@ -92,16 +95,21 @@ fn refused(state: &State, r: &Refused) -> i32 {
     r.error.exit_code().code()
 }
 
-/// The accepted launch, stage by stage, up to its running session; a refusal carries the audit
-/// row of the stage it reached (the token only once handed over).
-fn start_session(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<Session, Box<Refused>> {
-    let row = AuditRow::of_validated(&v);
-    let spawned = shim_for(cx, v, stdin)
-        .and_then(|c| Ok(start::spawn(c)?))
-        .map_err(|e| row.refused(e))?;
-    let row = row.spawned(spawned.launch.token_mode());
-    crate::launch::session::started::wait_started(&cx.state, &row, spawned)
-        .map_err(|e| row.refused(e))
+/// The accepted launch, step by step, up to its running session: each step borrows what came
+/// before and returns what it made; the launch's [`Guard`] owns what a refusal must undo until
+/// the session starts. A refusal carries the audit row of the stage it reached (the token only
+/// once handed over).
+fn start_session(cx: &Launch, plan: LaunchPlan, stdin: Stdin) -> Result<Session, Box<Refused>> {
+    let row = AuditRow::of_validated(&plan);
+    let (mut prepared, mut guard) = prepare(cx, &plan).map_err(|e| row.refused(e))?;
+    let (argv, spawned) =
+        spawn_shim(cx, &mut prepared, &mut guard, stdin).map_err(|e| row.refused(e))?;
+    let row = row.spawned(prepared.token_mode());
+    let session =
+        crate::launch::session::started::wait_started(&cx.state, &row, &prepared, spawned, guard);
+    // bwrap's descriptors were held until the session started (or failed to).
+    drop(argv);
+    session.map_err(|e| row.refused(e))
 }
 
 /// The state folder checked, the settings read, the request validated.
@@ -118,15 +126,25 @@ fn accept(
     Ok((settings, v))
 }
 
-/// An accepted launch's steps up to the shim's command: prepared → networked → confined.
-fn shim_for(cx: &Launch, v: LaunchPlan, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
-    let prepared = prepare(cx, v)?;
-    let networked = connect(cx, prepared)?;
-    let confined = confine(cx, networked)?;
-    shim_command(cx, confined, stdin)
+/// A prepared launch's steps up to its spawned shim: networked → confined → the shim's command
+/// → spawned, the token handed over. Returns the sandbox's command line too: it holds bwrap's
+/// descriptors until the session started.
+fn spawn_shim(
+    cx: &Launch,
+    prepared: &mut Prepared,
+    guard: &mut Guard,
+    stdin: Stdin,
+) -> Result<(SessionArgv, Spawned), LaunchError> {
+    let token = prepared.token.take();
+    let networked = connect(cx, prepared, token, guard)?;
+    let argv = confine(cx, prepared, &networked)?;
+    let shim = shim_command(cx, prepared, &argv, stdin)?;
+    let spawned = start::spawn(shim, &argv, networked.handed.token)?;
+    Ok((argv, spawned))
 }
 
-/// The request checked against the settings, its project against the folder rules.
+/// The request checked against the settings, its project against the folder rules and the
+/// template's grants: the launch's plan.
 fn validate(
     host: &Host,
     state: &State,
@@ -134,51 +152,43 @@ fn validate(
     request: Request,
 ) -> Result<LaunchPlan, LaunchError> {
     let v = request.validate(settings)?;
-    let Some(given) = v.project.as_deref().map(Path::to_path_buf) else {
-        return Ok(v);
-    };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let own = [host.config_dir.as_path(), host.state_dir.as_path()];
-    let real = crate::launch::plan::project::check_project(&given, &own, me)?;
-    let claude_config = claude_config::launch_dir(&state.session_dir(v.session_id.as_str()));
-    if v.sandboxed && !confine::grants_show(host, &v.template.sandbox, &real, &claude_config)? {
-        let template = v.template.id.clone();
-        let project = given;
-        return Err(RequestError::ProjectNotGranted { project, template }.into());
-    }
-    Ok(v.with_real_project(real))
+    let session_dir = state.session_dir(v.session_id());
+    let claude_config = claude_config::launch_dir(&session_dir);
+    Ok(LaunchPlan::resolve(v, host, &claude_config)?)
 }
 
 /// The token read, the network checked against it, the programs found, the session folder
-/// made (and marked kept, and the Claude config seeded).
-fn prepare(cx: &Launch, v: LaunchPlan) -> Result<Prepared, LaunchError> {
+/// made (and marked kept, and the Claude config seeded): the folder goes to the launch's guard.
+fn prepare<'p>(cx: &Launch, v: &'p LaunchPlan) -> Result<(Prepared<'p>, Guard), LaunchError> {
     let (host, state, settings) = (cx.host, &cx.state, &cx.settings);
-    let session_dir = state.session_dir(v.session_id.as_str());
+    let session_dir = state.session_dir(v.session_id());
     if crate::state::session_locked(&session_dir) {
-        let session_id = v.session_id.as_str().to_string();
+        let session_id = v.session_id().to_string();
         return Err(RequestError::SessionRunning { session_id }.into());
     }
-    crate::launch::session::sessions::check_same_project(state, &v)?;
-    let token = LaunchToken::read(host, state, settings, &v)?;
-    crate::human::note_token(v.claude, v.sandboxed, token.carried());
-    if v.sandboxed {
-        crate::launch::network::check(&v.template.network(), token.carried(), settings)?;
+    crate::launch::session::sessions::check_same_project(state, v)?;
+    let token = LaunchToken::read(host, state, settings, v)?;
+    crate::human::note_token(v.claude(), v.sandboxed(), token.carried());
+    if v.sandboxed() {
+        crate::launch::network::check(&v.template().network(), token.carried(), settings)?;
     }
     let claude_config = claude_config::launch_dir(&session_dir);
-    let programs = programs::resolve(host, settings, &v, &claude_config, token.carried())?;
+    let programs = programs::resolve(host, settings, v, &claude_config, token.carried())?;
     let folder = SessionFolder::create(state.path(), &session_dir, &state.claude_config_dir())?;
-    if v.keep {
-        let _ = state.mark_kept(v.session_id.as_str());
+    let paths = folder.paths();
+    let guard = Guard::new(folder);
+    if v.keep() {
+        let _ = state.mark_kept(v.session_id());
     }
-    seed_claude_config(cx, &v, &claude_config, token.carried())?;
-    Ok(Prepared {
+    seed_claude_config(cx, v, &claude_config, token.carried())?;
+    let prepared = Prepared {
         v,
         token,
         programs,
-        folder,
+        folder: paths,
         claude_config,
-    })
+    };
+    Ok((prepared, guard))
 }
 
 /// The launch's own Claude config folder ([`claude_config`]), seeded from the operator's
@@ -194,118 +204,72 @@ fn seed_claude_config(
     let seed = claude_config::Seed {
         config_dir: &cx.host.config_dir,
         persistent: &cx.state.claude_config_dir(),
-        onboard: (v.claude && carries_token) || v.template.api_base_url.is_some(),
-        resume: resumes(v),
-        trust: v.project.as_deref().filter(|_| v.template.trusts_project()),
-        project: v.project.as_deref(),
+        onboard: (v.claude() && carries_token) || v.template().api_base_url.is_some(),
+        resume: v.resumes(),
+        trust: v.project().filter(|_| v.template().trusts_project()),
+        project: v.project(),
     };
     let what = format!("Claude config folder {}", launch_dir.display());
     claude_config::seed(launch_dir, &seed)
         .map_err(|e| crate::launch::spawn_error::spawn_err(what)(e).into())
 }
 
-/// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of them
-/// (`--continue`, which picks the newest), or none.
-fn resumes(v: &LaunchPlan) -> Option<Option<&str>> {
-    if let (true, Some(id)) = (v.claude, &v.resume) {
-        return Some(Some(id.as_str()));
-    }
-    if v.claude && v.continue_last {
-        return Some(None);
-    }
-    let args = &v.extra_args;
-    for (i, a) in args.iter().enumerate() {
-        match a.as_str() {
-            "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
-            "-c" | "--continue" => return Some(None),
-            _ => {}
-        }
-        if let Some(id) = a.strip_prefix("--resume=") {
-            return Some(Some(id));
-        }
-    }
-    None
-}
-
-/// The network of a sandboxed launch: the proxy of an allow-list starts here and ends with the
-/// session; in stand-in mode it is the session's `relay-stand-in`, which takes the token
-/// ([`crate::launch::network::stand_in`]).
-fn connect(cx: &Launch, mut launch: Prepared) -> Result<Networked, LaunchError> {
-    let token = launch.token.take();
+/// The network of a sandboxed launch: the proxy of an allow-list starts here and goes to the
+/// launch's guard (it ends with the session); in stand-in mode it is the session's
+/// `relay-stand-in`, which takes the real `token` ([`crate::launch::network::stand_in`]).
+fn connect(
+    cx: &Launch,
+    launch: &Prepared,
+    token: Option<ClaudeToken>,
+    guard: &mut Guard,
+) -> Result<Networked, LaunchError> {
+    let plain = |token| Handed {
+        token,
+        ca_file: None,
+    };
     if launch.programs.bwrap.is_none() {
-        let (net, proxy, handed) = (
-            None,
-            None,
-            Handed {
-                token,
-                ca_file: None,
-            },
-        );
-        return Ok(Networked {
-            launch,
-            net,
-            proxy,
-            handed,
-        });
+        let (net, handed) = (None, plain(token));
+        return Ok(Networked { net, handed });
     }
     let socket = crate::launch::network::session_socket(launch.folder.dir());
-    let network = launch.v.template.network();
+    let network = launch.v.template().network();
     crate::launch::network::check_socket(&network, &socket)?;
-    let (stand_in, handed) = match (token, launch.programs.stand_in.as_deref()) {
+    let handed = match (token, launch.programs.stand_in.as_deref()) {
         (Some(real), Some(program)) => {
-            let s = stand_in::begin(&launch, program, real, cx, &socket)?;
-            let handed = Handed {
-                token: Some(s.token),
-                ca_file: Some(s.ca_file),
-            };
-            (Some(s.proxy), handed)
+            let s = stand_in::begin(launch, program, real, cx, &socket)?;
+            guard.hold_proxy(SessionProxy::StandIn(s.proxy));
+            let (token, ca_file) = (Some(s.token), Some(s.ca_file));
+            Handed { token, ca_file }
         }
-        (token, _) => (
-            None,
-            Handed {
-                token,
-                ca_file: None,
-            },
-        ),
+        (token, _) => plain(token),
     };
-    let v = &launch.v;
     let (net, proxy) = crate::launch::network::start(
         &network,
         launch.programs.forwarder.as_deref(),
         launch.folder.dir(),
         &cx.state,
-        v.session_id.as_str(),
-        stand_in.is_some(),
+        launch.v.session_id(),
+        // Stand-in mode's relay-stand-in (which made the CA) already serves the socket.
+        handed.ca_file.is_some(),
     )?;
-    let proxy = match stand_in {
-        Some(s) => Some(SessionProxy::StandIn(s)),
-        None => proxy.map(SessionProxy::Here),
-    };
+    if let Some(p) = proxy {
+        guard.hold_proxy(SessionProxy::Here(p));
+    }
     let net = Some(net);
-    Ok(Networked {
-        launch,
-        net,
-        proxy,
-        handed,
-    })
+    Ok(Networked { net, handed })
 }
 
-/// The command line the shim runs around the session's own ([`argv::target_argv`]).
-fn confine(cx: &Launch, n: Networked) -> Result<Confined, LaunchError> {
-    let Networked {
+/// The command line the shim runs: the sandbox (or ssh) around the session's own
+/// ([`argv::target_argv`]).
+fn confine(cx: &Launch, launch: &Prepared, n: &Networked) -> Result<SessionArgv, LaunchError> {
+    let target = argv::target_argv(cx.host, &cx.settings, launch);
+    session_argv(
+        cx,
         launch,
-        net,
-        proxy,
-        handed,
-    } = n;
-    let target = argv::target_argv(cx.host, &cx.settings, &launch);
-    let argv = session_argv(cx, &launch, net, handed.ca_file.as_deref(), target)?;
-    Ok(Confined {
-        launch,
-        proxy,
-        argv,
-        handed,
-    })
+        n.net.clone(),
+        n.handed.ca_file.as_deref(),
+        target,
+    )
 }
 
 /// bwrap around the target (sandboxed), ssh to the remote host, or the target itself.
@@ -329,7 +293,7 @@ fn session_argv(
         };
         // The request's variables reach the sandboxed program only (bwrap's --setenv), never
         // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
-        let setenv: Vec<(OsString, OsString)> = (launch.v.env.iter())
+        let setenv: Vec<(OsString, OsString)> = (launch.v.env().iter())
             .map(|(k, val)| (k.into(), val.into()))
             .collect();
         return Ok(confine::sandbox_argv(
@@ -339,34 +303,26 @@ fn session_argv(
             &target,
         )?);
     }
-    if let (Some(h), Some(ssh)) = (&launch.v.ssh_host, &launch.programs.ssh) {
+    if let (Some(h), Some(ssh)) = (launch.v.ssh_host(), &launch.programs.ssh) {
         return Ok(SessionArgv::plain(argv::ssh_argv(cx.host, ssh, h, target)));
     }
     Ok(SessionArgv::plain(target))
 }
 
 /// The shim's wiring (a provider launch proves itself to the host: `--identity`, the secret at
-/// 3, status at 4) and its command.
-fn shim_command(cx: &Launch, c: Confined, stdin: Stdin) -> Result<ShimCommand, LaunchError> {
-    let v = &c.launch.v;
-    let identity = v.kind.proves_identity();
-    let wiring = ShimWiring::new(identity, cx.state.path(), v.session_id.as_str())
-        .map_err(StartError::Bridge)?;
-    let cmd = crate::launch::shim::shim_command::shim_command(&c, stdin, &wiring);
-    let Confined {
-        launch,
-        proxy,
-        argv,
-        handed,
-    } = c;
-    Ok(ShimCommand {
-        launch,
-        proxy,
-        argv,
-        wiring,
-        cmd,
-        token: handed.token,
-    })
+/// 3, status at 4) and its command around `argv`.
+fn shim_command(
+    cx: &Launch,
+    launch: &Prepared,
+    argv: &SessionArgv,
+    stdin: Stdin,
+) -> Result<ShimCommand, LaunchError> {
+    let v = launch.v;
+    let identity = v.kind().proves_identity();
+    let wiring =
+        ShimWiring::new(identity, cx.state.path(), v.session_id()).map_err(StartError::Bridge)?;
+    let cmd = crate::launch::shim::shim_command::shim_command(launch, argv, stdin, &wiring);
+    Ok(ShimCommand { wiring, cmd })
 }
 
 /// Records a refusal: the event, the audit row of the stage the launch reached, the log line,

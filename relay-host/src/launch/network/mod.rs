@@ -15,7 +15,6 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::launch::prepare::Prepared;
 use crate::net::proxy::{Denied, Proxy};
 use crate::net::{network_rules, token_network_allowed, HostNetworkRefused, Network};
 use crate::settings::Settings;
@@ -257,16 +256,12 @@ impl Error for NetworkError {
     }
 }
 
-/// A prepared launch with what its network step made: what the sandbox gets (a sandboxed
-/// launch only), the proxy of an allow-list, which ends with the session, and what the launch
-/// hands over.
+/// What a launch's network step made: what the sandbox gets (a sandboxed launch only) and
+/// what the launch hands over. The proxy of an allow-list it starts goes to the launch's
+/// guard ([`crate::launch::guard`]), and ends with the session.
 pub(crate) struct Networked {
-    /// The launch, as prepared (its token taken).
-    pub launch: Prepared,
     /// The sandbox's network, for a sandboxed launch.
     pub net: Option<SandboxNet>,
-    /// The allow-list's proxy (dropped after the session folder).
-    pub proxy: Option<SessionProxy>,
     /// What the launch hands over.
     pub handed: Handed,
 }

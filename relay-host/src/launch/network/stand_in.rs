@@ -70,7 +70,7 @@ pub(crate) fn begin(
             return Err(fail(e).into());
         }
     };
-    let (id, dir) = (launch.v.session_id.as_str(), launch.folder.dir());
+    let (id, dir) = (launch.v.session_id(), launch.folder.dir());
     let proxy = StandInProxy::new(child, reports(report, &cx.state, id, dir));
     let ca_file = launch.folder.dir().join(CA_FILE);
     write_ca(&ca_file, &ca).map_err(spawn_err(format_args!("{}", ca_file.display())))?;
@@ -147,7 +147,7 @@ fn spawn(
 ) -> std::io::Result<(std::process::Child, std::fs::File)> {
     use crate::stand_in::protocol::{Args, CA_FD, REPORT_FD, SYSTEM_CA_FD, TOKEN_FD};
     use std::os::fd::AsFd;
-    let template = &launch.v.template;
+    let template = launch.v.template();
     let mut allow = Vec::new();
     let network = template.network();
     if let Some(list) = crate::net::network_rules(&network).proxied {

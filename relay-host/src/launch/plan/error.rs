@@ -102,3 +102,25 @@ impl Error for RequestError {
         }
     }
 }
+
+/// Why a launch cannot be planned: the request as written ([`RequestError`]), or a template
+/// grant that cannot be expanded while the project is checked against the grants.
+#[derive(Debug)]
+pub(crate) enum PlanError {
+    /// The request, its project, or a project no grant shows.
+    Request(RequestError),
+    /// A template grant could not be expanded.
+    Grant(crate::launch::sandbox::error::SandboxStepError),
+}
+
+impl From<RequestError> for PlanError {
+    fn from(e: RequestError) -> Self {
+        PlanError::Request(e)
+    }
+}
+
+impl From<crate::launch::sandbox::error::SandboxStepError> for PlanError {
+    fn from(e: crate::launch::sandbox::error::SandboxStepError) -> Self {
+        PlanError::Grant(e)
+    }
+}

@@ -146,54 +146,36 @@ pub fn valid_session_id(id: &str) -> bool {
     relay_shim::SessionId::parse(id).is_some()
 }
 
-/// A request resolved against the settings: everything the later steps of a launch read, and
-/// nothing of the request's own words (the audit row keeps those). Made only by
-/// [`Request::validate`]; the launch replaces its project by the real path it checked.
+/// A request checked against the settings, before its project is: what
+/// [`Request::validate`] makes and the launch plan is made from. Its project
+/// is the folder as the request gave it; the plan holds the real one, checked once.
 ///
 /// ```
 /// use relay_host::launch::plan::request::Request;
 /// let r = Request::from_json(r#"{"kind": "terminal", "template": "shell", "session_id": "s1"}"#)?;
-/// let plan = r.validate(&Default::default())?;
-/// assert!(!plan.claude);
-/// assert!(plan.sandboxed);
-/// assert_eq!((plan.session_id.as_str(), plan.template.id.as_str()), ("s1", "shell"));
+/// assert!(r.validate(&Default::default()).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct LaunchPlan {
-    /// The kind of session asked for.
-    pub kind: Kind,
-    /// The template it resolved to.
-    pub template: Template,
-    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
-    pub claude: bool,
-    /// True when it runs in the sandbox (the request asks for it, it runs on this machine, and
-    /// the template has one).
-    pub sandboxed: bool,
-    /// The session id (given or generated).
-    pub session_id: String,
-    /// The project folder: as given until the launch checks it, then its real path.
-    pub project: Option<PathBuf>,
-    /// A Claude conversation to resume.
-    pub resume: Option<String>,
-    /// Continue the project's most recent Claude conversation.
-    pub continue_last: bool,
-    /// Arguments appended to the template's command.
-    pub extra_args: Vec<String>,
-    /// Variables set after the template's env.
-    pub env: BTreeMap<String, String>,
-    /// The machine an ssh launch runs on (never with the token).
-    pub ssh_host: Option<String>,
-    /// Keep the session folder after the session ends.
-    pub keep: bool,
+pub struct Validated {
+    pub(super) kind: Kind,
+    pub(super) template: Template,
+    pub(super) claude: bool,
+    pub(super) sandboxed: bool,
+    pub(super) session_id: String,
+    pub(super) project: Option<PathBuf>,
+    pub(super) resume: Option<String>,
+    pub(super) continue_last: bool,
+    pub(super) extra_args: Vec<String>,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) ssh_host: Option<String>,
+    pub(super) keep: bool,
 }
 
-impl LaunchPlan {
-    /// The plan with its project replaced by the real path the launch checked.
-    pub(crate) fn with_real_project(mut self, real: PathBuf) -> LaunchPlan {
-        self.project = Some(real);
-        self
+impl Validated {
+    /// The session id (given or generated).
+    pub(crate) fn session_id(&self) -> &str {
+        &self.session_id
     }
 }
 
@@ -224,7 +206,7 @@ impl Request {
     /// let r = Request::from_json(r#"{"kind": "pi", "template": "claude-code"}"#).unwrap();
     /// assert!(r.validate(&Default::default()).is_err());
     /// ```
-    pub fn validate(self, settings: &Settings) -> Result<LaunchPlan, InvalidSpec> {
+    pub fn validate(self, settings: &Settings) -> Result<Validated, InvalidSpec> {
         let template_id = match (self.kind, self.template.as_deref()) {
             (Kind::Claude, None) | (Kind::Claude, Some(CLAUDE_TEMPLATE)) => CLAUDE_TEMPLATE,
             (Kind::Claude, Some(t)) => {
@@ -278,7 +260,7 @@ impl Request {
         }
         let claude = template.id == CLAUDE_TEMPLATE && self.kind.may_run_claude();
         let sandboxed = self.sandbox && self.host.is_none() && template.sandbox.grants().is_some();
-        Ok(LaunchPlan {
+        Ok(Validated {
             kind: self.kind,
             template,
             claude,
@@ -321,46 +303,6 @@ pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
 /// loader's (`LD_*`), the API client's (`ANTHROPIC_*`), Claude Code's own (`CLAUDE*`) and Node's
 /// options. Each can send the token elsewhere or run code beside it.
 pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
-
-/// Checks what a request adds to a launch that carries the token: each `env` name must be in
-/// the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`]; `extra_args`
-/// pass [`crate::launch::plan::claude_args::check`]: read with Claude Code's grammar, each option as classified,
-/// no subcommand but `auth status`.
-///
-/// ```
-/// use relay_host::launch::plan::request::{check_token_request, Request};
-/// let r = Request::from_json(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#)?;
-/// let plan = r.validate(&Default::default())?;
-/// let e = check_token_request(&plan, &["ANTHROPIC_BASE_URL".to_string()]).unwrap_err();
-/// assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
-/// let r = Request::from_json(r#"{"kind": "claude", "extra_args": ["--settings={}"]}"#)?;
-/// let plan = r.validate(&Default::default())?;
-/// assert!(check_token_request(&plan, &[]).unwrap_err().to_string().contains("--settings"));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn check_token_request(
-    request: &LaunchPlan,
-    allowed_env: &[String],
-) -> Result<(), InvalidSpec> {
-    for k in request.env.keys() {
-        if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
-            return Err(InvalidSpec::EnvPrefix {
-                name: k.clone(),
-                prefix: p,
-            });
-        }
-        if !allowed_env.iter().any(|a| a == k) {
-            return Err(InvalidSpec::EnvNotAllowed(k.clone()));
-        }
-    }
-    crate::launch::plan::claude_args::check(&request.extra_args).map_err(|(index, rule)| {
-        InvalidSpec::Arg {
-            index,
-            arg: request.extra_args[index].clone(),
-            rule,
-        }
-    })
-}
 
 /// The most bytes a request's `env` (names and values) or `extra_args` may hold together: well
 /// below the kernel's limit on an exec's arguments and environment.

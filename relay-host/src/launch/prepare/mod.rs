@@ -12,26 +12,27 @@ pub(crate) mod token;
 
 use std::path::{Path, PathBuf};
 
-use crate::launch::plan::request::LaunchPlan;
+use crate::launch::plan::LaunchPlan;
 use programs::Programs;
-use session_folder::SessionFolder;
+use session_folder::SessionPaths;
 use token::LaunchToken;
 
-/// A launch plan with its token read, its programs found and its session folder made.
-pub(crate) struct Prepared {
-    /// The launch plan: the request resolved against the settings.
-    pub v: LaunchPlan,
+/// What the prepare step made for a launch plan: its token read, its programs found, its
+/// session folder made (owned by the launch's guard) and its Claude config folder.
+pub(crate) struct Prepared<'p> {
+    /// The launch plan this was prepared for.
+    pub v: &'p LaunchPlan,
     /// The token file it denies and the token it carries.
     pub token: LaunchToken,
     /// The programs it runs.
     pub programs: Programs,
-    /// Its session folder, locked.
-    pub folder: SessionFolder,
+    /// Where its session folder is.
+    pub folder: SessionPaths,
     /// The launch's own Claude config folder ([`crate::launch::prepare::claude_config`]).
     pub claude_config: PathBuf,
 }
 
-impl Prepared {
+impl Prepared<'_> {
     /// True when the launch carries the token.
     pub(crate) fn carries_token(&self) -> bool {
         self.token.carried()
@@ -49,6 +50,6 @@ impl Prepared {
 
     /// The project folder (its real path), if any.
     pub(crate) fn project(&self) -> Option<&Path> {
-        self.v.project.as_deref()
+        self.v.project()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::launch::plan::request::LaunchPlan;
+use crate::launch::plan::LaunchPlan;
 use crate::launch::prepare::error::{PrepareError, ProgramError};
 use crate::launch::spawn_error::spawn_err;
 use crate::net::network_rules;
@@ -50,23 +50,23 @@ pub(crate) fn resolve(
 ) -> Result<Programs, PrepareError> {
     let shim = host.find_shim(settings).map_err(ProgramError::Shim)?;
     let command = find_command(v)?;
-    let (bwrap, features) = match v.sandboxed {
+    let (bwrap, features) = match v.sandboxed() {
         true => find_sandbox(settings).map(|(p, f)| (Some(p), f))?,
         false => (None, Default::default()),
     };
-    let ssh = match &v.ssh_host {
+    let ssh = match v.ssh_host() {
         Some(_) => Some(relay_token::which::find_program("ssh").ok_or(ProgramError::SshNotFound)?),
         None => None,
     };
     let rw_grants = reach::rw_grants_in(
         &host.home,
         settings,
-        v.project.as_deref(),
+        v.project(),
         claude_config,
         &sandbox::Realpaths::default(),
     );
-    let network = v.template.network();
-    let forwarder = match (v.sandboxed, network_rules(&network).proxied) {
+    let network = v.template().network();
+    let forwarder = match (v.sandboxed(), network_rules(&network).proxied) {
         (true, Some(_)) => Some(
             crate::net::forwarder_program()
                 .map_err(spawn_err("relay-host's own path".to_string()))?,
@@ -94,9 +94,9 @@ pub(crate) fn resolve(
 /// True when the launch runs in stand-in mode: its template asks for it, it is sandboxed with
 /// an allow-list (the settings refuse stand-in mode otherwise) and it carries the token.
 pub(crate) fn stand_in_mode(v: &LaunchPlan, carries_token: bool) -> bool {
-    v.template.token_mode.hands_stand_in()
-        && v.sandboxed
-        && network_rules(&v.template.network()).proxied.is_some()
+    v.template().token_mode.hands_stand_in()
+        && v.sandboxed()
+        && network_rules(&v.template().network()).proxied.is_some()
         && carries_token
 }
 
@@ -116,8 +116,8 @@ fn find_stand_in() -> Result<PathBuf, PrepareError> {
 /// The template's command on `PATH`; a remote (ssh) launch names a program on the other
 /// machine: it is not looked up here.
 fn find_command(v: &LaunchPlan) -> Result<PathBuf, ProgramError> {
-    let name = &v.template.command[0];
-    match &v.ssh_host {
+    let name = &v.template().command[0];
+    match v.ssh_host() {
         Some(_) => Ok(PathBuf::from(name)),
         None => relay_token::which::find_program(name)
             .ok_or_else(|| ProgramError::CommandNotFound { name: name.clone() }),
@@ -139,7 +139,7 @@ fn find_sandbox(
 /// Refuses a program a session could have planted.
 fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), ProgramError> {
     let guarded = reach::guarded_folders(&host.home, &p.rw_grants);
-    let local = v.ssh_host.is_none().then_some(("command", &p.command));
+    let local = v.ssh_host().is_none().then_some(("command", &p.command));
     let checks = [Some(("relay-shim", &p.shim)), local]
         .into_iter()
         .flatten()
@@ -157,7 +157,7 @@ fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), Progra
 
 /// A local command by its real path.
 fn real_command(v: &LaunchPlan, mut p: Programs) -> Result<Programs, PrepareError> {
-    if v.ssh_host.is_none() {
+    if v.ssh_host().is_none() {
         p.command = p
             .command
             .canonicalize()

@@ -52,6 +52,27 @@ impl SessionFolder {
         })
     }
 
+    /// Where the session folder and its temp folder are, for the steps that use them.
+    pub(crate) fn paths(&self) -> SessionPaths {
+        SessionPaths {
+            tmp: self.tmp.clone(),
+        }
+    }
+
+    /// The launch succeeded: the folder stays, and its lock goes to the session.
+    pub(crate) fn keep(mut self) -> File {
+        self.made.keep();
+        self.lock.take().expect("the lock is taken once")
+    }
+}
+
+/// Where a launch's session folder is, and its temp folder (the [`SessionFolder`] itself is
+/// owned by the launch's guard).
+pub(crate) struct SessionPaths {
+    tmp: PathBuf,
+}
+
+impl SessionPaths {
     /// The session's temp folder (`/tmp` in its sandbox).
     pub(crate) fn tmp(&self) -> &Path {
         &self.tmp
@@ -60,12 +81,6 @@ impl SessionFolder {
     /// The session folder itself.
     pub(crate) fn dir(&self) -> &Path {
         self.tmp.parent().unwrap_or(&self.tmp)
-    }
-
-    /// The launch succeeded: the folder stays, and its lock goes to the session.
-    pub(crate) fn keep(mut self) -> File {
-        self.made.keep();
-        self.lock.take().expect("the lock is taken once")
     }
 }
 

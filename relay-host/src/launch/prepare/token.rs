@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::launch::plan::error::RequestError;
-use crate::launch::plan::request::{check_token_request, LaunchPlan};
+use crate::launch::plan::LaunchPlan;
 use crate::launch::prepare::error::{PrepareError, TokenError};
 use crate::settings::Settings;
 use crate::state::State;
@@ -31,12 +31,12 @@ impl LaunchToken {
         settings: &Settings,
         v: &LaunchPlan,
     ) -> Result<LaunchToken, PrepareError> {
-        let path = match v.sandboxed {
+        let path = match v.sandboxed() {
             true => claude_token_path_in(&settings.claude_token_file, Some(&host.home))
                 .map_err(TokenError::Path)?,
             false => None,
         };
-        let Some(p) = path.as_deref().filter(|_| v.claude) else {
+        let Some(p) = path.as_deref().filter(|_| v.claude()) else {
             let (token, carried) = (None, false);
             return Ok(LaunchToken {
                 path,
@@ -83,10 +83,10 @@ pub(crate) fn read_usable(path: &Path) -> Result<ClaudeToken, TokenError> {
 }
 
 /// Refuses a token launch whose request could send the token elsewhere: what it adds
-/// ([`check_token_request`]), or a project whose git data another folder's repository holds.
+/// ([`LaunchPlan::check_token_request`]), or a project whose git data another folder's repository holds.
 fn check_request(v: &LaunchPlan) -> Result<(), PrepareError> {
-    check_token_request(v, &v.template.request_env)?;
-    let project = v.project.as_deref();
+    v.check_token_request()?;
+    let project = v.project();
     let redirect = project.and_then(sandbox::git_guard::common_dir_redirect);
     // A `commondir` holding `.` (what Claude Code's own tool sandbox leaves) redirects nothing:
     // removed, not refused.

@@ -22,11 +22,11 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
     let program = &launch.programs.command;
     let mut target: Vec<OsString> = vec![program.as_os_str().to_os_string()];
     target.extend(
-        v.template.command[1..]
+        v.template().command[1..]
             .iter()
             .map(|a| OsString::from(subst(a, &launch.claude_config, project))),
     );
-    let adds_dirs = crate::launch::plan::claude_args::adds_dirs(&v.extra_args);
+    let adds_dirs = crate::launch::plan::claude_args::adds_dirs(v.extra_args());
     if launch.carries_token() && (adds_dirs || !trusted(host, settings, project)) {
         // A session without the token may have written the project's Claude settings (a base
         // URL, hooks), or an added folder's agents and skills: a launch that carries it reads
@@ -34,19 +34,19 @@ pub(crate) fn target_argv(host: &Host, settings: &Settings, launch: &Prepared) -
         target.push("--setting-sources".into());
         target.push("user".into());
     }
-    if let (true, Some(r)) = (v.claude, &v.resume) {
+    if let (true, Some(r)) = (v.claude(), &v.resume()) {
         target.push("--resume".into());
         target.push(r.into());
     }
-    if v.claude && v.continue_last {
+    if v.claude() && v.continue_last() {
         target.push("--continue".into());
     }
     if launch.carries_token() {
         // As checked: a one-word prompt for the terminal UI is kept from reading as a command.
-        let args = crate::launch::plan::claude_args::for_claude(&v.extra_args);
+        let args = crate::launch::plan::claude_args::for_claude(v.extra_args());
         target.extend(args.into_iter().map(OsString::from));
     } else {
-        target.extend(v.extra_args.iter().map(OsString::from));
+        target.extend(v.extra_args().iter().map(OsString::from));
     }
     target
 }

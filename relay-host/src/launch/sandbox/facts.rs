@@ -20,7 +20,7 @@ use relay_token::sandbox::{self, git_guard};
 pub(crate) struct Inputs<'a> {
     pub host: &'a Host,
     pub settings: &'a Settings,
-    pub launch: &'a Prepared,
+    pub launch: &'a Prepared<'a>,
     /// Stand-in mode: the session CA's certificate, which the sandbox shows read-only.
     pub ca_file: Option<&'a Path>,
     /// The launch's sandbox program (bwrap; `sandbox-exec` on macOS).
@@ -43,15 +43,11 @@ pub(crate) fn gather(
     state_dir: &Path,
     setenv: &[(OsString, OsString)],
 ) -> Result<Facts, SandboxStepError> {
-    let l = i.launch;
+    let (l, template) = (i.launch, i.launch.v.template());
     let (home, project) = (&i.host.home, l.project());
     let real = |p: &Path| i.real.of(p).unwrap_or_else(|_| p.to_path_buf());
     let mut grants = Vec::new();
-    for (path, access) in
-        l.v.template
-            .sandbox
-            .expanded(home, project, &l.claude_config)?
-    {
+    for (path, access) in (template.sandbox).expanded(home, project, &l.claude_config)? {
         let real = real(&path);
         grants.push(Grant { path, real, access });
     }
@@ -93,7 +89,7 @@ pub(crate) fn gather(
         stand_in_ca: system::stand_in_ca(i.ca_file),
         nodump: system::NODUMP,
         git,
-        template_path: l.v.template.env.get("PATH").map(OsString::from),
+        template_path: template.env.get("PATH").map(OsString::from),
         host_path: std::env::var_os("PATH"),
         request_env: setenv.to_vec(),
         write_deny_extra: write_deny_extra(i, &shared)?,

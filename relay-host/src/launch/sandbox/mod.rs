@@ -23,9 +23,6 @@ use seatbelt as system;
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 
-use crate::launch::network::{Handed, SessionProxy};
-use crate::launch::prepare::Prepared;
-
 /// The command line the shim runs (bwrap around the target, ssh to the remote host, or the
 /// target itself), and what the shim hands on with it.
 pub(crate) struct SessionArgv {
@@ -51,17 +48,4 @@ impl SessionArgv {
             args_file: None,
         }
     }
-}
-
-/// A launch with the command line the shim runs: bwrap around the target, ssh to the remote
-/// host, or the target itself.
-pub(crate) struct Confined {
-    /// The launch.
-    pub launch: Prepared,
-    /// The allow-list's proxy.
-    pub proxy: Option<SessionProxy>,
-    /// The shim's command line and what it hands on with it.
-    pub argv: SessionArgv,
-    /// What the launch hands over (its token; the CA file is shown by the sandbox).
-    pub handed: Handed,
 }

@@ -5,7 +5,8 @@
 use serde_json::{json, Value};
 
 use crate::launch::error::LaunchError;
-use crate::launch::plan::request::{LaunchPlan, Request};
+use crate::launch::plan::request::Request;
+use crate::launch::plan::LaunchPlan;
 
 /// The token mode of a launch that handed nothing on fd 5.
 const NONE: &str = "none";
@@ -55,11 +56,11 @@ impl AuditRow {
     /// A validated launch, which has not handed the token over (yet).
     pub(crate) fn of_validated(v: &LaunchPlan) -> AuditRow {
         AuditRow {
-            kind: v.kind.as_str(),
-            template: v.template.id.clone(),
-            sandbox: v.sandboxed,
+            kind: v.kind().as_str(),
+            template: v.template().id.clone(),
+            sandbox: v.sandboxed(),
             token_mode: NONE,
-            session_id: Some(v.session_id.as_str().to_string()),
+            session_id: Some(v.session_id().to_string()),
         }
     }
 

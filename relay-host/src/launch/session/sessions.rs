@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::human::path_json;
 use crate::launch::error::{LaunchError, RequestError};
-use crate::launch::plan::request::LaunchPlan;
+use crate::launch::plan::LaunchPlan;
 use crate::settings::SameProject;
 use crate::state::{self, SESSIONS_DIR};
 
@@ -62,16 +62,16 @@ impl Record {
     /// The record of a launch that started: its request, its program's and shim's pids, whether
     /// it carries the token.
     pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token_mode: &str) -> Record {
-        let network = if v.sandboxed {
-            v.template.network().word()
+        let network = if v.sandboxed() {
+            v.template().network().word()
         } else {
             "host"
         };
         Record {
-            id: v.session_id.as_str().to_string(),
-            template: v.template.id.clone(),
-            kind: v.kind.as_str().to_string(),
-            project: v.project.as_deref().map(Path::to_path_buf),
+            id: v.session_id().to_string(),
+            template: v.template().id.clone(),
+            kind: v.kind().as_str().to_string(),
+            project: v.project().map(Path::to_path_buf),
             pid,
             shim_pid,
             host_pid: std::process::id(),
@@ -177,9 +177,8 @@ pub fn running(state_dir: &Path) -> Vec<Record> {
 /// template's `same_project` rule. Refuses, or prints the warning (and logs it), or says
 /// nothing.
 pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result<(), LaunchError> {
-    let rule = v.template.same_project.unwrap_or_default();
-    let (Some(project), true, false) = (v.project.as_deref(), v.claude, rule == SameProject::Allow)
-    else {
+    let rule = v.template().same_project.unwrap_or_default();
+    let (Some(project), true, false) = (v.project(), v.claude(), rule == SameProject::Allow) else {
         return Ok(());
     };
     let others: Vec<Record> = running(state.path())

@@ -7,19 +7,24 @@ use serde_json::json;
 use std::process::Child;
 
 use crate::launch::error::{LaunchError, StartError};
+use crate::launch::guard::Guard;
+use crate::launch::prepare::Prepared;
 use crate::launch::session::audit_row::AuditRow;
 use crate::launch::shim::start::{read_started, START_TIMEOUT};
 use crate::launch::shim::{Session, Spawned};
 use crate::state::State;
 
-/// Waits for `started` and records it; a shim that fails first is killed and reaped, and one
-/// whose start cannot be recorded is stopped at once.
+/// Waits for the `started` of the shim `s` spawned for `launch` and records it; the launch's
+/// `guard` is kept then. A shim that fails first is killed and reaped, and one whose start
+/// cannot be recorded is stopped at once (the guard then undoes the launch).
 pub(crate) fn wait_started(
     state: &State,
     row: &AuditRow,
+    launch: &Prepared,
     mut s: Spawned,
+    guard: Guard,
 ) -> Result<Session, LaunchError> {
-    let bwrap = s.launch.programs.bwrap.clone();
+    let bwrap = launch.programs.bwrap.clone();
     let pid = match read_started(&mut s.status, START_TIMEOUT, &mut s.gate, bwrap.as_deref()) {
         Ok(pid) => pid,
         Err(e) => {
@@ -28,46 +33,47 @@ pub(crate) fn wait_started(
             return Err(e.into());
         }
     };
-    record_started(state, row, &s, pid).inspect_err(|_| {
+    record_started(state, row, launch, &s, pid).inspect_err(|_| {
         // The disk filled (or the log went) since the check: the session is stopped at once
         // rather than run unrecorded.
         stop_at_once(&mut s.shim, pid);
     })?;
     Ok(Session {
-        id: s.launch.v.session_id.as_str().to_string(),
-        sandboxed: s.launch.v.sandboxed,
+        id: launch.v.session_id().to_string(),
+        sandboxed: launch.v.sandboxed(),
         shim: s.shim,
         status: s.status,
-        _proxy: s.proxy,
-        _lock: s.launch.folder.keep(),
+        _kept: guard.keep(),
     })
 }
 
 /// Records a session that started: its earlier `ended` mark gone (a kept folder resumed), the
 /// identity events and the launch event, the audit row (an error when it cannot be written:
 /// the caller stops the session), the log line.
-fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Result<(), LaunchError> {
-    let v = &s.launch.v;
+fn record_started(
+    state: &State,
+    row: &AuditRow,
+    launch: &Prepared,
+    s: &Spawned,
+    pid: i64,
+) -> Result<(), LaunchError> {
+    let v = launch.v;
     // Removed only now, so a refused resume leaves the folder as it was.
-    let _ = std::fs::remove_file(s.launch.folder.dir().join(crate::state::ENDED_MARK));
-    for e in s.gate.events(v.session_id.as_str()) {
+    let _ = std::fs::remove_file(launch.folder.dir().join(crate::state::ENDED_MARK));
+    for e in s.gate.events(v.session_id()) {
         let _ = state.event(&e);
     }
     let token_mode = crate::launch::session::answer::token_mode_word(
-        s.launch.carries_token(),
-        v.template.token_mode,
+        launch.carries_token(),
+        v.template().token_mode,
     );
-    let mut answer = crate::launch::session::answer::started(
-        v.session_id.as_str(),
-        pid,
-        token_mode,
-        &v.template.id,
-    );
+    let mut answer =
+        crate::launch::session::answer::started(v.session_id(), pid, token_mode, &v.template().id);
     answer["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&answer);
     let record =
-        crate::launch::session::sessions::Record::of(v, pid, s.shim.id(), s.launch.token_mode());
-    let _ = record.write(s.launch.folder.dir());
+        crate::launch::session::sessions::Record::of(v, pid, s.shim.id(), launch.token_mode());
+    let _ = record.write(launch.folder.dir());
     state.audit(row.row("ok", "started")).map_err(|source| {
         let audit = state.path().join(crate::state::AUDIT_FILE);
         StartError::Unrecorded { audit, source }
@@ -75,9 +81,9 @@ fn record_started(state: &State, row: &AuditRow, s: &Spawned, pid: i64) -> Resul
     crate::launch::session::answer::print(&answer);
     state.log(&format!(
         "session {} started: pid {pid}, template {}, sandbox {}, token {} ({})",
-        v.session_id.as_str(),
-        v.template.id,
-        v.sandboxed,
+        v.session_id(),
+        v.template().id,
+        v.sandboxed(),
         row.token_word(),
         row.token_mode()
     ));

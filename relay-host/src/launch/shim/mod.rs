@@ -11,35 +11,19 @@ use std::fs::File;
 use std::io::BufReader;
 use std::process::{Child, Command};
 
-use crate::launch::network::SessionProxy;
-use crate::launch::prepare::Prepared;
-use crate::launch::sandbox::SessionArgv;
+use crate::launch::guard::Kept;
 use wiring::{Gate, ShimWiring};
 
-/// A launch with the `relay-shim` command that runs it, and the shim's launch-identity wiring.
+/// The `relay-shim` command that runs a launch, and the shim's launch-identity wiring.
 pub(crate) struct ShimCommand {
-    /// The launch.
-    pub launch: Prepared,
-    /// The allow-list's proxy.
-    pub proxy: Option<SessionProxy>,
-    /// The shim's command line and what it hands on with it.
-    pub argv: SessionArgv,
     /// The shim's status descriptor and launch identity.
     pub wiring: ShimWiring,
     /// The command.
     pub cmd: Command,
-    /// What fd 5 carries, when the launch carries the token.
-    pub token: Option<relay_token::ClaudeToken>,
 }
 
-/// A launch whose shim was spawned (the token handed over), waiting for `started`.
+/// A launch's shim, spawned (the token handed over), waiting for `started`.
 pub(crate) struct Spawned {
-    /// The launch.
-    pub launch: Prepared,
-    /// The allow-list's proxy.
-    pub proxy: Option<SessionProxy>,
-    /// The shim's command line; its descriptors are held until the session started.
-    pub _argv: SessionArgv,
     /// The shim.
     pub shim: Child,
     /// The shim's status pipe.
@@ -58,8 +42,6 @@ pub(crate) struct Session {
     pub shim: Child,
     /// The shim's status pipe.
     pub status: BufReader<File>,
-    /// The session folder's lock, held while the session runs.
-    pub _lock: File,
-    /// The allow-list's proxy, which ends with the session.
-    pub _proxy: Option<SessionProxy>,
+    /// The session folder's lock and the allow-list's proxy, held while the session runs.
+    pub _kept: Kept,
 }

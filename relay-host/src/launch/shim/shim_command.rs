@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
+use crate::launch::prepare::Prepared;
 use crate::launch::sandbox::argv::subst;
 use crate::launch::sandbox::confine;
-use crate::launch::sandbox::{Confined, SessionArgv};
+use crate::launch::sandbox::SessionArgv;
 use crate::launch::shim::wiring::ShimWiring;
 use relay_shim::{SessionId, ShimOptions};
 use relay_token::sandbox;
@@ -24,21 +25,26 @@ pub enum Stdin {
     Null,
 }
 
-/// The `relay-shim` command that runs `c`: the environment ([`shim_env`]), the flags, the
-/// confined command line, the working folder and stdin.
-pub(crate) fn shim_command(c: &Confined, stdin: Stdin, wiring: &ShimWiring) -> Command {
-    let (launch, v) = (&c.launch, &c.launch.v);
+/// The `relay-shim` command that runs the prepared `launch` in `argv` (the sandbox's command
+/// line): the environment ([`shim_env`]), the flags, the working folder and stdin.
+pub(crate) fn shim_command(
+    launch: &Prepared,
+    argv: &SessionArgv,
+    stdin: Stdin,
+    wiring: &ShimWiring,
+) -> Command {
+    let v = launch.v;
     let shim = &launch.programs.shim;
     let mut cmd = Command::new(shim);
     if shim.file_name().is_some_and(|n| n != "relay-shim") {
         // This relay-host itself: started under the name relay-shim, it acts as the shim.
         std::os::unix::process::CommandExt::arg0(&mut cmd, "relay-shim");
     }
-    crate::launch::tie::tie_to_host(&mut cmd, v.sandboxed);
-    cmd.args(shim_options(c, wiring).to_args());
-    shim_env(c).apply(&mut cmd);
+    crate::launch::tie::tie_to_host(&mut cmd, v.sandboxed());
+    cmd.args(shim_options(launch, argv, wiring).to_args());
+    shim_env(launch).apply(&mut cmd);
     // bwrap changes folder itself (`--chdir`); sandbox-exec runs where it is started.
-    if let (false, Some(p)) = (v.sandboxed && cfg!(target_os = "linux"), launch.project()) {
+    if let (false, Some(p)) = (v.sandboxed() && cfg!(target_os = "linux"), launch.project()) {
         cmd.current_dir(p);
     }
     if stdin == Stdin::Null {
@@ -47,22 +53,22 @@ pub(crate) fn shim_command(c: &Confined, stdin: Stdin, wiring: &ShimWiring) -> C
     cmd
 }
 
-/// The shim's command line for `c`, as the shim's own [`ShimOptions`] type, so what the host
-/// writes is what the shim parses.
-fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
-    let (launch, v) = (&c.launch, &c.launch.v);
-    let mut argv = c.argv.argv.iter().cloned();
+/// The shim's command line for `launch` in `session`, as the shim's own [`ShimOptions`] type,
+/// so what the host writes is what the shim parses.
+fn shim_options(launch: &Prepared, session: &SessionArgv, wiring: &ShimWiring) -> ShimOptions {
+    let v = launch.v;
+    let mut argv = session.argv.iter().cloned();
     ShimOptions {
         pass_token: launch.carries_token(),
-        keep_env: kept_template_credentials(c),
+        keep_env: kept_template_credentials(launch),
         identity: wiring.identity(),
         pty: false,
-        sandbox_profile: (v.sandboxed && cfg!(target_os = "macos"))
+        sandbox_profile: (v.sandboxed() && cfg!(target_os = "macos"))
             .then(|| launch.folder.dir().join(confine::SBPL_FILE)),
         status_fd: wiring.status_fd(),
-        session_id: SessionId::parse(v.session_id.as_str()),
-        pass_fds: passed_fds(&c.argv),
-        sandbox_status_fd: c.argv.status_fd,
+        session_id: SessionId::parse(v.session_id()),
+        pass_fds: passed_fds(session),
+        sandbox_status_fd: session.status_fd,
         // If the host is lost (`kill -9`), the shim cleans up after the session.
         cleanup: Some(launch.folder.dir().to_path_buf()),
         program: argv.next().unwrap_or_default(),
@@ -74,11 +80,10 @@ fn shim_options(c: &Confined, wiring: &ShimWiring) -> ShimOptions {
 /// outranking the descriptor (`ChildEnv::drops_beside_token`), without it the descriptor's
 /// variable. The template set them on purpose, after the inherited environment was scrubbed,
 /// so the shim keeps them (without a token a template's value passes unchanged).
-fn kept_template_credentials(c: &Confined) -> Vec<String> {
-    let launch = &c.launch;
+fn kept_template_credentials(launch: &Prepared) -> Vec<String> {
     let token_var = relay_token::TOKEN_FD_VAR;
     let carries_token = launch.carries_token();
-    (launch.v.template.env.keys())
+    (launch.v.template().env.keys())
         .filter(|k| match carries_token {
             true => ChildEnv::drops_beside_token(k) && k.as_str() != token_var,
             false => k.as_str() == token_var,
@@ -90,11 +95,11 @@ fn kept_template_credentials(c: &Confined) -> Vec<String> {
 /// The shim's environment: the template's variables (placeholders filled in), unsandboxed the
 /// request's too, the gateway's base URL, git's guard for a token launch, the session id and
 /// `TMPDIR`.
-fn shim_env(c: &Confined) -> ChildEnv {
-    let (launch, v) = (&c.launch, &c.launch.v);
+fn shim_env(launch: &Prepared) -> ChildEnv {
+    let v = launch.v;
     let carries_token = launch.carries_token();
     let mut env_vars: BTreeMap<String, String> = v
-        .template
+        .template()
         .env
         .iter()
         .map(|(k, val)| {
@@ -104,12 +109,12 @@ fn shim_env(c: &Confined) -> ChildEnv {
             )
         })
         .collect();
-    if !v.sandboxed {
+    if !v.sandboxed() {
         // Unsandboxed, the request's variables go to the shim's environment too: no token is
         // handed over, and the requester runs its program outside any sandbox anyway.
-        env_vars.extend(v.env.clone());
+        env_vars.extend(v.env().clone());
     }
-    if let Some(g) = &v.template.api_base_url {
+    if let Some(g) = &v.template().api_base_url {
         env_vars.insert(crate::settings::BASE_URL_VARIABLE.into(), g.url().into());
     }
     let mut env = ChildEnv::from_current(&env_vars, carries_token);
@@ -119,10 +124,10 @@ fn shim_env(c: &Confined) -> ChildEnv {
             env.set(k, val);
         }
     }
-    env.set(relay_shim::SESSION_ID_VAR, v.session_id.as_str());
+    env.set(relay_shim::SESSION_ID_VAR, v.session_id());
     // bwrap binds the session's temp folder at /tmp; elsewhere (unsandboxed, or macOS, where
     // the profile grants the folder itself) TMPDIR names it.
-    if v.sandboxed && cfg!(target_os = "linux") {
+    if v.sandboxed() && cfg!(target_os = "linux") {
         env.set("TMPDIR", "/tmp");
     } else {
         env.set("TMPDIR", launch.folder.tmp());

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use relay_shim::StatusEvent;
 
 use crate::launch::sandbox::confine;
+use crate::launch::sandbox::SessionArgv;
 use crate::launch::shim::error::{ShimError, StartError};
 use crate::launch::shim::wiring::Gate;
 use crate::launch::shim::{ShimCommand, Spawned};
@@ -23,22 +24,20 @@ use relay_token::{sys, ClaudeToken, TokenPipe};
 /// How long the host waits for the shim's `started` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Spawns the shim of `s`, handing it the status pipe, the wiring's descriptors, bwrap's
-/// descriptors and the token (which is dropped here).
-pub(crate) fn spawn(s: ShimCommand) -> Result<Spawned, ShimError> {
+/// Spawns the shim `s`, handing it the status pipe, the wiring's descriptors, bwrap's
+/// descriptors (of `argv`, which the caller holds until the session started) and the token
+/// (which is dropped here).
+pub(crate) fn spawn(
+    s: ShimCommand,
+    argv: &SessionArgv,
+    token: Option<ClaudeToken>,
+) -> Result<Spawned, ShimError> {
     // Everything this launch made is recorded by now: a SIGTERM held back ends the host here,
     // leaving what `gc` removes. Not later: forwarded the moment bwrap reports its sandbox, it
     // can reach bwrap before the sandbox's init has tied itself to bwrap's life, and that init
     // would run on alone.
     crate::launch::signals::undefer();
-    let ShimCommand {
-        launch,
-        proxy,
-        argv,
-        wiring,
-        mut cmd,
-        token,
-    } = s;
+    let ShimCommand { wiring, mut cmd } = s;
     let (status_r, status_w) = sys::pipe2_cloexec().map_err(spawn_err("status pipe"))?;
     let mut extra = FdMap::new();
     let placing = |e: relay_token::PlaceError| spawn_err("the shim's descriptors")(e.into());
@@ -61,9 +60,6 @@ pub(crate) fn spawn(s: ShimCommand) -> Result<Spawned, ShimError> {
     drop(status_w);
     let shim = spawned?;
     Ok(Spawned {
-        launch,
-        proxy,
-        _argv: argv,
         shim,
         status: BufReader::new(File::from(status_r)),
         gate: wiring.start(START_TIMEOUT),

@@ -1,0 +1,268 @@
+//! The plan of one launch: the request checked against the settings ([`Validated`]) with its
+//! project checked against the folder rules and the template's grants, once. Every later step
+//! reads it; none changes it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::launch::plan::error::{PlanError, RequestError};
+use crate::launch::plan::request::{InvalidSpec, Kind, Validated, NEVER_ENV_PREFIXES};
+use crate::settings::Template;
+use crate::Host;
+
+/// A request resolved against the settings and the host: everything the later steps of a
+/// launch read, and nothing of the request's own words (the audit row keeps those). Whole once
+/// made ([`LaunchPlan::resolve`]): its project is the real path, checked once.
+#[derive(Debug, Clone)]
+pub(crate) struct LaunchPlan {
+    kind: Kind,
+    template: Template,
+    claude: bool,
+    sandboxed: bool,
+    session_id: String,
+    project: Option<PathBuf>,
+    resume: Option<String>,
+    continue_last: bool,
+    extra_args: Vec<String>,
+    env: BTreeMap<String, String>,
+    ssh_host: Option<String>,
+    keep: bool,
+}
+
+impl LaunchPlan {
+    /// The plan of a validated request: its project (if any) must pass the folder rules
+    /// ([`crate::launch::plan::project::check_project`]: a folder of the host's user, neither a
+    /// system folder nor inside the relay's own) and, in a sandbox, be shown by a grant of the
+    /// template; the plan holds its real path.
+    pub(crate) fn resolve(
+        v: Validated,
+        host: &Host,
+        claude_config: &Path,
+    ) -> Result<Self, PlanError> {
+        let project = match v.project.as_deref() {
+            None => None,
+            Some(given) => Some(real_project(&v, given, host, claude_config)?),
+        };
+        Ok(LaunchPlan::with_project(v, project))
+    }
+
+    fn with_project(v: Validated, project: Option<PathBuf>) -> LaunchPlan {
+        LaunchPlan {
+            kind: v.kind,
+            template: v.template,
+            claude: v.claude,
+            sandboxed: v.sandboxed,
+            session_id: v.session_id,
+            project,
+            resume: v.resume,
+            continue_last: v.continue_last,
+            extra_args: v.extra_args,
+            env: v.env,
+            ssh_host: v.ssh_host,
+            keep: v.keep,
+        }
+    }
+
+    /// The plan of a validated request taken as it is, its project unchecked (unit tests).
+    #[cfg(test)]
+    pub(crate) fn unchecked(v: Validated) -> LaunchPlan {
+        let project = v.project.clone();
+        LaunchPlan::with_project(v, project)
+    }
+
+    /// The kind of session asked for.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The template it resolved to.
+    pub(crate) fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
+    pub(crate) fn claude(&self) -> bool {
+        self.claude
+    }
+
+    /// True when it runs in the sandbox (the request asks for it, it runs on this machine, and
+    /// the template has one).
+    pub(crate) fn sandboxed(&self) -> bool {
+        self.sandboxed
+    }
+
+    /// The session id (given or generated).
+    pub(crate) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The project folder's real path.
+    pub(crate) fn project(&self) -> Option<&Path> {
+        self.project.as_deref()
+    }
+
+    /// A Claude conversation to resume.
+    pub(crate) fn resume(&self) -> Option<&str> {
+        self.resume.as_deref()
+    }
+
+    /// Continue the project's most recent Claude conversation.
+    pub(crate) fn continue_last(&self) -> bool {
+        self.continue_last
+    }
+
+    /// Arguments appended to the template's command.
+    pub(crate) fn extra_args(&self) -> &[String] {
+        &self.extra_args
+    }
+
+    /// Variables set after the template's env.
+    pub(crate) fn env(&self) -> &BTreeMap<String, String> {
+        &self.env
+    }
+
+    /// The machine an ssh launch runs on (never with the token).
+    pub(crate) fn ssh_host(&self) -> Option<&str> {
+        self.ssh_host.as_deref()
+    }
+
+    /// Keep the session folder after the session ends.
+    pub(crate) fn keep(&self) -> bool {
+        self.keep
+    }
+
+    /// Checks what the request adds to a launch that carries the token: each `env` name must be
+    /// in the template's `request_env` allow-list and outside [`NEVER_ENV_PREFIXES`];
+    /// `extra_args` pass [`crate::launch::plan::claude_args::check`]: read with Claude Code's
+    /// grammar, each option as classified, no subcommand but `auth status`.
+    pub(crate) fn check_token_request(&self) -> Result<(), InvalidSpec> {
+        let allowed_env = &self.template.request_env;
+        for k in self.env.keys() {
+            if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
+                let (name, prefix) = (k.clone(), *p);
+                return Err(InvalidSpec::EnvPrefix { name, prefix });
+            }
+            if !allowed_env.iter().any(|a| a == k) {
+                return Err(InvalidSpec::EnvNotAllowed(k.clone()));
+            }
+        }
+        let args = &self.extra_args;
+        crate::launch::plan::claude_args::check(args).map_err(|(index, rule)| {
+            let arg = args[index].clone();
+            InvalidSpec::Arg { index, arg, rule }
+        })
+    }
+
+    /// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of
+    /// them (`--continue`, which picks the newest), or none.
+    pub(crate) fn resumes(&self) -> Option<Option<&str>> {
+        if let (true, Some(id)) = (self.claude, &self.resume) {
+            return Some(Some(id.as_str()));
+        }
+        if self.claude && self.continue_last {
+            return Some(None);
+        }
+        let args = &self.extra_args;
+        for (i, a) in args.iter().enumerate() {
+            match a.as_str() {
+                "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
+                "-c" | "--continue" => return Some(None),
+                _ => {}
+            }
+            if let Some(id) = a.strip_prefix("--resume=") {
+                return Some(Some(id));
+            }
+        }
+        None
+    }
+}
+
+/// The real path of the project `given`, checked against the folder rules and, for a sandboxed
+/// launch, against the template's grants.
+fn real_project(
+    v: &Validated,
+    given: &Path,
+    host: &Host,
+    claude_config: &Path,
+) -> Result<PathBuf, PlanError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let own = [host.config_dir.as_path(), host.state_dir.as_path()];
+    let real = crate::launch::plan::project::check_project(given, &own, me)
+        .map_err(RequestError::Invalid)?;
+    let sandbox = &v.template.sandbox;
+    if v.sandboxed
+        && !crate::launch::sandbox::confine::grants_show(host, sandbox, &real, claude_config)?
+    {
+        let template = v.template.id.clone();
+        let project = given.to_path_buf();
+        return Err(RequestError::ProjectNotGranted { project, template }.into());
+    }
+    Ok(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::plan::request::Request;
+
+    fn plan(json: &str) -> LaunchPlan {
+        let v = Request::from_json(json).unwrap();
+        LaunchPlan::unchecked(v.validate(&Default::default()).unwrap())
+    }
+
+    #[test]
+    fn a_plan_reads_what_the_request_resolved_to() {
+        let p = plan(r#"{"kind": "terminal", "template": "shell", "session_id": "s1"}"#);
+        assert!(!p.claude());
+        assert!(p.sandboxed());
+        assert_eq!((p.session_id(), p.template().id.as_str()), ("s1", "shell"));
+    }
+
+    #[test]
+    fn a_token_request_adds_only_what_its_template_allows() {
+        let mut p = plan(r#"{"kind": "claude", "env": {"FOO": "1"}}"#);
+        let e = p.check_token_request().unwrap_err();
+        assert!(
+            matches!(e, InvalidSpec::EnvNotAllowed(ref n) if n == "FOO"),
+            "{e}"
+        );
+        p.template.request_env.push("FOO".into());
+        p.check_token_request().unwrap();
+        // A template that allows a never-set prefix does not: it is never a request's.
+        let mut p = plan(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#);
+        p.template.request_env.push("ANTHROPIC_BASE_URL".into());
+        let e = p.check_token_request().unwrap_err();
+        assert!(e.to_string().contains("ANTHROPIC_BASE_URL"), "{e}");
+        assert!(
+            matches!(
+                e,
+                InvalidSpec::EnvPrefix {
+                    prefix: "ANTHROPIC_",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let p = plan(r#"{"kind": "claude", "extra_args": ["--settings={}"]}"#);
+        let e = p.check_token_request().unwrap_err();
+        assert!(e.to_string().contains("--settings"), "{e}");
+        let p = plan(r#"{"kind": "claude", "extra_args": ["--model", "opus"]}"#);
+        p.check_token_request().unwrap();
+    }
+
+    #[test]
+    fn a_plan_names_the_conversations_it_resumes() {
+        let p = plan(r#"{"kind": "claude", "resume": "abc"}"#);
+        assert_eq!(p.resumes(), Some(Some("abc")));
+        let p = plan(r#"{"kind": "claude", "continue": true}"#);
+        assert_eq!(p.resumes(), Some(None));
+        let p = plan(r#"{"kind": "claude", "extra_args": ["--resume=x1"]}"#);
+        assert_eq!(p.resumes(), Some(Some("x1")));
+        let p = plan(r#"{"kind": "claude", "extra_args": ["-r", "x2"]}"#);
+        assert_eq!(p.resumes(), Some(Some("x2")));
+        let p = plan(r#"{"kind": "claude", "extra_args": ["-c"]}"#);
+        assert_eq!(p.resumes(), Some(None));
+        assert_eq!(plan(r#"{"kind": "claude"}"#).resumes(), None);
+    }
+}
