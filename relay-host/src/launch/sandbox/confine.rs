@@ -17,8 +17,6 @@ use std::path::Path;
 pub(crate) use super::facts::Inputs;
 use crate::launch::sandbox::error::SandboxStepError;
 use crate::launch::sandbox::SessionArgv;
-use crate::settings::Sandbox;
-use crate::Host;
 
 /// Where bwrap reads its options from (`--args`), in the shim and in bwrap: just below the bind
 /// descriptors, so `--pass-fds` hands both on as one range.
@@ -42,15 +40,4 @@ pub(crate) fn sandbox_argv(
     let plan = super::plan::plan(&facts);
     let resolved = super::layout::lay_out(&plan, i.real)?;
     super::system::render(&plan, resolved, target)
-}
-
-/// True when a grant of the template (read or read-write) shows `project`
-/// ([`Sandbox::shows`]).
-pub(crate) fn grants_show(
-    host: &Host,
-    sandbox: &Sandbox,
-    project: &Path,
-    claude_config: &Path,
-) -> Result<bool, SandboxStepError> {
-    Ok(sandbox.shows(&host.home, project, claude_config)?)
 }
