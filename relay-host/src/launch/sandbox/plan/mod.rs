@@ -82,6 +82,7 @@ pub(crate) struct StandInCa {
 /// environment by `facts::gather` before any decision.
 #[derive(Debug, Clone)]
 pub(crate) struct Facts {
+    /// The program that makes the sandbox.
     pub system: System,
     /// The template's grants, expanded ([`crate::settings::Sandbox::expanded`]).
     pub grants: Vec<Grant>,
@@ -101,27 +102,32 @@ pub(crate) struct Facts {
     pub state_dir: PathBuf,
     /// The session's folder, where relay writes what it places (no sandbox reaches it).
     pub session_dir: PathBuf,
+    /// The session's network.
     pub net: SandboxNet,
     /// The folders of the programs that later run with the token.
     pub programs: Vec<PathBuf>,
-    /// The home folder as given, and real.
+    /// The home folder as given.
     pub home: PathBuf,
+    /// The home folder's real path, where it has one.
     pub home_real: Option<PathBuf>,
     /// The relay's config and state folders.
     pub own: Vec<OwnFolder>,
+    /// Stand-in mode's CA.
     pub stand_in_ca: Option<StandInCa>,
     /// This build carries the no-dump preload.
     pub nodump: bool,
     /// The host's git, when there is one.
     pub git: Option<Git>,
-    /// The template's `PATH`, and the host's.
+    /// The template's `PATH`.
     pub template_path: Option<OsString>,
+    /// The host's `PATH` (relay-host's own environment).
     pub host_path: Option<OsString>,
     /// The request's variables, in order.
     pub request_env: Vec<(OsString, OsString)>,
     /// The write-deny list's additions: the operator's entries and the `PATH` folders kept
     /// read-only, each `(path, is_folder)`.
     pub write_deny_extra: Vec<(PathBuf, bool)>,
+    /// What this bwrap can do.
     pub features: BwrapFeatures,
     /// The sandbox program.
     pub bwrap: PathBuf,
@@ -155,25 +161,35 @@ pub(crate) struct WriteDeny {
 pub(crate) struct SandboxPlan {
     /// The grants in order: the template's, then a linked worktree's repository.
     pub grants: Vec<Grant>,
+    /// The command's folder, shown read-only.
     pub command_dir: Option<PathBuf>,
+    /// The session's temp folder, the sandbox's `/tmp`.
     pub tmp: PathBuf,
+    /// The working folder.
     pub project: Option<PathBuf>,
     /// Denied: the token file.
     pub deny: Vec<PathBuf>,
     /// Kept read-only where a grant shows them: the programs' folders.
     pub protect: Vec<PathBuf>,
+    /// The state folder: the token's mask file, and the placeholders' lock.
     pub state_dir: PathBuf,
+    /// Where relay writes what it places.
     pub session_dir: PathBuf,
+    /// The session's network.
     pub net: SandboxNet,
     /// What relay places, in order.
     pub files: Vec<Staged>,
     /// The sandboxed program's variables, in order (a later one wins).
     pub setenv: Vec<(OsString, OsString)>,
+    /// The write-deny list's folders and additions.
     pub write_deny: WriteDeny,
+    /// The relay's own folders, masked where a grant shows them ([`own_masks`]).
     pub own: Vec<OwnFolder>,
     /// The home folder, whose git files name the operator (the pinned configuration).
     pub home: PathBuf,
+    /// Every template's read-write grants: a link in them a session could have made.
     pub all_rw_grants: Vec<PathBuf>,
+    /// What bwrap alone reads.
     pub bwrap: BwrapPlan,
 }
 
@@ -204,9 +220,9 @@ pub(crate) fn plan(f: &Facts) -> SandboxPlan {
         });
     }
     let shared = shared(&grants);
-    let (files, setenv) = match bwrap {
-        true => staged(f, &shared),
-        false => (Vec::new(), f.request_env.clone()),
+    let (files, setenv) = match f.system {
+        System::Bwrap => staged(f, &shared),
+        System::Seatbelt => (Vec::new(), f.request_env.clone()),
     };
     SandboxPlan {
         command_dir: f.command_dir.clone(),
@@ -235,11 +251,8 @@ pub(crate) fn plan(f: &Facts) -> SandboxPlan {
 
 /// The read-write grants among `grants`, real, in order.
 pub(crate) fn shared(grants: &[Grant]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for g in grants.iter().filter(|g| g.access == Access::ReadWrite) {
-        out.push(g.real.clone());
-    }
-    out
+    let rw = grants.iter().filter(|g| g.access == Access::ReadWrite);
+    rw.map(|g| g.real.clone()).collect()
 }
 
 /// What a bwrap sandbox gets placed, and its variables after the request's: for a launch that
