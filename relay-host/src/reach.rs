@@ -8,8 +8,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::settings::{Settings, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
-use relay_token::sandbox::{expand_grant, write_deny};
+use crate::settings::{grants, Settings};
+use relay_token::sandbox::write_deny;
 
 /// Every template's read-write grants (built-in and configured), expanded against the home
 /// folder `home`, `project` and the relay-owned Claude config folder, each with its real path too.
@@ -46,11 +46,7 @@ pub(crate) fn rw_grants_in(
             continue;
         };
         for value in &g.read_write {
-            if value.starts_with(PROJECT_PLACEHOLDER) && project.is_none() {
-                continue;
-            }
-            let v = value.replace(CLAUDE_CONFIG_PLACEHOLDER, &claude_config.to_string_lossy());
-            let Ok(p) = expand_grant(&v, home, project) else {
+            let Ok(Some(p)) = grants::expand(value, home, project, claude_config) else {
                 continue;
             };
             let real = real_of.of(&p).ok();

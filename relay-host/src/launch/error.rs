@@ -84,7 +84,7 @@ impl From<PlanError> for LaunchError {
     fn from(e: PlanError) -> Self {
         match e {
             PlanError::Request(e) => LaunchError::Request(e),
-            PlanError::Grant(e) => e.into(),
+            PlanError::Grant(e) => LaunchError::Sandbox(e.into_source()),
         }
     }
 }

@@ -15,6 +15,8 @@ mod checks;
 mod entry;
 // Why settings could not be loaded.
 mod error;
+// A template's grants for one launch, expanded.
+pub(crate) mod grants;
 mod template;
 mod token_mode;
 use error::with_path;

@@ -110,7 +110,7 @@ pub(crate) enum PlanError {
     /// The request, its project, or a project no grant shows.
     Request(RequestError),
     /// A template grant could not be expanded.
-    Grant(crate::launch::sandbox::error::SandboxStepError),
+    Grant(crate::settings::grants::GrantError),
 }
 
 impl From<RequestError> for PlanError {
@@ -119,8 +119,8 @@ impl From<RequestError> for PlanError {
     }
 }
 
-impl From<crate::launch::sandbox::error::SandboxStepError> for PlanError {
-    fn from(e: crate::launch::sandbox::error::SandboxStepError) -> Self {
+impl From<crate::settings::grants::GrantError> for PlanError {
+    fn from(e: crate::settings::grants::GrantError) -> Self {
         PlanError::Grant(e)
     }
 }

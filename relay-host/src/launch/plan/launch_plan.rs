@@ -191,9 +191,7 @@ fn real_project(
     let real = crate::launch::plan::project::check_project(given, &own, me)
         .map_err(RequestError::Invalid)?;
     let sandbox = &v.template.sandbox;
-    if v.sandboxed
-        && !crate::launch::sandbox::confine::grants_show(host, sandbox, &real, claude_config)?
-    {
+    if v.sandboxed && !sandbox.shows(&host.home, &real, claude_config)? {
         let template = v.template.id.clone();
         let project = given.to_path_buf();
         return Err(RequestError::ProjectNotGranted { project, template }.into());

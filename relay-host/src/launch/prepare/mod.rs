@@ -5,7 +5,6 @@
 
 pub mod claude_config;
 pub mod error;
-#[cfg(not(target_os = "macos"))]
 pub(crate) mod own_config;
 pub(crate) mod programs;
 pub(crate) mod session_folder;

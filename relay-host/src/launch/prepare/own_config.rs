@@ -28,7 +28,6 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::launch::spawn_error::{spawn_err, SpawnError};
-use relay_token::sandbox::Profile;
 
 /// Where a token session sees its (empty, read-only) `XDG_CONFIG_HOME`.
 pub(crate) const SANDBOX_CONFIG_HOME: &str = "/run/relay/config";
@@ -47,26 +46,10 @@ pub(crate) const PINNED: &[(&str, &str)] = &[
     ("PYTHONNOUSERSITE", "1"),
 ];
 
-/// For a launch that gets the token (`token`): the empty configuration folder and the git
-/// configuration written into the session folder `dir` and placed read-only, and the variables
-/// naming them (with [`PINNED`]) added last to `setenv`; the operator's identity is read from
-/// git's files under `home`. Other launches are left as they are.
-pub(crate) fn pin(
-    token: bool,
-    dir: &Path,
-    home: &Path,
-    profile: &mut Profile,
-    setenv: &[(OsString, OsString)],
-) -> Result<Vec<(OsString, OsString)>, SpawnError> {
-    let mut env = setenv.to_vec();
-    if !token {
-        return Ok(env);
-    }
-    let (config_home, gitconfig) = write_into(dir, &identity(home)).map_err(spawn_err(
-        format_args!("configuration in {}", dir.display()),
-    ))?;
-    profile.place_file(config_home, SANDBOX_CONFIG_HOME);
-    profile.place_file(gitconfig, SANDBOX_GITCONFIG);
+/// For a launch that gets the token: the variables naming [`SANDBOX_CONFIG_HOME`],
+/// [`SANDBOX_GITCONFIG`] and [`PINNED`]'s, added last to `env` (each replacing one set
+/// before). The sandbox step's plan calls this; [`place`] makes what they name.
+pub(crate) fn pin_env(env: &mut Vec<(OsString, OsString)>) {
     let names = [
         ("XDG_CONFIG_HOME", SANDBOX_CONFIG_HOME),
         ("GIT_CONFIG_GLOBAL", SANDBOX_GITCONFIG),
@@ -75,7 +58,19 @@ pub(crate) fn pin(
         env.retain(|(name, _)| name != k);
         env.push((k.into(), v.into()));
     }
-    Ok(env)
+}
+
+/// The empty configuration folder and the git configuration written into the session folder
+/// `dir`, each with where the sandbox shows it read-only; the operator's identity is read from
+/// git's files under `home`.
+pub(crate) fn place(dir: &Path, home: &Path) -> Result<[(PathBuf, &'static str); 2], SpawnError> {
+    let (config_home, gitconfig) = write_into(dir, &identity(home)).map_err(spawn_err(
+        format_args!("configuration in {}", dir.display()),
+    ))?;
+    Ok([
+        (config_home, SANDBOX_CONFIG_HOME),
+        (gitconfig, SANDBOX_GITCONFIG),
+    ])
 }
 
 /// Makes `config/` (empty, 0700) and writes `gitconfig` (0600, [`gitconfig_text`]) in the session

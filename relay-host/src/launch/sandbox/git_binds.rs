@@ -11,29 +11,17 @@
 
 use std::path::{Path, PathBuf};
 
-use relay_token::sandbox::{git_guard, Profile, Realpaths};
+use relay_token::sandbox::git_guard;
 
-/// Grants what git needs of the repository of `project` when `project`'s `.git` is a file
-/// naming a git folder outside every read-write grant of `profile`; leaves other projects
-/// alone.
-pub(crate) fn bind_linked_repository(profile: &mut Profile, project: &Path, real: &Realpaths) {
-    let Some(git_dir) = linked_git_dir(project) else {
-        return;
-    };
-    let rw: Vec<PathBuf> = profile
-        .read_write_grants()
-        .iter()
-        .map(|g| real.of(g).unwrap_or_else(|_| g.clone()))
-        .collect();
+/// The repository folder to grant read-write for `project` when its `.git` is a file naming a
+/// git folder outside every read-write grant (`rw`, real); `None` for other projects.
+pub(crate) fn linked_repository(project: &Path, rw: &[PathBuf]) -> Option<PathBuf> {
+    let git_dir = linked_git_dir(project)?;
     if rw.iter().any(|g| git_dir.starts_with(g)) {
-        return;
+        return None;
     }
-    let Some(common) = git_guard::project_common_dir(project) else {
-        return;
-    };
-    if !rw.iter().any(|g| common.starts_with(g)) {
-        profile.read_write(common);
-    }
+    let common = git_guard::project_common_dir(project)?;
+    (!rw.iter().any(|g| common.starts_with(g))).then_some(common)
 }
 
 /// The git folder a `.git` file names, for the first `.git` found walking up from `project`

@@ -1,6 +1,7 @@
-//! The sandbox of one launch: the session's own command line (`argv`); the profile every
-//! sandbox starts from (`profile`), laid out and rendered by one file per system, `bwrap`
-//! (every system but macOS) and `seatbelt` (macOS), which `confine` picks; and a linked
+//! The sandbox of one launch: the session's own command line (`argv`); the facts the sandbox is
+//! made from, read once (`facts`); the plan made from them alone (`plan`); the plan laid out on
+//! the disk (`layout`) and rendered by one file per system, `bwrap` (every system but macOS)
+//! and `seatbelt` (macOS), each the `system` of its build; `confine` runs the three; a linked
 //! worktree's repository (`git_binds`).
 
 pub(crate) mod argv;
@@ -8,11 +9,16 @@ pub(crate) mod argv;
 mod bwrap;
 pub(crate) mod confine;
 pub mod error;
-#[cfg(not(target_os = "macos"))]
-pub(crate) mod git_binds;
-mod profile;
+mod facts;
+mod git_binds;
+mod layout;
+pub(crate) mod plan;
 #[cfg(target_os = "macos")]
 mod seatbelt;
+#[cfg(not(target_os = "macos"))]
+use bwrap as system;
+#[cfg(target_os = "macos")]
+use seatbelt as system;
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
