@@ -17,14 +17,15 @@ use std::thread;
 use std::time::Duration;
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
+use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of};
 use relay_tests::listener::{Listener, HELLO};
+use relay_tests::world::World;
 use serde_json::{json, Value};
 
 /// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
 /// SCRIPT` with the project read-write and `network` as given, in pipe mode (the probes see
 /// the real token on fd 5 and relay-host's own proxy); `extra` merged in.
-fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
+fn write_settings(fx: &World, script: &Path, network: Value, extra: Value) {
     let mut s = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "templates": [{
@@ -42,7 +43,7 @@ fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
 }
 
 /// Leaves `token_mode` out of the settings' template: the built-in's default (stand-in mode).
-fn in_the_default_mode(fx: &Fixture) {
+fn in_the_default_mode(fx: &World) {
     let path = fx.config.join("settings.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     s["templates"][0]
@@ -53,15 +54,15 @@ fn in_the_default_mode(fx: &Fixture) {
 }
 
 /// Runs one launch to its end; returns its output (stdout, stderr captured).
-fn launch(fx: &Fixture, session: &str) -> Output {
+fn launch(fx: &World, session: &str) -> Output {
     let req = fx.request(session, true, session, &[]);
-    let mut cmd = fx.launch(&req);
+    let mut cmd = fx.launch_cmd(&req);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.output().unwrap()
 }
 
 /// The probe's result lines, `NAME HTTP_CODE EXIT...`, in order.
-fn results(fx: &Fixture) -> Vec<(String, String, String)> {
+fn results(fx: &World) -> Vec<(String, String, String)> {
     let text = std::fs::read_to_string(fx.project.join("out.txt")).unwrap_or_default();
     text.lines()
         .map(|l| {
@@ -84,7 +85,7 @@ fn result<'a>(r: &'a [(String, String, String)], name: &str) -> (&'a str, &'a st
 }
 
 /// A probe script: each `curl` line appends `NAME HTTP_CODE EXIT` to `out.txt`.
-fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
+fn probe(fx: &World, checks: &[(&str, String)]) -> PathBuf {
     let out = fx.project.join("out.txt");
     let _ = std::fs::remove_file(&out);
     let mut s = String::from("#!/bin/sh\n");
@@ -117,7 +118,7 @@ fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
 /// Waits (30 s at most) until the probe says it is waiting, then counts, as the host sees them,
 /// the descriptors of each forwarder process (cmdline `/run/relay/relay-net-forward ...`): all,
 /// those on `/dev/null`, the sockets. Then lets the probe end.
-fn forwarder_fds_from_the_host(fx: &Fixture) -> Vec<(usize, usize, usize)> {
+fn forwarder_fds_from_the_host(fx: &World) -> Vec<(usize, usize, usize)> {
     let ready = fx.project.join("fwd-ready");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !ready.exists() && std::time::Instant::now() < until {
@@ -159,14 +160,14 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn events(fx: &Fixture) -> Vec<Value> {
+fn events(fx: &World) -> Vec<Value> {
     fx.log("events.jsonl")
 }
 
 #[test]
 fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let (a, b) = (Listener::start(HELLO), Listener::start(HELLO));
     let name = format!("relay-net-test-{}", std::process::id());
     let abstract_sock =
@@ -322,7 +323,7 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
 #[test]
 fn network_none_leaves_only_a_loopback() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let checks = [(
         "direct_a",
@@ -342,7 +343,7 @@ fn network_none_leaves_only_a_loopback() {
 #[test]
 fn token_launch_with_the_host_network_needs_the_setting() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let script = probe(&fx, &[]);
     write_settings(&fx, &script, json!("host"), json!({}));
     let out = launch(&fx, "refused");
@@ -399,7 +400,7 @@ fn token_launch_with_the_host_network_needs_the_setting() {
 /// Writes `probe.sh` into the project: `prelude`, then a curl of the listener `a` (at most
 /// `secs` seconds) whose HTTP code goes to `out.txt` by `redirect` (`>` or `>>`); and settings
 /// whose template runs it with `a` alone on the allow-list. Returns the path of `out.txt`.
-fn curl_session(fx: &Fixture, a: &Listener, prelude: &str, secs: u32, redirect: &str) -> PathBuf {
+fn curl_session(fx: &World, a: &Listener, prelude: &str, secs: u32, redirect: &str) -> PathBuf {
     let out = fx.project.join("out.txt");
     let script = fx.project.join("probe.sh");
     std::fs::write(
@@ -424,7 +425,7 @@ fn curl_session(fx: &Fixture, a: &Listener, prelude: &str, secs: u32, redirect: 
 fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
     const SESSIONS: usize = 32;
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let out = curl_session(&fx, &a, "", 10, ">>");
     let me = std::process::id() as i32;
@@ -433,7 +434,7 @@ fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
     for i in 0..SESSIONS {
         let id = format!("c{i}");
         let req = fx.request(&id, true, &id, &[]);
-        running.push(fx.launch(&req).spawn().unwrap());
+        running.push(fx.launch_cmd(&req).spawn().unwrap());
     }
     for mut c in running {
         assert!(c.wait().unwrap().success());
@@ -472,7 +473,7 @@ fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
 #[test]
 fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let script = probe(&fx, &[]);
     write_settings(
         &fx,
@@ -521,7 +522,7 @@ fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
 #[test]
 fn the_forwarder_outlives_an_interrupt_of_the_session() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let out = curl_session(&fx, &a, "trap '' INT\nkill -INT 0\nsleep 0.2\n", 5, ">");
     assert!(launch(&fx, "intr").status.success());
@@ -542,7 +543,7 @@ const SMUGGLED: &str = "GET http://127.0.0.1:PORT/ HTTP/1.1\\r\\nHost: 127.0.0.1
 #[test]
 fn a_header_with_a_bare_lf_never_reaches_the_upstream() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let out = fx.project.join("out.txt");
     let send = |name: &str, head: &str| {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use relay_host::launch::plan::claude_flags;
-use relay_tests::fixture::Fixture;
+use relay_tests::world::World;
 use serde_json::Value;
 
 /// The option names and aliases (`--allowedTools, --allowed-tools`, `-p, --print`) and the
@@ -72,9 +72,9 @@ fn every_option_and_command_of_the_pinned_claude_is_classified() {
 }
 
 /// `relay-host launch` of a request with `extra_args`, its answer on stderr.
-fn launch(fx: &Fixture, name: &str, extra: &[&str]) -> Output {
+fn launch(fx: &World, name: &str, extra: &[&str]) -> Output {
     let req = fx.request(name, true, name, extra);
-    fx.launch(&req)
+    fx.launch_cmd(&req)
         .stderr(Stdio::piped())
         .output()
         .expect("relay-host launch")
@@ -95,7 +95,7 @@ fn last_argv(record: &Path) -> Vec<String> {
 /// as a subcommand). `relay-host run -- "explain this repo"` runs too.
 #[test]
 fn claudes_own_command_lines_reach_the_session() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &[&str]); 6] = [
         (&["explain this repo"], &["explain this repo"]),
         (&["-p", "hi"], &["-p", "hi"]),
@@ -138,7 +138,7 @@ fn claudes_own_command_lines_reach_the_session() {
 /// option and why; a subcommand is refused naming it; no program runs.
 #[test]
 fn a_refused_option_is_named_with_its_reason() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &str); 3] = [
         (
             &["--settings={}"],
@@ -183,7 +183,7 @@ const SUBCOMMAND: &str = "a Claude Code subcommand, which a launch that carries 
 /// each of these ran something other than a prompt. relay refuses them.
 #[test]
 fn words_claude_reads_beyond_its_grammar_are_refused() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &str); 6] = [
         (&["-p", "-n", "--bare", "hi"], "extra_args[2] \"--bare\""),
         (
@@ -227,7 +227,7 @@ fn words_claude_reads_beyond_its_grammar_are_refused() {
 /// first gets a space before it in print mode too; elsewhere print mode's prompt is as written.
 #[test]
 fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &[&str]); 4] = [
         (&["remote-control", "-p"], &[" remote-control", "-p"]),
         (
@@ -254,7 +254,7 @@ fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
 /// `--setting-sources user` also in a project the operator trusts, where it otherwise gets none.
 #[test]
 fn an_added_folder_reads_no_settings_even_in_a_trusted_project() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let file = fx.config.join("settings.json");
     let mut settings: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     settings["trusted_projects"] = serde_json::json!([fx.project]);

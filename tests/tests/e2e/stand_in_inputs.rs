@@ -12,12 +12,12 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
 use relay_tests::tls::TestCa;
+use relay_tests::world::World;
 use serde_json::json;
 
 /// The session: it records that it ran and what fd 5 held (its hash).
-fn script(fx: &Fixture) -> std::path::PathBuf {
+fn script(fx: &World) -> std::path::PathBuf {
     let p = fx.project.display();
     let text = format!("#!/bin/sh\ncat <&5 | sha256sum | cut -d' ' -f1 > {p}/fd5.sha\n");
     let path = fx.project.join("probe.sh");
@@ -26,7 +26,7 @@ fn script(fx: &Fixture) -> std::path::PathBuf {
 }
 
 /// A stand-in template running `script`, `upstream_ca_file` at `ca`.
-fn settings(fx: &Fixture, script: &Path, ca: &Path) {
+fn settings(fx: &World, script: &Path, ca: &Path) {
     let s = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "upstream_ca_file": ca,
@@ -42,14 +42,14 @@ fn settings(fx: &Fixture, script: &Path, ca: &Path) {
     std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
 }
 
-fn launch(fx: &Fixture, id: &str) -> Output {
+fn launch(fx: &World, id: &str) -> Output {
     let req = fx.request(id, true, id, &[]);
-    let mut cmd = fx.launch(&req);
+    let mut cmd = fx.launch_cmd(&req);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.output().unwrap()
 }
 
-fn status(fx: &Fixture) -> serde_json::Value {
+fn status(fx: &World) -> serde_json::Value {
     let out = std::process::Command::new(&fx.host)
         .arg("--config-dir")
         .arg(&fx.config)
@@ -63,7 +63,7 @@ fn status(fx: &Fixture) -> serde_json::Value {
 }
 
 /// The launch was refused as `sandbox_unavailable` with `words`, and nothing ran.
-fn assert_refused(fx: &Fixture, out: &Output, words: &str) {
+fn assert_refused(fx: &World, out: &Output, words: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     assert!(stderr.contains("sandbox_unavailable"), "{stderr}");
@@ -77,8 +77,8 @@ fn assert_refused(fx: &Fixture, out: &Output, words: &str) {
 /// every grant: the session runs.
 #[test]
 fn a_ca_file_in_the_launchs_own_project_refuses_the_launch() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let probe = script(&fx);
     let ca = fx.project.join("ca.pem");
     TestCa::new().write_pem(&ca);
@@ -106,8 +106,8 @@ fn a_ca_file_in_the_launchs_own_project_refuses_the_launch() {
 /// it and a launch is refused before anything starts.
 #[test]
 fn a_ca_file_reached_through_a_link_a_session_could_repoint_is_refused() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let probe = script(&fx);
     let real = fx.root.join("ca.pem");
     TestCa::new().write_pem(&real);

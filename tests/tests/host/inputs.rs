@@ -10,7 +10,7 @@ use crate::*;
 /// Settings that do not parse: 78, one line naming the file, line and column.
 #[test]
 fn settings_that_do_not_parse_refuse_with_line_and_column() {
-    let fx = Fx::new();
+    let fx = world();
     let p = fx.config.join("settings.json");
     fs::write(
         &p,
@@ -27,7 +27,7 @@ fn settings_that_do_not_parse_refuse_with_line_and_column() {
 /// A template with no command: 78, one line naming the template.
 #[test]
 fn a_template_with_no_command_refuses() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({"claude_token_file": SETTING,
                        "templates": [{"id": "claude-code", "command": []}]}));
     let out = fx.launch(&claude_req(&fx, "x2"));
@@ -39,7 +39,7 @@ fn a_template_with_no_command_refuses() {
 /// A `bwrap` setting that is not executable: 78, one line naming it, nothing left behind.
 #[test]
 fn a_bwrap_setting_that_is_not_executable_refuses() {
-    let fx = Fx::new();
+    let fx = world();
     let fake = fx.root.join("bwrap");
     fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o644)).unwrap();
@@ -55,7 +55,7 @@ fn a_bwrap_setting_that_is_not_executable_refuses() {
 /// A request that is not JSON, from a file and on stdin: 64, one line.
 #[test]
 fn a_request_that_is_not_json_is_invalid_spec() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let p = fx.root.join("req.txt");
     fs::write(&p, "kind=claude\n").unwrap();
@@ -81,7 +81,7 @@ fn a_request_that_is_not_json_is_invalid_spec() {
 /// A session id already running: 64, one line, and the second does not start.
 #[test]
 fn a_session_id_already_running_is_invalid_spec() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&["--sleep", "20"], json!({}), &[])]);
     let first = fx.launch_bg(&claude_req(&fx, "dup"));
     fx.wait_records(1);
@@ -107,7 +107,7 @@ fn a_session_id_already_running_is_invalid_spec() {
 /// A template whose program does not exist: `spawn_failed` (500, exit 71), nothing started.
 #[test]
 fn a_missing_program_is_spawn_failed() {
-    let fx = Fx::new();
+    let fx = world();
     let mut t = claude_template(&[], json!({}), &[]);
     t["command"] = json!(["/nonexistent/agent"]);
     fx.with_token(vec![t]);
@@ -122,7 +122,7 @@ fn a_missing_program_is_spawn_failed() {
 /// with a message naming each place it looked.
 #[test]
 fn a_missing_relay_shim_refuses_saying_where_it_looked() {
-    let fx = Fx::new();
+    let fx = world();
     // Under another name: a lone `relay-host` runs itself as the shim (see below).
     let host = fx.lone_host("lone", "relay-host-copy");
     let lone = host.parent().unwrap();
@@ -146,7 +146,7 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
 /// `~/.config/relay` and `~/.local/state/relay` (as `status --json` reports them).
 #[test]
 fn folders_come_from_flags_then_the_environment_then_the_defaults() {
-    let fx = Fx::new();
+    let fx = world();
     let status = |flags: &[&str], env: &[(&str, &str)]| -> serde_json::Value {
         let mut cmd = std::process::Command::new(relay_tests::relay_host());
         cmd.env_clear()

@@ -27,7 +27,7 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
     // A sandboxed shell with home and project read-write (placeholders in both) behind an
     // allow-list (the proxy's socket in the session folder).
@@ -115,7 +115,7 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
 
 #[test]
 fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let project_before = tree(&fx.project);
     // Claude Code's folder of the project's transcripts: only that folder comes back.
     let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());

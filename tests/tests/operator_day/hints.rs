@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn a_folder_at_the_token_path_is_not_a_regular_file_not_a_mode_problem() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     std::fs::remove_file(&fx.token_file).unwrap();
     std::fs::create_dir(&fx.token_file).unwrap();
     std::fs::set_permissions(
@@ -31,7 +31,7 @@ fn a_folder_at_the_token_path_is_not_a_regular_file_not_a_mode_problem() {
 
 /// A `bwrap` (the fake one) that fails as bwrap does where user namespaces are blocked; its file
 /// names the start report's option, so a launch would not probe it first.
-fn failing_bwrap(fx: &Fixture) -> std::path::PathBuf {
+fn failing_bwrap(fx: &World) -> std::path::PathBuf {
     let bwrap = fx.root.join("bwrap");
     std::fs::write(
         &bwrap,
@@ -49,7 +49,7 @@ fn failing_bwrap(fx: &Fixture) -> std::path::PathBuf {
 
 /// `relay-host ARGS` in a mount namespace of its own where `user.max_user_namespaces` reads 0
 /// (a file bound over it; the kernel's own value is untouched).
-fn with_max_userns_zero(fx: &Fixture, args: &[&str]) -> Out {
+fn with_max_userns_zero(fx: &World, args: &[&str]) -> Out {
     let zero = fx.root.join("zero");
     std::fs::write(&zero, "0\n").unwrap();
     let inner = host(fx, args);
@@ -73,7 +73,7 @@ fn with_max_userns_zero(fx: &Fixture, args: &[&str]) -> Out {
 
 #[test]
 fn the_user_namespace_hint_names_the_cause_found_and_bwraps_line_comes_after_relays() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let bwrap = failing_bwrap(&fx);
     let out = with_max_userns_zero(&fx, &["--json", "status"]);
     assert_eq!(out.code, Some(78), "{}", out.stderr);

@@ -9,8 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::{descendants, Fixture};
+use relay_tests::fixture::descendants;
 use relay_tests::run::{finish_with, Out};
+use relay_tests::world::World;
 use serde_json::{json, Value};
 
 mod crash;
@@ -27,7 +28,7 @@ mod times;
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A `relay-host ARGS` command on the fixture's folders, stdout and stderr piped.
-pub fn host(fx: &Fixture, args: &[&str]) -> Command {
+pub fn host(fx: &World, args: &[&str]) -> Command {
     let mut cmd = Command::new(&fx.host);
     fx.host_setup(&mut cmd, &fx.state)
         .env("FAKE_AGENT_RECORD", &fx.record)
@@ -46,17 +47,17 @@ pub fn finish(cmd: &mut Command) -> Out {
 }
 
 /// `relay-host ARGS` to its end.
-pub fn run(fx: &Fixture, args: &[&str]) -> Out {
+pub fn run(fx: &World, args: &[&str]) -> Out {
     finish(&mut host(fx, args))
 }
 
 /// Writes `settings.json` (0644).
-pub fn settings(fx: &Fixture, v: &Value) {
+pub fn settings(fx: &World, v: &Value) {
     std::fs::write(fx.config.join("settings.json"), v.to_string()).unwrap();
 }
 
 /// Writes a request file `<root>/<name>.json`.
-pub fn request(fx: &Fixture, name: &str, req: &Value) -> std::path::PathBuf {
+pub fn request(fx: &World, name: &str, req: &Value) -> std::path::PathBuf {
     let p = fx.root.join(format!("{name}.json"));
     std::fs::write(&p, req.to_string()).unwrap();
     p
@@ -67,7 +68,7 @@ pub struct Bg(pub Option<Child>);
 
 impl Bg {
     /// `relay-host launch REQ` in the background.
-    pub fn launch(fx: &Fixture, req: &Path) -> Bg {
+    pub fn launch(fx: &World, req: &Path) -> Bg {
         let mut cmd = host(fx, &["launch"]);
         cmd.arg(req);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -110,7 +111,7 @@ pub fn wait_until(timeout: Duration, cond: &dyn Fn() -> bool) -> bool {
 }
 
 /// `ps --json`, parsed.
-pub fn ps(fx: &Fixture) -> Vec<Value> {
+pub fn ps(fx: &World) -> Vec<Value> {
     let out = run(fx, &["--json", "ps"]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     serde_json::from_str::<Value>(&out.stdout)
@@ -132,7 +133,7 @@ pub fn named_below(pid: i32, name: &str) -> Vec<i32> {
 
 /// A kind `claude` request for the fixture's project (sandboxed, with the token: no
 /// `extra_args`, which a token launch limits to Claude Code's own flags).
-pub fn claude_req(fx: &Fixture, id: &str) -> std::path::PathBuf {
+pub fn claude_req(fx: &World, id: &str) -> std::path::PathBuf {
     request(
         fx,
         id,
@@ -142,7 +143,7 @@ pub fn claude_req(fx: &Fixture, id: &str) -> std::path::PathBuf {
 
 /// The fixture's settings with the `claude-code` template's command given `args` after the fake
 /// agent.
-pub fn agent_args(fx: &Fixture, args: &[&str]) {
+pub fn agent_args(fx: &World, args: &[&str]) {
     let path = fx.config.join("settings.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let mut command = vec![json!(relay_tests::fake_agent_arg())];

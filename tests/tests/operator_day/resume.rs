@@ -30,7 +30,7 @@ fn on_a_terminal(mut cmd: Command) -> (Option<i32>, String) {
 
 #[test]
 fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     // The agent writes a conversation where Claude Code keeps them.
     // ... in the project's own folder: only that folder comes back.
     let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());

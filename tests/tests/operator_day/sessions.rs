@@ -4,7 +4,7 @@ use super::*;
 
 /// Starts session `id` (the fake agent sleeping 30 s; `sandbox`: with the token, the sleep in
 /// the template's command, else in the request's `extra_args`) and waits until `ps` lists it.
-fn start(fx: &Fixture, id: &str, sandbox: bool) -> Bg {
+fn start(fx: &World, id: &str, sandbox: bool) -> Bg {
     let mut req = json!({"kind": "claude", "project": fx.project, "session_id": id,
                          "sandbox": sandbox});
     if sandbox {
@@ -20,7 +20,7 @@ fn start(fx: &Fixture, id: &str, sandbox: bool) -> Bg {
 
 #[test]
 fn ps_lists_each_running_session_and_no_stale_record() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     assert_eq!(ps(&fx), Vec::<Value>::new(), "nothing runs yet");
     let bg = start(&fx, "ps-one", true);
     let list = ps(&fx);
@@ -77,7 +77,7 @@ fn ps_lists_each_running_session_and_no_stale_record() {
 
 #[test]
 fn a_second_claude_launch_in_a_running_project_is_warned_or_refused() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     // The first without the sandboxed token (so it may sleep through its extra_args), the
     // others with it.
     let _first = start(&fx, "first", false);

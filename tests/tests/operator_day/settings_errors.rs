@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let file = fx.config.join("settings.json");
     std::fs::write(
         &file,

@@ -4,7 +4,7 @@
 use super::*;
 
 /// `status --json` with `PATH` of `/usr/bin:/bin` (no `claude` there): its exit code and report.
-fn status(fx: &Fixture) -> (Option<i32>, Value) {
+fn status(fx: &World) -> (Option<i32>, Value) {
     let out = finish(host(fx, &["--json", "status"]).env("PATH", "/usr/bin:/bin"));
     (out.code, out.json("status --json"))
 }
@@ -18,7 +18,7 @@ fn check<'a>(r: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     // The fixture's claude-code runs the fake agent, and the token is set: ready.
     let (code, r) = status(&fx);
     assert_eq!(code, Some(0), "{r}");
@@ -124,7 +124,7 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
 #[test]
 fn a_token_file_others_may_read_makes_status_and_run_agree() {
     use std::os::unix::fs::PermissionsExt;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let mode = |m: u32| {
         std::fs::set_permissions(&fx.token_file, std::fs::Permissions::from_mode(m)).unwrap()
     };

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn an_entry_with_a_builtin_id_changes_only_the_fields_it_gives() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let agent = relay_tests::fake_agent_arg();
     settings(
         &fx,
@@ -46,7 +46,7 @@ fn an_entry_with_a_builtin_id_changes_only_the_fields_it_gives() {
 
 #[test]
 fn templates_prints_settings_that_load_as_the_same_templates() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     settings(
         &fx,
         &json!({"templates": [{"id": "pi", "command": ["pi"], "sandbox": false}]}),

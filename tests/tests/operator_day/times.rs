@@ -18,7 +18,7 @@ fn starts_rfc3339(s: &str) -> bool {
 
 #[test]
 fn every_log_line_carries_an_rfc3339_time_and_since_refuses_impossible_dates() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "t1")));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     for log in ["events", "audit"] {

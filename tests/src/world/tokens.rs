@@ -1,0 +1,92 @@
+//! The token assertions: on disk, in an output, in the logs, on fd 5 (by hash).
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use super::base::{World, VAR};
+use crate::run::Out;
+use crate::sha256_hex;
+
+/// The token assertions.
+impl World {
+    /// No regular file under the world's root (state folder and its logs, the project, HOME,
+    /// the config folder), the token file and `skip` aside, holds any token this world wrote
+    /// or its random part; the scan is not blind: it sees the current token (and only it) in
+    /// the token file. Returns the files it read, for a caller's check that the files it cares
+    /// about were among them.
+    pub fn assert_no_token_on_disk(&self, skip: &[PathBuf]) -> Vec<PathBuf> {
+        let tokens = self.tokens();
+        assert!(!tokens.is_empty(), "the world wrote no token");
+        let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        let scan = crate::scan_for_tokens_skipping(&self.root, &self.token_file, &tokens, skip);
+        scan.assert_clean(tokens.len() - 1);
+        scan.files
+    }
+
+    /// Neither stream of `out` holds a token this world wrote (`what` names the run).
+    pub fn assert_no_token_in(&self, out: &Out, what: &str) {
+        for t in self.tokens() {
+            assert!(
+                !out.stdout.contains(&t) && !out.stderr.contains(&t),
+                "{what}: a token appears in the output"
+            );
+        }
+    }
+
+    /// No state log (`events.jsonl`, `audit.jsonl`, `relay-host.log`) holds a token this world
+    /// wrote or its random part.
+    pub fn assert_no_token_in_logs(&self) {
+        for name in ["events.jsonl", "audit.jsonl", "relay-host.log"] {
+            let bytes = std::fs::read(self.state.join(name)).unwrap_or_default();
+            for t in self.tokens() {
+                crate::assert_no_token(name, &bytes, &t);
+            }
+        }
+    }
+}
+
+/// Asserts a fake agent's start line got `token` on fd 5: the variable names 5, the hash and
+/// length match, and the descriptors are exactly 0, 1, 2 and 5.
+///
+/// ```
+/// let t = relay_tests::fake_token();
+/// let rec = serde_json::json!({"token_fd_var": "5", "env": {relay_tests::world::VAR: "5"},
+///     "token_sha256": relay_tests::sha256_hex(t.as_bytes()), "token_bytes": t.len(),
+///     "fds": [0, 1, 2, 5]});
+/// relay_tests::world::assert_got_token(&rec, &t);
+/// ```
+pub fn assert_got_token(rec: &Value, token: &str) {
+    assert_eq!(rec["token_fd_var"], "5", "{rec}");
+    assert_eq!(rec["env"][VAR], "5");
+    assert_eq!(rec["token_sha256"], sha256_hex(token.as_bytes()), "{rec}");
+    assert_eq!(rec["token_bytes"], token.len());
+    assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
+}
+
+/// Asserts a start line got a stand-in for `token` on fd 5 (stand-in mode): the descriptor and
+/// its variable, a setup token's length at least, never the token's hash.
+pub fn assert_got_stand_in(rec: &Value, token: &str) {
+    crate::install::assert_fd5_as_shipped(rec, token);
+    assert_eq!(rec["env"][VAR], "5");
+    assert_eq!(rec["fds"], json!([0, 1, 2, 5]), "{rec}");
+}
+
+/// Asserts a start line got no token: no hash, no descriptor 5 (and the variable as `var`).
+///
+/// ```
+/// let rec = serde_json::json!({"env": {}, "fds": [0, 1, 2]});
+/// relay_tests::world::assert_no_token_fd(&rec, None);
+/// ```
+pub fn assert_no_token_fd(rec: &Value, var: Option<&str>) {
+    match var {
+        Some(v) => assert_eq!(rec["token_fd_var"], v, "{rec}"),
+        None => {
+            assert!(rec.get("token_fd_var").is_none(), "{rec}");
+            assert!(rec["env"].get(VAR).is_none(), "{rec}");
+        }
+    }
+    assert!(rec.get("token_sha256").is_none(), "{rec}");
+    assert!(rec.get("token_bytes").is_none(), "{rec}");
+    assert!(!rec["fds"].as_array().unwrap().contains(&json!(5)), "{rec}");
+}
