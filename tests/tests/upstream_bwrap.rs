@@ -9,10 +9,9 @@
 //! `arming.rs` once more with `RELAY_TEST_BWRAP` set to upstream bubblewrap.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use relay_tests::run::finish_with;
 use relay_tests::world::World;
 use relay_tests::{fake_agent, read_records, sha256_hex};
 use serde_json::json;
@@ -44,15 +43,6 @@ fn version(bwrap: &Path) -> String {
         .next()
         .unwrap_or("")
         .to_string()
-}
-
-/// Runs `fx`'s launch of `req` to its end; returns its exit code, stdout and both streams.
-fn launch(fx: &World, req: &Path) -> (Option<i32>, String, String) {
-    let mut cmd = fx.launch_cmd(req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
-    let all = format!("{}{}", out.stdout, out.stderr);
-    (out.code, out.stdout, all)
 }
 
 /// Debian's bubblewrap (found and probed as relay finds it without a setting) and upstream's are
@@ -91,7 +81,12 @@ fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
     let token = fx.fresh_token();
     fx.set_agent_args(&["--ptrace-init"]);
     let req = fx.request("up", true, "up", &[]);
-    let (code, _, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, _, text) = (
+        out.code,
+        out.stdout.clone(),
+        format!("{}{}", out.stdout, out.stderr),
+    );
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
     assert_eq!(recs.len(), 1, "{recs:?} {text}");
@@ -122,7 +117,12 @@ fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
     fx.set_bwrap(&up);
     fx.clear_record();
     let token = fx.fresh_token();
-    let (code, _, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, _, text) = (
+        out.code,
+        out.stdout.clone(),
+        format!("{}{}", out.stdout, out.stderr),
+    );
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
     assert_eq!(recs.len(), 1, "{recs:?} {text}");
@@ -174,7 +174,12 @@ fn a_shell_session_under_upstream_bwrap_cannot_arm_a_later_launch() {
     let body = json!({"kind": "terminal", "template": "shell", "project": project,
                       "extra_args": ["-c", script]});
     std::fs::write(&req, body.to_string()).unwrap();
-    let (code, stdout, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, stdout, text) = (
+        out.code,
+        out.stdout.clone(),
+        format!("{}{}", out.stdout, out.stderr),
+    );
     assert!(!text.contains(&token), "the output holds the token");
     assert!(
         stdout.contains("session-ran"),

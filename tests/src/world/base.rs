@@ -33,8 +33,6 @@ pub enum Token {
     Fake,
     /// A fresh [`crate::claude_fake_token`] (Claude Code takes it as an OAuth token).
     Claude,
-    /// No token file yet (a test writes one with [`World::fresh_token`]).
-    None,
 }
 
 /// How to make a [`World`]; see [`World::builder`].
@@ -42,6 +40,7 @@ pub enum Token {
 pub struct Builder {
     layout: Layout,
     token: Token,
+    written: bool,
     newline: bool,
     record: &'static str,
     agent: Option<PathBuf>,
@@ -58,6 +57,13 @@ impl Builder {
     /// The token the world starts with (default: [`Token::Fake`]).
     pub fn token(mut self, token: Token) -> Builder {
         self.token = token;
+        self
+    }
+
+    /// Whether the token file is written at the start (default: yes; without it, a test writes
+    /// one with [`World::fresh_token`] or [`World::replace_token`]).
+    pub fn written(mut self, written: bool) -> Builder {
+        self.written = written;
         self
     }
 
@@ -95,10 +101,10 @@ impl Builder {
         let w = World {
             record: folders.project.join(self.record),
             host: crate::relay_host(),
-            token: match self.token {
-                Token::Fake => crate::fake_token(),
-                Token::Claude => crate::claude_fake_token(),
-                Token::None => String::new(),
+            token: match (self.written, self.token) {
+                (false, _) => String::new(),
+                (true, Token::Fake) => crate::fake_token(),
+                (true, Token::Claude) => crate::claude_fake_token(),
             },
             tokens: Mutex::new(Vec::new()),
             kind: self.token,
@@ -109,7 +115,7 @@ impl Builder {
             n: AtomicU32::new(0),
             folders,
         };
-        if self.token != Token::None {
+        if self.written {
             w.write_token(&w.token);
             w.tokens.lock().unwrap().push(w.token.clone());
         }
@@ -137,7 +143,7 @@ impl Builder {
 #[derive(Debug)]
 pub struct World {
     folders: Folders,
-    /// The token the world started with (empty with [`Token::None`]; never printed).
+    /// The token the world started with (empty when not [`Builder::written`]; never printed).
     pub token: String,
     tokens: Mutex<Vec<String>>,
     kind: Token,
@@ -176,6 +182,7 @@ impl World {
         Builder {
             layout: Layout::agent("relay-world."),
             token: Token::Fake,
+            written: true,
             newline: true,
             record: "rec.jsonl",
             agent: None,
@@ -248,7 +255,7 @@ impl World {
     fn new_token(&self) -> String {
         let token = match self.kind {
             Token::Claude => crate::claude_fake_token(),
-            Token::Fake | Token::None => crate::fake_token(),
+            Token::Fake => crate::fake_token(),
         };
         self.tokens.lock().unwrap().push(token.clone());
         token

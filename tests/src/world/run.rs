@@ -66,7 +66,19 @@ impl World {
         p
     }
 
-    /// `relay-host launch REQ.json` ([`World::host_cmd`]), to the end under [`TIMEOUT`].
+    /// A kind `claude` request for the project with session id `id` (sandboxed, the default).
+    pub fn claude_req(&self, id: &str) -> Value {
+        json!({"kind": "claude", "session_id": id, "project": self.project})
+    }
+
+    /// A kind `terminal` request of `template` for the project with `extra_args`.
+    pub fn terminal_req(&self, template: &str, extra_args: &[&str]) -> Value {
+        json!({"kind": "terminal", "template": template, "project": self.project,
+               "extra_args": extra_args})
+    }
+
+    /// `relay-host launch REQ.json` ([`World::host_cmd`]), to the end under [`TIMEOUT`]
+    /// ([`World::finish`]).
     pub fn launch(&self, req: &Value) -> Out {
         self.launch_for(req, TIMEOUT)
     }
@@ -76,7 +88,18 @@ impl World {
         let p = self.request_file(req);
         let mut cmd = self.host_cmd();
         cmd.arg("launch").arg(&p);
-        finish(cmd.spawn().unwrap(), timeout)
+        self.finish(cmd, timeout)
+    }
+
+    /// Runs `cmd` (a [`World::host_cmd`]) to its end under `timeout` ([`finish`]); neither
+    /// stream holds a token this world wrote ([`World::assert_no_token_in`]).
+    pub fn finish(&self, mut cmd: Command, timeout: Duration) -> Out {
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.get_program()));
+        let out = finish(child, timeout);
+        self.assert_no_token_in(&out, "relay-host");
+        out
     }
 
     /// `relay-host launch REQ.json`, left running (its process group is killed if the test ends
@@ -99,7 +122,7 @@ impl World {
     pub fn host(&self, args: &[&str]) -> Out {
         let mut cmd = self.host_cmd();
         cmd.args(args);
-        finish(cmd.spawn().unwrap(), TIMEOUT)
+        self.finish(cmd, TIMEOUT)
     }
 
     /// Writes a `kind: claude` request for the project folder to `<root>/<name>.json` and
@@ -138,6 +161,21 @@ impl World {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         cmd
+    }
+
+    /// A sandboxed `claude` request for session `id` with `extra` ([`World::request`]) run
+    /// through [`World::launch_cmd`] (the test's environment, the fake agent's record
+    /// variable), to its end under `timeout`, both streams captured ([`World::finish`]).
+    pub fn launch_session(&self, id: &str, extra: &[&str], timeout: Duration) -> Out {
+        self.launch_file(&self.request(id, true, id, extra), timeout)
+    }
+
+    /// The request file `req` run through [`World::launch_cmd`] to its end under `timeout`,
+    /// both streams captured ([`World::finish`]).
+    pub fn launch_file(&self, req: &Path, timeout: Duration) -> Out {
+        let mut cmd = self.launch_cmd(req);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        self.finish(cmd, timeout)
     }
 
     /// The fake agent's records (start lines).

@@ -1,6 +1,6 @@
 //! The token assertions: on disk, in an output, in the logs, on fd 5 (by hash).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -13,24 +13,30 @@ impl World {
     /// No regular file under the world's root (state folder and its logs, the project, HOME,
     /// the config folder), the token file and `skip` aside, holds any token this world wrote
     /// or its random part; the scan is not blind: it sees the current token (and only it) in
-    /// the token file. Returns the files it read, for a caller's check that the files it cares
-    /// about were among them.
-    pub fn assert_no_token_on_disk(&self, skip: &[PathBuf]) -> Vec<PathBuf> {
+    /// the token file, and it read a file under each of `must_see` (where the session wrote).
+    /// Returns the files it read.
+    pub fn assert_no_token_on_disk(&self, skip: &[PathBuf], must_see: &[&Path]) -> Vec<PathBuf> {
         let tokens = self.tokens();
         assert!(!tokens.is_empty(), "the world wrote no token");
         let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
         let scan = crate::scan_for_tokens_skipping(&self.root, &self.token_file, &tokens, skip);
         scan.assert_clean(tokens.len() - 1);
+        for dir in must_see {
+            assert!(
+                scan.files.iter().any(|f| f.starts_with(dir)),
+                "no file under {}: the scan proves nothing there",
+                dir.display()
+            );
+        }
         scan.files
     }
 
-    /// Neither stream of `out` holds a token this world wrote (`what` names the run).
+    /// Neither stream of `out` holds a token this world wrote or its random part
+    /// ([`crate::assert_no_token`]; `what` names the run).
     pub fn assert_no_token_in(&self, out: &Out, what: &str) {
         for t in self.tokens() {
-            assert!(
-                !out.stdout.contains(&t) && !out.stderr.contains(&t),
-                "{what}: a token appears in the output"
-            );
+            crate::assert_no_token(&format!("{what}'s stdout"), out.stdout.as_bytes(), &t);
+            crate::assert_no_token(&format!("{what}'s stderr"), out.stderr.as_bytes(), &t);
         }
     }
 

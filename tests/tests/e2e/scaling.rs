@@ -30,14 +30,6 @@ fn set_grants(fx: &World, grants: &[PathBuf]) {
     std::fs::write(&path, s.to_string()).unwrap();
 }
 
-/// Runs a launch of `req` to its end; returns its exit code and what it printed.
-fn launch(fx: &World, req: &Path) -> (Option<i32>, String) {
-    let mut cmd = fx.launch_cmd(req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
-    (out.code, format!("{}{}", out.stdout, out.stderr))
-}
-
 /// A sandboxed launch with 100 read-write grants besides the project runs, and its agent gets
 /// the token (by hash); no grant holds anything afterwards. (Before: the write-deny list was
 /// laid under every grant, 2,600 placeholders and over 9,000 bwrap arguments, and the launch
@@ -49,7 +41,8 @@ fn a_launch_with_100_read_write_grants_runs() {
     set_grants(&fx, &grants);
     let token = fx.fresh_token();
     let req = fx.request("many", true, "many", &[]);
-    let (code, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, text) = (out.code, format!("{}{}", out.stdout, out.stderr));
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
     assert_eq!(recs.len(), 1, "{recs:?}");
@@ -140,7 +133,8 @@ fn a_launch_over_bubblewraps_argument_limit_is_refused_naming_it() {
     let grants = fx.grant_folders(3001);
     set_grants(&fx, &grants);
     let req = fx.request("over", true, "over", &[]);
-    let (code, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, text) = (out.code, format!("{}{}", out.stdout, out.stderr));
     let answer: Value = text
         .lines()
         .find_map(|l| {
@@ -187,7 +181,8 @@ fn a_session_cannot_make_a_repository_that_its_projects_git_would_find() {
         .to_string(),
     )
     .unwrap();
-    let (code, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, text) = (out.code, format!("{}{}", out.stdout, out.stderr));
     assert_eq!(code, Some(0), "{text}");
     let said = std::fs::read_to_string(&result).unwrap();
     assert_eq!(

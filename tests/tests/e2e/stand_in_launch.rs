@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 use relay_tests::fake_agent;
-use relay_tests::world::World;
+use relay_tests::world::{World, SCRIPT_TIMEOUT};
 use serde_json::json;
 
 /// The session: what fd 5 held (its hash, length and first 13 bytes), `NODE_EXTRA_CA_CERTS`,
@@ -62,14 +62,6 @@ fn read(fx: &World, name: &str) -> String {
         .to_string()
 }
 
-fn launch(fx: &World, name: &str) {
-    let req = fx.request(name, true, name, &[]);
-    let mut cmd = fx.launch_cmd(&req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
 #[test]
 fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token() {
     let fx = World::agent(&fake_agent());
@@ -89,7 +81,8 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     });
     let probe = script(&fx, port);
     settings(&fx, &probe, port, "stand_in");
-    launch(&fx, "standin");
+    let out = fx.launch_session("standin", &[], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     let sha = read(&fx, "fd5.sha");
     assert_eq!(sha.len(), 64, "fd 5 was read");
     assert_ne!(
@@ -139,7 +132,8 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     // Pipe mode (the default): the real token on fd 5, no CA.
     let _ = std::fs::remove_file(fx.project.join("ca.pem"));
     settings(&fx, &probe, port, "pipe");
-    launch(&fx, "pipe");
+    let out = fx.launch_session("pipe", &[], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(
         read(&fx, "fd5.sha"),
         relay_tests::sha256_hex(real.as_bytes())
@@ -181,7 +175,8 @@ fn a_stand_in_sessions_refused_destination_is_a_network_denied_event() {
     std::fs::write(&script, text).unwrap();
     // The API host is another port: only it is let through besides the (empty) allow-list.
     settings(&fx, &script, 9, "stand_in");
-    launch(&fx, "denied");
+    let out = fx.launch_session("denied", &[], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(read(&fx, "off-list"), "403 56", "the proxy's refusal");
     assert!(off.accept().is_err(), "the destination was reached");
     let denied: Vec<serde_json::Value> = fx
@@ -454,7 +449,8 @@ fn in_stand_in_mode_a_websocket_upgrade_to_the_api_host_never_carries_the_real_t
         s["upstream_ca_file"] = json!(ca_file);
         std::fs::write(&path, s.to_string()).unwrap();
         let _ = std::fs::remove_file(fx.project.join("voice"));
-        launch(&fx, mode);
+        let out = fx.launch_session(mode, &[], SCRIPT_TIMEOUT);
+        assert_eq!(out.code, Some(0), "{}", out.describe());
         let voice: Vec<_> = (api.seen().into_iter())
             .filter(|r| {
                 r.line

@@ -35,7 +35,7 @@ fn assert_no_bridge_left(fx: &World) {
 fn a_claude_launch_says_hello_before_it_starts() {
     let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let out = fx.launch(&claude_req(&fx, "h1"));
+    let out = fx.launch(&fx.claude_req("h1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token); // fds exactly [0, 1, 2, 5]
@@ -99,7 +99,7 @@ fn a_shim_that_skips_the_hello_is_refused() {
         .unwrap();
         fs::set_permissions(&stand_in, fs::Permissions::from_mode(0o755)).unwrap();
         let id = format!("stand-in-{i}");
-        let req = fx.request_file(&claude_req(&fx, &id));
+        let req = fx.request_file(&fx.claude_req(&id));
         let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
         let msg = assert_refused(&fx, &out, 71, "spawn_failed");
         assert!(msg.contains(says), "{msg}");
@@ -133,7 +133,7 @@ fn a_hello_with_the_wrong_secret_is_refused() {
     )
     .unwrap();
     fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
-    let req = fx.request_file(&claude_req(&fx, "w1"));
+    let req = fx.request_file(&fx.claude_req("w1"));
     let mut out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     // The shim's own diagnostic shares the session's stderr; the host's answer is the rest.
     let (shim_lines, host_lines): (Vec<&str>, Vec<&str>) = out

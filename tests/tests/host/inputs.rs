@@ -17,7 +17,7 @@ fn settings_that_do_not_parse_refuse_with_line_and_column() {
         "{\n  \"claude_token_file\": \"~/x\",\n  \"templates\": [}\n",
     )
     .unwrap();
-    let out = fx.launch(&claude_req(&fx, "x1"));
+    let out = fx.launch(&fx.claude_req("x1"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.starts_with(&format!("{}: ", p.display())), "{msg}");
     assert!(msg.contains("line 3 column 17"), "{msg}");
@@ -30,7 +30,7 @@ fn a_template_with_no_command_refuses() {
     let fx = world();
     fx.settings(json!({"claude_token_file": SETTING,
                        "templates": [{"id": "claude-code", "command": []}]}));
-    let out = fx.launch(&claude_req(&fx, "x2"));
+    let out = fx.launch(&fx.claude_req("x2"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains("\"claude-code\": command is empty"), "{msg}");
     assert_nothing_left(&fx, "x2");
@@ -45,7 +45,7 @@ fn a_bwrap_setting_that_is_not_executable_refuses() {
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o644)).unwrap();
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": fake,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&claude_req(&fx, "x3"));
+    let out = fx.launch(&fx.claude_req("x3"));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.contains(&fake.display().to_string()), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
@@ -83,9 +83,9 @@ fn a_request_that_is_not_json_is_invalid_spec() {
 fn a_session_id_already_running_is_invalid_spec() {
     let fx = world();
     fx.with_token(vec![claude_template(&["--sleep", "20"], json!({}), &[])]);
-    let first = fx.launch_bg(&claude_req(&fx, "dup"));
+    let first = fx.launch_bg(&fx.claude_req("dup"));
     fx.wait_records(1);
-    let out = fx.launch(&claude_req(&fx, "dup"));
+    let out = fx.launch(&fx.claude_req("dup"));
     let msg = assert_refused(&fx, &out, 64, "invalid_spec");
     assert!(
         msg.contains("\"dup\"") && msg.contains("already running"),
@@ -111,7 +111,7 @@ fn a_missing_program_is_spawn_failed() {
     let mut t = claude_template(&[], json!({}), &[]);
     t["command"] = json!(["/nonexistent/agent"]);
     fx.with_token(vec![t]);
-    let out = fx.launch(&claude_req(&fx, "x6"));
+    let out = fx.launch(&fx.claude_req("x6"));
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     assert!(msg.contains("/nonexistent/agent"), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
@@ -129,7 +129,7 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
     let missing = fx.root.join("no-such-shim");
     fx.settings(json!({"claude_token_file": SETTING, "shim": missing,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let req = fx.request_file(&claude_req(&fx, "x7"));
+    let req = fx.request_file(&fx.claude_req("x7"));
     let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     for place in [

@@ -19,7 +19,7 @@ fn terminal_req(fx: &World, id: &str) -> serde_json::Value {
 fn no_setting_leaves_the_template_value_and_passes_no_token() {
     let fx = world();
     fx.settings(json!({"templates": [claude_template(&[], json!({VAR: "9"}), &[])]}));
-    for (i, req) in [claude_req(&fx, "a1"), terminal_req(&fx, "a2")]
+    for (i, req) in [fx.claude_req("a1"), terminal_req(&fx, "a2")]
         .iter()
         .enumerate()
     {
@@ -33,7 +33,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
     assert_started(&fx, "a2", "none");
 
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
-    for (i, req) in [claude_req(&fx, "b1"), terminal_req(&fx, "b2")]
+    for (i, req) in [fx.claude_req("b1"), terminal_req(&fx, "b2")]
         .iter()
         .enumerate()
     {
@@ -51,7 +51,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
 fn sandboxed_claude_session_gets_the_token_on_fd_5() {
     let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let out = fx.launch(&claude_req(&fx, "c1"));
+    let out = fx.launch(&fx.claude_req("c1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(1);
     assert_eq!(recs.len(), 1);
@@ -88,10 +88,10 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
     let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let first = fx.token.clone();
-    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, Some(0));
+    assert_eq!(fx.launch(&fx.claude_req("r1")).code, Some(0));
     let second = relay_tests::fake_token();
     fx.write_token(&second);
-    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, Some(0));
+    assert_eq!(fx.launch(&fx.claude_req("r2")).code, Some(0));
     let third = relay_tests::fake_token();
     fx.write_token(&third);
     let resume =
@@ -126,7 +126,7 @@ fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
         json!({}),
         &["~/.config"],
     )]);
-    let out = fx.launch(&claude_req(&fx, "g1"));
+    let out = fx.launch(&fx.claude_req("g1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let last = out.stdout.lines().last().unwrap_or_default();
     let rc = last
@@ -254,7 +254,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
     ] {
         fx.host_env.insert(k.into(), v.into());
     }
-    let out = fx.launch(&claude_req(&fx, "e1"));
+    let out = fx.launch(&fx.claude_req("e1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token);
@@ -288,14 +288,14 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
 fn the_host_exits_with_the_sessions_code() {
     let fx = world();
     fx.with_token(vec![claude_template(&["--exit", "3"], json!({}), &[])]);
-    let out = fx.launch(&claude_req(&fx, "x3"));
+    let out = fx.launch(&fx.claude_req("x3"));
     assert_eq!(out.code, Some(3), "{}", out.stderr);
     fx.with_token(vec![claude_template(
         &["--sh", "kill -TERM $PPID"],
         json!({}),
         &[],
     )]);
-    let out = fx.launch(&claude_req(&fx, "x4"));
+    let out = fx.launch(&fx.claude_req("x4"));
     assert_eq!(out.code, Some(128 + 15), "{}", out.stderr);
     let exits: Vec<_> = fx
         .log("events.jsonl")
@@ -320,7 +320,7 @@ fn the_state_folder_is_private() {
         json!({}),
         &[],
     ))]);
-    let mut kept = claude_req(&fx, "p1");
+    let mut kept = fx.claude_req("p1");
     kept["keep"] = json!(true);
     assert_eq!(fx.launch(&kept).code, Some(0));
     let refused = json!({"kind": "claude", "session_id": "bad id"});
@@ -398,7 +398,7 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
         stdin
-            .write_all(claude_req(&fx, "in1").to_string().as_bytes())
+            .write_all(fx.claude_req("in1").to_string().as_bytes())
             .unwrap();
         // Closed: the host reads the request to EOF. A session given this pipe would name it.
     }
@@ -585,7 +585,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     let mut settings = json!({"claude_token_file": SETTING, "bwrap": "/usr/bin/bwrap",
                               "templates": [claude_template(&[], json!({}), &[])]});
     fx.settings(settings.clone());
-    let out = fx.launch(&claude_req(&fx, "d1"));
+    let out = fx.launch(&fx.claude_req("d1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "d1", "fd");
@@ -593,7 +593,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     let wrapper = bwrap_wrapper(&fx, "bwrap-fd", true);
     settings["bwrap"] = json!(wrapper);
     fx.settings(settings);
-    let out = fx.launch(&claude_req(&fx, "d2"));
+    let out = fx.launch(&fx.claude_req("d2"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_eq!(rec["session_id"], "d2");
@@ -648,7 +648,7 @@ fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
     let wrapper = bwrap_wrapper(&fx, "bwrap-old", false);
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": wrapper,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&claude_req(&fx, "o1"));
+    let out = fx.launch(&fx.claude_req("o1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "o1", "fd");

@@ -95,11 +95,6 @@ pub fn assert_refused(fx: &World, out: &Out, code: i32, error: &str) -> String {
     message
 }
 
-/// A kind `claude` request for the project with session id `id`.
-pub fn claude_req(fx: &World, id: &str) -> Value {
-    json!({"kind": "claude", "session_id": id, "project": fx.project})
-}
-
 /// Asserts no session started (no start line) and no session folder is left for `id`.
 pub fn assert_nothing_started(fx: &World, id: &str) {
     assert!(

@@ -569,7 +569,7 @@ fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
         )),
         "{error}"
     );
-    let out = fx.launch(&claude_req(&fx, "gw"));
+    let out = fx.launch(&fx.claude_req("gw"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains(&words), "{msg}");
     assert_nothing_started(&fx, "gw");
@@ -606,7 +606,7 @@ fn a_loopback_http_gateway_is_refused_while_a_session_could_listen_in_its_place(
     let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let error = status["settings_error"].as_str().unwrap_or_default();
     assert!(error.ends_with(&words), "{status}");
-    let out = fx.launch(&claude_req(&fx, "gw"));
+    let out = fx.launch(&fx.claude_req("gw"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains(&words), "{msg}");
     assert_nothing_started(&fx, "gw");
