@@ -88,8 +88,8 @@ impl Builder {
         self
     }
 
-    /// `relay-host` runs as `user` through `setpriv` (the whole tree handed to it before each
-    /// run; default: the test's own user, root).
+    /// `relay-host` runs as `user` through `setpriv`, the whole tree handed to it before each
+    /// run ([`World::hand_over`]; default: the test's own user, root).
     pub fn user(mut self, user: Option<u32>) -> Builder {
         self.user = user;
         self
@@ -110,6 +110,7 @@ impl Builder {
             kind: self.token,
             newline: self.newline,
             user: self.user,
+            hand_over_each_run: self.user.is_some(),
             host_env: BTreeMap::new(),
             umask0: false,
             n: AtomicU32::new(0),
@@ -155,6 +156,9 @@ pub struct World {
     pub host: PathBuf,
     /// The user `relay-host` runs as (`None`: the test's own, root).
     pub user: Option<u32>,
+    /// Whether the whole tree is handed to [`World::user`] before each run (as
+    /// [`Builder::user`] sets it), or left as it is (a root-owned token file, say).
+    pub hand_over_each_run: bool,
     /// Extra variables for `relay-host`'s own environment.
     pub host_env: BTreeMap<String, String>,
     /// Run `relay-host` under umask 0 (to prove it sets its modes itself).

@@ -16,12 +16,15 @@ impl World {
     /// A `relay-host` command on the world's folders ([`Folders::host_setup`]: a cleared
     /// environment, stdin `/dev/null`, a process group of its own) with [`World::host_env`]
     /// added, stdout and stderr piped; as [`World::user`] (through `setpriv`, the whole tree
-    /// handed to that user first), under umask 0 with [`World::umask0`].
+    /// handed to that user first with [`World::hand_over`]), under umask 0 with
+    /// [`World::umask0`].
     pub fn host_cmd(&self) -> Command {
         let mut cmd = match self.user {
             None => Command::new(&self.host),
             Some(id) => {
-                self.hand_over(id);
+                if self.hand_over_each_run {
+                    self.hand_over(id);
+                }
                 let mut c = Command::new("setpriv");
                 c.arg(format!("--reuid={id}"))
                     .arg(format!("--regid={id}"))
@@ -93,11 +96,29 @@ impl World {
 
     /// Runs `cmd` (a [`World::host_cmd`]) to its end under `timeout` ([`finish`]); neither
     /// stream holds a token this world wrote ([`World::assert_no_token_in`]).
-    pub fn finish(&self, mut cmd: Command, timeout: Duration) -> Out {
+    pub fn finish(&self, cmd: Command, timeout: Duration) -> Out {
+        let out = self.finish_until(cmd, timeout, &|| false);
+        assert!(!out.killed, "relay-host did not finish within {timeout:?}");
+        assert!(
+            out.code.is_some(),
+            "relay-host killed by signal {:?}",
+            out.signal
+        );
+        out
+    }
+
+    /// Runs `cmd` until it ends, `timeout` passes or `stop` says so (its process group killed
+    /// then: [`crate::run::finish_with`]); neither stream holds a token this world wrote.
+    pub fn finish_until(
+        &self,
+        mut cmd: Command,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Out {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.get_program()));
-        let out = finish(child, timeout);
+        let out = crate::run::finish_with(child, timeout, stop);
         self.assert_no_token_in(&out, "relay-host");
         out
     }
