@@ -187,7 +187,7 @@ impl Setup {
             internet,
         };
         s.init_project();
-        s.write_settings();
+        s.write_settings_with(json!({}));
         s
     }
 
@@ -247,13 +247,9 @@ impl Setup {
     }
 
     /// The operator's settings ([`install::shipped_settings`]): the built-in `claude-code`
-    /// template as shipped, its `api_base_url` at the fixture.
-    pub fn write_settings(&self) {
-        self.write_settings_with(json!({}));
-    }
-
-    /// [`Setup::write_settings`] with the template's `network` (or other keys of `how`) set
-    /// as given; a turn still checks that the template is the built-in one as shipped
+    /// template as shipped, its `api_base_url` at the fixture, written with
+    /// [`World::settings`]; `how` (`json!({})` for none) sets the template's `network` (or
+    /// other keys) as given; a turn still checks that the template is the built-in one as shipped
     /// ([`install::assert_as_shipped`]), so `how` can change only its network.
     pub fn write_settings_with(&self, how: Value) {
         let mut settings = install::shipped_settings(&self.api.base_url());

@@ -177,12 +177,6 @@ impl Harness {
         );
         out
     }
-
-    /// No regular file under the world's root but the token file holds the token (the scan
-    /// does see it in the token file: [`World::assert_no_token_on_disk`]).
-    fn assert_no_token_on_disk(&self) {
-        self.w.assert_no_token_on_disk(&[], &[]);
-    }
 }
 
 /// Every entry under `dir` (relative path and kind), recursively, without following links.
@@ -269,7 +263,7 @@ fn a_shell_session_cannot_write_its_projects_claude_settings() {
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "{}\n");
     assert!(!w.project.join(".claude/settings.local.json").exists());
     assert!(!w.project.join(".mcp.json").exists());
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// The real Claude Code template for the project tests: the CLI's package read-only, the
@@ -365,7 +359,7 @@ fn planted_project_settings_do_not_steer_a_token_launch() {
     );
     let row = w.log("audit.jsonl").pop().unwrap();
     assert_eq!(row["token"], "fd", "{row}");
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// The control: with P in `trusted_projects` the same planted settings ARE obeyed, so the
@@ -382,7 +376,7 @@ fn a_trusted_projects_settings_are_obeyed() {
         listener.requests(),
         out.describe()
     );
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -475,7 +469,7 @@ fn assert_claude_launch_not_hijacked(w: &Harness) {
         .last()
         .unwrap_or_else(|| panic!("no agent ran: {}", out.describe()));
     assert_eq!(rec["token_sha256"], sha256_hex(w.token.as_bytes()), "{rec}");
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// `~/.local/bin` exists and is first on `PATH`: a `shell` session can write none of `bwrap`,
@@ -837,7 +831,7 @@ fn a_token_launch_refuses_steering_variables() {
     assert_eq!(recs.len(), 1, "{}", out.describe());
     assert_eq!(recs[0]["env"]["LD_PRELOAD"], "", "{}", recs[0]);
     assert!(recs[0].get("token_sha256").is_none());
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A token launch whose `extra_args` load settings, servers, plugins or agents (`--settings`, in
@@ -876,7 +870,7 @@ fn a_token_launch_refuses_settings_flags() {
         w.launch(&json!({"kind": "claude", "project": w.project, "extra_args": ["-p", "say hi"]}));
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(relay_tests::read_records(&rec).len(), 1);
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -925,7 +919,7 @@ fn system_missing_and_relay_projects_are_refused() {
         );
         assert!(!rec.exists(), "{}: the program ran", p.display());
     }
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A template whose grants do not show the project is refused before anything starts (today:
@@ -1076,7 +1070,7 @@ fn a_session_cannot_stop_bwraps_init() {
         out.describe()
     );
     assert_eq!(out.code, Some(0), "{}", out.describe());
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1175,7 +1169,7 @@ fn a_planted_common_folder_redirect_refuses_the_token_launch() {
         "the planted fsmonitor ran"
     );
     assert!(!w.project.join("status.code").exists(), "the session ran");
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A `shell` session makes a repository in a folder of the project, names its script as that
@@ -1232,7 +1226,7 @@ fn a_planted_gitlink_runs_no_code_in_a_token_session() {
             "not"
         }
     );
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A SysV message queue made by one session is not there for the next, nor on the host after
@@ -1440,7 +1434,7 @@ fn tool_reads_no_token_from_its_parents_memory(user: Option<u32>) {
         seen,
         format!("proc_mem_errno={}\nfound=none\n", libc::EACCES)
     );
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// Unmounts a throwaway mount when dropped.

@@ -52,7 +52,7 @@ fn settings(fx: &World, script: &Path, port: u16, mode: &str) {
             "token_mode": mode,
         }],
     });
-    std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+    fx.settings(s);
 }
 
 fn read(fx: &World, name: &str) -> String {
