@@ -96,3 +96,68 @@ pub fn assert_no_token_fd(rec: &Value, var: Option<&str>) {
     assert!(rec.get("token_bytes").is_none(), "{rec}");
     assert!(!rec["fds"].as_array().unwrap().contains(&json!(5)), "{rec}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An output of `stdout` and `stderr`.
+    fn out(stdout: String, stderr: String) -> Out {
+        Out {
+            code: Some(0),
+            signal: None,
+            killed: false,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Whether `f` panics (the assertion can fail).
+    fn fails(f: impl FnOnce()) -> bool {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+    }
+
+    #[test]
+    fn an_output_holding_a_token_or_its_random_part_fails() {
+        let w = World::new();
+        let t = w.token.clone();
+        let random = crate::token_random_part(&t).to_owned();
+        w.assert_no_token_in(&out("clean".into(), "clean".into()), "a clean run");
+        assert!(fails(
+            || w.assert_no_token_in(&out(format!("<{t}>"), String::new()), "a")
+        ));
+        assert!(fails(
+            || w.assert_no_token_in(&out(String::new(), random), "b")
+        ));
+        // A token written later is looked for too.
+        let later = w.fresh_token();
+        assert!(fails(
+            || w.assert_no_token_in(&out(later, String::new()), "c")
+        ));
+    }
+
+    #[test]
+    fn a_copy_of_any_token_on_disk_fails_and_the_scan_must_see_where_told() {
+        let w = World::new();
+        let old = w.token.clone();
+        let files = w.assert_no_token_on_disk(&[], &[]);
+        assert!(
+            files.contains(&w.token_file),
+            "the scan read the token file"
+        );
+        let empty = w.root.join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(fails(|| {
+            w.assert_no_token_on_disk(&[], &[&empty]);
+        }));
+        // The token replaced: the old one in a log fails the scan, unless skipped.
+        w.replace_token();
+        w.assert_no_token_on_disk(&[], &[]);
+        let log = w.project.join("log");
+        std::fs::write(&log, format!("seen {old}\n")).unwrap();
+        assert!(fails(|| {
+            w.assert_no_token_on_disk(&[], &[]);
+        }));
+        w.assert_no_token_on_disk(&[log], &[]);
+    }
+}
