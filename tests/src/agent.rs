@@ -98,7 +98,7 @@ impl std::ops::Deref for Setup {
 }
 
 /// The unprivileged user the `_as_a_user` tests run relay-host as (`nobody`).
-pub const NOBODY: u32 = 65534;
+pub use crate::world::NOBODY;
 
 impl Setup {
     /// Everything ready for a turn of the script `script` makes of the project's path and the

@@ -1,8 +1,9 @@
 //! The one world every end-to-end test stands in: a throwaway installation's folders
-//! ([`Folders`]), its token (written, remembered, checked for by hash), its `settings.json`, how
-//! it runs `relay-host` (as root or as another user, a cleared environment, under a deadline),
-//! a script in place of the agent in a token session, and the token assertions (no token on
-//! disk, in an output or a log; what fd 5 carried, by hash).
+//! ([`crate::fixture::Folders`]), its token (written, remembered, checked for by hash), its
+//! `settings.json`, how it runs `relay-host` (as root or as another user, a cleared
+//! environment, under a deadline), a script in place of the agent in a token session, and the
+//! token assertions (no token on disk, the logs included, or in an output; what fd 5 carried,
+//! by hash).
 //!
 //! [`World::builder`] makes the variations: the layout, which token (a fake one, a Claude-shaped
 //! one, none yet), the settings to start with (none, or a `claude-code` template running the
