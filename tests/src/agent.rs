@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fixture::{Folders, Layout, HOST_PATH};
+use crate::fixture::{Layout, HOST_PATH};
 use crate::install::{self, Install, Installed};
 use crate::messages_api::{MessagesApi, Seen, Step};
 use crate::sha256_hex;
+use crate::world::{Token, World};
 
 /// The longest one turn (one `relay-host launch`) may take before its group is killed.
 pub const TURN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -70,11 +71,9 @@ impl Turn {
 /// Code installed one of the ways people install it, and the built-in `claude-code` template
 /// as shipped (only its `api_base_url` at the fixture).
 pub struct Setup {
-    /// The folders ([`Layout::claude`]): the project is a git repository with one commit, the
-    /// token file 0600.
-    folders: Folders,
-    /// The made-up token (never printed).
-    pub token: String,
+    /// The world ([`Layout::claude`], a Claude-shaped token, never printed, in a 0600 file):
+    /// the project is a git repository with one commit.
+    world: World,
     /// Claude Code as installed: the `claude` relay-host finds on its `PATH`.
     pub installed: Installed,
     /// How Claude Code is installed.
@@ -90,16 +89,16 @@ pub struct Setup {
     pub internet: Option<crate::fake_internet::FakeInternet>,
 }
 
-/// A setup is its folders (`s.home`, `s.project`, ...) and the turn it plays.
+/// A setup is its world (`s.token`, `s.home`, `s.project`, ...) and the turn it plays.
 impl std::ops::Deref for Setup {
-    type Target = Folders;
-    fn deref(&self) -> &Folders {
-        &self.folders
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
     }
 }
 
 /// The unprivileged user the `_as_a_user` tests run relay-host as (`nobody`).
-pub const NOBODY: u32 = 65534;
+pub use crate::world::NOBODY;
 
 impl Setup {
     /// Everything ready for a turn of the script `script` makes of the project's path and the
@@ -158,13 +157,12 @@ impl Setup {
         script: impl FnOnce(&Path, &str) -> Vec<Step>,
         internet: bool,
     ) -> Setup {
-        let folders = Folders::new(Layout::claude("relay-agent-turn."));
-        let installed = install.install(&folders.root, &folders.home);
-        let token = crate::claude_fake_token();
-        std::fs::write(&folders.token_file, format!("{token}\n")).unwrap();
-        std::fs::set_permissions(&folders.token_file, std::fs::Permissions::from_mode(0o600))
-            .unwrap();
-        let script = script(&folders.project, &sha256_hex(token.as_bytes()));
+        let world = World::builder()
+            .layout(Layout::claude("relay-agent-turn."))
+            .token(Token::Claude)
+            .build();
+        let installed = install.install(&world.root, &world.home);
+        let script = script(&world.project, &sha256_hex(world.token.as_bytes()));
         #[cfg(target_os = "linux")]
         let (internet, api) = if internet {
             let net = crate::fake_internet::FakeInternet::start();
@@ -179,8 +177,7 @@ impl Setup {
             MessagesApi::start(script)
         };
         let s = Setup {
-            folders,
-            token,
+            world,
             path: format!("{}:{HOST_PATH}", installed.bin.display()),
             installed,
             install,
@@ -190,7 +187,7 @@ impl Setup {
             internet,
         };
         s.init_project();
-        s.write_settings();
+        s.write_settings_with(json!({}));
         s
     }
 
@@ -206,13 +203,7 @@ impl Setup {
     /// Hands the whole tree to [`Setup::user`], if any (`chown -R`).
     pub fn hand_over(&self) {
         if let Some(id) = self.user {
-            let ok = Command::new("chown")
-                .arg("-R")
-                .arg(format!("{id}:{id}"))
-                .arg(&self.root)
-                .status()
-                .expect("run chown");
-            assert!(ok.success(), "chown -R {id} {}", self.root.display());
+            self.world.hand_over(id);
         }
     }
 
@@ -256,13 +247,9 @@ impl Setup {
     }
 
     /// The operator's settings ([`install::shipped_settings`]): the built-in `claude-code`
-    /// template as shipped, its `api_base_url` at the fixture.
-    pub fn write_settings(&self) {
-        self.write_settings_with(json!({}));
-    }
-
-    /// [`Setup::write_settings`] with the template's `network` (or other keys of `how`) set
-    /// as given; a turn still checks that the template is the built-in one as shipped
+    /// template as shipped, its `api_base_url` at the fixture, written with
+    /// [`World::settings`]; `how` (`json!({})` for none) sets the template's `network` (or
+    /// other keys) as given; a turn still checks that the template is the built-in one as shipped
     /// ([`install::assert_as_shipped`]), so `how` can change only its network.
     pub fn write_settings_with(&self, how: Value) {
         let mut settings = install::shipped_settings(&self.api.base_url());
@@ -275,11 +262,7 @@ impl Setup {
         for (k, v) in how.as_object().expect("an object") {
             settings["templates"][0][k] = v.clone();
         }
-        std::fs::write(
-            self.config.join("settings.json"),
-            serde_json::to_vec_pretty(&settings).unwrap(),
-        )
-        .unwrap();
+        self.world.settings(settings);
     }
 
     /// The relay-owned Claude config folder (in the state folder).
@@ -462,16 +445,14 @@ impl Setup {
     }
 
     /// No regular file under the test's root (state folder and its logs, the Claude config,
-    /// the project, HOME, the config folder) holds the token, the token file aside; the scan
-    /// sees the token there, and the turn's transcript is among the files.
+    /// the project, HOME, the config folder) holds the token, the token file aside
+    /// ([`World::assert_no_token_on_disk`]); the scan sees the token there, and the turn's
+    /// transcript and the audit log are among the files.
     pub fn assert_no_token_on_disk(&self) {
         // A copy of the npm package's 400 MB binary, which sessions see read-only, is left
         // out of the scan.
         let skip: Vec<PathBuf> = self.installed.copy.iter().cloned().collect();
-        let scan =
-            crate::scan_for_tokens_skipping(&self.root, &self.token_file, &[&self.token], &skip);
-        scan.assert_clean(0);
-        let files = scan.files;
+        let files = self.world.assert_no_token_on_disk(&skip, &[]);
         // The turn's transcript (its prompts and tool results) is among the files scanned.
         let transcripts = self.claude_config().join("projects");
         assert!(

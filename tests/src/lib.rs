@@ -504,6 +504,8 @@ pub mod capture;
 /// A throwaway relay-host installation and process checks (see the module).
 pub mod fixture;
 pub mod run;
+/// The one world every end-to-end test stands in (see the module).
+pub mod world;
 
 /// Local HTTP listeners: one that records what it receives, one that keeps only hashes of the
 /// credentials it receives (see the module).

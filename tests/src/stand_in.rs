@@ -2,10 +2,11 @@
 //! settings keys (not its Rust types): the template's `token_mode` (`"stand_in"`, the built-in
 //! `claude-code`'s default on Linux, or `"pipe"`) and the top-level `upstream_ca_file`.
 //!
-//! - [`write_settings`](crate::stand_in::write_settings): the built-in `claude-code` template as
-//!   shipped, `api_base_url` at the fixture, `token_mode` as asked, `upstream_ca_file` at the test
-//!   CA; [`assert_as_shipped_in`](crate::stand_in::assert_as_shipped_in) fails a turn whose
-//!   template differs from the built-in one in anything else.
+//! - [`settings`](crate::stand_in::settings) (written with [`crate::world::World::settings`]):
+//!   the built-in `claude-code` template as shipped, `api_base_url` at the fixture, `token_mode`
+//!   as asked, `upstream_ca_file` at the test CA;
+//!   [`assert_as_shipped_in`](crate::stand_in::assert_as_shipped_in) fails a turn whose template
+//!   differs from the built-in one in anything else.
 //! - [`Fd5Recorder`](crate::stand_in::Fd5Recorder): what fd 5 carried into each launch, recorded by
 //!   a wrapper that Claude Code in the native installer's layout is reached through
 //!   (`~/.local/bin/claude` -> `versions/claude-fd5`, a shell script beside the real binary): it
@@ -61,23 +62,6 @@ pub fn settings(gateway: &str, mode: Option<&str>, ca_file: Option<&Path>, extra
         }
     }
     s
-}
-
-/// Writes [`settings`] for `s` (its fixture's base URL) into its config folder.
-///
-/// ```no_run
-/// use relay_tests::agent::Setup;
-/// let s = Setup::new(|_, _| vec![]);
-/// relay_tests::stand_in::write_settings(&s, Some("stand_in"), None, serde_json::json!({}));
-/// relay_tests::stand_in::assert_as_shipped_in(&s.config, Some("stand_in"));
-/// ```
-pub fn write_settings(s: &Setup, mode: Option<&str>, ca_file: Option<&Path>, extra: Value) {
-    let v = settings(&s.api.base_url(), mode, ca_file, extra);
-    std::fs::write(
-        s.config.join("settings.json"),
-        serde_json::to_vec_pretty(&v).unwrap(),
-    )
-    .unwrap();
 }
 
 /// Panics unless every template of the settings file in `config` is the built-in one of its id

@@ -13,18 +13,18 @@
 //! the ssh test binds the fixture's home over root's home in a private mount namespace, else it
 //! does the same in a user namespace.
 
-use std::ffi::OsString;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::{mkdir, Folders, Layout};
+use relay_tests::fixture::{mkdir, Layout, HOST_PATH};
 use relay_tests::git;
 use relay_tests::listener::AuthListener;
-use relay_tests::run::{finish_with, Out};
-use relay_tests::{fake_agent, relay_host, relay_shim, sha256_hex};
+use relay_tests::run::Out;
+use relay_tests::world::{Token, World, SETTING};
+use relay_tests::{fake_agent, relay_shim, sha256_hex};
 use serde_json::{json, Value};
 
 /// The deadline of one `relay-host` command that does not run Claude Code.
@@ -46,62 +46,54 @@ fn q(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
-/// One test's world: its folders ([`Layout::agent`] with the config folder `cfg` and the
-/// project `~/proj`, inside the home), a Claude-shaped token in the token file, and how
-/// `relay-host` runs (a cleared environment).
-struct World {
-    folders: Folders,
-    token: String,
-    /// `PATH` for `relay-host`.
-    path: OsString,
-    /// Extra variables for `relay-host`'s environment.
-    env: Vec<(String, String)>,
+/// One test's attack harness over a [`World`] ([`Layout::agent`] with the config folder `cfg`
+/// and the project `~/proj`, inside the home; a Claude-shaped token in the token file; a
+/// cleared environment): the settings' defaults of these tests, an address-space limit for
+/// `relay-host`, the shell sessions of the attacks.
+struct Harness {
+    w: World,
     /// `RLIMIT_AS` for `relay-host`, if any.
     limit_as: Option<u64>,
-    /// Run `relay-host` as this user and group (through `setpriv`), if any.
-    user: Option<u32>,
-    n: std::cell::Cell<u32>,
 }
 
-/// A world is its folders (`w.home`, `w.project`, ...) and how it runs the host.
-impl std::ops::Deref for World {
-    type Target = Folders;
-    fn deref(&self) -> &Folders {
-        &self.folders
+/// A harness is its world (`w.token`, `w.home`, `w.project`, ...).
+impl std::ops::Deref for Harness {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.w
     }
 }
 
-impl World {
-    /// A world under `/var/tmp`.
-    fn new() -> World {
-        World::new_in("/var/tmp")
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut World {
+        &mut self.w
+    }
+}
+
+impl Harness {
+    /// A harness under `/var/tmp`.
+    fn new() -> Harness {
+        Harness::new_in("/var/tmp")
     }
 
-    /// A world under `parent` (`/tmp` for the tests about grants under `/tmp`).
-    fn new_in(parent: &'static str) -> World {
-        let folders = Folders::new(Layout {
-            parent,
-            config: "cfg",
-            project: "home/proj",
-            ..Layout::agent("relay-arming.")
-        });
-        let token = relay_tests::claude_fake_token();
-        write(&folders.token_file, &format!("{token}\n"), 0o600);
-        World {
-            folders,
-            token,
-            path: relay_tests::fixture::HOST_PATH.into(),
-            env: Vec::new(),
-            limit_as: None,
-            user: None,
-            n: std::cell::Cell::new(0),
-        }
+    /// A harness under `parent` (`/tmp` for the tests about grants under `/tmp`).
+    fn new_in(parent: &'static str) -> Harness {
+        let w = World::builder()
+            .layout(Layout {
+                parent,
+                config: "cfg",
+                project: "home/proj",
+                ..Layout::agent("relay-arming.")
+            })
+            .token(Token::Claude)
+            .build();
+        Harness { w, limit_as: None }
     }
 
-    /// Writes `settings.json` (0644), naming `$RELAY_TEST_BWRAP` as its `bwrap` when set. A
-    /// `claude-code` template that does not say its `token_mode` gets `"pipe"`: these tests are
-    /// about where the real token on fd 5 can go (the built-in's default on Linux would hand a
-    /// stand-in).
+    /// Writes `settings.json` ([`World::settings`]), naming `$RELAY_TEST_BWRAP` as its `bwrap`
+    /// when set. A `claude-code` template that does not say its `token_mode` gets `"pipe"`:
+    /// these tests are about where the real token on fd 5 can go (the built-in's default on
+    /// Linux would hand a stand-in).
     fn settings(&self, mut v: Value) {
         if let (Some(b), Some(o)) = (relay_tests::settings_bwrap(), v.as_object_mut()) {
             o.entry("bwrap").or_insert(json!(b));
@@ -115,36 +107,19 @@ impl World {
                 o.entry("token_mode").or_insert(json!("pipe"));
             }
         }
-        write(&self.config.join("settings.json"), &v.to_string(), 0o644);
+        self.w.settings(v);
     }
 
     /// The token setting and these templates (the built-in ones for ids not listed).
     fn with_token(&self, templates: Value) {
-        self.settings(
-            json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": templates}),
-        );
+        self.settings(json!({"claude_token_file": SETTING, "templates": templates}));
     }
 
-    /// `relay-host --config-dir C --state-dir S ARGS` with a cleared environment, in its own
-    /// process group, stdio piped (stdin `/dev/null`).
+    /// `relay-host ARGS` ([`World::host_cmd`]: a cleared environment, its own process group,
+    /// stdio piped, stdin `/dev/null`; as the world's user), under [`Harness::limit_as`].
     fn host_cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = match self.user {
-            None => Command::new(relay_host()),
-            Some(id) => {
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={id}"))
-                    .arg(format!("--regid={id}"))
-                    .arg("--clear-groups")
-                    .arg(relay_host());
-                c
-            }
-        };
-        self.host_setup(&mut cmd, &self.state)
-            .env("PATH", &self.path)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = self.w.host_cmd();
+        cmd.args(args);
         if let Some(limit) = self.limit_as {
             // SAFETY: setrlimit takes a pointer to a local struct; no allocation in the hook.
             unsafe {
@@ -163,15 +138,10 @@ impl World {
         cmd
     }
 
-    /// Runs `cmd` under `timeout` (and `stop`); checks neither stream holds the token.
-    fn run(&self, mut cmd: Command, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
-        let out = finish_with(cmd.spawn().unwrap(), timeout, stop);
-        relay_tests::assert_no_token(
-            "the output",
-            format!("{}{}", out.stdout, out.stderr).as_bytes(),
-            &self.token,
-        );
-        out
+    /// Runs `cmd` under `timeout` (and `stop`); neither stream holds the token
+    /// ([`World::finish_until`]).
+    fn run(&self, cmd: Command, timeout: Duration, stop: &dyn Fn() -> bool) -> Out {
+        self.w.finish_until(cmd, timeout, stop)
     }
 
     /// `relay-host ARGS`, to the end.
@@ -181,10 +151,7 @@ impl World {
 
     /// Writes a request file (0644) and returns its path.
     fn request(&self, req: &Value) -> PathBuf {
-        self.n.set(self.n.get() + 1);
-        let p = self.root.join(format!("req-{}.json", self.n.get()));
-        write(&p, &req.to_string(), 0o644);
-        p
+        self.w.request_file(req)
     }
 
     /// `relay-host launch REQ`, to the end.
@@ -209,13 +176,6 @@ impl World {
             out.describe()
         );
         out
-    }
-
-    /// No regular file under the world's root but the token file holds the token (the scan
-    /// does see it in the token file).
-    fn assert_no_token_on_disk(&self) {
-        let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &[&self.token]);
-        scan.assert_clean(0);
     }
 }
 
@@ -268,7 +228,7 @@ fn agent_template(args: &[&str], read_write: &[&str]) -> Value {
 /// (one existing, two not), while it does write another file in P.
 #[test]
 fn a_shell_session_cannot_write_its_projects_claude_settings() {
-    let w = World::new();
+    let w = Harness::new();
     w.with_token(json!([]));
     mkdir(&w.project.join(".claude"), 0o755);
     let existing = w.project.join(".claude/settings.json");
@@ -303,7 +263,7 @@ fn a_shell_session_cannot_write_its_projects_claude_settings() {
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "{}\n");
     assert!(!w.project.join(".claude/settings.local.json").exists());
     assert!(!w.project.join(".mcp.json").exists());
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// The real Claude Code template for the project tests: the CLI's package read-only, the
@@ -326,9 +286,9 @@ fn claude_template(claude: &Path) -> Value {
 /// listener (by absolute path: P lies under `~`); then `{"kind":"claude"}` in P runs the real
 /// Claude Code (`-p hi`). Returns the listener after the launch ended (or was stopped once the
 /// token arrived), and the launch's output.
-fn claude_after_planted_project_settings(trusted: bool) -> (World, AuthListener, Out) {
+fn claude_after_planted_project_settings(trusted: bool) -> (Harness, AuthListener, Out) {
     let claude = relay_tests::claude_cli();
-    let w = World::new();
+    let w = Harness::new();
     let listener = AuthListener::start();
     let mut settings = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
@@ -399,7 +359,7 @@ fn planted_project_settings_do_not_steer_a_token_launch() {
     );
     let row = w.log("audit.jsonl").pop().unwrap();
     assert_eq!(row["token"], "fd", "{row}");
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// The control: with P in `trusted_projects` the same planted settings ARE obeyed, so the
@@ -416,7 +376,7 @@ fn a_trusted_projects_settings_are_obeyed() {
         listener.requests(),
         out.describe()
     );
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -425,18 +385,18 @@ fn a_trusted_projects_settings_are_obeyed() {
 
 /// A world whose `PATH` starts with `~/.local/bin`, then a root-owned folder holding `claude`
 /// (the fake agent); the `claude-code` template runs `claude` from `PATH`.
-fn path_world() -> (World, PathBuf) {
-    let mut w = World::new();
+fn path_world() -> (Harness, PathBuf) {
+    let mut w = Harness::new();
     let bin = w.root.join("bin");
     mkdir(&bin, 0o755);
     std::os::unix::fs::symlink(fake_agent(), bin.join("claude")).unwrap();
     let local_bin = w.home.join(".local/bin");
-    w.path = format!(
+    let path = format!(
         "{}:{}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
         local_bin.display(),
         bin.display()
-    )
-    .into();
+    );
+    w.host_env.insert("PATH".into(), path);
     w.with_token(json!([{
         "id": "claude-code",
         "command": ["claude"],
@@ -449,7 +409,7 @@ fn path_world() -> (World, PathBuf) {
 /// The shell script that plants `bwrap`, `relay-shim` and `claude` in `~/.local/bin` (each
 /// copies the hash of what fd 5 holds into `<project>/stolen-NAME`, then execs the real one) and
 /// reports per program whether the write worked.
-fn plant_path_programs(w: &World, bin: &Path, mkdir_first: bool) -> String {
+fn plant_path_programs(w: &Harness, bin: &Path, mkdir_first: bool) -> String {
     let local_bin = w.home.join(".local/bin");
     let mut script = format!("echo ran > {}\n", q(&w.project.join("ran.txt")));
     if mkdir_first {
@@ -487,7 +447,7 @@ fn which(name: &str) -> PathBuf {
 }
 
 /// After the planting session, a claude launch runs, gets the token, and no stolen file exists.
-fn assert_claude_launch_not_hijacked(w: &World) {
+fn assert_claude_launch_not_hijacked(w: &Harness) {
     let out = w.launch(&json!({"kind": "claude", "project": w.project, "session_id": "after"}));
     for name in ["bwrap", "relay-shim", "claude"] {
         let stolen = w.project.join(format!("stolen-{name}"));
@@ -509,7 +469,7 @@ fn assert_claude_launch_not_hijacked(w: &World) {
         .last()
         .unwrap_or_else(|| panic!("no agent ran: {}", out.describe()));
     assert_eq!(rec["token_sha256"], sha256_hex(w.token.as_bytes()), "{rec}");
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// `~/.local/bin` exists and is first on `PATH`: a `shell` session can write none of `bwrap`,
@@ -565,7 +525,7 @@ fn a_shell_session_cannot_create_a_missing_path_folder() {
 #[test]
 fn a_shell_session_cannot_write_ssh_config_or_startup_files() {
     for existing in [true, false] {
-        let w = World::new();
+        let w = Harness::new();
         w.with_token(json!([]));
         if existing {
             mkdir(&w.home.join(".ssh"), 0o700);
@@ -636,7 +596,7 @@ fn ssh_home_and_unshare() -> (PathBuf, Vec<&'static str>) {
 /// `cmd` wrapped so that it runs with the world's home bound over ssh's per-user home. The
 /// built binaries are bound at `<world>/bin-mount` first and run from there: a checkout inside
 /// that home (`~/src/relay-token`) would be hidden by the bind.
-fn with_ssh_home(w: &World, cmd: &Command) -> Command {
+fn with_ssh_home(w: &Harness, cmd: &Command) -> Command {
     let (ssh_home, unshare) = ssh_home_and_unshare();
     let bins = relay_tests::bin_dir();
     let mount = w.root.join("bin-mount");
@@ -677,7 +637,7 @@ mount --bind "$b" "$m" && mount --bind "$h" "$d" && exec "$@""#,
 /// marker appear.
 #[test]
 fn an_ssh_launch_never_reads_the_users_ssh_config() {
-    let w = World::new();
+    let w = Harness::new();
     w.with_token(json!([]));
     let marker = w.root.join("proxy-command-ran");
     mkdir(&w.home.join(".ssh"), 0o700);
@@ -692,7 +652,7 @@ fn an_ssh_launch_never_reads_the_users_ssh_config() {
     // The control: plain ssh under the same wrapper reads that config.
     let mut ssh = Command::new(which("ssh"));
     ssh.args(["-t", "--", "somehost", "true"])
-        .env("PATH", &w.path)
+        .env("PATH", HOST_PATH)
         .env("HOME", &w.home);
     let out = w.run(with_ssh_home(&w, &ssh), TIMEOUT, &|| false);
     assert!(
@@ -729,7 +689,7 @@ fn an_ssh_launch_never_reads_the_users_ssh_config() {
 /// runs, and `status` exits non-zero naming it.
 #[test]
 fn settings_symlinked_into_a_grant_refuse_every_launch() {
-    let w = World::new();
+    let w = Harness::new();
     let dotfiles = w.home.join("dotfiles");
     mkdir(&dotfiles, 0o755);
     let target = dotfiles.join("relay.json");
@@ -768,7 +728,7 @@ fn settings_symlinked_into_a_grant_refuse_every_launch() {
 /// naming it (today both hang on the open).
 #[test]
 fn a_fifo_as_settings_answers_at_once() {
-    let w = World::new();
+    let w = Harness::new();
     let fifo = w.config.join("settings.json");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a NUL-terminated path and a mode.
@@ -811,7 +771,7 @@ fn a_fifo_as_settings_answers_at_once() {
 /// `relay-host` limited to 1 GiB of address space, today's read runs out of memory instead).
 #[test]
 fn dev_zero_as_settings_is_refused_without_running_out_of_memory() {
-    let mut w = World::new();
+    let mut w = Harness::new();
     w.limit_as = Some(1 << 30);
     let link = w.config.join("settings.json");
     std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
@@ -839,7 +799,7 @@ fn dev_zero_as_settings_is_refused_without_running_out_of_memory() {
 /// program runs. A non-token launch with `LD_PRELOAD` still runs and sees it.
 #[test]
 fn a_token_launch_refuses_steering_variables() {
-    let w = World::new();
+    let w = Harness::new();
     let tool = json!({
         "id": "tool",
         "command": [fake_agent()],
@@ -871,7 +831,7 @@ fn a_token_launch_refuses_steering_variables() {
     assert_eq!(recs.len(), 1, "{}", out.describe());
     assert_eq!(recs[0]["env"]["LD_PRELOAD"], "", "{}", recs[0]);
     assert!(recs[0].get("token_sha256").is_none());
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A token launch whose `extra_args` load settings, servers, plugins or agents (`--settings`, in
@@ -880,7 +840,7 @@ fn a_token_launch_refuses_steering_variables() {
 /// naming the flag, and no program runs.
 #[test]
 fn a_token_launch_refuses_settings_flags() {
-    let w = World::new();
+    let w = Harness::new();
     w.with_token(json!([agent_template(
         &[],
         &["{project}", "{claude_config}"]
@@ -910,7 +870,7 @@ fn a_token_launch_refuses_settings_flags() {
         w.launch(&json!({"kind": "claude", "project": w.project, "extra_args": ["-p", "say hi"]}));
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(relay_tests::read_records(&rec).len(), 1);
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -921,7 +881,7 @@ fn a_token_launch_refuses_settings_flags() {
 /// refused `invalid_spec` naming it, and no session folder is made.
 #[test]
 fn system_missing_and_relay_projects_are_refused() {
-    let w = World::new();
+    let w = Harness::new();
     // The agent records outside the project, so a project like /etc is never written to.
     let rec_dir = w.root.join("rec");
     mkdir(&rec_dir, 0o755);
@@ -959,14 +919,14 @@ fn system_missing_and_relay_projects_are_refused() {
         );
         assert!(!rec.exists(), "{}: the program ran", p.display());
     }
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A template whose grants do not show the project is refused before anything starts (today:
 /// a 201, then `bwrap: Can't chdir`).
 #[test]
 fn a_template_that_hides_the_project_is_refused_before_it_starts() {
-    let w = World::new();
+    let w = Harness::new();
     let elsewhere = w.root.join("elsewhere");
     mkdir(&elsewhere, 0o755);
     let mut t = agent_template(&[], &["{claude_config}", elsewhere.to_str().unwrap()]);
@@ -1005,7 +965,7 @@ fn a_template_that_hides_the_project_is_refused_before_it_starts() {
 /// link.
 #[test]
 fn a_reused_session_id_gets_a_fresh_tmp() {
-    let w = World::new_in("/tmp");
+    let w = Harness::new_in("/tmp");
     let target = w.root.join("target");
     mkdir(&target, 0o755);
     let granted = w.root.join("other/sub");
@@ -1082,7 +1042,7 @@ fn a_reused_session_id_gets_a_fresh_tmp() {
 /// the test kills it after a generous 60 s).
 #[test]
 fn a_session_cannot_stop_bwraps_init() {
-    let w = World::new();
+    let w = Harness::new();
     w.with_token(json!([agent_template(
         &["--ptrace-init"],
         &["{project}", "{claude_config}"]
@@ -1110,7 +1070,7 @@ fn a_session_cannot_stop_bwraps_init() {
         out.describe()
     );
     assert_eq!(out.code, Some(0), "{}", out.describe());
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1120,7 +1080,7 @@ fn a_session_cannot_stop_bwraps_init() {
 /// `status` exits non-zero, naming the token file, when its mode is wider than 0600.
 #[test]
 fn status_fails_on_a_token_file_wider_than_0600() {
-    let w = World::new();
+    let w = Harness::new();
     // A claude-code whose command is found (`claude` is not installed here): the control is
     // a Claude session that would start logged in.
     w.with_token(json!([{"id": "claude-code", "command": ["/bin/true"]}]));
@@ -1144,7 +1104,7 @@ fn status_fails_on_a_token_file_wider_than_0600() {
 /// The script a session without the token plants as git's `core.fsmonitor`: run by git in a
 /// later launch, it writes the variable and the hash of what it reads on fd 5 (the token, in a
 /// launch that holds it) into `<proj>/.stolen`, and fails (so git carries on).
-fn plant_fsmonitor_script(w: &World) -> String {
+fn plant_fsmonitor_script(w: &Harness) -> String {
     let stolen = w.project.join(".stolen");
     format!(
         "mkdir -p {cache}\ncat > {cache}/fsm.sh <<'EOS'\n#!/bin/sh\n{{ echo \"var=$CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR\"; sha256sum <&5; }} >> {stolen} 2>/dev/null\nexit 1\nEOS\nchmod +x {cache}/fsm.sh\n",
@@ -1156,7 +1116,7 @@ fn plant_fsmonitor_script(w: &World) -> String {
 /// A `claude-code` template that stands in for Claude running `git status` in the project
 /// first thing (as Claude Code does), its output in `<proj>/status.txt`. The token is on fd 5,
 /// unread, as git and whatever it starts inherit it.
-fn git_status_template(w: &World) -> Value {
+fn git_status_template(w: &Harness) -> Value {
     let script = format!(
         "cd {p} && git status --short > status.txt 2>&1; echo $? > status.code",
         p = q(&w.project)
@@ -1170,7 +1130,7 @@ fn git_status_template(w: &World) -> Value {
 }
 
 /// A git repository with one commit in the world's project.
-fn project_repo(w: &World) {
+fn project_repo(w: &Harness) {
     git(&w.project, &["init", "-q"]);
     std::fs::write(w.project.join("README"), "hello\n").unwrap();
     git(&w.project, &["add", "README"]);
@@ -1184,7 +1144,7 @@ fn project_repo(w: &World) {
 /// fd 5, and `.stolen` held the token's hash.)
 #[test]
 fn a_planted_common_folder_redirect_refuses_the_token_launch() {
-    let w = World::new();
+    let w = Harness::new();
     project_repo(&w);
     w.with_token(json!([git_status_template(&w)]));
     let evil = w.project.join(".cache/evil-git");
@@ -1209,7 +1169,7 @@ fn a_planted_common_folder_redirect_refuses_the_token_launch() {
         "the planted fsmonitor ran"
     );
     assert!(!w.project.join("status.code").exists(), "the session ran");
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A `shell` session makes a repository in a folder of the project, names its script as that
@@ -1219,7 +1179,7 @@ fn a_planted_common_folder_redirect_refuses_the_token_launch() {
 /// hash and the variable's `5`.)
 #[test]
 fn a_planted_gitlink_runs_no_code_in_a_token_session() {
-    let w = World::new();
+    let w = Harness::new();
     project_repo(&w);
     w.with_token(json!([git_status_template(&w)]));
     let sub = w.project.join("vendor/lib");
@@ -1266,7 +1226,7 @@ fn a_planted_gitlink_runs_no_code_in_a_token_session() {
             "not"
         }
     );
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// A SysV message queue made by one session is not there for the next, nor on the host after
@@ -1275,7 +1235,7 @@ fn a_planted_gitlink_runs_no_code_in_a_token_session() {
 /// and the host both saw the queue.)
 #[test]
 fn sessions_share_no_sysv_message_queue() {
-    let w = World::new();
+    let w = Harness::new();
     w.settings(json!({}));
     let made = w.shell(None, "ipcmk -Q");
     let id: String = made
@@ -1342,12 +1302,12 @@ except OSError as e:
 /// closes that door and what does not.
 #[test]
 fn a_session_cannot_read_its_parents_memory_with_process_vm_readv() {
-    let script = |w: &World| {
+    let script = |w: &Harness| {
         let f = w.home.join("read_parent.py");
         write(&f, READ_PARENT, 0o644);
         format!("/usr/bin/python3 {} ; true", q(&f))
     };
-    let w = World::new();
+    let w = Harness::new();
     w.settings(json!({}));
     let control = Command::new("/bin/sh")
         .args(["-c", &script(&w)])
@@ -1417,7 +1377,7 @@ fn a_tool_cannot_read_the_token_from_its_parents_memory_as_a_user() {
 }
 
 fn tool_reads_no_token_from_its_parents_memory(user: Option<u32>) {
-    let mut w = World::new();
+    let mut w = Harness::new();
     w.user = user;
     let hold = w.project.join("hold.py");
     let scan = w.project.join("scan.py");
@@ -1474,7 +1434,7 @@ fn tool_reads_no_token_from_its_parents_memory(user: Option<u32>) {
         seen,
         format!("proc_mem_errno={}\nfound=none\n", libc::EACCES)
     );
-    w.assert_no_token_on_disk();
+    w.assert_no_token_on_disk(&[], &[]);
 }
 
 /// Unmounts a throwaway mount when dropped.
@@ -1492,7 +1452,7 @@ impl Drop for Mounted {
 /// without the token still runs there.
 #[test]
 fn a_state_folder_on_a_noexec_mount_refuses_the_token_launch() {
-    let w = World::new();
+    let w = Harness::new();
     mkdir(&w.state, 0o700);
     let ok = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "noexec,size=16m,mode=0700", "tmpfs"])
@@ -1518,7 +1478,7 @@ fn a_state_folder_on_a_noexec_mount_refuses_the_token_launch() {
 /// with `"token_wildcards": true` the launch runs and `status` still names it.
 #[test]
 fn a_wildcard_on_the_token_templates_allow_list_needs_the_operators_word() {
-    let w = World::new();
+    let w = Harness::new();
     let template = json!({
         "id": "claude-code",
         "command": ["/bin/sh", "-c", "cat <&5 >/dev/null; echo ran"],

@@ -10,7 +10,8 @@ use std::process::Child;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
+use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of};
+use relay_tests::world::World;
 use relay_tests::{fake_agent, read_records, sha256_hex};
 
 const SEQUENTIAL: usize = 50;
@@ -54,14 +55,14 @@ fn settle(needle: &str) -> Vec<i32> {
 #[test]
 fn sequential_launches_each_get_their_own_token_and_leave_nothing() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let req = fx.request("seq", true, "seq", &[]);
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), my_children().len());
     for i in 0..SEQUENTIAL {
-        let token = fx.write_token();
+        let token = fx.fresh_token();
         fx.clear_record();
-        let status = fx.launch(&req).status().expect("run relay-host");
+        let status = fx.launch_cmd(&req).status().expect("run relay-host");
         assert!(status.success(), "launch {i}: {status}");
         let recs = read_records(&fx.record);
         assert_own_token(&recs, token.as_str(), i);
@@ -74,10 +75,10 @@ fn concurrent_launches_each_get_their_own_token_and_leave_nothing() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), my_children().len());
-    let fixtures: Vec<Fixture> = (0..CONCURRENT)
-        .map(|_| Fixture::new(&fake_agent()))
+    let fixtures: Vec<World> = (0..CONCURRENT)
+        .map(|_| World::agent(&fake_agent()))
         .collect();
-    let tokens: Vec<String> = fixtures.iter().map(Fixture::write_token).collect();
+    let tokens: Vec<String> = fixtures.iter().map(World::fresh_token).collect();
     let hosts: Vec<Child> = fixtures
         .iter()
         .enumerate()
@@ -85,7 +86,7 @@ fn concurrent_launches_each_get_their_own_token_and_leave_nothing() {
             // A short sleep so the sessions overlap.
             fx.set_agent_args(&["--sleep", "0.5"]);
             let req = fx.request("conc", true, &format!("conc-{i}"), &[]);
-            fx.launch(&req).spawn().expect("spawn relay-host")
+            fx.launch_cmd(&req).spawn().expect("spawn relay-host")
         })
         .collect();
     for (i, mut h) in hosts.into_iter().enumerate() {

@@ -9,9 +9,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::{descendants, Fixture};
+use relay_tests::fixture::descendants;
 use relay_tests::run::{finish_with, Out};
 use relay_tests::wait_until;
+use relay_tests::world::World;
 
 /// The load tests count this process's descriptors and children: they run alone (a write
 /// lock); every other test takes a read lock.
@@ -32,12 +33,12 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A `relay-host` command on the fixture's folders with a small fixed environment, in its own
 /// process group (so a deadline kills it with its children), stdio on `/dev/null`.
-fn host_cmd(fx: &Fixture) -> Command {
+fn host_cmd(fx: &World) -> Command {
     host_cmd_in(fx, &fx.state)
 }
 
 /// [`host_cmd`] with another state folder.
-fn host_cmd_in(fx: &Fixture, state: &std::path::Path) -> Command {
+fn host_cmd_in(fx: &World, state: &std::path::Path) -> Command {
     let mut cmd = Command::new(&fx.host);
     fx.host_setup(&mut cmd, state)
         .env("FAKE_AGENT_RECORD", &fx.record)
@@ -66,7 +67,7 @@ fn closed_pipe() -> Stdio {
 
 /// Some rows in both logs, so `audit` and `events` have lines to print (a refused launch writes
 /// one of each; a few make the output longer than one write).
-fn fill_logs(fx: &Fixture) {
+fn fill_logs(fx: &World) {
     let bad = fx.root.join("bad.json");
     std::fs::write(&bad, r#"{"kind": "claude", "no_such_field": 1}"#).unwrap();
     for _ in 0..3 {
@@ -78,7 +79,7 @@ fn fill_logs(fx: &Fixture) {
 #[test]
 fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
     let _turn = shared();
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     fill_logs(&fx);
     let commands: [&[&str]; 6] = [
         &["--json", "audit"],
@@ -128,7 +129,7 @@ fn a_closed_stdout_or_stderr_pipe_never_panics_the_host() {
 #[test]
 fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
     let _turn = shared();
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let req = fx.root.join("nul.json");
     // `\u0000` in JSON: a NUL inside the project path.
     let project = format!("{}/a\\u0000b", fx.project.display());
@@ -182,12 +183,12 @@ fn alive(pid: i32) -> bool {
 
 /// Settings with a `shell` template: `/bin/sh`, sandboxed, home and project read-write (so the
 /// launch makes write-deny placeholders in both).
-fn shell_settings(fx: &Fixture) {
+fn shell_settings(fx: &World) {
     shell_settings_with(fx, serde_json::json!("none"));
 }
 
 /// [`shell_settings`] with this `network` (an allow-list starts a proxy in the session folder).
-fn shell_settings_with(fx: &Fixture, network: serde_json::Value) {
+fn shell_settings_with(fx: &World, network: serde_json::Value) {
     let settings = serde_json::json!({
         "templates": [{
             "id": "shell",
@@ -201,13 +202,13 @@ fn shell_settings_with(fx: &Fixture, network: serde_json::Value) {
 
 /// Starts a sandboxed `shell` session running `sleep 30` and waits for the `sleep`; returns the
 /// host and every process of the session (the host first).
-fn start_sleeping_shell(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
+fn start_sleeping_shell(fx: &World) -> (std::process::Child, Vec<i32>) {
     shell_settings(fx);
     start_sleeping(fx)
 }
 
 /// [`start_sleeping_shell`] on the settings already written.
-fn start_sleeping(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
+fn start_sleeping(fx: &World) -> (std::process::Child, Vec<i32>) {
     let req = fx.root.join("shell.json");
     let request = serde_json::json!({
         "kind": "terminal",
@@ -234,7 +235,7 @@ fn start_sleeping(fx: &Fixture) -> (std::process::Child, Vec<i32>) {
 #[test]
 fn after_kill_9_of_the_host_and_shim_gc_removes_the_placeholders_and_the_session_folder() {
     let _turn = shared();
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
     // An allow-list: the session folder holds the proxy's socket too.
     shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
@@ -401,7 +402,7 @@ fn as_nobody(cmd: &Command) -> Command {
 fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
     let _turn = shared();
     use std::os::unix::fs::PermissionsExt;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     // Readable, not searchable: settings.json inside cannot even be looked up.
     std::fs::set_permissions(&fx.config, std::fs::Permissions::from_mode(0o644)).unwrap();
     // A state folder `nobody` owns, so a launch gets as far as the settings.
@@ -449,7 +450,7 @@ fn a_config_folder_the_host_cannot_search_is_an_error_naming_it() {
 fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
     let _turn = shared();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        let fx = Fixture::new(&relay_tests::fake_agent());
+        let fx = World::agent(&relay_tests::fake_agent());
         let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
         let (host, session) = start_sleeping_shell(&fx);
         // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
@@ -482,7 +483,7 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
 }
 
 /// The `exit` rows of `events.jsonl`.
-fn exit_rows(fx: &Fixture) -> Vec<serde_json::Value> {
+fn exit_rows(fx: &World) -> Vec<serde_json::Value> {
     fx.log("events.jsonl")
         .into_iter()
         .filter(|e| e["event"] == "exit")
@@ -495,7 +496,7 @@ fn exit_rows(fx: &Fixture) -> Vec<serde_json::Value> {
 #[test]
 fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
     let _turn = shared();
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
     shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
     let (host, session) = start_sleeping(&fx);
@@ -576,7 +577,7 @@ fn captured(mut cmd: Command) -> Out {
 }
 
 /// The launch's record (the fake agent's) got the token file's token, whole.
-fn assert_launch_got_token(what: &str, fx: &Fixture, f: &Out) {
+fn assert_launch_got_token(what: &str, fx: &World, f: &Out) {
     assert_eq!(f.code, Some(0), "{what}: stderr {}", f.stderr);
     let want = relay_tests::sha256_hex(&std::fs::read(&fx.token_file).unwrap());
     let records = relay_tests::read_records(&fx.record);
@@ -592,7 +593,7 @@ fn assert_launch_got_token(what: &str, fx: &Fixture, f: &Out) {
 fn odd_environments_give_a_clear_error_or_a_normal_launch_never_a_panic() {
     let _turn = shared();
     use std::os::unix::ffi::OsStrExt;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let req = fx.request("odd", true, "odd", &[]);
     let launch = |edit: &dyn Fn(&mut Command)| {
         let mut cmd = host_cmd(&fx);
@@ -783,7 +784,7 @@ impl Drop for Tmpfs {
 }
 
 /// The `session_launch` rows of `audit.jsonl` with `outcome` `ok`.
-fn ok_audit_rows(fx: &Fixture) -> usize {
+fn ok_audit_rows(fx: &World) -> usize {
     fx.log("audit.jsonl")
         .iter()
         .filter(|r| r["outcome"] == "ok")
@@ -797,7 +798,7 @@ fn ok_audit_rows(fx: &Fixture) -> usize {
 fn a_full_or_read_only_state_folder_refuses_the_launch_naming_it() {
     let _turn = shared();
     const SIZE: usize = 4 << 20;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let disk = Tmpfs::mount(&fx.state, SIZE);
     let req = fx.request("full", true, "full", &[]);
     // Unsandboxed: no placeholders to write, so nothing else on the disk stops it.
@@ -863,7 +864,7 @@ fn token_import_on_a_full_disk_leaves_the_old_token_intact() {
     let _turn = shared();
     use std::io::Write;
     const SIZE: usize = 256 << 10;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let old = std::fs::read(&fx.token_file).unwrap();
     let folder = fx.token_file.parent().unwrap().to_path_buf();
     let disk = Tmpfs::mount(&folder, SIZE);
@@ -930,7 +931,7 @@ fn a_token_rotated_during_launches_reaches_each_session_whole() {
     use std::sync::{Arc, Mutex};
     const LAUNCHES: usize = 50;
     const MAX_RENAMES: usize = 100_000;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let first = std::fs::read(&fx.token_file).unwrap();
     let written = Arc::new(Mutex::new(HashSet::from([relay_tests::sha256_hex(&first)])));
     let stop = Arc::new(AtomicBool::new(false));
@@ -1142,7 +1143,7 @@ const LAUNCH_CODES: [i32; 5] = [0, 64, 70, 71, 78];
 #[test]
 fn fuzzed_requests_settings_and_shim_arguments_give_only_documented_exit_codes() {
     let _turn = shared();
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let run = |what: &str, mut cmd: Command, codes: &[i32]| -> Out {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let f = finish_with(cmd.spawn().unwrap(), Duration::from_secs(20), &|| false);
@@ -1325,7 +1326,7 @@ fn shim_argv(rng: &mut relay_tests::mutate::Rng) -> Vec<std::ffi::OsString> {
 
 /// Every line of the state folder's log `name`, parsed: one JSON object a line, or the test
 /// fails naming the line (an interleaved or cut write).
-fn log_rows(fx: &Fixture, name: &str) -> Vec<serde_json::Value> {
+fn log_rows(fx: &World, name: &str) -> Vec<serde_json::Value> {
     std::fs::read_to_string(fx.state.join(name))
         .unwrap()
         .lines()
@@ -1342,7 +1343,7 @@ fn log_rows(fx: &Fixture, name: &str) -> Vec<serde_json::Value> {
 /// What a load run must leave: every launch one `ok` audit row and one `launch` (201) and one
 /// `exit` (code 0) event, no session folder, no placeholders, no proxy socket, no process of the
 /// run, no zombie, this process's children and descriptors at their count.
-fn assert_load_clean(fx: &Fixture, launches: usize, fds0: usize, kids0: usize) {
+fn assert_load_clean(fx: &World, launches: usize, fds0: usize, kids0: usize) {
     let audit = log_rows(fx, "audit.jsonl");
     assert_eq!(audit.len(), launches, "one audit row per launch");
     assert!(audit.iter().all(|r| r["outcome"] == "ok"), "all ok");
@@ -1402,7 +1403,7 @@ fn quantile(ms: &[f64], q: f64) -> f64 {
 fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
     let _turn = alone();
     let n = count(30);
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     fx.set_network(serde_json::json!({"allow": ["127.0.0.1:9"]}));
     let want = relay_tests::sha256_hex(&std::fs::read(&fx.token_file).unwrap());
     let me = std::process::id() as i32;
@@ -1480,18 +1481,18 @@ fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
 fn sequential_launches_are_each_answered_logged_and_cleaned_up() {
     let _turn = alone();
     let n = count(100);
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let req = fx.request("seq", true, "seq", &[]);
     let me = std::process::id() as i32;
     let (fds0, kids0) = (
         relay_tests::fixture::open_fds(me).unwrap(),
         relay_tests::fixture::children_of(me).len(),
     );
-    let fresh = Fixture::new(&relay_tests::fake_agent());
+    let fresh = World::agent(&relay_tests::fake_agent());
     let fresh_req = fresh.request("seq", true, "seq", &[]);
     let (mut ms, mut ref_ms) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
-        let token = fx.write_token();
+        let token = fx.fresh_token();
         let t = std::time::Instant::now();
         let f = finish(host_cmd(&fx).arg("launch").arg(&req).stderr(Stdio::piped()));
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -1543,7 +1544,7 @@ fn a_host_signalled_while_it_prepares_the_launch_leaves_nothing_after_gc() {
     for sig in [libc::SIGTERM, libc::SIGKILL] {
         for delay_ms in [0u64, 1, 3, 6, 10, 20, 40, 80] {
             let what = format!("signal {sig} after {delay_ms} ms");
-            let fx = Fixture::new(&relay_tests::fake_agent());
+            let fx = World::agent(&relay_tests::fake_agent());
             let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
             shell_settings(&fx);
             let req = fx.root.join("shell.json");

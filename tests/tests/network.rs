@@ -11,22 +11,23 @@
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of, Fixture};
+use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of};
 use relay_tests::listener::{Listener, HELLO};
+use relay_tests::world::{World, SCRIPT_TIMEOUT, SETTING};
 use serde_json::{json, Value};
 
-/// Writes `settings.json`: the token file, and a `claude-code` template running `/bin/sh
-/// SCRIPT` with the project read-write and `network` as given, in pipe mode (the probes see
-/// the real token on fd 5 and relay-host's own proxy); `extra` merged in.
-fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
+/// The settings of a probe: the token file, and a `claude-code` template running `/bin/sh
+/// SCRIPT` with the project read-write and `network` as given, in pipe mode (the probes see the
+/// real token on fd 5 and relay-host's own proxy); `extra` merged in.
+fn probe_settings(script: &Path, network: Value, extra: Value) -> Value {
     let mut s = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
+        "claude_token_file": SETTING,
         "templates": [{
             "id": "claude-code",
             "command": ["/bin/sh", script],
@@ -38,30 +39,21 @@ fn write_settings(fx: &Fixture, script: &Path, network: Value, extra: Value) {
     if let (Value::Object(m), Value::Object(x)) = (&mut s, extra) {
         m.extend(x);
     }
-    std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+    s
 }
 
 /// Leaves `token_mode` out of the settings' template: the built-in's default (stand-in mode).
-fn in_the_default_mode(fx: &Fixture) {
-    let path = fx.config.join("settings.json");
-    let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    s["templates"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("token_mode");
-    std::fs::write(&path, s.to_string()).unwrap();
-}
-
-/// Runs one launch to its end; returns its output (stdout, stderr captured).
-fn launch(fx: &Fixture, session: &str) -> Output {
-    let req = fx.request(session, true, session, &[]);
-    let mut cmd = fx.launch(&req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.output().unwrap()
+fn in_the_default_mode(fx: &World) {
+    fx.edit_settings(|s| {
+        s["templates"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("token_mode");
+    });
 }
 
 /// The probe's result lines, `NAME HTTP_CODE EXIT...`, in order.
-fn results(fx: &Fixture) -> Vec<(String, String, String)> {
+fn results(fx: &World) -> Vec<(String, String, String)> {
     let text = std::fs::read_to_string(fx.project.join("out.txt")).unwrap_or_default();
     text.lines()
         .map(|l| {
@@ -84,7 +76,7 @@ fn result<'a>(r: &'a [(String, String, String)], name: &str) -> (&'a str, &'a st
 }
 
 /// A probe script: each `curl` line appends `NAME HTTP_CODE EXIT` to `out.txt`.
-fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
+fn probe(fx: &World, checks: &[(&str, String)]) -> PathBuf {
     let out = fx.project.join("out.txt");
     let _ = std::fs::remove_file(&out);
     let mut s = String::from("#!/bin/sh\n");
@@ -117,7 +109,7 @@ fn probe(fx: &Fixture, checks: &[(&str, String)]) -> PathBuf {
 /// Waits (30 s at most) until the probe says it is waiting, then counts, as the host sees them,
 /// the descriptors of each forwarder process (cmdline `/run/relay/relay-net-forward ...`): all,
 /// those on `/dev/null`, the sockets. Then lets the probe end.
-fn forwarder_fds_from_the_host(fx: &Fixture) -> Vec<(usize, usize, usize)> {
+fn forwarder_fds_from_the_host(fx: &World) -> Vec<(usize, usize, usize)> {
     let ready = fx.project.join("fwd-ready");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !ready.exists() && std::time::Instant::now() < until {
@@ -159,14 +151,14 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn events(fx: &Fixture) -> Vec<Value> {
+fn events(fx: &World) -> Vec<Value> {
     fx.log("events.jsonl")
 }
 
 #[test]
 fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let (a, b) = (Listener::start(HELLO), Listener::start(HELLO));
     let name = format!("relay-net-test-{}", std::process::id());
     let abstract_sock =
@@ -197,13 +189,13 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
     ];
     let script = probe(&fx, &checks);
     let network = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
-    write_settings(&fx, &script, network, json!({}));
+    fx.settings(probe_settings(&script, network, json!({})));
     let (out, fwd) = std::thread::scope(|scope| {
-        let session = scope.spawn(|| launch(&fx, "allow"));
+        let session = scope.spawn(|| fx.launch_for(&fx.claude_req("allow"), SCRIPT_TIMEOUT));
         let fwd = forwarder_fds_from_the_host(&fx);
         (session.join().unwrap(), fwd)
     });
-    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     let r = results(&fx);
 
     assert_eq!(result(&r, "proxy_a"), ("200", "0"), "{r:?}");
@@ -302,15 +294,14 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
 
     // Control: the same probe with the host's network (allowed for a token launch by the
     // setting) reaches B directly, so the checks above can fail.
-    write_settings(
-        &fx,
+    fx.settings(probe_settings(
         &script,
         json!("host"),
         json!({"token_network": "host"}),
-    );
+    ));
     std::fs::remove_file(fx.project.join("out.txt")).unwrap();
-    let out = launch(&fx, "host");
-    assert!(out.status.success(), "{out:?}");
+    let out = fx.launch_for(&fx.claude_req("host"), SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     let r = results(&fx);
     assert_eq!(result(&r, "direct_b"), ("200", "0"), "{r:?}");
     // The abstract socket takes the connection (and never answers: curl times out).
@@ -322,16 +313,16 @@ fn allow_list_session_reaches_only_the_listed_listener_through_the_proxy() {
 #[test]
 fn network_none_leaves_only_a_loopback() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let checks = [(
         "direct_a",
         format!("--noproxy '*' http://127.0.0.1:{}/", a.port),
     )];
     let script = probe(&fx, &checks);
-    write_settings(&fx, &script, json!("none"), json!({}));
-    let out = launch(&fx, "none");
-    assert!(out.status.success(), "{out:?}");
+    fx.settings(probe_settings(&script, json!("none"), json!({})));
+    let out = fx.launch_for(&fx.claude_req("none"), SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     let r = results(&fx);
     assert_eq!(result(&r, "ifaces").0, "lo,", "{r:?}");
     assert_eq!(result(&r, "proxyvars").0, "0", "{r:?}");
@@ -342,12 +333,12 @@ fn network_none_leaves_only_a_loopback() {
 #[test]
 fn token_launch_with_the_host_network_needs_the_setting() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let script = probe(&fx, &[]);
-    write_settings(&fx, &script, json!("host"), json!({}));
-    let out = launch(&fx, "refused");
-    assert_eq!(out.status.code(), Some(78), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    fx.settings(probe_settings(&script, json!("host"), json!({})));
+    let out = fx.launch_for(&fx.claude_req("refused"), SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(78), "{}", out.describe());
+    let err = &out.stderr;
     assert!(
         err.contains("sandbox_unavailable") && err.contains("\\\"token_network\\\": \\\"host\\\""),
         "{err}"
@@ -355,23 +346,18 @@ fn token_launch_with_the_host_network_needs_the_setting() {
     assert!(!fx.project.join("out.txt").exists(), "the session ran");
 
     // Allowed by the setting; `status` warns about it.
-    write_settings(
-        &fx,
+    fx.settings(probe_settings(
         &script,
         json!("host"),
         json!({"token_network": "host"}),
+    ));
+    assert!(
+        fx.launch_for(&fx.claude_req("allowed"), SCRIPT_TIMEOUT)
+            .code
+            == Some(0)
     );
-    assert!(launch(&fx, "allowed").status.success());
-    let status = Command::new(&fx.host)
-        .arg("--config-dir")
-        .arg(&fx.config)
-        .arg("--state-dir")
-        .arg(&fx.state)
-        .args(["status", "--json"])
-        .env("HOME", &fx.home)
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = fx.host(&["status", "--json"]);
+    let v: Value = serde_json::from_str(&status.stdout).unwrap();
     let warnings = v["warnings"].as_array().cloned().unwrap_or_default();
     assert!(
         warnings
@@ -384,9 +370,9 @@ fn token_launch_with_the_host_network_needs_the_setting() {
     // refused even with the setting, naming the opt-out; nothing runs.
     std::fs::remove_file(fx.project.join("out.txt")).unwrap();
     in_the_default_mode(&fx);
-    let out = launch(&fx, "default");
-    assert_eq!(out.status.code(), Some(78), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = fx.launch_for(&fx.claude_req("default"), SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(78), "{}", out.describe());
+    let err = &out.stderr;
     assert!(
         err.contains("settings_invalid")
             && err.contains("needs a sandboxed template with a network allow-list")
@@ -399,7 +385,7 @@ fn token_launch_with_the_host_network_needs_the_setting() {
 /// Writes `probe.sh` into the project: `prelude`, then a curl of the listener `a` (at most
 /// `secs` seconds) whose HTTP code goes to `out.txt` by `redirect` (`>` or `>>`); and settings
 /// whose template runs it with `a` alone on the allow-list. Returns the path of `out.txt`.
-fn curl_session(fx: &Fixture, a: &Listener, prelude: &str, secs: u32, redirect: &str) -> PathBuf {
+fn curl_session(fx: &World, a: &Listener, prelude: &str, secs: u32, redirect: &str) -> PathBuf {
     let out = fx.project.join("out.txt");
     let script = fx.project.join("probe.sh");
     std::fs::write(
@@ -411,12 +397,11 @@ fn curl_session(fx: &Fixture, a: &Listener, prelude: &str, secs: u32, redirect: 
         ),
     )
     .unwrap();
-    write_settings(
-        fx,
+    fx.settings(probe_settings(
         &script,
         json!({"allow": [format!("127.0.0.1:{}", a.port)]}),
         json!({}),
-    );
+    ));
     out
 }
 
@@ -424,7 +409,7 @@ fn curl_session(fx: &Fixture, a: &Listener, prelude: &str, secs: u32, redirect: 
 fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
     const SESSIONS: usize = 32;
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let out = curl_session(&fx, &a, "", 10, ">>");
     let me = std::process::id() as i32;
@@ -433,7 +418,7 @@ fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
     for i in 0..SESSIONS {
         let id = format!("c{i}");
         let req = fx.request(&id, true, &id, &[]);
-        running.push(fx.launch(&req).spawn().unwrap());
+        running.push(fx.launch_cmd(&req).spawn().unwrap());
     }
     for mut c in running {
         assert!(c.wait().unwrap().success());
@@ -472,14 +457,13 @@ fn concurrent_allow_list_sessions_each_end_with_their_proxy() {
 #[test]
 fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let script = probe(&fx, &[]);
-    write_settings(
-        &fx,
+    fx.settings(probe_settings(
         &script,
         json!({"allow": ["api.anthropic.com"]}),
         json!({}),
-    );
+    ));
     // A state folder so deep that the proxy's socket path exceeds what a Unix socket takes:
     // refused alike in pipe mode (relay-host's proxy) and the default, stand-in mode
     // (`relay-stand-in`'s), before anything starts.
@@ -521,10 +505,10 @@ fn an_allow_list_without_a_proxy_is_refused_never_run_on_the_host_network() {
 #[test]
 fn the_forwarder_outlives_an_interrupt_of_the_session() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let out = curl_session(&fx, &a, "trap '' INT\nkill -INT 0\nsleep 0.2\n", 5, ">");
-    assert!(launch(&fx, "intr").status.success());
+    assert!(fx.launch_for(&fx.claude_req("intr"), SCRIPT_TIMEOUT).code == Some(0));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "200\n");
     assert_eq!(a.connections(), 1);
 }
@@ -542,7 +526,7 @@ const SMUGGLED: &str = "GET http://127.0.0.1:PORT/ HTTP/1.1\\r\\nHost: 127.0.0.1
 #[test]
 fn a_header_with_a_bare_lf_never_reaches_the_upstream() {
     let _turn = turn();
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let a = Listener::start(HELLO);
     let out = fx.project.join("out.txt");
     let send = |name: &str, head: &str| {
@@ -563,9 +547,9 @@ fn a_header_with_a_bare_lf_never_reaches_the_upstream() {
     );
     std::fs::write(&script, text).unwrap();
     let network = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
-    write_settings(&fx, &script, network, json!({}));
-    let done = launch(&fx, "lf");
-    assert!(done.status.success(), "{done:?}");
+    fx.settings(probe_settings(&script, network, json!({})));
+    let done = fx.launch_for(&fx.claude_req("lf"), SCRIPT_TIMEOUT);
+    assert_eq!(done.code, Some(0), "{}", done.describe());
     let answers = std::fs::read_to_string(&out).unwrap();
     assert!(
         answers.contains("smuggled HTTP/1.1 400 Bad Request\r\n"),

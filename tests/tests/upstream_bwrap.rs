@@ -9,11 +9,10 @@
 //! `arming.rs` once more with `RELAY_TEST_BWRAP` set to upstream bubblewrap.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use relay_tests::fixture::Fixture;
-use relay_tests::run::finish_with;
+use relay_tests::world::World;
 use relay_tests::{fake_agent, read_records, sha256_hex};
 use serde_json::json;
 
@@ -46,15 +45,6 @@ fn version(bwrap: &Path) -> String {
         .to_string()
 }
 
-/// Runs `fx`'s launch of `req` to its end; returns its exit code, stdout and both streams.
-fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String, String) {
-    let mut cmd = fx.launch(req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
-    let all = format!("{}{}", out.stdout, out.stderr);
-    (out.code, out.stdout, all)
-}
-
 /// Debian's bubblewrap (found and probed as relay finds it without a setting) and upstream's are
 /// two different releases, and relay reads from each program that it binds by descriptor
 /// (`--bind-fd`, `--ro-bind-fd`) and reports its start (`--json-status-fd`); a program without
@@ -85,13 +75,18 @@ fn both_bwraps_are_seen_to_bind_by_descriptor_and_report_their_start() {
 #[test]
 fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
     let Some(up) = upstream() else { return };
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let capture = tempfile::tempdir_in("/var/tmp").unwrap();
     fx.set_bwrap(&relay_tests::capture::wrapper(capture.path(), &up));
-    let token = fx.write_token();
+    let token = fx.fresh_token();
     fx.set_agent_args(&["--ptrace-init"]);
     let req = fx.request("up", true, "up", &[]);
-    let (code, _, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, _, text) = (
+        out.code,
+        out.stdout.clone(),
+        format!("{}{}", out.stdout, out.stderr),
+    );
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
     assert_eq!(recs.len(), 1, "{recs:?} {text}");
@@ -121,8 +116,13 @@ fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
 
     fx.set_bwrap(&up);
     fx.clear_record();
-    let token = fx.write_token();
-    let (code, _, text) = launch(&fx, &req);
+    let token = fx.fresh_token();
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, _, text) = (
+        out.code,
+        out.stdout.clone(),
+        format!("{}{}", out.stdout, out.stderr),
+    );
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
     assert_eq!(recs.len(), 1, "{recs:?} {text}");
@@ -136,7 +136,7 @@ fn a_token_launch_under_upstream_bwrap_gets_its_token_on_fd_5() {
 #[test]
 fn a_shell_session_under_upstream_bwrap_cannot_arm_a_later_launch() {
     let Some(up) = upstream() else { return };
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     fx.set_bwrap(&up);
     std::fs::create_dir_all(fx.home.join(".ssh")).unwrap();
     std::fs::write(fx.home.join(".ssh/config"), "# mine\n").unwrap();
@@ -144,7 +144,7 @@ fn a_shell_session_under_upstream_bwrap_cannot_arm_a_later_launch() {
     // The shell template grants `~` only: its project lies inside the home folder.
     let project = fx.home.join("proj");
     std::fs::create_dir_all(&project).unwrap();
-    let token = fx.write_token();
+    let token = fx.fresh_token();
     let home_names = [".ssh/config", ".bashrc", ".profile", ".gitconfig"];
     let project_names = [".mcp.json", ".claude/settings.json"];
     let targets: Vec<(String, PathBuf)> = home_names
@@ -174,7 +174,12 @@ fn a_shell_session_under_upstream_bwrap_cannot_arm_a_later_launch() {
     let body = json!({"kind": "terminal", "template": "shell", "project": project,
                       "extra_args": ["-c", script]});
     std::fs::write(&req, body.to_string()).unwrap();
-    let (code, stdout, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, stdout, text) = (
+        out.code,
+        out.stdout.clone(),
+        format!("{}{}", out.stdout, out.stderr),
+    );
     assert!(!text.contains(&token), "the output holds the token");
     assert!(
         stdout.contains("session-ran"),

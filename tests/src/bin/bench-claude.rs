@@ -16,12 +16,13 @@
 //! Use the release build, as root: `cargo build --release --workspace --bins &&
 //! RELAY_TEST_CLAUDE=.tools/claude-code/node_modules/.bin/claude target/release/bench-claude`.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use relay_tests::{fake_token, relay_host, spawn_with_fds};
+use relay_tests::fixture::Layout;
+use relay_tests::world::{Token, World};
+use relay_tests::{relay_host, spawn_with_fds};
 use serde_json::{json, Value};
 
 const TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
@@ -85,49 +86,27 @@ fn main() {
     );
 }
 
-/// One installation: a HOME with the token file, config and state folders, a project.
+/// One installation: a [`World`] ([`Layout::claude`], a Claude-shaped token) whose
+/// `claude-code` template runs the CLI, the request of `auth status`, and a Claude config folder
+/// of its own for the direct series.
 struct Fx {
-    _dir: tempfile::TempDir,
+    w: World,
     claude: PathBuf,
-    home: PathBuf,
-    config: PathBuf,
-    state: PathBuf,
     direct_config: PathBuf,
-    token_file: PathBuf,
     request: PathBuf,
 }
 
 impl Fx {
     fn new(claude: &Path) -> Fx {
-        let dir = tempfile::Builder::new()
-            .prefix("relay-bench-claude.")
-            .tempdir_in("/var/tmp")
-            .expect("a folder in /var/tmp");
-        let root = dir.path().to_path_buf();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (home, config, state, project) = (
-            root.join("home"),
-            root.join("config"),
-            root.join("state"),
-            root.join("project"),
-        );
-        let direct_config = root.join("direct-claude-config");
-        for d in [
-            &config,
-            &project,
-            &direct_config,
-            &home.join(".config/claude-ltt"),
-        ] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let token_file = home.join(".config/claude-ltt/token");
-        let token = format!("sk-ant-oat01-{}", &fake_token()["acme-fake-token-".len()..]);
-        std::fs::write(&token_file, format!("{token}\n")).unwrap();
-        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let w = World::builder()
+            .layout(Layout::claude("relay-bench-claude."))
+            .token(Token::Claude)
+            .build();
+        let direct_config = w.root.join("direct-claude-config");
+        std::fs::create_dir_all(&direct_config).unwrap();
         let real = claude.canonicalize().expect("the CLI's real path");
         let package = real.parent().and_then(Path::parent).expect("its package");
-        let settings = json!({
+        w.settings(json!({
             "claude_token_file": "~/.config/claude-ltt/token",
             "templates": [{
                 "id": "claude-code",
@@ -135,24 +114,12 @@ impl Fx {
                 "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
                 "sandbox": {"read": [package], "read_write": ["{project}", "{claude_config}"]},
             }],
-        });
-        std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
-        let request = root.join("request.json");
-        let req = json!({
-            "kind": "terminal",
-            "template": "claude-code",
-            "project": project,
-            "extra_args": STATUS,
-        });
-        std::fs::write(&request, req.to_string()).unwrap();
+        }));
+        let request = w.request_file(&w.terminal_req("claude-code", &STATUS));
         Fx {
-            _dir: dir,
+            w,
             claude: claude.to_path_buf(),
-            home,
-            config,
-            state,
             direct_config,
-            token_file,
             request,
         }
     }
@@ -170,20 +137,20 @@ impl Fx {
             _ => {
                 let mut c = Command::new(relay_host());
                 c.arg("--config-dir")
-                    .arg(&self.config)
+                    .arg(&self.w.config)
                     .arg("--state-dir")
-                    .arg(&self.state)
+                    .arg(&self.w.state)
                     .arg("launch")
                     .arg(&self.request)
                     .env_remove(TOKEN_VAR);
                 c
             }
         };
-        cmd.env("HOME", &self.home)
+        cmd.env("HOME", &self.w.home)
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .stdout(if keep { Stdio::piped() } else { Stdio::null() });
-        let token = std::fs::File::open(&self.token_file).unwrap();
+        let token = std::fs::File::open(&self.w.token_file).unwrap();
         let child = if i == 0 {
             use std::os::fd::AsFd;
             spawn_with_fds(&mut cmd, &[(token.as_fd(), 5)]).unwrap()

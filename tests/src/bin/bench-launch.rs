@@ -43,9 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use relay_tests::fixture::{
-    children_of, open_fds, processes_with_env, wait_child, zombies_of, Fixture,
-};
+use relay_tests::fixture::{children_of, open_fds, processes_with_env, wait_child, zombies_of};
+use relay_tests::world::World;
 use relay_tests::{
     capture, fake_agent, read_records, sha256_hex, spawn_with_fds, wait_for_records,
 };
@@ -64,7 +63,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     let agent = fake_agent();
-    let mut fx = Fixture::new(&agent);
+    let mut fx = World::agent(&agent);
     // A network of its own without the proxy: the `bwrap profile` series replays the host's
     // bwrap argv, which with an allow-list binds a proxy socket that lives only as long as its
     // session. The proxy's own cost is `bench-network`'s.
@@ -102,7 +101,7 @@ struct Series {
 }
 
 impl Series {
-    fn new(fx: &Fixture, agent: &Path) -> Series {
+    fn new(fx: &World, agent: &Path) -> Series {
         // Capture relay's bwrap command line from a running session. The replay needs every
         // bind source to outlive that session: its folder (kept) and the write-deny entries
         // (made here first, so the host makes no placeholder that goes with the session).
@@ -135,7 +134,7 @@ impl Series {
             .to_string()
             .into();
         std::fs::write(&settings_file, with_wrapper.to_string()).unwrap();
-        let st = fx.launch(&req).status().expect("spawn relay-host");
+        let st = fx.launch_cmd(&req).status().expect("spawn relay-host");
         std::fs::write(&settings_file, settings).unwrap();
         assert!(st.success(), "the capture launch: {st}");
         let profile = capture::read(&capture_dir, Path::new(BWRAP));
@@ -157,7 +156,7 @@ impl Series {
     }
 
     /// Runs series `i` once; `record` is the agent's record file (None: `/dev/null`).
-    fn run(&self, i: usize, fx: &Fixture, record: Option<&Path>) -> Duration {
+    fn run(&self, i: usize, fx: &World, record: Option<&Path>) -> Duration {
         let rec: OsString = record.map(|p| p.into()).unwrap_or_default();
         let token = std::fs::File::open(&fx.token_file).unwrap();
         let with_fd5 = |cmd: &mut Command| -> Child {
@@ -192,10 +191,10 @@ impl Series {
                 } else {
                     &self.req_sandboxed
                 };
-                let mut c = fx.launch(req);
+                let mut c = fx.launch_cmd(req);
                 if i >= 8 {
                     c = Command::new(self.alt.as_ref().expect("RELAY_HOST_B"));
-                    c.args(fx.launch(req).get_args())
+                    c.args(fx.launch_cmd(req).get_args())
                         .env("HOME", &fx.home)
                         .env_remove(TOKEN_VAR)
                         .stdin(Stdio::null())
@@ -249,7 +248,7 @@ impl Series {
     }
 
     /// One run of each series with the record on: who got which token.
-    fn check_tokens(&self, fx: &Fixture) {
+    fn check_tokens(&self, fx: &World) {
         let want = sha256_hex(std::fs::read(&fx.token_file).unwrap().as_slice());
         println!("\ntoken check (one run each, record on):");
         for (i, name) in self.names().iter().enumerate() {
@@ -308,7 +307,7 @@ fn stats(v: &mut [Duration]) -> [f64; 4] {
     [ms(v[0]), ms(v[v.len() / 2]), ms(v[p99]), ms(v[v.len() - 1])]
 }
 
-fn latency(series: &Series, fx: &Fixture, n: usize) {
+fn latency(series: &Series, fx: &World, n: usize) {
     let names = series.names();
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); names.len()];
     // Warm-up: one of each, untimed.
@@ -443,13 +442,13 @@ fn print_private_by_mapping(name: &str, pid: i32) {
     }
 }
 
-fn memory(fx: &Fixture) {
+fn memory(fx: &World) {
     let req = fx.request("memory", true, "memory", &["--sleep", "30"]);
     let mut host_rows = Vec::new();
     let mut shim_rows = Vec::new();
     for _ in 0..5 {
         fx.clear_record();
-        let mut host = fx.launch(&req).spawn().unwrap();
+        let mut host = fx.launch_cmd(&req).spawn().unwrap();
         wait_for_records(&fx.record, 1, Duration::from_secs(30));
         let shim = wait_child(host.id() as i32, Duration::from_secs(10)).unwrap();
         std::thread::sleep(Duration::from_millis(200));
@@ -481,8 +480,8 @@ fn memory(fx: &Fixture) {
     fx.clear_record();
 }
 
-fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixture) {
-    let fx = Fixture::new(agent);
+fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &World) {
+    let fx = World::agent(agent);
     let req = fx.request("endurance", true, "endurance", &[]);
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
@@ -491,10 +490,10 @@ fn endurance_sequential(agent: &Path, count: usize, series: &Series, bare: &Fixt
     let mut reference = Vec::with_capacity(count);
     let start = Instant::now();
     for i in 0..count {
-        let token = fx.write_token();
+        let token = fx.fresh_token();
         fx.clear_record();
         let t = Instant::now();
-        let st = fx.launch(&req).status().unwrap();
+        let st = fx.launch_cmd(&req).status().unwrap();
         times.push(t.elapsed());
         assert!(st.success(), "launch {i}: {st}");
         assert_one_record_of(&fx.record, &token, &format!("launch {i}"));
@@ -548,15 +547,15 @@ fn settle(record: &Path) -> Vec<i32> {
 fn endurance_concurrent(agent: &Path, count: usize) {
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), children_of(me).len());
-    let fixtures: Vec<Fixture> = (0..count).map(|_| Fixture::new(agent)).collect();
-    let tokens: Vec<String> = fixtures.iter().map(Fixture::write_token).collect();
+    let fixtures: Vec<World> = (0..count).map(|_| World::agent(agent)).collect();
+    let tokens: Vec<String> = fixtures.iter().map(World::fresh_token).collect();
     let start = Instant::now();
     let mut hosts: Vec<(Child, Instant)> = fixtures
         .iter()
         .enumerate()
         .map(|(i, fx)| {
             let req = fx.request("conc", true, &format!("conc-{i}"), &["--sleep", "2"]);
-            (fx.launch(&req).spawn().unwrap(), Instant::now())
+            (fx.launch_cmd(&req).spawn().unwrap(), Instant::now())
         })
         .collect();
     // Time to the record (the agent started and read its token), and each host's descriptors

@@ -18,8 +18,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
 use relay_tests::listener::{Listener, HELLO};
+use relay_tests::world::World;
 use serde_json::{json, Value};
 
 const NAMES: [&str; 5] = [
@@ -30,8 +30,8 @@ const NAMES: [&str; 5] = [
     "allow-list + GET",
 ];
 
-fn install(network: Value, command: Value) -> Fixture {
-    let fx = Fixture::new(&fake_agent());
+fn install(network: Value, command: Value) -> World {
+    let fx = World::agent(&fake_agent());
     let settings = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "token_network": "host",
@@ -47,8 +47,8 @@ fn install(network: Value, command: Value) -> Fixture {
 }
 
 /// One launch, spawn to exit; panics unless it exits 0.
-fn run(fx: &Fixture, req: &std::path::Path) -> Duration {
-    let mut cmd = fx.launch(req);
+fn run(fx: &World, req: &std::path::Path) -> Duration {
+    let mut cmd = fx.launch_cmd(req);
     cmd.env("FAKE_AGENT_RECORD", "/dev/null")
         .stderr(Stdio::inherit());
     let t = Instant::now();

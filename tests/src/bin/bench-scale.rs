@@ -40,7 +40,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use relay_tests::capture::{self, Captured};
-use relay_tests::fixture::Fixture;
+use relay_tests::world::World;
 use relay_tests::{fake_agent, read_records, sha256_hex, spawn_with_fds};
 use serde_json::{json, Value};
 
@@ -52,7 +52,7 @@ const GRANTS: [usize; 4] = [0, 10, 50, 100];
 enum Run {
     /// `relay-host launch REQ` in a world, `PATH` set (the fake agent as `claude`).
     Relay {
-        fx: Fixture,
+        fx: World,
         req: PathBuf,
         path: OsString,
     },
@@ -60,7 +60,7 @@ enum Run {
     Cmd { argv: Vec<OsString> },
     /// relay's captured bwrap command line, with its descriptors.
     Replay {
-        fx: Fixture,
+        fx: World,
         captured: Captured,
         fds: Vec<(OwnedFd, i32)>,
         _live: Live,
@@ -76,8 +76,8 @@ struct Series {
 
 /// A fresh world: the fixture, the fake agent as `<root>/bin/claude`, the project a git
 /// repository with one commit, settings `templates` (none: the built-in ones).
-fn world(agent: &Path, templates: Value) -> (Fixture, OsString) {
-    let fx = Fixture::new(agent);
+fn world(agent: &Path, templates: Value) -> (World, OsString) {
+    let fx = World::agent(agent);
     let bin = fx.root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -106,13 +106,13 @@ fn world(agent: &Path, templates: Value) -> (Fixture, OsString) {
     (fx, path)
 }
 
-fn write_request(fx: &Fixture, name: &str, req: Value) -> PathBuf {
+fn write_request(fx: &World, name: &str, req: Value) -> PathBuf {
     let p = fx.root.join(format!("{name}.json"));
     std::fs::write(&p, req.to_string()).unwrap();
     p
 }
 
-fn claude_request(fx: &Fixture, name: &str, extra: &[&str]) -> PathBuf {
+fn claude_request(fx: &World, name: &str, extra: &[&str]) -> PathBuf {
     write_request(
         fx,
         name,
@@ -121,7 +121,7 @@ fn claude_request(fx: &Fixture, name: &str, extra: &[&str]) -> PathBuf {
 }
 
 /// A `shell` launch in `~/proj` (the template grants `~`), a git repository like the project.
-fn shell_request(fx: &Fixture, name: &str, script: &str) -> PathBuf {
+fn shell_request(fx: &World, name: &str, script: &str) -> PathBuf {
     let proj = fx.home.join("proj");
     if !proj.exists() {
         std::fs::create_dir_all(&proj).unwrap();
@@ -141,8 +141,8 @@ fn shell_request(fx: &Fixture, name: &str, script: &str) -> PathBuf {
 }
 
 /// `relay-host launch` in `fx` with `PATH` and the record (empty: stderr, i.e. nowhere).
-fn relay(fx: &Fixture, req: &Path, path: &OsString, record: &OsString) -> Command {
-    let mut c = fx.launch(req);
+fn relay(fx: &World, req: &Path, path: &OsString, record: &OsString) -> Command {
+    let mut c = fx.launch_cmd(req);
     c.env("PATH", path).env("FAKE_AGENT_RECORD", record);
     c
 }
@@ -156,7 +156,7 @@ fn relay(fx: &Fixture, req: &Path, path: &OsString, record: &OsString) -> Comman
 /// command's `--sleep`: a launch with the token may not pass that flag itself), so the session
 /// stays up to be counted or replayed; returns that folder, the settings file and its text
 /// before.
-fn capture_bwrap(fx: &Fixture, secs: &str) -> (PathBuf, PathBuf, Vec<u8>) {
+fn capture_bwrap(fx: &World, secs: &str) -> (PathBuf, PathBuf, Vec<u8>) {
     let dir = fx.root.join("capture");
     std::fs::create_dir_all(&dir).unwrap();
     let file = fx.config.join("settings.json");
@@ -176,7 +176,7 @@ fn capture_bwrap(fx: &Fixture, secs: &str) -> (PathBuf, PathBuf, Vec<u8>) {
 }
 
 fn count(
-    fx: &Fixture,
+    fx: &World,
     path: &OsString,
     req_sleeping: &Path,
     project: &Path,

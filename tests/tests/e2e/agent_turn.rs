@@ -151,7 +151,7 @@ fn a_template_not_as_shipped_fails_the_test() {
     let s = Setup::new(|_, _| vec![Step::text(FINAL)]);
     let mut settings = relay_tests::install::shipped_settings(&s.api.base_url());
     settings["templates"][0]["env"]["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = json!("1");
-    std::fs::write(s.config.join("settings.json"), settings.to_string()).unwrap();
+    s.settings(settings);
     s.turn("Never runs.");
 }
 

@@ -4,10 +4,10 @@
 //! the session; a refused option is refused naming it and why.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use relay_host::launch::plan::claude_flags;
-use relay_tests::fixture::Fixture;
+use relay_tests::world::{World, SCRIPT_TIMEOUT};
 use serde_json::Value;
 
 /// The option names and aliases (`--allowedTools, --allowed-tools`, `-p, --print`) and the
@@ -71,15 +71,6 @@ fn every_option_and_command_of_the_pinned_claude_is_classified() {
     );
 }
 
-/// `relay-host launch` of a request with `extra_args`, its answer on stderr.
-fn launch(fx: &Fixture, name: &str, extra: &[&str]) -> Output {
-    let req = fx.request(name, true, name, extra);
-    fx.launch(&req)
-        .stderr(Stdio::piped())
-        .output()
-        .expect("relay-host launch")
-}
-
 /// The arguments the session's program last received, after the program.
 fn last_argv(record: &Path) -> Vec<String> {
     let recs = relay_tests::read_records(record);
@@ -95,7 +86,7 @@ fn last_argv(record: &Path) -> Vec<String> {
 /// as a subcommand). `relay-host run -- "explain this repo"` runs too.
 #[test]
 fn claudes_own_command_lines_reach_the_session() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &[&str]); 6] = [
         (&["explain this repo"], &["explain this repo"]),
         (&["-p", "hi"], &["-p", "hi"]),
@@ -108,9 +99,9 @@ fn claudes_own_command_lines_reach_the_session() {
         (&["--version"], &["--version"]),
     ];
     for (i, (given, handed)) in cases.into_iter().enumerate() {
-        let out = launch(&fx, &format!("s-{i}"), given);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{given:?}: {stderr}");
+        let out = fx.launch_session(&format!("s-{i}"), given, SCRIPT_TIMEOUT);
+        let stderr = &out.stderr;
+        assert_eq!(out.code, Some(0), "{given:?}: {stderr}");
         let argv = last_argv(&fx.record);
         assert!(
             argv.ends_with(&handed.iter().map(|a| a.to_string()).collect::<Vec<_>>()),
@@ -138,7 +129,7 @@ fn claudes_own_command_lines_reach_the_session() {
 /// option and why; a subcommand is refused naming it; no program runs.
 #[test]
 fn a_refused_option_is_named_with_its_reason() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &str); 3] = [
         (
             &["--settings={}"],
@@ -158,9 +149,9 @@ fn a_refused_option_is_named_with_its_reason() {
         ),
     ];
     for (i, (args, message)) in cases.into_iter().enumerate() {
-        let out = launch(&fx, &format!("r-{i}"), args);
-        assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
-        let line: Value = serde_json::from_slice(out.stderr.trim_ascii()).unwrap();
+        let out = fx.launch_session(&format!("r-{i}"), args, SCRIPT_TIMEOUT);
+        assert_eq!(out.code, Some(64), "{args:?}: {out:?}");
+        let line: Value = serde_json::from_str(out.stderr.trim()).unwrap();
         assert_eq!(line["error"], "invalid_spec", "{line}");
         assert_eq!(line["message"], message, "{args:?}");
     }
@@ -183,7 +174,7 @@ const SUBCOMMAND: &str = "a Claude Code subcommand, which a launch that carries 
 /// each of these ran something other than a prompt. relay refuses them.
 #[test]
 fn words_claude_reads_beyond_its_grammar_are_refused() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &str); 6] = [
         (&["-p", "-n", "--bare", "hi"], "extra_args[2] \"--bare\""),
         (
@@ -208,9 +199,9 @@ fn words_claude_reads_beyond_its_grammar_are_refused() {
         ),
     ];
     for (i, (args, at)) in cases.into_iter().enumerate() {
-        let out = launch(&fx, &format!("w-{i}"), args);
-        assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
-        let line: Value = serde_json::from_slice(out.stderr.trim_ascii()).unwrap();
+        let out = fx.launch_session(&format!("w-{i}"), args, SCRIPT_TIMEOUT);
+        assert_eq!(out.code, Some(64), "{args:?}: {out:?}");
+        let line: Value = serde_json::from_str(out.stderr.trim()).unwrap();
         assert_eq!(line["error"], "invalid_spec", "{line}");
         let why = if at.ends_with("\"import\"") {
             SUBCOMMAND
@@ -227,7 +218,7 @@ fn words_claude_reads_beyond_its_grammar_are_refused() {
 /// first gets a space before it in print mode too; elsewhere print mode's prompt is as written.
 #[test]
 fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let cases: [(&[&str], &[&str]); 4] = [
         (&["remote-control", "-p"], &[" remote-control", "-p"]),
         (
@@ -238,9 +229,9 @@ fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
         (&["-p", "cc://127.0.0.1:9/x"], &["-p", "cc://127.0.0.1:9/x"]),
     ];
     for (i, (given, handed)) in cases.into_iter().enumerate() {
-        let out = launch(&fx, &format!("f-{i}"), given);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{given:?}: {stderr}");
+        let out = fx.launch_session(&format!("f-{i}"), given, SCRIPT_TIMEOUT);
+        let stderr = &out.stderr;
+        assert_eq!(out.code, Some(0), "{given:?}: {stderr}");
         let argv = last_argv(&fx.record);
         assert!(
             argv.ends_with(&handed.iter().map(|a| a.to_string()).collect::<Vec<_>>()),
@@ -254,7 +245,7 @@ fn a_first_word_prompt_gets_a_space_in_print_mode_too() {
 /// `--setting-sources user` also in a project the operator trusts, where it otherwise gets none.
 #[test]
 fn an_added_folder_reads_no_settings_even_in_a_trusted_project() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let file = fx.config.join("settings.json");
     let mut settings: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     settings["trusted_projects"] = serde_json::json!([fx.project]);
@@ -263,15 +254,19 @@ fn an_added_folder_reads_no_settings_even_in_a_trusted_project() {
         argv.windows(2)
             .any(|w| w[0] == "--setting-sources" && w[1] == "user")
     };
-    let out = launch(&fx, "trusted", &["-p", "hi there"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = fx.launch_session("trusted", &["-p", "hi there"], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{out:?}");
     let argv = last_argv(&fx.record);
     assert!(
         !sources(&argv),
         "a trusted project read the user settings only: {argv:?}"
     );
-    let out = launch(&fx, "added", &["-p", "hi there", "--add-dir", "/usr/share"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = fx.launch_session(
+        "added",
+        &["-p", "hi there", "--add-dir", "/usr/share"],
+        SCRIPT_TIMEOUT,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
     let argv = last_argv(&fx.record);
     assert!(sources(&argv), "--add-dir in a trusted project: {argv:?}");
 }

@@ -9,15 +9,15 @@
 //! sandbox, and the link checks refuse a token path through a folder others may write.
 
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::{Folders, Layout};
+use relay_tests::fixture::Layout;
 use relay_tests::run::{finish_with, Out};
 use relay_tests::spawn_with_fds;
+use relay_tests::world::{Token, World};
 use relay_token::{ClaudeToken, TokenPipe};
 use serde_json::{json, Value};
 
@@ -82,178 +82,83 @@ fn finish(child: Child, what: &str) -> Out {
     out
 }
 
-/// One test's folders: a fresh HOME holding the token file, the config and state folders, a
-/// project folder, all under a root-owned 0755 folder in `/var/tmp`.
-struct Fixture {
-    folders: Folders,
-    claude: PathBuf,
-    /// Every token this test wrote, for the final scan.
-    tokens: Vec<String>,
+/// One test's world: [`Layout::claude`] under a root-owned 0755 folder in `/var/tmp`, no token
+/// file yet (each test writes its tokens, by rename, as an atomic writer does:
+/// [`World::replace_token`]), every one remembered for the final scan.
+fn world() -> World {
+    World::builder()
+        .layout(Layout::claude("relay-claude-code."))
+        .token(Token::Claude)
+        .written(false)
+        .build()
 }
 
-/// The fixture is its folders (`fx.home`, `fx.project`, ...) and the tokens it wrote.
-impl std::ops::Deref for Fixture {
-    type Target = Folders;
-    fn deref(&self) -> &Folders {
-        &self.folders
+/// The settings: `claude_token_file` as given, and the `claude-code` template running the CLI
+/// with the relay-owned Claude config folder. Grants: the CLI's package folder read-only, the
+/// project and the Claude config folder read-write, and with `grant_home` HOME read-write too.
+/// `claude auth status` needs no HOME (with `CLAUDE_CONFIG_DIR` set it writes only there);
+/// granting it puts the token's folder inside a read-write grant, so the deny must win over the
+/// grant with the real consumer running.
+fn claude_settings(claude_token_file: &str, grant_home: bool) -> Value {
+    let claude = claude_cli();
+    let real = claude.canonicalize().expect("the CLI's real path");
+    // .../@anthropic-ai/claude-code/bin/claude.exe -> .../@anthropic-ai/claude-code
+    let package = real
+        .parent()
+        .and_then(Path::parent)
+        .expect("the CLI's package folder");
+    let mut read_write = vec!["{project}", "{claude_config}"];
+    if grant_home {
+        read_write.push("~/");
     }
+    json!({
+        "claude_token_file": claude_token_file,
+        "templates": [{
+            "id": "claude-code",
+            "command": [claude],
+            "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+            "sandbox": {
+                "read": [package],
+                "read_write": read_write,
+            },
+        }],
+    })
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            claude: claude_cli(),
-            folders: Folders::new(Layout::claude("relay-claude-code.")),
-            tokens: Vec::new(),
-        }
-    }
+/// `relay-host ARGS` in the project folder ([`World::host_cmd`]: an environment of `PATH`,
+/// the fresh HOME and `LANG` only, so nothing of the developer's own login leaks in).
+fn host_in_project(fx: &World, args: &[&str]) -> Command {
+    let mut cmd = fx.host_cmd();
+    cmd.current_dir(&fx.project).args(args);
+    cmd
+}
 
-    /// Writes a new token into the token file, replacing any earlier one by rename (a new
-    /// file, as an atomic writer makes it), and returns it.
-    fn write_token(&mut self) -> String {
-        let token = relay_tests::claude_fake_token();
-        let tmp = self.root.join("token.new");
-        std::fs::write(&tmp, format!("{token}\n")).unwrap();
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
-        std::fs::rename(&tmp, &self.token_file).unwrap();
-        self.tokens.push(token.clone());
-        token
-    }
+/// The `terminal` request for the `claude-code` template with `extra_args`.
+fn claude_code_req(fx: &World, extra_args: &[&str]) -> Value {
+    fx.terminal_req("claude-code", extra_args)
+}
 
-    /// Writes `settings.json`: `claude_token_file` as given, and the `claude-code` template
-    /// running the CLI with the relay-owned Claude config folder. Grants: the CLI's package
-    /// folder read-only, the project and the Claude config folder read-write, and with
-    /// `grant_home` HOME read-write too. `claude auth status` needs no HOME (with
-    /// `CLAUDE_CONFIG_DIR` set it writes only there); granting it puts the token's folder inside
-    /// a read-write grant, so the deny must win over the grant with the real consumer running.
-    fn write_settings(&self, claude_token_file: &str, grant_home: bool) {
-        let real = self.claude.canonicalize().expect("the CLI's real path");
-        // .../@anthropic-ai/claude-code/bin/claude.exe -> .../@anthropic-ai/claude-code
-        let package = real
-            .parent()
-            .and_then(Path::parent)
-            .expect("the CLI's package folder");
-        let mut read_write = vec!["{project}", "{claude_config}"];
-        if grant_home {
-            read_write.push("~/");
-        }
-        let settings = json!({
-            "claude_token_file": claude_token_file,
-            "templates": [{
-                "id": "claude-code",
-                "command": [self.claude],
-                "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
-                "sandbox": {
-                    "read": [package],
-                    "read_write": read_write,
-                },
-            }],
-        });
-        std::fs::write(
-            self.config.join("settings.json"),
-            serde_json::to_vec_pretty(&settings).unwrap(),
-        )
-        .unwrap();
-    }
+/// The relay-owned Claude config folder (in the state folder).
+fn claude_config(fx: &World) -> PathBuf {
+    fx.state.join("claude")
+}
 
-    /// Writes `settings.json` with `claude_token_file` only: the built-in `claude-code`
-    /// template (command `claude` from PATH) applies.
-    fn write_builtin_settings(&self, claude_token_file: &str) {
-        let settings = json!({"claude_token_file": claude_token_file});
-        std::fs::write(self.config.join("settings.json"), settings.to_string()).unwrap();
-    }
-
-    /// `relay-host --config-dir C --state-dir S ARGS`, in the project folder, with an
-    /// environment of PATH and the fresh HOME only (plus whatever the caller adds): nothing of
-    /// the developer's own login leaks in.
-    fn host(&self, args: &[&str]) -> Command {
-        relay_tests::host_command(&self.config, &self.state, &self.home, &self.project, args)
-    }
-
-    /// Writes a `terminal` request for the `claude-code` template with `extra_args`; returns
-    /// its path.
-    fn request(&self, extra_args: &[&str]) -> PathBuf {
-        let path = self.root.join("request.json");
-        let req = json!({
-            "kind": "terminal",
-            "template": "claude-code",
-            "project": self.project,
-            "extra_args": extra_args,
-        });
-        std::fs::write(&path, req.to_string()).unwrap();
-        path
-    }
-
-    /// Runs `cmd` (a `relay-host` command line) to completion; checks that neither stream holds
-    /// a token.
-    fn run(&self, mut cmd: Command, what: &str) -> Out {
-        let out = finish(spawn(&mut cmd), what);
-        for t in &self.tokens {
-            assert!(
-                !out.stdout.contains(t.as_str()) && !out.stderr.contains(t.as_str()),
-                "{what}: a token appears in the output"
-            );
-        }
-        out
-    }
-
-    /// `relay-host launch` of the request `extra_args`.
-    fn launch(&self, extra_args: &[&str], what: &str) -> Out {
-        let req = self.request(extra_args);
-        self.run(self.host(&["launch", req.to_str().unwrap()]), what)
-    }
-
-    /// The audit log's rows.
-    fn audit(&self) -> Vec<Value> {
-        self.log("audit.jsonl")
-    }
-
-    /// The relay-owned Claude config folder (in the state folder).
-    fn claude_config(&self) -> PathBuf {
-        self.state.join("claude")
-    }
-
-    /// Checks that the last audit row is a started, sandboxed `claude-code` launch with
-    /// `token` as given (`"fd"` or `"none"`).
-    fn assert_last_launch(&self, token: &str, what: &str) {
-        let rows = self.audit();
-        let row = rows
-            .last()
-            .unwrap_or_else(|| panic!("{what}: no audit row"));
-        assert_eq!(row["outcome"], "ok", "{what}: {row}");
-        assert_eq!(row["template"], "claude-code", "{what}: {row}");
-        assert_eq!(row["sandbox"], true, "{what}: {row}");
-        assert_eq!(row["token"], token, "{what}: {row}");
-    }
-
-    /// Scans every regular file under HOME, the config, state, project and Claude config
-    /// folders (everything under the test's root) for every token this test wrote; the token
-    /// file itself is left out. Also checks that the scan can see: it finds the current token
-    /// in the token file, and Claude Code did write its config files where the scan looks.
-    fn assert_no_token_on_disk(&self) {
-        assert!(!self.tokens.is_empty());
-        let tokens: Vec<&str> = self.tokens.iter().map(String::as_str).collect();
-        let scan = relay_tests::scan_for_tokens(&self.root, &self.token_file, &tokens);
-        // The scan is not blind: it sees the current token (and only it) in the token file.
-        scan.assert_clean(tokens.len() - 1);
-        let files = scan.files;
-        // And Claude Code wrote files where the scan looked.
-        let in_claude_config = files
-            .iter()
-            .filter(|f| f.starts_with(self.claude_config()))
-            .count();
-        assert!(
-            in_claude_config > 0,
-            "Claude Code wrote no file into {}: the scan proves nothing there",
-            self.claude_config().display()
-        );
-        assert!(files.iter().any(|f| f.starts_with(&self.state)));
-    }
+/// Checks that the last audit row is a started, sandboxed `claude-code` launch with `token` as
+/// given (`"fd"` or `"none"`).
+fn assert_last_launch(fx: &World, token: &str, what: &str) {
+    let rows = fx.log("audit.jsonl");
+    let row = rows
+        .last()
+        .unwrap_or_else(|| panic!("{what}: no audit row"));
+    assert_eq!(row["outcome"], "ok", "{what}: {row}");
+    assert_eq!(row["template"], "claude-code", "{what}: {row}");
+    assert_eq!(row["sandbox"], true, "{what}: {row}");
+    assert_eq!(row["token"], token, "{what}: {row}");
 }
 
 /// Checks `auth status --json` output: logged in with the OAuth token, no API key, and the
 /// launch's own config folder.
-fn assert_logged_in_by_oauth(fx: &Fixture, out: &Out, what: &str) {
+fn assert_logged_in_by_oauth(fx: &World, out: &Out, what: &str) {
     assert_eq!(out.code, Some(0), "{what}: {}", out.describe());
     let v = out.json(what);
     assert_eq!(v["loggedIn"], true, "{what}: {v}");
@@ -283,24 +188,24 @@ fn assert_logged_out(out: &Out, what: &str) {
 /// same launch is logged out; no file holds a token afterwards.
 #[test]
 fn launch_claude_code_is_logged_in_from_fd5() {
-    let mut fx = Fixture::new();
+    let fx = world();
     let setting = "~/.config/claude-ltt/token";
-    fx.write_settings(setting, true);
+    fx.settings(claude_settings(setting, true));
     let status = ["auth", "status", "--json"];
 
-    fx.write_token();
-    let out = fx.launch(&status, "first launch");
+    fx.replace_token();
+    let out = fx.launch_for(&claude_code_req(&fx, &status), RUN_TIMEOUT);
     assert_logged_in_by_oauth(&fx, &out, "first launch");
-    fx.assert_last_launch("fd", "first launch");
+    assert_last_launch(&fx, "fd", "first launch");
 
-    fx.write_token();
-    let out = fx.launch(&status, "second launch, after a new token");
+    fx.replace_token();
+    let out = fx.launch_for(&claude_code_req(&fx, &status), RUN_TIMEOUT);
     assert_logged_in_by_oauth(&fx, &out, "second launch");
-    fx.assert_last_launch("fd", "second launch");
+    assert_last_launch(&fx, "fd", "second launch");
 
     // The file is read again at each launch: emptied, it refuses the launch before Claude runs.
     std::fs::write(&fx.token_file, "").unwrap();
-    let out = fx.launch(&status, "launch with an empty token file");
+    let out = fx.launch_for(&claude_code_req(&fx, &status), RUN_TIMEOUT);
     assert_eq!(out.code, Some(78), "{}", out.describe());
     assert!(out.stdout.is_empty(), "Claude Code ran: {}", out.describe());
     assert!(
@@ -308,17 +213,18 @@ fn launch_claude_code_is_logged_in_from_fd5() {
         "{}",
         out.describe()
     );
-    let rows = fx.audit();
+    let rows = fx.log("audit.jsonl");
     assert_eq!(rows.last().unwrap()["outcome"], "error");
 
     // Negative control: without the setting the same launch is logged out.
-    fx.write_token();
-    fx.write_settings("", true);
-    let out = fx.launch(&status, "launch without claude_token_file");
+    fx.replace_token();
+    fx.settings(claude_settings("", true));
+    let out = fx.launch_for(&claude_code_req(&fx, &status), RUN_TIMEOUT);
     assert_logged_out(&out, "launch without claude_token_file");
-    fx.assert_last_launch("none", "launch without claude_token_file");
+    assert_last_launch(&fx, "none", "launch without claude_token_file");
 
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }
 
 /// `relay-host run --template claude-code -- auth status --json` (the project is the current
@@ -326,9 +232,9 @@ fn launch_claude_code_is_logged_in_from_fd5() {
 /// no file holds a token afterwards.
 #[test]
 fn run_claude_code_is_logged_in_from_fd5() {
-    let mut fx = Fixture::new();
-    fx.write_settings("~/.config/claude-ltt/token", false);
-    fx.write_token();
+    let fx = world();
+    fx.settings(claude_settings("~/.config/claude-ltt/token", false));
+    fx.replace_token();
     let args = [
         "run",
         "--template",
@@ -339,16 +245,17 @@ fn run_claude_code_is_logged_in_from_fd5() {
         "--json",
     ];
 
-    let out = fx.run(fx.host(&args), "relay-host run");
+    let out = fx.finish(host_in_project(&fx, &args), RUN_TIMEOUT);
     assert_logged_in_by_oauth(&fx, &out, "relay-host run");
-    fx.assert_last_launch("fd", "relay-host run");
+    assert_last_launch(&fx, "fd", "relay-host run");
 
-    fx.write_settings("", false);
-    let out = fx.run(fx.host(&args), "relay-host run without claude_token_file");
+    fx.settings(claude_settings("", false));
+    let out = fx.finish(host_in_project(&fx, &args), RUN_TIMEOUT);
     assert_logged_out(&out, "relay-host run without claude_token_file");
-    fx.assert_last_launch("none", "relay-host run without claude_token_file");
+    assert_last_launch(&fx, "none", "relay-host run without claude_token_file");
 
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }
 
 /// Tokens in `relay-host`'s own environment (`ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`,
@@ -357,9 +264,9 @@ fn run_claude_code_is_logged_in_from_fd5() {
 /// descriptor names them instead, so the check can fail.
 #[test]
 fn inherited_tokens_do_not_outrank_fd5() {
-    let mut fx = Fixture::new();
-    fx.write_settings("~/.config/claude-ltt/token", true);
-    let token = fx.write_token();
+    let fx = world();
+    fx.settings(claude_settings("~/.config/claude-ltt/token", true));
+    let token = fx.replace_token();
     let bogus = [
         ("ANTHROPIC_AUTH_TOKEN", "bogus"),
         ("CLAUDE_CODE_OAUTH_TOKEN", "bogus"),
@@ -369,8 +276,9 @@ fn inherited_tokens_do_not_outrank_fd5() {
     // Controls: each variable outranks the descriptor when it reaches Claude Code.
     let control_config = fx.root.join("control-claude-config");
     std::fs::create_dir(&control_config).unwrap();
+    let claude = claude_cli();
     let control = |vars: &[(&str, &str)], expect: &str| {
-        let mut cmd = Command::new(&fx.claude);
+        let mut cmd = Command::new(&claude);
         cmd.args(["auth", "status", "--text"])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -399,13 +307,10 @@ fn inherited_tokens_do_not_outrank_fd5() {
     );
     control(&[], "Auth token: CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR");
 
-    let req = fx.request(&["auth", "status", "--text"]);
-    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    let req = fx.request_file(&claude_code_req(&fx, &["auth", "status", "--text"]));
+    let mut cmd = host_in_project(&fx, &["launch", req.to_str().unwrap()]);
     cmd.envs(bogus);
-    let out = fx.run(
-        cmd,
-        "launch with tokens in relay-host's environment (--text)",
-    );
+    let out = fx.finish(cmd, RUN_TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     let auth: Vec<&str> = out
         .stdout
@@ -418,18 +323,16 @@ fn inherited_tokens_do_not_outrank_fd5() {
         "{}",
         out.describe()
     );
-    fx.assert_last_launch("fd", "launch with tokens in the environment");
+    assert_last_launch(&fx, "fd", "launch with tokens in the environment");
 
-    let req = fx.request(&["auth", "status", "--json"]);
-    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    let req = fx.request_file(&claude_code_req(&fx, &["auth", "status", "--json"]));
+    let mut cmd = host_in_project(&fx, &["launch", req.to_str().unwrap()]);
     cmd.envs(bogus);
-    let out = fx.run(
-        cmd,
-        "launch with tokens in relay-host's environment (--json)",
-    );
+    let out = fx.finish(cmd, RUN_TIMEOUT);
     assert_logged_in_by_oauth(&fx, &out, "launch with tokens in the environment (--json)");
 
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }
 
 /// The built-in `claude-code` template (command `claude` found on PATH, the project and the
@@ -438,13 +341,13 @@ fn inherited_tokens_do_not_outrank_fd5() {
 /// setting empty, logged out.
 #[test]
 fn builtin_template_is_logged_in_from_fd5() {
-    let mut fx = Fixture::new();
-    fx.write_builtin_settings("~/.config/claude-ltt/token");
-    fx.write_token();
+    let fx = world();
+    fx.settings(json!({"claude_token_file": "~/.config/claude-ltt/token"}));
+    fx.replace_token();
     // `claude` on PATH, whatever the CLI's own file is called.
     let bin = fx.root.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(&fx.claude, bin.join("claude")).unwrap();
+    std::os::unix::fs::symlink(claude_cli(), bin.join("claude")).unwrap();
     let mut path = vec![bin];
     path.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
@@ -452,11 +355,11 @@ fn builtin_template_is_logged_in_from_fd5() {
     let path = std::env::join_paths(path).unwrap();
 
     let run_args = ["run", "--", "auth", "status", "--json"];
-    let mut cmd = fx.host(&run_args);
+    let mut cmd = host_in_project(&fx, &run_args);
     cmd.env("PATH", &path);
-    let out = fx.run(cmd, "relay-host run, built-in template");
+    let out = fx.finish(cmd, RUN_TIMEOUT);
     assert_logged_in_by_oauth(&fx, &out, "relay-host run, built-in template");
-    fx.assert_last_launch("fd", "relay-host run, built-in template");
+    assert_last_launch(&fx, "fd", "relay-host run, built-in template");
 
     let req = fx.root.join("claude-request.json");
     std::fs::write(
@@ -464,26 +367,24 @@ fn builtin_template_is_logged_in_from_fd5() {
         json!({"kind": "claude", "extra_args": ["auth", "status", "--json"]}).to_string(),
     )
     .unwrap();
-    let mut cmd = fx.host(&["launch", req.to_str().unwrap()]);
+    let mut cmd = host_in_project(&fx, &["launch", req.to_str().unwrap()]);
     cmd.env("PATH", &path);
-    let out = fx.run(cmd, "launch of kind claude, built-in template");
+    let out = fx.finish(cmd, RUN_TIMEOUT);
     assert_logged_in_by_oauth(&fx, &out, "launch of kind claude, built-in template");
-    fx.assert_last_launch("fd", "launch of kind claude, built-in template");
+    assert_last_launch(&fx, "fd", "launch of kind claude, built-in template");
 
-    fx.write_builtin_settings("");
-    let mut cmd = fx.host(&run_args);
+    fx.settings(json!({"claude_token_file": ""}));
+    let mut cmd = host_in_project(&fx, &run_args);
     cmd.env("PATH", &path);
-    let out = fx.run(
-        cmd,
-        "relay-host run, built-in template, no claude_token_file",
-    );
+    let out = fx.finish(cmd, RUN_TIMEOUT);
     assert_logged_out(
         &out,
         "relay-host run, built-in template, no claude_token_file",
     );
-    fx.assert_last_launch("none", "relay-host run, built-in template, no token");
+    assert_last_launch(&fx, "none", "relay-host run, built-in template, no token");
 
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }
 
 /// A `401` in the Messages API's shape: Claude Code gives up at once.
@@ -499,21 +400,19 @@ const UNAUTHORIZED: &str = "HTTP/1.1 401 Unauthorized\r\nContent-Type: applicati
 #[test]
 fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     use relay_tests::listener::{bearer, Listener};
-    let mut fx = Fixture::new();
-    let token = fx.write_token();
+    let fx = world();
+    let token = fx.replace_token();
     let (a, b) = (Listener::start(UNAUTHORIZED), Listener::start(UNAUTHORIZED));
-    fx.write_settings("~/.config/claude-ltt/token", false);
-    let settings_file = fx.config.join("settings.json");
-    let mut settings: Value =
-        serde_json::from_slice(&std::fs::read(&settings_file).unwrap()).unwrap();
-    settings["templates"][0]["network"] = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
-    // Pipe mode (the opt-out): the real token goes through the plain proxy, as asserted below;
-    // stand-in mode would send A the stand-in.
-    settings["templates"][0]["token_mode"] = json!("pipe");
-    // The base URL comes from the project's own settings, which a token launch reads only in a
-    // project the operator trusts.
-    settings["trusted_projects"] = json!([fx.project]);
-    std::fs::write(&settings_file, settings.to_string()).unwrap();
+    fx.settings(claude_settings("~/.config/claude-ltt/token", false));
+    fx.edit_settings(|settings| {
+        settings["templates"][0]["network"] = json!({"allow": [format!("127.0.0.1:{}", a.port)]});
+        // Pipe mode (the opt-out): the real token goes through the plain proxy, as asserted
+        // below; stand-in mode would send A the stand-in.
+        settings["templates"][0]["token_mode"] = json!("pipe");
+        // The base URL comes from the project's own settings, which a token launch reads only
+        // in a project the operator trusts.
+        settings["trusted_projects"] = json!([fx.project]);
+    });
     std::fs::create_dir_all(fx.project.join(".claude")).unwrap();
     let point_at = |port: u16| {
         let s = json!({"env": {"ANTHROPIC_BASE_URL": format!("http://127.0.0.1:{port}")}});
@@ -521,7 +420,7 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     };
 
     point_at(b.port);
-    let out = fx.launch(&["-p", "hello there"], "claude -p, base URL at B");
+    let out = fx.launch_for(&claude_code_req(&fx, &["-p", "hello there"]), RUN_TIMEOUT);
     assert_ne!(out.code, Some(0), "{}", out.describe());
     assert_eq!(b.connections(), 0, "B was reached");
     let events = fx.log("events.jsonl");
@@ -533,7 +432,7 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
     );
 
     point_at(a.port);
-    let out = fx.launch(&["-p", "hello there"], "claude -p, base URL at A");
+    let out = fx.launch_for(&claude_code_req(&fx, &["-p", "hello there"]), RUN_TIMEOUT);
     assert_ne!(out.code, Some(0), "{}", out.describe());
     let heads = a.heads();
     let messages: Vec<&String> = heads
@@ -560,7 +459,8 @@ fn claude_code_reaches_only_listed_hosts_through_the_proxy() {
         );
     }
     assert_eq!(b.connections(), 0, "B was reached");
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }
 
 /// Each regular file under `dir` with the SHA-256 of its bytes, by path.
@@ -581,13 +481,16 @@ fn file_hashes(dir: &Path) -> std::collections::BTreeMap<PathBuf, String> {
 /// same. Stopped by the grammar of a token launch's `extra_args`.
 #[test]
 fn a_requests_subcommand_never_runs_with_the_token() {
-    let mut fx = Fixture::new();
-    fx.write_settings("~/.config/claude-ltt/token", false);
-    fx.write_token();
+    let fx = world();
+    fx.settings(claude_settings("~/.config/claude-ltt/token", false));
+    fx.replace_token();
     // A first session: the config folder holds what Claude Code writes.
-    let out = fx.launch(&["auth", "status", "--json"], "auth status");
+    let out = fx.launch_for(
+        &claude_code_req(&fx, &["auth", "status", "--json"]),
+        RUN_TIMEOUT,
+    );
     assert_logged_in_by_oauth(&fx, &out, "auth status");
-    let before = file_hashes(&fx.claude_config());
+    let before = file_hashes(&claude_config(&fx));
     assert!(!before.is_empty());
     let server = r#"{"type":"stdio","command":"/bin/sh","args":["-c","true"]}"#;
     for (args, named) in [
@@ -600,30 +503,32 @@ fn a_requests_subcommand_never_runs_with_the_token() {
             "extra_args[2] \"mcp\"",
         ),
     ] {
-        let out = fx.launch(args, "a request's subcommand");
+        let out = fx.launch_for(&claude_code_req(&fx, args), RUN_TIMEOUT);
         assert_eq!(out.code, Some(64), "{args:?}: {}", out.describe());
         let line: Value = serde_json::from_str(out.stderr.trim()).unwrap();
         assert_eq!(line["error"], "invalid_spec", "{line}");
         let msg = line["message"].as_str().unwrap();
         assert!(msg.starts_with(named), "{msg}");
         assert_eq!(
-            file_hashes(&fx.claude_config()),
+            file_hashes(&claude_config(&fx)),
             before,
             "{args:?}: the Claude config folder changed"
         );
     }
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }
 
 /// Claude Code's own `--version` (refused before: not on the allow-list) passes a token launch
 /// and runs the real CLI, which prints its version.
 #[test]
 fn claudes_version_flag_runs_with_the_token() {
-    let mut fx = Fixture::new();
-    fx.write_settings("~/.config/claude-ltt/token", false);
-    fx.write_token();
-    let out = fx.launch(&["--version"], "claude --version");
+    let fx = world();
+    fx.settings(claude_settings("~/.config/claude-ltt/token", false));
+    fx.replace_token();
+    let out = fx.launch_for(&claude_code_req(&fx, &["--version"]), RUN_TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(out.stdout.trim(), format!("{PINNED_VERSION} (Claude Code)"));
-    fx.assert_no_token_on_disk();
+    // No file holds a token this test wrote; Claude Code wrote into the config folder.
+    fx.assert_no_token_on_disk(&[], &[&claude_config(&fx), &fx.state]);
 }

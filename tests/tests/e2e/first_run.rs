@@ -37,7 +37,7 @@ fn the_operators_project_is_claudes_trust_answer() {
 
     let mut settings = relay_tests::install::shipped_settings(&s.api.base_url());
     settings["templates"][0]["trust_project"] = serde_json::json!(false);
-    std::fs::write(s.config.join("settings.json"), settings.to_string()).unwrap();
+    s.settings(settings);
     let tmux = s.start_tui_as_configured();
     let (screen, seen) = tmux.wait(Duration::from_secs(60), &|t| {
         trust_dialog(t) || at_prompt(t)
@@ -48,7 +48,7 @@ fn the_operators_project_is_claudes_trust_answer() {
     );
     drop(tmux);
 
-    s.write_settings();
+    s.write_settings_with(serde_json::json!({}));
     let tmux = s.start_tui();
     let (screen, ready) = tmux.wait(Duration::from_secs(60), &|t| {
         trust_dialog(t) || at_prompt(t)
@@ -94,7 +94,7 @@ fn trust_elsewhere(project: &std::path::Path) -> Step {
 /// The terminal UI in the fixture's project (B) with the template's `trust_project: false`:
 /// true when it stops at the trust dialog, false when it reaches its prompt.
 fn asks_for_trust(s: &Setup, settings: &serde_json::Value) -> bool {
-    std::fs::write(s.config.join("settings.json"), settings.to_string()).unwrap();
+    s.settings(settings.clone());
     let tmux = s.start_tui_as_configured();
     let (screen, seen) = tmux.wait(Duration::from_secs(60), &|t| {
         trust_dialog(t) || at_prompt(t)

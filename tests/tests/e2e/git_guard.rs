@@ -9,41 +9,8 @@
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
-use serde_json::json;
-
-/// A token launch of a `claude-code` template running `/bin/sh SCRIPT` (written into the
-/// project) with the project read-write; returns what the script wrote into `seen.txt`.
-fn run_token_script(fx: &Fixture, body: &str) -> String {
-    let script = fx.project.join("script.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ncd {}\n{body}", fx.project.display()),
-    )
-    .unwrap();
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [{
-            "id": "claude-code",
-            "command": ["/bin/sh", script],
-            "sandbox": {"read_write": ["{project}"]},
-            "network": {"allow": []},
-        }],
-    });
-    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
-    let req = fx.request("git", true, "git", &[]);
-    let mut cmd = fx.launch(&req);
-    let out = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    std::fs::read_to_string(fx.project.join("seen.txt")).unwrap_or_default()
-}
+use relay_tests::world::{TokenScript, World};
 
 /// A repository in `dir` with one committed file `f`.
 fn repository(dir: &Path) {
@@ -84,7 +51,7 @@ fn check(name: &str, command: &str, time: u32) -> String {
 /// repository. The control, the real git, runs the filter.
 #[test]
 fn a_common_folder_redirected_meanwhile_runs_no_filter_beside_the_token() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::new();
     repository(&fx.project);
     let evil: PathBuf = fx.project.join("evil");
     let copied = std::process::Command::new("cp")
@@ -102,7 +69,7 @@ fn a_common_folder_redirected_meanwhile_runs_no_filter_beside_the_token() {
         guarded = check("guarded", "git status", 1_000_000_002),
         control = check("control", "\"$RELAY_GIT\" status", 1_000_000_003),
     );
-    let seen = run_token_script(&fx, &body);
+    let seen = fx.run_token_script(&TokenScript::new(&body));
     assert_eq!(
         seen, "own rc=0\nguarded rc=128\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"
@@ -115,7 +82,7 @@ fn a_common_folder_redirected_meanwhile_runs_no_filter_beside_the_token() {
 /// written); the control, the real git, runs it.
 #[test]
 fn a_repository_in_a_subfolder_runs_no_filter_beside_the_token() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::new();
     repository(&fx.project);
     let sub = fx.project.join("sub");
     repository(&sub);
@@ -125,7 +92,7 @@ fn a_repository_in_a_subfolder_runs_no_filter_beside_the_token() {
         guarded = check("guarded", "git status", 1_000_000_002),
         control = check("control", "\"$RELAY_GIT\" status", 1_000_000_003),
     );
-    let seen = run_token_script(&fx, &body);
+    let seen = fx.run_token_script(&TokenScript::new(&body));
     assert_eq!(
         seen, "guarded rc=128\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"

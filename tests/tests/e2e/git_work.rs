@@ -10,13 +10,11 @@
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
-use std::process::Stdio;
 
 use relay_tests::agent::{results_at, Setup, FINAL};
-use relay_tests::fixture::Fixture;
+use relay_tests::git;
 use relay_tests::messages_api::Step;
-use relay_tests::{fake_agent, git};
-use serde_json::json;
+use relay_tests::world::{ScriptAt, TokenScript, World};
 
 /// A repository in `dir` with one committed file `f`.
 fn repository(dir: &Path) {
@@ -49,40 +47,6 @@ fn submodule_world(project: &Path, root: &Path) {
     git(project, &["commit", "-qm", "add sub"]);
 }
 
-/// A token launch of a `claude-code` template running `/bin/sh SCRIPT` (written beside the
-/// project) in the project, the project read-write; returns what the script wrote into
-/// `<root>/seen.txt` (granted read-write too).
-fn run_token_script(fx: &Fixture, body: &str) -> String {
-    let script = fx.root.join("script.sh");
-    let seen = fx.root.join("out");
-    std::fs::create_dir_all(&seen).unwrap();
-    let text = format!(
-        "#!/bin/sh\nseen={}/seen.txt\ncd {}\n{body}",
-        seen.display(),
-        fx.project.display()
-    );
-    std::fs::write(&script, text).unwrap();
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [{
-            "id": "claude-code",
-            "command": ["/bin/sh", script],
-            "sandbox": {"read": [script], "read_write": ["{project}", seen]},
-            "network": {"allow": []},
-        }],
-    });
-    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
-    let req = fx.request("git", true, "git", &[]);
-    let out = fx
-        .launch(&req)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    std::fs::read_to_string(seen.join("seen.txt")).unwrap_or_default()
-}
-
 /// `NAME rc=N` into `$seen` after `command` (its output dropped).
 fn step(name: &str, command: &str) -> String {
     format!("{command} >/dev/null 2>&1; echo \"{name} rc=$?\" >> \"$seen\"\n")
@@ -107,7 +71,7 @@ fn commit(name: &str, file: &str) -> String {
 /// git took any git folder under `.git/modules` that is its own common folder.
 #[test]
 fn a_git_folder_planted_in_a_submodules_runs_no_git_beside_the_token() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::new();
     submodule_world(&fx.project, &fx.root);
     let modules = fx.project.join(".git/modules");
     let mut body = String::from("cd sub\n");
@@ -125,7 +89,7 @@ fn a_git_folder_planted_in_a_submodules_runs_no_git_beside_the_token() {
     );
     body += &step("planted", "git status");
     body += &step("planted-real", "\"$RELAY_GIT\" status");
-    let seen = run_token_script(&fx, &body);
+    let seen = fx.run_token_script(&TokenScript::new(&body).at(ScriptAt::Beside));
     assert_eq!(
         seen,
         "sub-status rc=0\nsub-commit rc=0\nplanted rc=128\nplanted-real rc=0\n"

@@ -9,51 +9,24 @@
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
-use serde_json::{json, Value};
+use relay_tests::world::{ScriptAt, TokenScript, World};
+use serde_json::json;
 
-/// A token launch in `project` of a `claude-code` template running `/bin/sh SCRIPT` (written
-/// under the root) with `{project}` and `extra` read-write; returns what the script wrote
-/// into `<root>/seen.txt` (granted read-write too).
-fn run_token_script(fx: &Fixture, project: &Path, extra: &[&Path], body: &str) -> String {
-    let out_dir = fx.root.join("out");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    let script = out_dir.join("script.sh");
-    let seen = out_dir.join("seen.txt");
-    let text = format!(
-        "#!/bin/sh\ncd {p}\nexec >>{s} 2>&1\ngit() {{ command git -c user.name=a -c user.email=a@example.invalid \"$@\"; }}\n{body}",
-        p = project.display(),
-        s = seen.display()
-    );
-    std::fs::write(&script, text).unwrap();
-    let mut rw: Vec<Value> = vec![json!("{project}"), json!(out_dir)];
+/// A token session's script in `project` running `body` (its output into `$seen`, beside the
+/// project), with `{project}` and `extra` read-write and git's identity given.
+fn git_script(project: &Path, extra: &[&Path], body: &str) -> TokenScript {
+    let mut rw = vec![json!("{project}")];
     rw.extend(extra.iter().map(|p| json!(p)));
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [{
-            "id": "claude-code",
-            "command": ["/bin/sh", script],
-            "sandbox": {"read_write": rw},
-            "network": {"allow": []},
-        }],
-    });
-    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
-    let req = json!({"kind": "claude", "project": project, "session_id": "git"});
-    let req_file = fx.root.join("git.json");
-    std::fs::write(&req_file, req.to_string()).unwrap();
-    let out = fx
-        .launch(&req_file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    let seen = std::fs::read_to_string(&seen).unwrap_or_default();
-    assert!(out.status.success(), "{out:?}\n{seen}");
-    std::fs::remove_file(out_dir.join("seen.txt")).ok();
-    seen
+    TokenScript::new(body)
+        .at(ScriptAt::Beside)
+        .project(project)
+        .sandbox(json!({"read_write": rw}))
+        .prelude(
+            "exec >>\"$seen\" 2>&1\n\
+             git() { command git -c user.name=a -c user.email=a@example.invalid \"$@\"; }\n",
+        )
 }
 
 /// A repository in `dir` with one committed file `f`.
@@ -91,10 +64,10 @@ fn main_and_worktree(under: &Path) -> (PathBuf, PathBuf) {
 #[test]
 fn git_commits_in_a_linked_worktree() {
     for grant_main in [false, true] {
-        let fx = Fixture::new(&fake_agent());
+        let fx = World::new();
         let (main, wt) = main_and_worktree(&fx.root);
         let extra: Vec<&Path> = if grant_main { vec![&main] } else { vec![] };
-        let seen = run_token_script(&fx, &wt, &extra, &commit_steps("g"));
+        let seen = fx.run_token_script(&git_script(&wt, &extra, &commit_steps("g")));
         assert_eq!(
             seen, "status rc=0\ncommit rc=0\ng\n",
             "main granted {grant_main}: what git did"
@@ -111,7 +84,7 @@ fn git_commits_in_a_linked_worktree() {
 /// and both are in the host's repositories.
 #[test]
 fn git_commits_in_a_submodule() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::new();
     let upstream = fx.root.join("upstream");
     repository(&upstream);
     repository(&fx.project);
@@ -121,7 +94,7 @@ fn git_commits_in_a_submodule() {
     relay_tests::git(&fx.project, &args);
     relay_tests::git(&fx.project, &["commit", "-qm", "sub"]);
     let body = format!("cd sub\n{}cd ..\n{}", commit_steps("s"), commit_steps("p"));
-    let seen = run_token_script(&fx, &fx.project, &[], &body);
+    let seen = fx.run_token_script(&git_script(&fx.project, &[], &body));
     assert_eq!(
         seen, "status rc=0\ncommit rc=0\ns\nstatus rc=0\ncommit rc=0\np\n",
         "what git did"
@@ -140,7 +113,7 @@ fn git_commits_in_a_submodule() {
 /// session's git does with one.)
 #[test]
 fn a_shell_session_cannot_arm_git_through_worktrees_or_submodules() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let (main, wt) = main_and_worktree(&fx.home);
     let project = fx.home.join("proj");
     let upstream = fx.root.join("upstream");
@@ -171,7 +144,7 @@ fn a_shell_session_cannot_arm_git_through_worktrees_or_submodules() {
 
 /// A `shell` session with `project` appends a filter to each of `targets` (making its folder
 /// first): each write is refused and leaves the file as it was.
-fn shell_cannot_write(fx: &Fixture, project: &Path, targets: &[(&str, PathBuf)]) {
+fn shell_cannot_write(fx: &World, project: &Path, targets: &[(&str, PathBuf)]) {
     let filter = "[filter \\\"x\\\"]\\n\\tclean = touch /tmp/armed\\n";
     let before: Vec<Option<Vec<u8>>> = targets.iter().map(|(_, p)| std::fs::read(p).ok()).collect();
     let mut script = String::new();
@@ -185,16 +158,9 @@ fn shell_cannot_write(fx: &Fixture, project: &Path, targets: &[(&str, PathBuf)])
     script.push_str("echo relay-session-ran\n");
     let req = json!({"kind": "terminal", "template": "shell", "project": project,
         "extra_args": ["-c", script]});
-    let req_file = fx.root.join("shell.json");
-    std::fs::write(&req_file, req.to_string()).unwrap();
-    let out = fx
-        .launch(&req_file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("relay-session-ran"), "{out:?}");
+    let out = fx.launch(&req);
+    let stdout = &out.stdout;
+    assert!(stdout.contains("relay-session-ran"), "{}", out.describe());
     for ((name, p), was) in targets.iter().zip(before) {
         assert!(
             stdout.contains(&format!("denied {name}")),
@@ -210,7 +176,7 @@ fn shell_cannot_write(fx: &Fixture, project: &Path, targets: &[(&str, PathBuf)])
 /// runs it.
 #[test]
 fn redirected_submodule_runs_no_filter() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::new();
     let upstream = fx.root.join("upstream");
     repository(&upstream);
     repository(&fx.project);
@@ -244,6 +210,6 @@ fn redirected_submodule_runs_no_filter() {
          touch -d @1000000002 f\n\"$RELAY_GIT\" status >/dev/null 2>&1; echo \"control rc=$?\"\n\
          [ -e {m} ] && echo 'control ran'\n"
     );
-    let seen = run_token_script(&fx, &fx.project, &[], &body);
+    let seen = fx.run_token_script(&git_script(&fx.project, &[], &body));
     assert_eq!(seen, "guarded rc=128\ncontrol rc=0\ncontrol ran\n");
 }

@@ -12,15 +12,14 @@
 //!
 //! Needs the built binaries (`cargo build --workspace --bins`) and a working `bwrap`.
 
-use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::{mkdir, Folders, Layout, HOST_PATH};
-use relay_tests::run::{finish_with, Out};
-use relay_tests::{fake_agent, relay_host, sha256_hex};
+use relay_tests::fixture::{mkdir, Layout, HOST_PATH};
+use relay_tests::run::Out;
+use relay_tests::world::{Token, World, SETTING};
+use relay_tests::{fake_agent, sha256_hex};
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,92 +27,59 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// The version the native layout names its file after.
 const VERSION: &str = "2.1.332";
 
-/// One test's folders, its token and the `PATH` relay-host runs with.
-struct World {
-    f: Folders,
-    token: String,
-    path: OsString,
-}
-
-impl World {
-    /// Folders with the project inside the home, the token written, the built-in templates
-    /// (no `templates` in the settings) and `bin` first on `PATH`.
-    fn new(bin: impl FnOnce(&Path, &Path) -> PathBuf) -> World {
-        let f = Folders::new(Layout {
+/// One test's world: the project inside the home, a Claude-shaped token, the built-in
+/// templates (no `templates` in the settings) and `bin` (made by the layout from the home and
+/// the root) first on relay-host's `PATH`.
+fn world(bin: impl FnOnce(&Path, &Path) -> PathBuf) -> World {
+    let mut w = World::builder()
+        .layout(Layout {
             config: "cfg",
             project: "home/proj",
             ..Layout::agent("relay-install.")
-        });
-        let token = relay_tests::claude_fake_token();
-        write(&f.token_file, &format!("{token}\n"), 0o600);
-        let mut settings = json!({"claude_token_file": "~/.config/acme-ltt/token"});
-        if let Some(b) = relay_tests::settings_bwrap() {
-            settings["bwrap"] = json!(b);
-        }
-        write(
-            &f.config.join("settings.json"),
-            &settings.to_string(),
-            0o644,
-        );
-        let first = bin(&f.home, &f.root);
-        let path = format!("{}:{HOST_PATH}", first.display()).into();
-        World { f, token, path }
+        })
+        .token(Token::Claude)
+        .build();
+    let mut settings = json!({"claude_token_file": SETTING});
+    if let Some(b) = relay_tests::settings_bwrap() {
+        settings["bwrap"] = json!(b);
     }
-
-    /// `relay-host launch` of `req`, to the end; neither stream holds the token.
-    fn launch(&self, req: &Value) -> Out {
-        let file = self.f.root.join("req.json");
-        write(&file, &req.to_string(), 0o644);
-        let mut cmd = Command::new(relay_host());
-        self.f
-            .host_setup(&mut cmd, &self.f.state)
-            .env("PATH", &self.path)
-            .arg("launch")
-            .arg(&file)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let out = finish_with(cmd.spawn().unwrap(), TIMEOUT, &|| false);
-        let both = format!("{}{}", out.stdout, out.stderr);
-        relay_tests::assert_no_token("the output", both.as_bytes(), &self.token);
-        out
-    }
-
-    /// A `claude` launch in the project (the built-in template as shipped): it ran the agent at
-    /// `real`, which read on fd 5 what the built-in hands over (a stand-in on Linux, the real
-    /// token staying on the host), with the built-in environment (no auto-updater).
-    fn assert_claude_runs(&self, real: &Path) {
-        let out = self.launch(&json!({"kind": "claude", "project": self.f.project}));
-        assert_eq!(out.code, Some(0), "{}", out.describe());
-        let rec = out
-            .stderr
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v.get("token_fd_var").is_some())
-            .unwrap_or_else(|| panic!("no agent record: {}", out.describe()));
-        relay_tests::install::assert_fd5_as_shipped(&rec, &self.token);
-        assert_eq!(rec["argv"][0], json!(real), "{rec}");
-        assert_eq!(rec["env"]["DISABLE_AUTOUPDATER"], "1", "{rec}");
-        let scan = relay_tests::scan_for_tokens(&self.f.root, &self.f.token_file, &[&self.token]);
-        scan.assert_clean(0);
-    }
-
-    /// A `shell` session (`/bin/sh -c SCRIPT`, no project); panics unless it ran.
-    fn shell(&self, script: &str) -> Out {
-        let script = format!("{script}\necho relay-session-ran");
-        let req = json!({"kind": "terminal", "template": "shell", "extra_args": ["-c", script]});
-        let out = self.launch(&req);
-        assert!(
-            out.stdout.contains("relay-session-ran"),
-            "the shell session did not run: {}",
-            out.describe()
-        );
-        out
-    }
+    w.settings(settings);
+    let first = bin(&w.home, &w.root);
+    let path = format!("{}:{HOST_PATH}", first.display());
+    w.host_env.insert("PATH".into(), path);
+    w
 }
 
-fn write(p: &Path, text: &str, mode: u32) {
-    std::fs::write(p, text).unwrap();
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+/// A `claude` launch in the project (the built-in template as shipped): it ran the agent at
+/// `real`, which read on fd 5 what the built-in hands over (a stand-in on Linux, the real token
+/// staying on the host), with the built-in environment (no auto-updater); no file holds the
+/// token.
+fn assert_claude_runs(w: &World, real: &Path) {
+    let out = w.launch_for(&json!({"kind": "claude", "project": w.project}), TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+    let rec = out
+        .stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("token_fd_var").is_some())
+        .unwrap_or_else(|| panic!("no agent record: {}", out.describe()));
+    relay_tests::install::assert_fd5_as_shipped(&rec, &w.token);
+    assert_eq!(rec["argv"][0], json!(real), "{rec}");
+    assert_eq!(rec["env"]["DISABLE_AUTOUPDATER"], "1", "{rec}");
+    w.assert_no_token_on_disk(&[], &[]);
+}
+
+/// A `shell` session (`/bin/sh -c SCRIPT`, no project); panics unless it ran.
+fn shell(w: &World, script: &str) -> Out {
+    let script = format!("{script}\necho relay-session-ran");
+    let req = json!({"kind": "terminal", "template": "shell", "extra_args": ["-c", script]});
+    let out = w.launch_for(&req, TIMEOUT);
+    assert!(
+        out.stdout.contains("relay-session-ran"),
+        "the shell session did not run: {}",
+        out.describe()
+    );
+    out
 }
 
 /// Copies the fake agent to `to` (0755), making its folders (0755).
@@ -151,30 +117,30 @@ fn npm_layout(prefix: &Path) -> PathBuf {
 /// by its real path, with what the built-in hands over on fd 5.
 #[test]
 fn the_native_installers_layout_runs() {
-    let w = World::new(|home, _| native_layout(home));
-    let real = w.f.home.join(".local/share/claude/versions").join(VERSION);
-    w.assert_claude_runs(&real.canonicalize().unwrap());
+    let w = world(|home, _| native_layout(home));
+    let real = w.home.join(".local/share/claude/versions").join(VERSION);
+    assert_claude_runs(&w, &real.canonicalize().unwrap());
 }
 
 /// npm's global install under a system prefix (a root-owned folder outside every grant, as
 /// `/usr/local` is) runs.
 #[test]
 fn an_npm_install_under_a_system_prefix_runs() {
-    let w = World::new(|_, root| npm_layout(&root.join("usr-local")));
-    let real =
-        w.f.root
-            .join("usr-local/lib/node_modules/@anthropic-ai/claude-code/bin");
-    w.assert_claude_runs(&real.join("claude.exe").canonicalize().unwrap());
+    let w = world(|_, root| npm_layout(&root.join("usr-local")));
+    let real = w
+        .root
+        .join("usr-local/lib/node_modules/@anthropic-ai/claude-code/bin");
+    assert_claude_runs(&w, &real.join("claude.exe").canonicalize().unwrap());
 }
 
 /// npm's global install under the user prefixes `~/.npm-global` and `~/.local` runs.
 #[test]
 fn an_npm_install_under_a_user_prefix_runs() {
     for prefix in [".npm-global", ".local"] {
-        let w = World::new(|home, _| npm_layout(&home.join(prefix)));
-        let package = w.f.home.join(prefix).join("lib/node_modules/@anthropic-ai");
+        let w = world(|home, _| npm_layout(&home.join(prefix)));
+        let package = w.home.join(prefix).join("lib/node_modules/@anthropic-ai");
         let real = package.join("claude-code/bin/claude.exe");
-        w.assert_claude_runs(&real.canonicalize().unwrap());
+        assert_claude_runs(&w, &real.canonicalize().unwrap());
     }
 }
 
@@ -210,13 +176,13 @@ fn plant_versions(home: &Path) -> String {
 #[test]
 fn a_shell_session_cannot_write_the_installers_versions() {
     for installed in [true, false] {
-        let w = World::new(|home, _| match installed {
+        let w = world(|home, _| match installed {
             true => native_layout(home),
             false => home.join(".local/bin"),
         });
-        let share = w.f.home.join(".local/share/claude");
-        let before = relay_tests::entries_under(&w.f.home).len();
-        let out = w.shell(&plant_versions(&w.f.home));
+        let share = w.home.join(".local/share/claude");
+        let before = relay_tests::entries_under(&w.home).len();
+        let out = shell(&w, &plant_versions(&w.home));
         for name in ["new", "replace", "move"] {
             assert!(
                 out.stdout.contains(&format!("denied {name}")),
@@ -225,14 +191,14 @@ fn a_shell_session_cannot_write_the_installers_versions() {
             );
         }
         assert!(!share.join("versions/2.1.333").exists());
-        assert_eq!(relay_tests::entries_under(&w.f.home).len(), before);
+        assert_eq!(relay_tests::entries_under(&w.home).len(), before);
         if installed {
             let real = share.join("versions").join(VERSION).canonicalize().unwrap();
             assert_eq!(
                 sha256_hex(&std::fs::read(&real).unwrap()),
                 sha256_hex(&std::fs::read(fake_agent()).unwrap())
             );
-            w.assert_claude_runs(&real);
+            assert_claude_runs(&w, &real);
         } else {
             assert!(!share.exists(), "{}", out.describe());
         }
@@ -298,7 +264,7 @@ fn attack(i: &Installed) -> String {
 /// token (its record holds the token's hash).
 fn install_folders_are_out_of_reach(install: fn(&Path) -> Installed) {
     let mut made = None;
-    let w = World::new(|home, _| {
+    let w = world(|home, _| {
         let i = install(home);
         let bin = i.bin.clone();
         made = Some(i);
@@ -307,9 +273,9 @@ fn install_folders_are_out_of_reach(install: fn(&Path) -> Installed) {
     let i = made.expect("the layout");
     let before = sha256_hex(&std::fs::read(&i.program).unwrap());
 
-    let req = json!({"kind": "terminal", "template": "shell", "project": w.f.project,
+    let req = json!({"kind": "terminal", "template": "shell", "project": w.project,
                      "extra_args": ["-c", attack(&i)]});
-    let out = w.launch(&req);
+    let out = w.launch_for(&req, TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     for what in ["overwrite", "remove", "sibling", "relink", "move"] {
         assert!(
@@ -320,7 +286,7 @@ fn install_folders_are_out_of_reach(install: fn(&Path) -> Installed) {
     }
     assert_eq!(sha256_hex(&std::fs::read(&i.program).unwrap()), before);
     assert!(!i.sibling.exists());
-    w.assert_claude_runs(&i.program.canonicalize().unwrap());
+    assert_claude_runs(&w, &i.program.canonicalize().unwrap());
 }
 
 /// The native installer's folders (`~/.local/bin`, `~/.local/share/claude`).
@@ -340,17 +306,17 @@ fn a_session_cannot_replace_an_npm_user_prefix_install() {
 /// install to link to, and leaves nothing in the home folder.
 #[test]
 fn a_session_cannot_prepare_a_native_install() {
-    let w = World::new(|home, _| home.join(".local/bin"));
-    let before = relay_tests::agent::entries_under(&w.f.home);
+    let w = world(|home, _| home.join(".local/bin"));
+    let before = relay_tests::agent::entries_under(&w.home);
     let script = format!(
         "if mkdir -p {v} 2>/dev/null && printf planted > {v}/1.0.0 2>/dev/null; \
          then echo wrote; else echo denied; fi",
-        v = w.f.home.join(".local/share/claude/versions").display()
+        v = w.home.join(".local/share/claude/versions").display()
     );
-    let req = json!({"kind": "terminal", "template": "shell", "project": w.f.project,
+    let req = json!({"kind": "terminal", "template": "shell", "project": w.project,
                      "extra_args": ["-c", script]});
-    let out = w.launch(&req);
+    let out = w.launch_for(&req, TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(out.stdout.trim(), "denied", "{}", out.describe());
-    assert_eq!(relay_tests::agent::entries_under(&w.f.home), before);
+    assert_eq!(relay_tests::agent::entries_under(&w.home), before);
 }

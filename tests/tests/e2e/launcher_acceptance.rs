@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::process::Command;
 
-use relay_tests::fixture::Fixture;
 use relay_tests::schema::Schema;
+use relay_tests::world::World;
 
 #[test]
 fn a_python_launcher_from_the_docs_alone_gets_what_they_say() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = World::agent(&relay_tests::fake_agent());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("acceptance/launcher.py");
     let out = Command::new("python3")
         .arg(&script)

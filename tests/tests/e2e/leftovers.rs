@@ -7,13 +7,13 @@
 //! the real turn, the CLI (see `agent_turn.rs`).
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use relay_tests::agent::{entries_under, Setup, FINAL};
-use relay_tests::fixture::{Folders, Layout};
+use relay_tests::fixture::Layout;
 use relay_tests::messages_api::Step;
-use relay_tests::run::{finish_with, Out};
+use relay_tests::world::World;
 use serde_json::{json, Value};
 
 /// What the shell makes: the tool sandbox's mount points, empty, and one file of such a name
@@ -23,6 +23,9 @@ use serde_json::{json, Value};
 const MAKE: &str = ": > .env; : > .env.local; : > package.json; mkdir -p node_modules/.bin; \
                     printf . > .git/commondir; mkdir .git/remotes; \
                     printf '{\"lockfileVersion\": 3}' > package-lock.json";
+
+/// The deadline of one launch.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The empty entries [`MAKE`] leaves (relative to the project).
 const MADE: [&str; 7] = [
@@ -35,62 +38,33 @@ const MADE: [&str; 7] = [
     ".git/remotes/",
 ];
 
-/// Folders whose project is a git repository, and settings: a sandboxed `shell` template (the
+/// A world whose project is a git repository, and settings: a sandboxed `shell` template (the
 /// project read-write, no network) and a `claude-code` template running the fake agent with the
 /// token.
-fn world() -> Folders {
-    let f = Folders::new(Layout::agent("relay-leftovers."));
+fn world() -> World {
+    let f = World::builder()
+        .layout(Layout::agent("relay-leftovers."))
+        .newline(false)
+        .build();
     relay_tests::git(&f.project, &["init", "-q"]);
-    std::fs::write(&f.token_file, relay_tests::fake_token()).unwrap();
-    std::fs::set_permissions(
-        &f.token_file,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [
-            {"id": "shell", "command": ["/bin/sh"], "network": "none",
-             "sandbox": {"read_write": ["{project}"]}},
-            {"id": "claude-code", "command": [relay_tests::fake_agent()],
-             "sandbox": {"read_write": ["{project}"]}},
-        ],
-    });
-    std::fs::write(f.config.join("settings.json"), settings.to_string()).unwrap();
+    f.with_token(vec![
+        json!({"id": "shell", "command": ["/bin/sh"], "network": "none",
+               "sandbox": {"read_write": ["{project}"]}}),
+        json!({"id": "claude-code", "command": [relay_tests::fake_agent()],
+               "sandbox": {"read_write": ["{project}"]}}),
+    ]);
     f
 }
 
-/// `relay-host ARGS` on `f`, stdout and stderr piped.
-fn host(f: &Folders, args: &[&str]) -> Command {
-    let mut cmd = Command::new(relay_tests::relay_host());
-    f.host_setup(&mut cmd, &f.state)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-/// `relay-host launch` of `req`, to its end.
-fn launch(f: &Folders, req: Value) -> Out {
-    let file = f.root.join("request.json");
-    std::fs::write(&file, req.to_string()).unwrap();
-    let mut cmd = host(f, &["launch", file.to_str().unwrap()]);
-    finish_with(cmd.spawn().unwrap(), Duration::from_secs(60), &|| false)
-}
-
 /// A `shell` request running `script` in the project.
-fn shell(f: &Folders, script: &str) -> Value {
+fn shell(f: &World, script: &str) -> Value {
     json!({"kind": "terminal", "template": "shell", "project": f.project,
            "extra_args": ["-c", script]})
 }
 
 /// `relay-host --json status`, parsed.
-fn status(f: &Folders) -> Value {
-    let out = finish_with(
-        host(f, &["--json", "status"]).spawn().unwrap(),
-        Duration::from_secs(30),
-        &|| false,
-    );
+fn status(f: &World) -> Value {
+    let out = f.host(&["--json", "status"]);
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.describe()))
 }
 
@@ -99,7 +73,7 @@ fn status(f: &Folders) -> Value {
 fn a_session_leaves_no_empty_mount_point() {
     let f = world();
     let before = entries_under(&f.project);
-    let out = launch(&f, shell(&f, MAKE));
+    let out = f.launch_for(&shell(&f, MAKE), LAUNCH_TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     let after = entries_under(&f.project);
     let new: BTreeSet<&str> = after.difference(&before).map(String::as_str).collect();
@@ -116,11 +90,12 @@ fn after_kill_9_status_names_and_gc_removes_the_mount_points() {
     let script = format!("{MAKE}; : > ready; exec sleep 30");
     let req = f.root.join("request.json");
     std::fs::write(&req, shell(&f, &script).to_string()).unwrap();
-    let mut child = host(&f, &["launch", req.to_str().unwrap()])
+    let mut cmd = f.host_cmd();
+    cmd.arg("launch")
+        .arg(&req)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
     let ready = f.project.join("ready");
     let start = Instant::now();
     while !ready.exists() && start.elapsed() < Duration::from_secs(30) {
@@ -162,11 +137,7 @@ fn after_kill_9_status_names_and_gc_removes_the_mount_points() {
     assert!(warned, "{r}");
     assert!(f.project.join(".env").exists(), "status removed something");
 
-    let out = finish_with(
-        host(&f, &["--json", "gc"]).spawn().unwrap(),
-        Duration::from_secs(30),
-        &|| false,
-    );
+    let out = f.host(&["--json", "gc"]);
     let r: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["sandbox_leftovers_removed"], MADE.len(), "{r}");
     let after = entries_under(&f.project);
@@ -183,12 +154,12 @@ fn a_leftover_commondir_does_not_block_the_next_token_launch() {
     let commondir = f.project.join(".git/commondir");
     std::fs::write(&commondir, ".").unwrap();
     let req = json!({"kind": "claude", "project": f.project});
-    let out = launch(&f, req.clone());
+    let out = f.launch_for(&req, LAUNCH_TIMEOUT);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     assert!(!commondir.exists(), "the leftover stayed");
 
     std::fs::write(&commondir, "/elsewhere\n").unwrap();
-    let out = launch(&f, req);
+    let out = f.launch_for(&req, LAUNCH_TIMEOUT);
     assert_eq!(out.code, Some(64), "{}", out.describe());
     assert!(
         out.stderr.contains("commondir") && out.stderr.contains("remove it"),

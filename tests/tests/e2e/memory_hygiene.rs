@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
-use relay_tests::fixture::{wait_child, Fixture};
+use relay_tests::fixture::wait_child;
+use relay_tests::world::World;
 use relay_tests::{fake_agent, sha256_hex, wait_for_records};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,12 +60,12 @@ impl Drop for Running {
 
 /// A sandboxed launch whose fake agent has read its token and sleeps; returns the host, the
 /// shim's pid and the token.
-fn sleeping_session(fx: &Fixture) -> (Running, u32, String) {
+fn sleeping_session(fx: &World) -> (Running, u32, String) {
     needs_root();
-    let token = fx.write_token();
+    let token = fx.fresh_token();
     fx.set_agent_args(&["--sleep", "60"]);
     let req = fx.request("hygiene", true, "hygiene", &[]);
-    let host = Running(fx.launch(&req).spawn().expect("spawn relay-host"));
+    let host = Running(fx.launch_cmd(&req).spawn().expect("spawn relay-host"));
     let recs = wait_for_records(&fx.record, 1, TIMEOUT);
     assert_eq!(
         recs[0]["token_sha256"],
@@ -88,7 +89,7 @@ fn the_scanner_finds_a_token_it_is_shown() {
 
 #[test]
 fn no_copy_of_the_token_in_host_or_shim_memory() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let (host, shim, token) = sleeping_session(&fx);
     let in_host = find_in_memory(host.0.id(), token.as_bytes());
     let in_shim = find_in_memory(shim, token.as_bytes());
@@ -109,7 +110,7 @@ fn no_copy_of_the_token_in_host_or_shim_memory() {
 /// the real shim with it on fd 3.)
 #[test]
 fn no_copy_of_the_launch_secret_in_host_or_shim_memory() {
-    let mut fx = Fixture::new(&fake_agent());
+    let mut fx = World::agent(&fake_agent());
     let lone = fx.root.join("lone");
     std::fs::create_dir(&lone).unwrap();
     let host = lone.join("relay-host");
@@ -149,7 +150,7 @@ fn no_copy_of_the_launch_secret_in_host_or_shim_memory() {
 
 #[test]
 fn the_host_may_not_write_a_core_file() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let (host, _shim, _token) = sleeping_session(&fx);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", host.0.id())).unwrap();
     let core = limits
@@ -185,7 +186,7 @@ fn the_host_is_not_dumpable() {
     let agent = copy(fake_agent());
     let host = copy(relay_tests::relay_host());
     copy(relay_tests::relay_shim());
-    let mut fx = Fixture::new(&agent);
+    let mut fx = World::agent(&agent);
     fx.host = host;
     for d in [&fx.state, &fx.project] {
         std::fs::create_dir_all(d).unwrap();
@@ -193,7 +194,7 @@ fn the_host_is_not_dumpable() {
     }
     let req = fx.request("nobody", false, "nobody", &["--sleep", "60"]);
     std::os::unix::fs::chown(&req, Some(NOBODY), Some(NOBODY)).unwrap();
-    let mut cmd = fx.launch(&req);
+    let mut cmd = fx.launch_cmd(&req);
     // SAFETY: setgroups/setgid/setuid between fork and exec are async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {

@@ -7,35 +7,35 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A throwaway home with the default config and state folders and a token file.
-struct Home {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    settings: PathBuf,
+use relay_tests::fixture::Layout;
+use relay_tests::world::{Token, World};
+use serde_json::json;
+
+/// A world whose config and state folders are relay-host's defaults in the home
+/// (`~/.config/relay`, `~/.local/state/relay`, inside a `shell` session's read-write `~`), a
+/// Claude-shaped token at `~/TOKEN_DIR/token` and settings naming it only.
+fn home(token_dir: &'static str) -> World {
+    let w = World::builder()
+        .layout(Layout {
+            config: "home/.config/relay",
+            token_dir,
+            ..Layout::agent("relay-own-folders.")
+        })
+        .token(Token::Claude)
+        .build();
+    std::fs::create_dir_all(w.home.join(".local/state/relay")).unwrap();
+    w.settings(json!({"claude_token_file": format!("~/{token_dir}/token")}));
+    w
 }
 
-fn home(token_setting: &str) -> Home {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let token = home.join(token_setting.trim_start_matches("~/"));
-    std::fs::create_dir_all(token.parent().unwrap()).unwrap();
-    std::fs::write(&token, "sk-ant-oat01-own-folders-test\n").unwrap();
-    let config = home.join(".config/relay");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::create_dir_all(home.join(".local/state/relay")).unwrap();
-    let settings = config.join("settings.json");
-    let text = format!("{{\"claude_token_file\": \"{token_setting}\"}}\n");
-    std::fs::write(&settings, text).unwrap();
-    Home {
-        _dir: dir,
-        home,
-        settings,
-    }
+/// The settings file in `h`'s default config folder.
+fn settings_file(h: &World) -> PathBuf {
+    h.config.join("settings.json")
 }
 
 /// `relay-host run --template shell` in `h`, running `script` in the sandbox. Panics unless the
 /// session really ran (a refused launch would make every "cannot" below pass without testing).
-fn shell(h: &Home, script: &str) -> (i32, String) {
+fn shell(h: &World, script: &str) -> (i32, String) {
     let script = format!("{script}\nrc=$?; echo relay-session-ran; exit $rc");
     let out = Command::new(relay_tests::relay_host())
         .args(["run", "--keep", "--template", "shell", "--project"])
@@ -65,11 +65,14 @@ fn read(p: &Path) -> String {
 
 #[test]
 fn a_shell_session_cannot_rewrite_the_settings() {
-    let h = home("~/.config/claude-ltt/token");
-    let before = read(&h.settings);
-    let (_, text) = shell(&h, &format!("echo '{{}}' > '{}'", h.settings.display()));
+    let h = home(".config/claude-ltt");
+    let before = read(&settings_file(&h));
+    let (_, text) = shell(
+        &h,
+        &format!("echo '{{}}' > '{}'", settings_file(&h).display()),
+    );
     assert_eq!(
-        read(&h.settings),
+        read(&settings_file(&h)),
         before,
         "settings rewritten from a session: {text}"
     );
@@ -77,8 +80,8 @@ fn a_shell_session_cannot_rewrite_the_settings() {
 
 #[test]
 fn a_shell_session_cannot_plant_settings_by_renaming_an_ancestor() {
-    let h = home("~/secrets/token");
-    let before = read(&h.settings);
+    let h = home("secrets");
+    let before = read(&settings_file(&h));
     let c = h.home.join(".config");
     let script = format!(
         "mv '{c}' '{c}.moved' && mkdir -p '{c}/relay' && echo '{{}}' > '{c}/relay/settings.json'",
@@ -86,7 +89,7 @@ fn a_shell_session_cannot_plant_settings_by_renaming_an_ancestor() {
     );
     let (_, text) = shell(&h, &script);
     assert_eq!(
-        read(&h.settings),
+        read(&settings_file(&h)),
         before,
         "settings planted from a session: {text}"
     );
@@ -95,21 +98,17 @@ fn a_shell_session_cannot_plant_settings_by_renaming_an_ancestor() {
 #[test]
 fn the_token_file_stays_masked_in_a_shell_session() {
     // The control for the two above: the same setup, and the token itself is hidden.
-    for setting in ["~/.config/claude-ltt/token", "~/secrets/token"] {
+    for setting in [".config/claude-ltt", "secrets"] {
         let h = home(setting);
-        let token = h.home.join(setting.trim_start_matches("~/"));
-        let (code, text) = shell(&h, &format!("cat '{}'", token.display()));
+        let (code, text) = shell(&h, &format!("cat '{}'", h.token_file.display()));
         assert_ne!(code, 0, "{setting}: {text}");
-        assert!(
-            !text.contains("sk-ant-oat01-own-folders-test"),
-            "{setting}: {text}"
-        );
+        relay_tests::assert_no_token(setting, text.as_bytes(), &h.token);
     }
 }
 
 #[test]
 fn a_shell_session_cannot_read_another_sessions_files() {
-    let h = home("~/.config/claude-ltt/token");
+    let h = home(".config/claude-ltt");
     let (code, text) = shell(&h, "echo private-note-of-session-one > \"$TMPDIR/note\"");
     assert_eq!(code, 0, "{text}");
     let sessions = h.home.join(".local/state/relay/sessions");
@@ -128,16 +127,15 @@ fn a_shell_session_cannot_read_another_sessions_files() {
 fn a_shell_session_cannot_replace_a_program_that_later_gets_the_token() {
     // The claude-code template runs a program under ~ (granted read-write to `shell`): a shell
     // session must not be able to rewrite it, nor rename its folder away and plant another.
-    let h = home("~/.config/claude-ltt/token");
+    let h = home(".config/claude-ltt");
     let bin = h.home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let program = bin.join("agent");
     relay_tests::copy_program(&relay_tests::fake_agent(), &program);
-    let settings = serde_json::json!({
+    h.settings(json!({
         "claude_token_file": "~/.config/claude-ltt/token",
         "templates": [{"id": "claude-code", "command": [program], "sandbox": {"read_write": ["{project}"]}}],
-    });
-    std::fs::write(&h.settings, settings.to_string()).unwrap();
+    }));
     let before = std::fs::read(&program).unwrap();
     let script = format!(
         "cp /bin/true '{p}'; printf x >> '{p}'; rm -f '{p}'; mv '{b}' '{b}.moved'; \

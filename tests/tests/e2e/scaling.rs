@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use relay_tests::fixture::Fixture;
 use relay_tests::git;
 use relay_tests::run::finish_with;
+use relay_tests::world::World;
 use relay_tests::{fake_agent, files_under, read_records, sha256_hex};
 use serde_json::{json, Value};
 
@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Sets the `claude-code` template's read-write grants to `{project}` and `grants`.
-fn set_grants(fx: &Fixture, grants: &[PathBuf]) {
+fn set_grants(fx: &World, grants: &[PathBuf]) {
     let path = fx.config.join("settings.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let mut rw = vec![json!("{project}")];
@@ -30,26 +30,19 @@ fn set_grants(fx: &Fixture, grants: &[PathBuf]) {
     std::fs::write(&path, s.to_string()).unwrap();
 }
 
-/// Runs a launch of `req` to its end; returns its exit code and what it printed.
-fn launch(fx: &Fixture, req: &Path) -> (Option<i32>, String) {
-    let mut cmd = fx.launch(req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = finish_with(cmd.spawn().unwrap(), LAUNCH_TIMEOUT, &|| false);
-    (out.code, format!("{}{}", out.stdout, out.stderr))
-}
-
 /// A sandboxed launch with 100 read-write grants besides the project runs, and its agent gets
 /// the token (by hash); no grant holds anything afterwards. (Before: the write-deny list was
 /// laid under every grant, 2,600 placeholders and over 9,000 bwrap arguments, and the launch
 /// failed.)
 #[test]
 fn a_launch_with_100_read_write_grants_runs() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let grants = fx.grant_folders(100);
     set_grants(&fx, &grants);
-    let token = fx.write_token();
+    let token = fx.fresh_token();
     let req = fx.request("many", true, "many", &[]);
-    let (code, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, text) = (out.code, format!("{}{}", out.stdout, out.stderr));
     assert_eq!(code, Some(0), "the launch: {text}");
     let recs = read_records(&fx.record);
     assert_eq!(recs.len(), 1, "{recs:?}");
@@ -88,7 +81,7 @@ fn entries(dir: &Path) -> Vec<String> {
 /// in the project, `git status` listed them, and `git add -A` would have committed them.)
 #[test]
 fn a_session_in_a_repository_sees_a_clean_git_status() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     git(&fx.project, &["init", "-q"]);
     std::fs::write(fx.project.join("README"), "hi\n").unwrap();
     git(&fx.project, &["add", "README"]);
@@ -104,7 +97,7 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
     settings["templates"][0]["command"] = json!([agent, "--sh", script]);
     std::fs::write(&path, settings.to_string()).unwrap();
     let req = fx.request("git", true, "git", &[]);
-    let mut cmd = fx.launch(&req);
+    let mut cmd = fx.launch_cmd(&req);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     relay_tests::wait_for_records(&fx.record, 1, LAUNCH_TIMEOUT);
@@ -136,11 +129,12 @@ fn a_session_in_a_repository_sees_a_clean_git_status() {
 /// past 240 sources, then `spawn_failed` "Argument list too long".)
 #[test]
 fn a_launch_over_bubblewraps_argument_limit_is_refused_naming_it() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let grants = fx.grant_folders(3001);
     set_grants(&fx, &grants);
     let req = fx.request("over", true, "over", &[]);
-    let (code, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, text) = (out.code, format!("{}{}", out.stdout, out.stderr));
     let answer: Value = text
         .lines()
         .find_map(|l| {
@@ -167,7 +161,7 @@ fn a_launch_over_bubblewraps_argument_limit_is_refused_naming_it() {
 /// and a later token launch's `git status` in `~/src/app` would have read its configuration.)
 #[test]
 fn a_session_cannot_make_a_repository_that_its_projects_git_would_find() {
-    let fx = Fixture::new(&fake_agent());
+    let fx = World::agent(&fake_agent());
     let src = fx.home.join("src");
     let app = src.join("app");
     std::fs::create_dir_all(&app).unwrap();
@@ -187,7 +181,8 @@ fn a_session_cannot_make_a_repository_that_its_projects_git_would_find() {
         .to_string(),
     )
     .unwrap();
-    let (code, text) = launch(&fx, &req);
+    let out = fx.launch_file(&req, LAUNCH_TIMEOUT);
+    let (code, text) = (out.code, format!("{}{}", out.stdout, out.stderr));
     assert_eq!(code, Some(0), "{text}");
     let said = std::fs::read_to_string(&result).unwrap();
     assert_eq!(

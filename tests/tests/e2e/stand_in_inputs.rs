@@ -9,15 +9,15 @@
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
-use std::process::{Output, Stdio};
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
+use relay_tests::run::Out;
 use relay_tests::tls::TestCa;
+use relay_tests::world::{World, SCRIPT_TIMEOUT};
 use serde_json::json;
 
 /// The session: it records that it ran and what fd 5 held (its hash).
-fn script(fx: &Fixture) -> std::path::PathBuf {
+fn script(fx: &World) -> std::path::PathBuf {
     let p = fx.project.display();
     let text = format!("#!/bin/sh\ncat <&5 | sha256sum | cut -d' ' -f1 > {p}/fd5.sha\n");
     let path = fx.project.join("probe.sh");
@@ -26,7 +26,7 @@ fn script(fx: &Fixture) -> std::path::PathBuf {
 }
 
 /// A stand-in template running `script`, `upstream_ca_file` at `ca`.
-fn settings(fx: &Fixture, script: &Path, ca: &Path) {
+fn settings(fx: &World, script: &Path, ca: &Path) {
     let s = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "upstream_ca_file": ca,
@@ -39,17 +39,10 @@ fn settings(fx: &Fixture, script: &Path, ca: &Path) {
             "token_mode": "stand_in",
         }],
     });
-    std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+    fx.settings(s);
 }
 
-fn launch(fx: &Fixture, id: &str) -> Output {
-    let req = fx.request(id, true, id, &[]);
-    let mut cmd = fx.launch(&req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.output().unwrap()
-}
-
-fn status(fx: &Fixture) -> serde_json::Value {
+fn status(fx: &World) -> serde_json::Value {
     let out = std::process::Command::new(&fx.host)
         .arg("--config-dir")
         .arg(&fx.config)
@@ -63,9 +56,9 @@ fn status(fx: &Fixture) -> serde_json::Value {
 }
 
 /// The launch was refused as `sandbox_unavailable` with `words`, and nothing ran.
-fn assert_refused(fx: &Fixture, out: &Output, words: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(78), "{stderr}");
+fn assert_refused(fx: &World, out: &Out, words: &str) {
+    let stderr = &out.stderr;
+    assert_eq!(out.code, Some(78), "{stderr}");
     assert!(stderr.contains("sandbox_unavailable"), "{stderr}");
     assert!(stderr.contains(words), "{stderr}");
     assert!(!fx.project.join("fd5.sha").exists(), "the session ran");
@@ -77,14 +70,14 @@ fn assert_refused(fx: &Fixture, out: &Output, words: &str) {
 /// every grant: the session runs.
 #[test]
 fn a_ca_file_in_the_launchs_own_project_refuses_the_launch() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let probe = script(&fx);
     let ca = fx.project.join("ca.pem");
     TestCa::new().write_pem(&ca);
     settings(&fx, &probe, &ca);
     assert!(status(&fx)["settings_error"].is_null(), "no project yet");
-    let out = launch(&fx, "inproject");
+    let out = fx.launch_session("inproject", &[], SCRIPT_TIMEOUT);
     let words = format!(
         "upstream_ca_file {c}: {c} lies inside the read-write grant {p}, where a session could \
          add a CA of its own",
@@ -96,8 +89,8 @@ fn a_ca_file_in_the_launchs_own_project_refuses_the_launch() {
     let outside = fx.root.join("ca.pem");
     std::fs::rename(&ca, &outside).unwrap();
     settings(&fx, &probe, &outside);
-    let out = launch(&fx, "outside");
-    assert!(out.status.success(), "{out:?}");
+    let out = fx.launch_session("outside", &[], SCRIPT_TIMEOUT);
+    assert!((out.code == Some(0)), "{out:?}");
     assert!(fx.project.join("fd5.sha").exists(), "the session ran");
 }
 
@@ -106,8 +99,8 @@ fn a_ca_file_in_the_launchs_own_project_refuses_the_launch() {
 /// it and a launch is refused before anything starts.
 #[test]
 fn a_ca_file_reached_through_a_link_a_session_could_repoint_is_refused() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let probe = script(&fx);
     let real = fx.root.join("ca.pem");
     TestCa::new().write_pem(&real);
@@ -122,6 +115,6 @@ fn a_ca_file_reached_through_a_link_a_session_could_repoint_is_refused() {
     let status = status(&fx);
     let error = status["settings_error"].as_str().unwrap_or_default();
     assert!(error.contains(&words), "{status}");
-    let out = launch(&fx, "link");
+    let out = fx.launch_session("link", &[], SCRIPT_TIMEOUT);
     assert_refused(&fx, &out, &words);
 }

@@ -15,12 +15,12 @@ use std::path::Path;
 use std::process::Stdio;
 
 use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
+use relay_tests::world::{World, SCRIPT_TIMEOUT};
 use serde_json::json;
 
 /// The session: what fd 5 held (its hash, length and first 13 bytes), `NODE_EXTRA_CA_CERTS`,
 /// a copy of the CA certificate, and curl to the API host with and without that CA.
-fn script(fx: &Fixture, port: u16) -> std::path::PathBuf {
+fn script(fx: &World, port: u16) -> std::path::PathBuf {
     let p = fx.project.display();
     let url = format!("https://127.0.0.1:{port}/v1/messages");
     let text = format!(
@@ -40,7 +40,7 @@ fn script(fx: &Fixture, port: u16) -> std::path::PathBuf {
     path
 }
 
-fn settings(fx: &Fixture, script: &Path, port: u16, mode: &str) {
+fn settings(fx: &World, script: &Path, port: u16, mode: &str) {
     let s = json!({
         "claude_token_file": "~/.config/acme-ltt/token",
         "templates": [{
@@ -52,28 +52,20 @@ fn settings(fx: &Fixture, script: &Path, port: u16, mode: &str) {
             "token_mode": mode,
         }],
     });
-    std::fs::write(fx.config.join("settings.json"), s.to_string()).unwrap();
+    fx.settings(s);
 }
 
-fn read(fx: &Fixture, name: &str) -> String {
+fn read(fx: &World, name: &str) -> String {
     std::fs::read_to_string(fx.project.join(name))
         .unwrap_or_default()
         .trim()
         .to_string()
 }
 
-fn launch(fx: &Fixture, name: &str) {
-    let req = fx.request(name, true, name, &[]);
-    let mut cmd = fx.launch(&req);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
 #[test]
 fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token() {
-    let fx = Fixture::new(&fake_agent());
-    let real = fx.write_token();
+    let fx = World::agent(&fake_agent());
+    let real = fx.fresh_token();
     // An "API" that takes each connection and closes it: the proxy's upstream TLS to it fails
     // (502), after the session's TLS with the proxy succeeded.
     let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -89,7 +81,8 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     });
     let probe = script(&fx, port);
     settings(&fx, &probe, port, "stand_in");
-    launch(&fx, "standin");
+    let out = fx.launch_session("standin", &[], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     let sha = read(&fx, "fd5.sha");
     assert_eq!(sha.len(), 64, "fd 5 was read");
     assert_ne!(
@@ -139,7 +132,8 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     // Pipe mode (the default): the real token on fd 5, no CA.
     let _ = std::fs::remove_file(fx.project.join("ca.pem"));
     settings(&fx, &probe, port, "pipe");
-    launch(&fx, "pipe");
+    let out = fx.launch_session("pipe", &[], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(
         read(&fx, "fd5.sha"),
         relay_tests::sha256_hex(real.as_bytes())
@@ -166,8 +160,8 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
 /// setting that would allow it, nothing else); the destination never sees a connection.
 #[test]
 fn a_stand_in_sessions_refused_destination_is_a_network_denied_event() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let off = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let off_port = off.local_addr().unwrap().port();
     off.set_nonblocking(true).unwrap();
@@ -181,7 +175,8 @@ fn a_stand_in_sessions_refused_destination_is_a_network_denied_event() {
     std::fs::write(&script, text).unwrap();
     // The API host is another port: only it is let through besides the (empty) allow-list.
     settings(&fx, &script, 9, "stand_in");
-    launch(&fx, "denied");
+    let out = fx.launch_session("denied", &[], SCRIPT_TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     assert_eq!(read(&fx, "off-list"), "403 56", "the proxy's refusal");
     assert!(off.accept().is_err(), "the destination was reached");
     let denied: Vec<serde_json::Value> = fx
@@ -226,7 +221,7 @@ fn a_stand_in_sessions_refused_destination_is_a_network_denied_event() {
 
 /// The `relay-stand-in` processes of `fx`'s sessions (its socket, in the command line, lies in
 /// `fx`'s state folder): pids.
-fn stand_in_programs(fx: &Fixture) -> Vec<u32> {
+fn stand_in_programs(fx: &World) -> Vec<u32> {
     let state = fx.state.display().to_string();
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -252,8 +247,8 @@ const TEN_S: std::time::Duration = std::time::Duration::from_secs(10);
 /// `kill -9` of relay-host while the session runs (its parent-death signal).
 #[test]
 fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let p = fx.project.display();
     let script = fx.project.join("wait.sh");
     let text = format!("#!/bin/sh\ntouch {p}/up\nwhile [ ! -e {p}/go ]; do sleep 0.05; done\n");
@@ -264,7 +259,7 @@ fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
         let _ = std::fs::remove_file(fx.project.join("go"));
         let req = fx.request(id, true, id, &[]);
         let mut host = fx
-            .launch(&req)
+            .launch_cmd(&req)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -295,7 +290,7 @@ fn the_stand_in_program_ends_with_its_session_and_with_a_killed_host() {
 }
 
 /// `relay-host ARGS` for `fx`: (exit code, stdout).
-fn host(fx: &Fixture, args: &[&str]) -> (Option<i32>, String) {
+fn host(fx: &World, args: &[&str]) -> (Option<i32>, String) {
     let out = std::process::Command::new(&fx.host)
         .arg("--config-dir")
         .arg(&fx.config)
@@ -317,8 +312,8 @@ fn host(fx: &Fixture, args: &[&str]) -> (Option<i32>, String) {
 /// and the `stand_in_use` event has the totals; `stop --all` ends every running session.
 #[test]
 fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_proxy() {
-    let fx = Fixture::new(&fake_agent());
-    fx.write_token();
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
     let ca = relay_tests::tls::TestCa::new();
     let api = relay_tests::tls::OkApi::start(&ca);
     let port = api.port();
@@ -340,7 +335,7 @@ fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_prox
     s["upstream_ca_file"] = json!(ca_file);
     std::fs::write(&path, s.to_string()).unwrap();
     let req = fx.request("use", true, "use", &[]);
-    let mut session = fx.launch(&req).spawn().unwrap();
+    let mut session = fx.launch_cmd(&req).spawn().unwrap();
     let up = relay_tests::wait_until(std::time::Duration::from_secs(30), &|| {
         fx.project.join("up").exists()
     });
@@ -397,7 +392,7 @@ fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_prox
     let mut two = Vec::new();
     for id in ["all-a", "all-b"] {
         let req = fx.request(id, true, id, &[]);
-        two.push(fx.launch(&req).spawn().unwrap());
+        two.push(fx.launch_cmd(&req).spawn().unwrap());
         let up = relay_tests::wait_until(std::time::Duration::from_secs(30), &|| {
             fx.project.join("up").exists()
         });
@@ -426,8 +421,8 @@ fn ps_shows_a_stand_in_session_s_mode_and_api_use_and_stop_ends_it_with_its_prox
 /// reaches the API host with the real token, which the session holds.
 #[test]
 fn in_stand_in_mode_a_websocket_upgrade_to_the_api_host_never_carries_the_real_token() {
-    let fx = Fixture::new(&fake_agent());
-    let real = relay_tests::sha256_hex(fx.write_token().as_bytes());
+    let fx = World::agent(&fake_agent());
+    let real = relay_tests::sha256_hex(fx.fresh_token().as_bytes());
     let ca = relay_tests::tls::TestCa::new();
     let api = relay_tests::tls::OkApi::start(&ca);
     let port = api.port();
@@ -454,7 +449,8 @@ fn in_stand_in_mode_a_websocket_upgrade_to_the_api_host_never_carries_the_real_t
         s["upstream_ca_file"] = json!(ca_file);
         std::fs::write(&path, s.to_string()).unwrap();
         let _ = std::fs::remove_file(fx.project.join("voice"));
-        launch(&fx, mode);
+        let out = fx.launch_session(mode, &[], SCRIPT_TIMEOUT);
+        assert_eq!(out.code, Some(0), "{}", out.describe());
         let voice: Vec<_> = (api.seen().into_iter())
             .filter(|r| {
                 r.line

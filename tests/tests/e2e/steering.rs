@@ -25,69 +25,15 @@
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-use relay_tests::fake_agent;
-use relay_tests::fixture::Fixture;
+use relay_tests::world::{TokenScript, World, SCRIPT_TIMEOUT};
 use serde_json::{json, Value};
 
-/// A token launch of a `claude-code` template running `/bin/sh SCRIPT` (written into the
-/// project) in the project, with `sandbox`; returns what the script wrote into the
-/// project's `seen.txt`.
-fn run_token_script(fx: &Fixture, user: Option<u32>, sandbox: Value, body: &str) -> String {
-    let script = fx.project.join("script.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ncd {}\n{body}", fx.project.display()),
-    )
-    .unwrap();
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [{
-            "id": "claude-code",
-            "command": ["/bin/sh", script],
-            "sandbox": sandbox,
-            "network": {"allow": []},
-        }],
-    });
-    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
-    let req = fx.request("steer", true, "steer", &[]);
-    let out = launch_as(fx, user, &req);
-    assert!(out.status.success(), "{out:?}");
-    std::fs::read_to_string(fx.project.join("seen.txt")).unwrap_or_default()
-}
-
-/// `relay-host`, as root or (`user`) as that uid and gid with no groups through `setpriv`, the
-/// fixture's whole tree chowned to it first (what a session or the test made since included).
-fn host_as(fx: &Fixture, user: Option<u32>) -> Command {
-    let Some(id) = user else {
-        return Command::new(&fx.host);
-    };
-    let owned = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{id}:{id}"))
-        .arg(&fx.root)
-        .status()
-        .unwrap();
-    assert!(owned.success());
-    let mut cmd = Command::new("setpriv");
-    cmd.arg(format!("--reuid={id}"))
-        .arg(format!("--regid={id}"))
-        .args(["--clear-groups", "--"])
-        .arg(&fx.host);
-    cmd
-}
-
-/// `relay-host launch REQUEST` on the fixture ([`host_as`]), to its end, output captured.
-fn launch_as(fx: &Fixture, user: Option<u32>, request: &Path) -> Output {
-    let mut cmd = host_as(fx, user);
-    fx.host_setup(&mut cmd, &fx.state)
-        .arg("launch")
-        .arg(request)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
+/// A world whose `relay-host` runs as root or (`user`) as that uid and gid with no groups,
+/// the whole tree handed to it before each run.
+fn world(user: Option<u32>) -> World {
+    World::builder().user(user).build()
 }
 
 // Each case as root and as uid 65534 (bwrap makes a user namespace there).
@@ -199,7 +145,7 @@ fn home_too() -> Value {
 /// `~/.gitconfig` (and nothing else of that file: its `core.fsmonitor` does not reach the
 /// session). The control, git told to read the home's files, runs the filter.
 fn git_configuration_in_the_home_folder_steers_no_token_git(user: Option<u32>) {
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     repository(&fx.project);
     let marker = fx.project.join("marker");
     let xdg = fx.home.join(".config/git");
@@ -221,7 +167,7 @@ fn git_configuration_in_the_home_folder_steers_no_token_git(user: Option<u32>) {
         guarded = check("guarded", "git status", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = run_token_script(&fx, user, home_too(), &body);
+    let seen = fx.run_token_script(&TokenScript::new(&body).sandbox(home_too()));
     assert_eq!(
         seen, "guarded rc=0\nOp Erator\nop@example.org\nno-pager\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"
@@ -236,7 +182,7 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm(user: Option<u32>) {
         eprintln!("SKIP: no npm");
         return;
     }
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     let marker = fx.project.join("marker");
     let shell = fx.home.join("evil.sh");
     std::fs::write(
@@ -269,7 +215,7 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm(user: Option<u32>) {
         guarded = check("guarded", "npm test", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = run_token_script(&fx, user, home_too(), &body);
+    let seen = fx.run_token_script(&TokenScript::new(&body).sandbox(home_too()));
     assert_eq!(
         seen, "guarded rc=0\ntested\ncontrol rc=0\ncontrol ran\n",
         "what the token session's npm did"
@@ -282,7 +228,7 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm(user: Option<u32>) {
 /// like `.git/config`), and `git status` runs no filter. The control, the same filter given as
 /// a configuration file by hand, runs.
 fn the_main_repositorys_config_worktree_is_written_by_no_session(user: Option<u32>) {
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     repository(&fx.project);
     relay_tests::git(
         &fx.project,
@@ -297,7 +243,7 @@ fn the_main_repositorys_config_worktree_is_written_by_no_session(user: Option<u3
         guarded = check("guarded", "git status", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = run_token_script(&fx, user, json!({"read_write": ["{project}"]}), &body);
+    let seen = fx.run_token_script(&TokenScript::new(&body));
     assert_eq!(
         seen, "plant rc=2\nguarded rc=0\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"
@@ -313,18 +259,14 @@ fn the_main_repositorys_config_worktree_is_written_by_no_session(user: Option<u3
 
 /// A `shell` request (the project read-write, no network) running `script` in the project;
 /// true when the launch succeeded.
-fn shell_session(fx: &Fixture, user: Option<u32>, script: &str) -> bool {
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [{"id": "shell", "command": ["/bin/sh"], "network": "none",
-                       "sandbox": {"read_write": ["{project}"]}}],
-    });
-    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
+fn shell_session(fx: &World, script: &str) -> bool {
+    fx.with_token(vec![
+        json!({"id": "shell", "command": ["/bin/sh"], "network": "none",
+                              "sandbox": {"read_write": ["{project}"]}}),
+    ]);
     let req = json!({"kind": "terminal", "template": "shell", "project": fx.project,
                      "extra_args": ["-c", script]});
-    let file = fx.root.join("shell.json");
-    std::fs::write(&file, req.to_string()).unwrap();
-    launch_as(fx, user, &file).status.success()
+    fx.launch_for(&req, SCRIPT_TIMEOUT).code == Some(0)
 }
 
 /// Issue 43 (4): a session replaces the project's `node_modules` (one of the names relay-host
@@ -334,11 +276,11 @@ fn shell_session(fx: &Fixture, user: Option<u32>, script: &str) -> bool {
 /// watched path, removes nothing there either; an empty `.env` in the project, a real leftover,
 /// goes.
 fn a_linked_node_modules_leads_relays_clean_up_nowhere(user: Option<u32>) {
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     let outside = fx.root.join("outside");
     std::fs::create_dir_all(outside.join(".bin")).unwrap();
     let script = format!("ln -s {} node_modules", outside.display());
-    assert!(shell_session(&fx, user, &script));
+    assert!(shell_session(&fx, &script));
     assert!(
         outside.join(".bin").is_dir(),
         "the session's clean-up removed outside/.bin"
@@ -350,10 +292,8 @@ fn a_linked_node_modules_leads_relays_clean_up_nowhere(user: Option<u32>) {
     std::fs::write(&env, "").unwrap();
     let list = format!("{}\n{}\n", env.display(), bin.display());
     std::fs::write(fx.state.join("watched"), list).unwrap();
-    let mut gc = host_as(&fx, user);
-    fx.host_setup(&mut gc, &fx.state).arg("gc");
-    let out = gc.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let out = fx.host(&["gc"]);
+    assert_eq!(out.code, Some(0), "{}", out.describe());
     assert!(outside.join(".bin").is_dir(), "gc removed outside/.bin");
     assert!(!env.exists(), "gc left the empty .env");
 }
@@ -361,41 +301,29 @@ fn a_linked_node_modules_leads_relays_clean_up_nowhere(user: Option<u32>) {
 /// A token launch in `project` of a template running `/bin/sh SCRIPT ARGS...` (the script in
 /// the root's `scripts/`, granted read-only) with its own Claude config folder
 /// (`CLAUDE_CONFIG_DIR`, read-write), as the built-in template has it; true when it succeeded.
-fn claude_config_session(
-    fx: &Fixture,
-    user: Option<u32>,
-    project: &Path,
-    body: &str,
-    args: &[&str],
-) -> bool {
+fn claude_config_session(fx: &World, project: &Path, body: &str, args: &[&str]) -> bool {
     let scripts = fx.root.join("scripts");
     std::fs::create_dir_all(&scripts).unwrap();
     let script = scripts.join("script.sh");
     std::fs::write(&script, format!("#!/bin/sh\nC=$CLAUDE_CONFIG_DIR\n{body}")).unwrap();
-    let settings = json!({
-        "claude_token_file": "~/.config/acme-ltt/token",
-        "templates": [{
-            "id": "claude-code",
-            "command": ["/bin/sh", script],
-            "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
-            "sandbox": {"read": [scripts], "read_write": ["{project}", "{claude_config}"]},
-            "network": {"allow": []},
-        }],
-    });
-    std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();
+    fx.with_token(vec![json!({
+        "id": "claude-code",
+        "command": ["/bin/sh", script],
+        "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+        "sandbox": {"read": [scripts], "read_write": ["{project}", "{claude_config}"]},
+        "network": {"allow": []},
+    })]);
     let req = json!({"kind": "claude", "project": project, "sandbox": true,
                      "extra_args": args});
-    let file = fx.root.join("claude.json");
-    std::fs::write(&file, req.to_string()).unwrap();
-    let out = launch_as(fx, user, &file);
-    if !out.status.success() {
-        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let out = fx.launch_for(&req, SCRIPT_TIMEOUT);
+    if out.code != Some(0) {
+        eprintln!("{}", out.stderr);
     }
-    out.status.success()
+    out.code == Some(0)
 }
 
 /// A second project folder beside the fixture's, made canonical.
-fn other_project(fx: &Fixture) -> std::path::PathBuf {
+fn other_project(fx: &World) -> std::path::PathBuf {
     let other = fx.root.join("other");
     std::fs::create_dir_all(&other).unwrap();
     other.canonicalize().unwrap()
@@ -405,13 +333,13 @@ fn other_project(fx: &Fixture) -> std::path::PathBuf {
 /// B (and the root, above every project) answered the trust question; relay carries back A's
 /// answer only, so a later launch in B asks again.
 fn a_session_answers_the_trust_question_for_its_own_project_only(user: Option<u32>) {
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
     let trust = json!({"hasTrustDialogAccepted": true});
     let planted = json!({"projects": {
         a.to_str().unwrap(): trust, b.to_str().unwrap(): trust, "/": trust}});
     let body = format!("printf '%s' '{planted}' > \"$C/.claude.json\"\n");
-    assert!(claude_config_session(&fx, user, &a, &body, &[]));
+    assert!(claude_config_session(&fx, &a, &body, &[]));
     let kept: Value =
         serde_json::from_slice(&std::fs::read(fx.state.join("claude/.claude.json")).unwrap())
             .unwrap();
@@ -427,7 +355,7 @@ fn a_session_answers_the_trust_question_for_its_own_project_only(user: Option<u3
 /// B's folder (a rewrite of B's transcript, a planted one) does not come back: B's stored
 /// transcript is as B's session left it.
 fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>) {
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     let (a, b) = (fx.project.canonicalize().unwrap(), other_project(&fx));
     let (fa, fb) = (
         relay_tests::transcript_folder(&a),
@@ -440,14 +368,12 @@ fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>)
     };
     assert!(claude_config_session(
         &fx,
-        user,
         &b,
         &write(&fb, "b.jsonl", "{\"b\":1}"),
         &[]
     ));
     assert!(claude_config_session(
         &fx,
-        user,
         &a,
         &write(&fa, "a.jsonl", "{\"a\":1}"),
         &[]
@@ -459,7 +385,7 @@ fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>)
         write(&fb, "planted.jsonl", "{\"planted\":1}"),
         seen = seen.display(),
     );
-    assert!(claude_config_session(&fx, user, &a, &body, &["--continue"]));
+    assert!(claude_config_session(&fx, &a, &body, &["--continue"]));
     assert_eq!(
         std::fs::read_to_string(&seen).unwrap(),
         format!("{fa}/a.jsonl\n"),
@@ -479,14 +405,14 @@ fn continue_hands_a_session_its_own_projects_transcripts_only(user: Option<u32>)
 /// Issue 43 (7): a session leaves a sparse 200 MiB transcript (no disk of its own) beside a
 /// real one: the real one comes back, the sparse one does not, and the state log says so.
 fn a_sparse_transcript_is_refused_and_said(user: Option<u32>) {
-    let fx = Fixture::new(&fake_agent());
+    let fx = world(user);
     let a = fx.project.canonicalize().unwrap();
     let fa = relay_tests::transcript_folder(&a);
     let body = format!(
         "mkdir -p \"$C/projects/{fa}\"; echo '{{}}' > \"$C/projects/{fa}/ok.jsonl\"\n\
          truncate -s 200M \"$C/projects/{fa}/big.jsonl\"\n"
     );
-    assert!(claude_config_session(&fx, user, &a, &body, &[]));
+    assert!(claude_config_session(&fx, &a, &body, &[]));
     let stored = fx.state.join("claude/projects").join(&fa);
     assert!(stored.join("ok.jsonl").is_file());
     assert!(

@@ -87,7 +87,7 @@ fn memory(pid: u32) -> Vec<u8> {
 
 /// Scans the memory of relay-host and relay-shim once the session has its token: no copy.
 /// The state folder's path (in both argvs) is the control that the scan reads real memory.
-fn scan_memory(host_pid: u32, fx: &Fx) {
+fn scan_memory(host_pid: u32, fx: &World) {
     let shim_path = relay_tests::relay_shim();
     let shim = tree(host_pid)
         .into_iter()
@@ -131,13 +131,13 @@ fn scan_files(dir: &Path, skip: &Path, token: &str, seen: &mut Vec<PathBuf>) {
 }
 
 /// The file the agent waits for (`--wait-for`) before it exits: made once the scans are done.
-fn scanned(fx: &Fx) -> PathBuf {
+fn scanned(fx: &World) -> PathBuf {
     fx.project.join(".scanned")
 }
 
 /// Runs `req` in the background, scans the process tree while the agent waits, lets the agent
 /// end, then waits.
-fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
+fn launch_and_scan(fx: &World, req: &serde_json::Value, n: usize) -> Out {
     let child = fx.launch_bg(req);
     let pid = child.id();
     let recs = fx.wait_records(n);
@@ -158,7 +158,7 @@ fn launch_and_scan(fx: &Fx, req: &serde_json::Value, n: usize) -> Out {
 /// `status`, `audit` or `events`.
 #[test]
 fn the_token_is_never_disclosed() {
-    let fx = Fx::new();
+    let fx = world();
     let wait = scanned(&fx);
     fx.with_token(vec![claude_template(
         &["--wait-for", wait.to_str().unwrap()],
@@ -243,7 +243,7 @@ fn the_token_is_never_disclosed() {
 /// redacted (`sk-ant-...`), and `status` (both forms) must not print it either.
 #[test]
 fn a_token_pasted_as_the_setting_is_redacted_by_status_too() {
-    let fx = Fx::new();
+    let fx = world();
     let pasted = "sk-ant-oat01-PASTEDINSTEADOFAPATH0123456789";
     fx.settings(json!({"claude_token_file": pasted}));
     let out = fx.launch(&json!({"kind": "claude", "session_id": "p1", "project": fx.project}));

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::*;
 
 /// The events of one session, by name, in order.
-fn events_of(fx: &Fx, id: &str) -> Vec<Value> {
+fn events_of(fx: &World, id: &str) -> Vec<Value> {
     fx.log("events.jsonl")
         .into_iter()
         .filter(|e| e["session_id"] == id)
@@ -19,7 +19,7 @@ fn events_of(fx: &Fx, id: &str) -> Vec<Value> {
 }
 
 /// No `bridge-*` folder (nor its socket) is left in the state folder.
-fn assert_no_bridge_left(fx: &Fx) {
+fn assert_no_bridge_left(fx: &World) {
     let left: Vec<String> = fs::read_dir(&fx.state)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -33,9 +33,9 @@ fn assert_no_bridge_left(fx: &Fx) {
 /// variable. A terminal launch of the same template keeps the old layout: no Hello.
 #[test]
 fn a_claude_launch_says_hello_before_it_starts() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let out = fx.launch(&claude_req(&fx, "h1"));
+    let out = fx.launch(&fx.claude_req("h1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token); // fds exactly [0, 1, 2, 5]
@@ -76,7 +76,7 @@ fn a_claude_launch_says_hello_before_it_starts() {
 /// naming the event, and nothing is left running or behind.
 #[test]
 fn a_shim_that_skips_the_hello_is_refused() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let host = fx.lone_host("lone", "relay-host");
     let lone = host.parent().unwrap();
@@ -99,7 +99,7 @@ fn a_shim_that_skips_the_hello_is_refused() {
         .unwrap();
         fs::set_permissions(&stand_in, fs::Permissions::from_mode(0o755)).unwrap();
         let id = format!("stand-in-{i}");
-        let req = fx.request_file(&claude_req(&fx, &id));
+        let req = fx.request_file(&fx.claude_req(&id));
         let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
         let msg = assert_refused(&fx, &out, 71, "spawn_failed");
         assert!(msg.contains(says), "{msg}");
@@ -116,7 +116,7 @@ fn a_shim_that_skips_the_hello_is_refused() {
 /// with both sides' words; nothing started.
 #[test]
 fn a_hello_with_the_wrong_secret_is_refused() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let host = fx.lone_host("lone", "relay-host");
     let lone = host.parent().unwrap();
@@ -133,7 +133,7 @@ fn a_hello_with_the_wrong_secret_is_refused() {
     )
     .unwrap();
     fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
-    let req = fx.request_file(&claude_req(&fx, "w1"));
+    let req = fx.request_file(&fx.claude_req("w1"));
     let mut out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     // The shim's own diagnostic shares the session's stderr; the host's answer is the rest.
     let (shim_lines, host_lines): (Vec<&str>, Vec<&str>) = out
@@ -160,7 +160,7 @@ fn a_hello_with_the_wrong_secret_is_refused() {
 /// than waiting on the pipe for a line that is already buffered.
 #[test]
 fn status_lines_read_together_are_all_seen() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let host = fx.lone_host("lone", "relay-host");
     let lone = host.parent().unwrap();
@@ -178,7 +178,7 @@ fn status_lines_read_together_are_all_seen() {
     cmd.stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    let running = Running(Some(cmd.spawn().unwrap()));
+    let running = Running::new(cmd.spawn().unwrap());
     let start = std::time::Instant::now();
     let answer = loop {
         if let Some(a) = events_of(&fx, "t1")

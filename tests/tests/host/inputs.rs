@@ -10,14 +10,14 @@ use crate::*;
 /// Settings that do not parse: 78, one line naming the file, line and column.
 #[test]
 fn settings_that_do_not_parse_refuse_with_line_and_column() {
-    let fx = Fx::new();
+    let fx = world();
     let p = fx.config.join("settings.json");
     fs::write(
         &p,
         "{\n  \"claude_token_file\": \"~/x\",\n  \"templates\": [}\n",
     )
     .unwrap();
-    let out = fx.launch(&claude_req(&fx, "x1"));
+    let out = fx.launch(&fx.claude_req("x1"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.starts_with(&format!("{}: ", p.display())), "{msg}");
     assert!(msg.contains("line 3 column 17"), "{msg}");
@@ -27,10 +27,10 @@ fn settings_that_do_not_parse_refuse_with_line_and_column() {
 /// A template with no command: 78, one line naming the template.
 #[test]
 fn a_template_with_no_command_refuses() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({"claude_token_file": SETTING,
                        "templates": [{"id": "claude-code", "command": []}]}));
-    let out = fx.launch(&claude_req(&fx, "x2"));
+    let out = fx.launch(&fx.claude_req("x2"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains("\"claude-code\": command is empty"), "{msg}");
     assert_nothing_left(&fx, "x2");
@@ -39,13 +39,13 @@ fn a_template_with_no_command_refuses() {
 /// A `bwrap` setting that is not executable: 78, one line naming it, nothing left behind.
 #[test]
 fn a_bwrap_setting_that_is_not_executable_refuses() {
-    let fx = Fx::new();
+    let fx = world();
     let fake = fx.root.join("bwrap");
     fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o644)).unwrap();
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": fake,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&claude_req(&fx, "x3"));
+    let out = fx.launch(&fx.claude_req("x3"));
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
     assert!(msg.contains(&fake.display().to_string()), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
@@ -55,7 +55,7 @@ fn a_bwrap_setting_that_is_not_executable_refuses() {
 /// A request that is not JSON, from a file and on stdin: 64, one line.
 #[test]
 fn a_request_that_is_not_json_is_invalid_spec() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let p = fx.root.join("req.txt");
     fs::write(&p, "kind=claude\n").unwrap();
@@ -81,11 +81,11 @@ fn a_request_that_is_not_json_is_invalid_spec() {
 /// A session id already running: 64, one line, and the second does not start.
 #[test]
 fn a_session_id_already_running_is_invalid_spec() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&["--sleep", "20"], json!({}), &[])]);
-    let first = fx.launch_bg(&claude_req(&fx, "dup"));
+    let first = fx.launch_bg(&fx.claude_req("dup"));
     fx.wait_records(1);
-    let out = fx.launch(&claude_req(&fx, "dup"));
+    let out = fx.launch(&fx.claude_req("dup"));
     let msg = assert_refused(&fx, &out, 64, "invalid_spec");
     assert!(
         msg.contains("\"dup\"") && msg.contains("already running"),
@@ -107,11 +107,11 @@ fn a_session_id_already_running_is_invalid_spec() {
 /// A template whose program does not exist: `spawn_failed` (500, exit 71), nothing started.
 #[test]
 fn a_missing_program_is_spawn_failed() {
-    let fx = Fx::new();
+    let fx = world();
     let mut t = claude_template(&[], json!({}), &[]);
     t["command"] = json!(["/nonexistent/agent"]);
     fx.with_token(vec![t]);
-    let out = fx.launch(&claude_req(&fx, "x6"));
+    let out = fx.launch(&fx.claude_req("x6"));
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     assert!(msg.contains("/nonexistent/agent"), "{msg}");
     assert_no_token("stderr", out.stderr.as_bytes(), &fx.token);
@@ -122,14 +122,14 @@ fn a_missing_program_is_spawn_failed() {
 /// with a message naming each place it looked.
 #[test]
 fn a_missing_relay_shim_refuses_saying_where_it_looked() {
-    let fx = Fx::new();
+    let fx = world();
     // Under another name: a lone `relay-host` runs itself as the shim (see below).
     let host = fx.lone_host("lone", "relay-host-copy");
     let lone = host.parent().unwrap();
     let missing = fx.root.join("no-such-shim");
     fx.settings(json!({"claude_token_file": SETTING, "shim": missing,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let req = fx.request_file(&claude_req(&fx, "x7"));
+    let req = fx.request_file(&fx.claude_req("x7"));
     let out = finish(fx.lone_launch(&host, &req).spawn().unwrap(), TIMEOUT);
     let msg = assert_refused(&fx, &out, 71, "spawn_failed");
     for place in [
@@ -146,7 +146,7 @@ fn a_missing_relay_shim_refuses_saying_where_it_looked() {
 /// `~/.config/relay` and `~/.local/state/relay` (as `status --json` reports them).
 #[test]
 fn folders_come_from_flags_then_the_environment_then_the_defaults() {
-    let fx = Fx::new();
+    let fx = world();
     let status = |flags: &[&str], env: &[(&str, &str)]| -> serde_json::Value {
         let mut cmd = std::process::Command::new(relay_tests::relay_host());
         cmd.env_clear()

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::*;
 
-fn terminal_req(fx: &Fx, id: &str) -> serde_json::Value {
+fn terminal_req(fx: &World, id: &str) -> serde_json::Value {
     json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.project})
 }
 
@@ -17,9 +17,9 @@ fn terminal_req(fx: &Fx, id: &str) -> serde_json::Value {
 /// neither has the variable.
 #[test]
 fn no_setting_leaves_the_template_value_and_passes_no_token() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({"templates": [claude_template(&[], json!({VAR: "9"}), &[])]}));
-    for (i, req) in [claude_req(&fx, "a1"), terminal_req(&fx, "a2")]
+    for (i, req) in [fx.claude_req("a1"), terminal_req(&fx, "a2")]
         .iter()
         .enumerate()
     {
@@ -33,7 +33,7 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
     assert_started(&fx, "a2", "none");
 
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
-    for (i, req) in [claude_req(&fx, "b1"), terminal_req(&fx, "b2")]
+    for (i, req) in [fx.claude_req("b1"), terminal_req(&fx, "b2")]
         .iter()
         .enumerate()
     {
@@ -49,9 +49,9 @@ fn no_setting_leaves_the_template_value_and_passes_no_token() {
 /// token's hash (the file's trailing newline trimmed) and exactly fds 0, 1, 2, 5.
 #[test]
 fn sandboxed_claude_session_gets_the_token_on_fd_5() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
-    let out = fx.launch(&claude_req(&fx, "c1"));
+    let out = fx.launch(&fx.claude_req("c1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let recs = fx.wait_records(1);
     assert_eq!(recs.len(), 1);
@@ -64,7 +64,7 @@ fn sandboxed_claude_session_gets_the_token_on_fd_5() {
 /// `run` (its default template).
 #[test]
 fn sandboxed_terminal_claude_code_gets_the_token_by_launch_and_run() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let out = fx.launch(&terminal_req(&fx, "t1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -85,13 +85,13 @@ fn sandboxed_terminal_claude_code_gets_the_token_by_launch_and_run() {
 /// Issue 5 (4): the file is read afresh at each launch and each resume, with no restart.
 #[test]
 fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let first = fx.token.clone();
-    assert_eq!(fx.launch(&claude_req(&fx, "r1")).code, Some(0));
+    assert_eq!(fx.launch(&fx.claude_req("r1")).code, Some(0));
     let second = relay_tests::fake_token();
     fx.write_token(&second);
-    assert_eq!(fx.launch(&claude_req(&fx, "r2")).code, Some(0));
+    assert_eq!(fx.launch(&fx.claude_req("r2")).code, Some(0));
     let third = relay_tests::fake_token();
     fx.write_token(&third);
     let resume =
@@ -119,14 +119,14 @@ fn a_rewritten_token_is_read_at_the_next_launch_and_resume() {
 /// file, and its output holds no token (while it did get the token on fd 5).
 #[test]
 fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
-    let fx = Fx::new();
+    let fx = world();
     let cat = format!("cat '{}'; echo \"rc=$?\"", fx.token_file.display());
     fx.with_token(vec![claude_template(
         &["--sh", &cat],
         json!({}),
         &["~/.config"],
     )]);
-    let out = fx.launch(&claude_req(&fx, "g1"));
+    let out = fx.launch(&fx.claude_req("g1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let last = out.stdout.lines().last().unwrap_or_default();
     let rc = last
@@ -142,7 +142,7 @@ fn a_claude_session_cannot_read_the_token_file_through_a_grant() {
 /// either: `cat` fails, and neither its output file nor any log holds the token.
 #[test]
 fn a_sandboxed_shell_cannot_read_the_token_file() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let script = format!(
         "cat '{}' > \"$TMPDIR/out\" 2>&1; echo $? > \"$TMPDIR/rc\"; \
@@ -173,7 +173,7 @@ fn a_sandboxed_shell_cannot_read_the_token_file() {
 /// Issue 5 (10): with the setting set, the host's 5 wins over a template's 9.
 #[test]
 fn the_setting_wins_over_a_template_value() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({VAR: "9"}), &[])]);
     let out = fx.launch(&terminal_req(&fx, "w1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -184,7 +184,7 @@ fn the_setting_wins_over_a_template_value() {
 /// `run --no-sandbox`) and an ssh (`host`) launch get no variable, no descriptor, no hash.
 #[test]
 fn unsandboxed_and_ssh_launches_get_no_token() {
-    let mut fx = Fx::new();
+    let mut fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let req =
         json!({"kind": "claude", "session_id": "u1", "project": fx.project, "sandbox": false});
@@ -244,7 +244,7 @@ fn unsandboxed_and_ssh_launches_get_no_token() {
 /// variable it sees is the host's 5.
 #[test]
 fn token_variables_in_the_hosts_environment_never_reach_the_session() {
-    let mut fx = Fx::new();
+    let mut fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     for (k, v) in [
         ("ANTHROPIC_AUTH_TOKEN", "sk-ant-host-auth"),
@@ -254,7 +254,7 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
     ] {
         fx.host_env.insert(k.into(), v.into());
     }
-    let out = fx.launch(&claude_req(&fx, "e1"));
+    let out = fx.launch(&fx.claude_req("e1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(1)[0];
     assert_got_token(rec, &fx.token);
@@ -286,16 +286,16 @@ fn token_variables_in_the_hosts_environment_never_reach_the_session() {
 /// The host exits with the session's own code, and 128 + the signal that killed it.
 #[test]
 fn the_host_exits_with_the_sessions_code() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&["--exit", "3"], json!({}), &[])]);
-    let out = fx.launch(&claude_req(&fx, "x3"));
+    let out = fx.launch(&fx.claude_req("x3"));
     assert_eq!(out.code, Some(3), "{}", out.stderr);
     fx.with_token(vec![claude_template(
         &["--sh", "kill -TERM $PPID"],
         json!({}),
         &[],
     )]);
-    let out = fx.launch(&claude_req(&fx, "x4"));
+    let out = fx.launch(&fx.claude_req("x4"));
     assert_eq!(out.code, Some(128 + 15), "{}", out.stderr);
     let exits: Vec<_> = fx
         .log("events.jsonl")
@@ -313,14 +313,14 @@ fn the_host_exits_with_the_sessions_code() {
 /// key stays in `relay-stand-in`'s memory), holding no key and no token.
 #[test]
 fn the_state_folder_is_private() {
-    let mut fx = Fx::new();
+    let mut fx = world();
     fx.umask0 = true;
     fx.with_token(vec![in_the_default_mode(claude_template(
         &[],
         json!({}),
         &[],
     ))]);
-    let mut kept = claude_req(&fx, "p1");
+    let mut kept = fx.claude_req("p1");
     kept["keep"] = json!(true);
     assert_eq!(fx.launch(&kept).code, Some(0));
     let refused = json!({"kind": "claude", "session_id": "bad id"});
@@ -384,7 +384,7 @@ fn assert_only_a_certificate(file: &std::path::Path, token: &str) {
 /// the session still gets the token.
 #[test]
 fn a_request_on_stdin_leaves_the_session_dev_null() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(
         &["--sh", "readlink /proc/self/fd/0"],
         json!({}),
@@ -398,7 +398,7 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
         stdin
-            .write_all(claude_req(&fx, "in1").to_string().as_bytes())
+            .write_all(fx.claude_req("in1").to_string().as_bytes())
             .unwrap();
         // Closed: the host reads the request to EOF. A session given this pipe would name it.
     }
@@ -413,7 +413,7 @@ fn a_request_on_stdin_leaves_the_session_dev_null() {
 /// Read from `/proc/PID/environ` of the shim and of bwrap while the session runs.
 #[test]
 fn a_requests_env_reaches_only_the_sandboxed_program() {
-    let fx = Fx::new();
+    let fx = world();
     // The agent runs until the environments have been read.
     let done = fx.project.join(".read");
     let mut template = claude_template(&["--wait-for", done.to_str().unwrap()], json!({}), &[]);
@@ -472,7 +472,7 @@ fn a_session_ends_when_its_host_is_killed() {
 }
 
 fn session_ends_when_its_host_is_killed(term_ignored: bool) {
-    let fx = Fx::new();
+    let fx = world();
     let mark = format!("RELAY_KILL_TEST={}", sha256_hex(fx.token.as_bytes()));
     let (k, v) = mark.split_once('=').unwrap();
     fx.with_token(vec![claude_template(
@@ -512,7 +512,7 @@ fn session_ends_when_its_host_is_killed(term_ignored: bool) {
 /// `<name>.args` `--- N` then its N arguments, each ended by a NUL byte; then it execs bwrap. With
 /// `features` its text names the options of a bwrap that binds by descriptor and reports its
 /// start (`BwrapFeatures` reads them from the file); without, it reads as an older bwrap.
-fn bwrap_wrapper(fx: &Fx, name: &str, features: bool) -> PathBuf {
+fn bwrap_wrapper(fx: &World, name: &str, features: bool) -> PathBuf {
     let path = fx.root.join(name);
     let comment = if features {
         "# wraps a bubblewrap with --bind-fd, --ro-bind-fd and --json-status-fd"
@@ -544,7 +544,7 @@ exec /usr/bin/bwrap "$@"
 
 /// What each run of [`bwrap_wrapper`] `name` was handed: its descriptors (sorted) and its
 /// arguments (the options of its `--args` file in place of `--args N`).
-fn wrapper_runs(fx: &Fx, name: &str) -> Vec<(Vec<i32>, Vec<String>)> {
+fn wrapper_runs(fx: &World, name: &str) -> Vec<(Vec<i32>, Vec<String>)> {
     let fds = fs::read_to_string(fx.root.join(format!("{name}.fds"))).unwrap();
     let fds: Vec<Vec<i32>> = fds
         .lines()
@@ -580,12 +580,12 @@ fn wrapper_runs(fx: &Fx, name: &str) -> Vec<(Vec<i32>, Vec<String>)> {
 /// 1, 2 and 5, with the token.
 #[test]
 fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
-    let fx = Fx::new();
+    let fx = world();
     // The real bwrap named directly: the session's descriptors.
     let mut settings = json!({"claude_token_file": SETTING, "bwrap": "/usr/bin/bwrap",
                               "templates": [claude_template(&[], json!({}), &[])]});
     fx.settings(settings.clone());
-    let out = fx.launch(&claude_req(&fx, "d1"));
+    let out = fx.launch(&fx.claude_req("d1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "d1", "fd");
@@ -593,7 +593,7 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
     let wrapper = bwrap_wrapper(&fx, "bwrap-fd", true);
     settings["bwrap"] = json!(wrapper);
     fx.settings(settings);
-    let out = fx.launch(&claude_req(&fx, "d2"));
+    let out = fx.launch(&fx.claude_req("d2"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let rec = &fx.wait_records(2)[1];
     assert_eq!(rec["session_id"], "d2");
@@ -644,11 +644,11 @@ fn a_sandboxed_launch_binds_by_descriptor_and_the_session_holds_only_0_1_2_5() {
 /// its options file.
 #[test]
 fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
-    let fx = Fx::new();
+    let fx = world();
     let wrapper = bwrap_wrapper(&fx, "bwrap-old", false);
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": wrapper,
                        "templates": [claude_template(&[], json!({}), &[])]}));
-    let out = fx.launch(&claude_req(&fx, "o1"));
+    let out = fx.launch(&fx.claude_req("o1"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_got_token(&fx.wait_records(1)[0], &fx.token);
     assert_started(&fx, "o1", "fd");
@@ -684,7 +684,7 @@ fn an_older_bwrap_is_probed_and_binds_by_path_with_the_check_inside() {
 /// is replaced, never followed.
 #[test]
 fn a_kept_session_launches_again_under_its_id() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let first = json!({"kind": "claude", "session_id": "k1", "project": fx.project, "keep": true});
     assert_eq!(fx.launch(&first).code, Some(0));

@@ -20,7 +20,7 @@ fn oat_token() -> String {
 }
 
 /// `relay-host token import ARGS` with `input` on stdin.
-fn import(fx: &Fx, input: &[u8], args: &[&str]) -> Out {
+fn import(fx: &World, input: &[u8], args: &[&str]) -> Out {
     let mut cmd = fx.host_cmd();
     cmd.args(["token", "import"])
         .args(args)
@@ -47,7 +47,7 @@ fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
-fn default_token_path(fx: &Fx) -> PathBuf {
+fn default_token_path(fx: &World) -> PathBuf {
     fx.home.join(".config/claude-ltt/token")
 }
 
@@ -58,7 +58,7 @@ fn assert_quiet(out: &Out, token: &str) {
 
 #[test]
 fn import_takes_the_one_token_out_of_setup_token_output() {
-    let fx = Fx::new();
+    let fx = world();
     let token = oat_token();
     let out = import(&fx, &setup_token_output(&token), &[]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -91,7 +91,7 @@ fn import_takes_the_one_token_out_of_setup_token_output() {
 
 #[test]
 fn import_takes_a_bare_token_and_keeps_the_settings_as_they_were() {
-    let fx = Fx::new();
+    let fx = world();
     let token = oat_token();
     // JSON: the key is added, everything else stays byte for byte.
     let json_text = "{\n    \"bwrap\": \"/usr/bin/bwrap\",\n    \"templates\": []\n}\n";
@@ -127,7 +127,7 @@ fn import_takes_a_bare_token_and_keeps_the_settings_as_they_were() {
 
 #[test]
 fn import_refuses_no_token_and_several_naming_how_many() {
-    let fx = Fx::new();
+    let fx = world();
     let (a, b) = (oat_token(), oat_token());
     let cases: [(Vec<u8>, &str); 3] = [
         (
@@ -163,7 +163,7 @@ fn import_refuses_no_token_and_several_naming_how_many() {
 /// A reader in a loop never sees a partial or empty file while imports replace it.
 #[test]
 fn import_replaces_the_file_atomically() {
-    let fx = Fx::new();
+    let fx = world();
     let tokens = [oat_token(), oat_token()];
     let path = fx.root.join("tok/token");
     assert_eq!(
@@ -212,7 +212,7 @@ fn import_replaces_the_file_atomically() {
 /// what is missing.
 #[test]
 fn a_credentials_folder_token_is_read() {
-    let mut fx = Fx::new();
+    let mut fx = world();
     let creds = fx.root.join("credentials");
     fs::create_dir(&creds).unwrap();
     let file = creds.join("claude-token");
@@ -248,7 +248,7 @@ fn a_credentials_folder_token_is_read() {
 /// `gc` finds it older than the retention.
 #[test]
 fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({}));
     let req = json!({"kind": "terminal", "template": "shell", "extra_args": ["-c", "true"]});
     for _ in 0..200 {
@@ -293,7 +293,7 @@ fn launches_leave_no_session_folder_and_gc_prunes_kept_ones() {
 /// relay-host runs itself as the shim, and the session gets its token.
 #[test]
 fn a_lone_relay_host_runs_itself_as_the_shim() {
-    let fx = Fx::new();
+    let fx = world();
     let host = fx.lone_host("bin", "relay-host");
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let req =
@@ -318,9 +318,9 @@ fn a_lone_relay_host_runs_itself_as_the_shim() {
     assert_eq!(r["shim"]["path"], host.display().to_string());
 }
 
-/// `relay-host ARGS` of the world (see [`Fx::host_cmd`]) with stderr on a new pseudo-terminal
+/// `relay-host ARGS` of the world (see [`World::host_cmd`]) with stderr on a new pseudo-terminal
 /// (see [`on_a_terminal`]).
-fn host_on_a_terminal(fx: &Fx, args: &[&str]) -> (i32, String) {
+fn host_on_a_terminal(fx: &World, args: &[&str]) -> (i32, String) {
     let mut cmd = fx.host_cmd();
     cmd.args(args);
     on_a_terminal(cmd)
@@ -360,7 +360,7 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
 /// a terminal a sentence and a hint.
 #[test]
 fn run_without_a_usable_home_answers_as_any_refusal() {
-    let fx = Fx::new();
+    let fx = world();
     let home = fx.root.join("home-file");
     fs::write(&home, "").unwrap();
     let state = home.join(".local/state/relay");
@@ -403,7 +403,7 @@ fn run_without_a_usable_home_answers_as_any_refusal() {
 /// as off a terminal; `--json` keeps JSON on a terminal too.
 #[test]
 fn refusals_on_a_terminal_say_what_to_do() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     fs::remove_file(&fx.token_file).unwrap();
     let req =
@@ -430,7 +430,7 @@ fn refusals_on_a_terminal_say_what_to_do() {
 /// refusal is the one JSON line.
 #[test]
 fn each_common_refusal_has_a_hint() {
-    let fx = Fx::new();
+    let fx = world();
     let t = claude_template(&[], json!({}), &[]);
     // (settings, request, the hint's words)
     let missing_bwrap = fx.root.join("no-bwrap");
@@ -507,7 +507,7 @@ fn each_common_refusal_has_a_hint() {
 /// A Claude launch that gets no token says so to a person.
 #[test]
 fn a_claude_launch_without_a_token_says_so() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({"templates": [claude_template(&[], json!({}), &[])]}));
     let (code, shown) = host_on_a_terminal(&fx, &["run", "-p", fx.project.to_str().unwrap()]);
     assert_eq!(code, 0, "{shown}");
@@ -524,7 +524,7 @@ fn a_claude_launch_without_a_token_says_so() {
 /// naming the field.
 #[test]
 fn bad_requests_name_the_field() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let big = "x".repeat(70_000);
     let cases = [
@@ -552,7 +552,7 @@ fn bad_requests_name_the_field() {
 /// commands create no folder.
 #[test]
 fn folders_follow_xdg_and_reading_creates_nothing() {
-    let fx = Fx::new();
+    let fx = world();
     let run = |args: &[&str], env: &[(&str, String)]| {
         let mut cmd = std::process::Command::new(relay_tests::relay_host());
         cmd.env_clear()
@@ -624,7 +624,7 @@ fn the_readme_operator_walkthrough_runs() {
         .lines()
         .map(|l| l.split(" #").next().unwrap().trim())
         .collect();
-    let fx = Fx::new();
+    let fx = world();
     let cargo_bin = fx.home.join(".cargo/bin");
     let fake_bin = fx.root.join("fake-bin");
     fs::create_dir_all(&cargo_bin).unwrap();
@@ -685,7 +685,7 @@ fn the_readme_operator_walkthrough_runs() {
 /// shows never holds the token, and echo is back on afterwards.
 #[test]
 fn import_on_a_terminal_echoes_nothing() {
-    let fx = Fx::new();
+    let fx = world();
     let token = oat_token();
     let (master, slave) = relay_tests::openpty();
     let mut cmd = fx.host_cmd();
@@ -735,8 +735,8 @@ fn import_on_a_terminal_echoes_nothing() {
 /// with the check inside and is probed before each launch. The human form says the same.
 #[test]
 fn status_says_which_mode_the_bwrap_allows() {
-    let fx = Fx::new();
-    let mode = |fx: &Fx| {
+    let fx = world();
+    let mode = |fx: &World| {
         let out = fx.host(&["status", "--json"]);
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
@@ -774,7 +774,7 @@ fn status_says_which_mode_the_bwrap_allows() {
 /// template's command are usable.
 #[test]
 fn status_exits_78_when_a_part_is_unusable() {
-    let fx = Fx::new();
+    let fx = world();
     // A claude-code whose command is found (the built-in `claude` is not installed here).
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     assert_eq!(fx.host(&["status"]).code, Some(0));
@@ -802,7 +802,7 @@ fn status_exits_78_when_a_part_is_unusable() {
 /// older than 330 days.
 #[test]
 fn token_check_warns_on_shape_and_age() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({"claude_token_file": SETTING}));
     let out = fx.host(&["token", "check", "--json"]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -834,7 +834,7 @@ fn token_check_warns_on_shape_and_age() {
 /// row appended after it started.
 #[test]
 fn logs_print_times_filter_and_follow() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({}));
     let req = |id: &str| json!({"kind": "terminal", "template": "shell", "session_id": id, "extra_args": ["-c", "true"]});
     assert_eq!(fx.launch(&req("a1")).code, Some(0));
@@ -892,7 +892,7 @@ fn logs_print_times_filter_and_follow() {
 /// does not reach the next launch, which gets the operator's seed again.
 #[test]
 fn the_claude_config_folder_is_seeded_at_each_launch() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let seed = fx.config.join("claude-seed");
     fs::create_dir(&seed).unwrap();
@@ -928,7 +928,7 @@ fn the_claude_config_folder_is_seeded_at_each_launch() {
 /// A token pasted as `claude_token_file`'s value is printed by no command's error.
 #[test]
 fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
-    let fx = Fx::new();
+    let fx = world();
     let pasted = oat_token();
     fx.settings(json!({"claude_token_file": pasted}));
     let other = oat_token();
@@ -958,7 +958,7 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
 /// link, and writes nothing there.
 #[test]
 fn import_refuses_a_token_folder_a_session_linked_elsewhere() {
-    let fx = Fx::new();
+    let fx = world();
     let token = oat_token();
     let trap = fx.home.join("shared");
     fs::create_dir_all(&trap).unwrap();

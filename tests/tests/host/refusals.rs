@@ -15,7 +15,7 @@ use crate::*;
 /// folder.
 #[test]
 fn a_missing_token_file_refuses_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     fs::remove_file(&fx.token_file).unwrap();
     let out = fx.launch(&json!({"kind": "claude", "session_id": "m1", "project": fx.project}));
@@ -45,7 +45,7 @@ fn a_missing_token_file_refuses_the_launch() {
 /// 0600) refuses the same way; the message and the audit row hold the path, never the token.
 #[test]
 fn an_unreadable_token_file_refuses_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     // Folders the unprivileged host can use; the token stays root's, 0600.
     let nobody = Some(65534);
@@ -109,7 +109,7 @@ fn an_unreadable_token_file_refuses_the_launch() {
 /// `pi` with the claude-code template is `invalid_spec` (64), and starts nothing.
 #[test]
 fn bad_requests_are_invalid_spec() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let p = fx.project.clone();
     let cases = [
@@ -158,7 +158,7 @@ fn bad_requests_are_invalid_spec() {
 /// home, which the `shell` template grants read-write) refuses the launch, naming the link.
 #[test]
 fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let real = fx.home.join("real-ltt");
     fs::rename(fx.token_file.parent().unwrap(), &real).unwrap();
@@ -181,7 +181,7 @@ fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
 /// template's read-write grant of `~` (relay-shim from a folder outside every grant).
 #[test]
 fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![claude_template(&[], json!({}), &[])]);
     let tools = fx.home.join("tools");
     let out = launch_installed(&fx, &tools, &["relay-host", "relay-net-forward"], "f1");
@@ -197,7 +197,7 @@ fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
 /// template in stand-in mode. The real token never reaches the planted program: nothing runs.
 #[test]
 fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![stand_in_template()]);
     let tools = fx.home.join("tools");
     let programs = ["relay-host", "relay-net-forward", "relay-stand-in"];
@@ -214,7 +214,7 @@ fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
 /// to install it or opt out; nothing starts, and it never falls back to the real token.
 #[test]
 fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
-    let fx = Fx::new();
+    let fx = world();
     fx.with_token(vec![in_the_default_mode(claude_template(
         &[],
         json!({}),
@@ -283,7 +283,7 @@ fn stand_in_template() -> serde_json::Value {
 }
 
 /// [`installed_launch`] run: what it printed and how it ended.
-fn launch_installed(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str) -> Out {
+fn launch_installed(fx: &World, dir: &std::path::Path, programs: &[&str], id: &str) -> Out {
     let mut cmd = installed_launch(fx, dir, programs, id);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -293,7 +293,7 @@ fn launch_installed(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str)
 /// relay-host installed in `dir` with `programs` (file names of the build) beside it, relay-shim
 /// from `<root>/safe-bin` (outside every grant) when it is not among them, launching session
 /// `id` in the project.
-fn installed_launch(fx: &Fx, dir: &std::path::Path, programs: &[&str], id: &str) -> Command {
+fn installed_launch(fx: &World, dir: &std::path::Path, programs: &[&str], id: &str) -> Command {
     let safe = fx.root.join("safe-bin");
     fs::create_dir_all(dir).unwrap();
     fs::create_dir_all(&safe).unwrap();
@@ -326,7 +326,7 @@ const FAKE_COMPLAINT: &str = "fake-bwrap: cannot set up the sandbox";
 /// A stand-in for bwrap at `<root>/<name>` whose text names the three options a bwrap that
 /// reports its start has (so it is not probed before a launch). Each run appends its first two
 /// arguments as one line to the returned log, then runs `body`.
-fn fake_bwrap(fx: &Fx, name: &str, body: &str) -> (PathBuf, PathBuf) {
+fn fake_bwrap(fx: &World, name: &str, body: &str) -> (PathBuf, PathBuf) {
     let path = fx.root.join(name);
     let log = fx.root.join(format!("{name}.log"));
     fs::write(
@@ -348,7 +348,7 @@ fn fake_bwrap(fx: &Fx, name: &str, body: &str) -> (PathBuf, PathBuf) {
 /// and the only one of `id` (no 201); one `error` audit row with the same message, `token` `fd`
 /// (the token pipe went to the shim, and with it to bwrap, which never started the session);
 /// nothing started, nothing left but the logs, the token nowhere. Returns the message.
-fn assert_refused_after_spawn(fx: &Fx, out: &Out, id: &str) -> String {
+fn assert_refused_after_spawn(fx: &World, out: &Out, id: &str) -> String {
     assert_eq!(out.code, Some(78), "stderr: {}", out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{:?}", out.stderr);
@@ -410,7 +410,7 @@ fn probe_failed(bwrap: &std::path::Path, detail: &str) -> String {
 /// probe's words (how to install bubblewrap), and nothing is spawned.
 #[test]
 fn a_bwrap_that_fails_its_probe_refuses_before_anything_starts() {
-    let fx = Fx::new();
+    let fx = world();
     fx.settings(json!({"claude_token_file": SETTING, "bwrap": "/bin/false",
                        "templates": [claude_template(&[], json!({}), &[])]}));
     let out = fx.launch(&json!({"kind": "claude", "session_id": "f1", "project": fx.project}));
@@ -431,7 +431,7 @@ fn a_bwrap_that_fails_its_probe_refuses_before_anything_starts() {
 /// is. The shim never says `started`, so no 201 answer.
 #[test]
 fn a_bwrap_that_ends_before_the_sandbox_starts_refuses_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     let (bwrap, log) = fake_bwrap(
         &fx,
         "fake-bwrap",
@@ -464,7 +464,7 @@ fn a_bwrap_that_ends_before_the_sandbox_starts_refuses_the_launch() {
 /// probe's words, how to install bubblewrap.
 #[test]
 fn a_bwrap_that_never_works_is_named_by_its_probe_after_the_launch() {
-    let fx = Fx::new();
+    let fx = world();
     let (bwrap, log) = fake_bwrap(
         &fx,
         "broken-bwrap",
@@ -494,7 +494,7 @@ fn a_bwrap_that_never_works_is_named_by_its_probe_after_the_launch() {
 /// the token reached nothing, and nothing of it is printed or left.
 #[test]
 fn a_mount_bwrap_fails_after_its_start_report_ends_the_answered_session() {
-    let fx = Fx::new();
+    let fx = world();
     let missing = fx.root.join("no-such-source");
     let (bwrap, log) = fake_bwrap(
         &fx,
@@ -548,7 +548,7 @@ fn a_mount_bwrap_fails_after_its_start_report_ends_the_answered_session() {
 /// the same words and nothing starts. An `http://` gateway on the loopback is accepted.
 #[test]
 fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
-    let fx = Fx::new();
+    let fx = world();
     let url = "http://192.0.2.10:8080";
     let mut t = claude_template(&[], json!({}), &[]);
     t["api_base_url"] = json!(url);
@@ -569,7 +569,7 @@ fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
         )),
         "{error}"
     );
-    let out = fx.launch(&claude_req(&fx, "gw"));
+    let out = fx.launch(&fx.claude_req("gw"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains(&words), "{msg}");
     assert_nothing_started(&fx, "gw");
@@ -589,7 +589,7 @@ fn a_plain_http_gateway_off_the_loopback_is_refused_when_settings_are_read() {
 /// same gateway is accepted.
 #[test]
 fn a_loopback_http_gateway_is_refused_while_a_session_could_listen_in_its_place() {
-    let fx = Fx::new();
+    let fx = world();
     let url = "http://127.0.0.1:8080";
     let mut t = claude_template(&[], json!({}), &[]);
     t["api_base_url"] = json!(url);
@@ -606,7 +606,7 @@ fn a_loopback_http_gateway_is_refused_while_a_session_could_listen_in_its_place(
     let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let error = status["settings_error"].as_str().unwrap_or_default();
     assert!(error.ends_with(&words), "{status}");
-    let out = fx.launch(&claude_req(&fx, "gw"));
+    let out = fx.launch(&fx.claude_req("gw"));
     let msg = assert_refused(&fx, &out, 78, "settings_invalid");
     assert!(msg.contains(&words), "{msg}");
     assert_nothing_started(&fx, "gw");

@@ -27,28 +27,22 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
     // A sandboxed shell with home and project read-write (placeholders in both) behind an
     // allow-list (the proxy's socket in the session folder).
-    settings(
-        &fx,
-        &json!({"templates": [{"id": "shell", "command": ["/bin/sh"],
-                               "network": {"allow": ["127.0.0.1:9"]},
-                               "sandbox": {"read_write": ["~/", "{project}"]}}]}),
-    );
-    let req = request(
-        &fx,
-        "k9",
-        &json!({"kind": "terminal", "template": "shell", "project": fx.project,
-                "session_id": "k9", "extra_args": ["-c", "sleep 30"]}),
-    );
-    let bg = Bg::launch(&fx, &req);
+    fx.settings(json!({"templates": [{"id": "shell", "command": ["/bin/sh"],
+                                      "network": {"allow": ["127.0.0.1:9"]},
+                                      "sandbox": {"read_write": ["~/", "{project}"]}}]}));
+    let bg = fx.launch_bg(&json!({"kind": "terminal", "template": "shell",
+                                  "project": fx.project, "session_id": "k9",
+                                  "extra_args": ["-c", "sleep 30"]}));
     assert!(
-        wait_until(TIMEOUT, &|| !named_below(bg.pid(), "sleep").is_empty()),
+        wait_until(TIMEOUT, &|| !named_below(bg.id() as i32, "sleep")
+            .is_empty()),
         "the session's sleep never ran"
     );
-    let session = descendants(bg.pid());
+    let session = descendants(bg.id() as i32);
     assert_ne!(
         tree(&fx.project),
         project_before,
@@ -60,7 +54,7 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
     );
 
     // SAFETY: kill takes integers only; the host is this test's child.
-    assert_eq!(unsafe { libc::kill(bg.pid(), libc::SIGKILL) }, 0);
+    assert_eq!(unsafe { libc::kill(bg.id() as i32, libc::SIGKILL) }, 0);
     let ended = wait_until(Duration::from_secs(10), &|| {
         !session.iter().any(|&p| alive(p))
     });
@@ -101,11 +95,11 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
         "SIGTERM forwarded by the shim: {exits:?}"
     );
     // status names no leftover, gc finds nothing to do.
-    let r = run(&fx, &["--json", "status"]).json("status --json");
+    let r = fx.host(&["--json", "status"]).json("status --json");
     assert_eq!(r["leftovers"]["placeholders"], json!([]), "{r}");
     assert_eq!(r["leftovers"]["session_folders"], json!([]), "{r}");
     assert_eq!(r["leftovers"]["lost_sessions"], json!([]), "{r}");
-    let gc = run(&fx, &["--json", "gc"]).json("gc --json");
+    let gc = fx.host(&["--json", "gc"]).json("gc --json");
     assert_eq!(
         (gc["removed"].clone(), gc["host_lost"].clone()),
         (json!(0), json!(0)),
@@ -115,7 +109,7 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
 
 #[test]
 fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let project_before = tree(&fx.project);
     // Claude Code's folder of the project's transcripts: only that folder comes back.
     let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());
@@ -128,23 +122,16 @@ fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
         json!({}),
         json!({"read_write": ["{project}", "{claude_config}"]}),
     );
-    settings(
-        &fx,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}),
-    );
-    let req = request(
-        &fx,
-        "c9",
-        &json!({"kind": "claude", "project": fx.project, "session_id": "c9"}),
-    );
-    let bg = Bg::launch(&fx, &req);
+    fx.with_token(vec![t]);
+    let bg = fx.launch_bg(&fx.claude_req("c9"));
     assert!(
-        wait_until(TIMEOUT, &|| !named_below(bg.pid(), "sleep").is_empty()),
+        wait_until(TIMEOUT, &|| !named_below(bg.id() as i32, "sleep")
+            .is_empty()),
         "the session's sleep never ran"
     );
-    let session = descendants(bg.pid());
+    let session = descendants(bg.id() as i32);
     // SAFETY: kill takes integers only; the host is this test's child.
-    assert_eq!(unsafe { libc::kill(bg.pid(), libc::SIGKILL) }, 0);
+    assert_eq!(unsafe { libc::kill(bg.id() as i32, libc::SIGKILL) }, 0);
     let ended = wait_until(Duration::from_secs(10), &|| {
         !session.iter().any(|&p| alive(p))
     });
@@ -169,7 +156,7 @@ fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
         ["claude", "claude-project", "ended"],
         "only the conversation is kept"
     );
-    let gc = run(&fx, &["--json", "gc"]).json("gc --json");
+    let gc = fx.host(&["--json", "gc"]).json("gc --json");
     assert_eq!(gc["removed"], 1, "{gc}");
     assert!(!fx.state.join("sessions/c9").exists());
     assert!(

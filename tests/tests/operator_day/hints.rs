@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn a_folder_at_the_token_path_is_not_a_regular_file_not_a_mode_problem() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     std::fs::remove_file(&fx.token_file).unwrap();
     std::fs::create_dir(&fx.token_file).unwrap();
     std::fs::set_permissions(
@@ -18,7 +18,7 @@ fn a_folder_at_the_token_path_is_not_a_regular_file_not_a_mode_problem() {
     let message = out.answer()["message"].as_str().unwrap().to_string();
     assert!(message.ends_with(": not a regular file"), "{message}");
     for args in [&["status"][..], &["token", "check"]] {
-        let out = run(&fx, args);
+        let out = fx.host(args);
         let text = format!("{}{}", out.stdout, out.stderr);
         assert!(!text.contains("chmod 600"), "{args:?}: {text}");
         assert!(text.contains("not a regular file"), "{args:?}: {text}");
@@ -31,7 +31,7 @@ fn a_folder_at_the_token_path_is_not_a_regular_file_not_a_mode_problem() {
 
 /// A `bwrap` (the fake one) that fails as bwrap does where user namespaces are blocked; its file
 /// names the start report's option, so a launch would not probe it first.
-fn failing_bwrap(fx: &Fixture) -> std::path::PathBuf {
+fn failing_bwrap(fx: &World) -> std::path::PathBuf {
     let bwrap = fx.root.join("bwrap");
     std::fs::write(
         &bwrap,
@@ -40,16 +40,13 @@ fn failing_bwrap(fx: &Fixture) -> std::path::PathBuf {
     )
     .unwrap();
     std::fs::set_permissions(&bwrap, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = fx.config.join("settings.json");
-    let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    s["bwrap"] = json!(bwrap);
-    settings(fx, &s);
+    fx.set_bwrap(&bwrap);
     bwrap
 }
 
 /// `relay-host ARGS` in a mount namespace of its own where `user.max_user_namespaces` reads 0
 /// (a file bound over it; the kernel's own value is untouched).
-fn with_max_userns_zero(fx: &Fixture, args: &[&str]) -> Out {
+fn with_max_userns_zero(fx: &World, args: &[&str]) -> Out {
     let zero = fx.root.join("zero");
     std::fs::write(&zero, "0\n").unwrap();
     let inner = host(fx, args);
@@ -73,7 +70,7 @@ fn with_max_userns_zero(fx: &Fixture, args: &[&str]) -> Out {
 
 #[test]
 fn the_user_namespace_hint_names_the_cause_found_and_bwraps_line_comes_after_relays() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let bwrap = failing_bwrap(&fx);
     let out = with_max_userns_zero(&fx, &["--json", "status"]);
     assert_eq!(out.code, Some(78), "{}", out.stderr);

@@ -6,11 +6,13 @@
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::{descendants, Fixture};
+use relay_tests::fixture::descendants;
 use relay_tests::run::{finish_with, Out};
+pub use relay_tests::wait_until;
+use relay_tests::world::{Running, World};
 use serde_json::{json, Value};
 
 mod crash;
@@ -26,15 +28,19 @@ mod times;
 /// The deadline of one `relay-host` command.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A `relay-host ARGS` command on the fixture's folders, stdout and stderr piped.
-pub fn host(fx: &Fixture, args: &[&str]) -> Command {
-    let mut cmd = Command::new(&fx.host);
-    fx.host_setup(&mut cmd, &fx.state)
-        .env("FAKE_AGENT_RECORD", &fx.record)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+/// One test's world: [`World::agent`], the fake agent recording through `FAKE_AGENT_RECORD`
+/// in relay-host's environment.
+pub fn world() -> World {
+    let mut w = World::agent(&relay_tests::fake_agent());
+    let record = w.record.display().to_string();
+    w.host_env.insert("FAKE_AGENT_RECORD".into(), record);
+    w
+}
+
+/// A `relay-host ARGS` command on the world ([`World::host_cmd`]), stdout and stderr piped.
+pub fn host(fx: &World, args: &[&str]) -> Command {
+    let mut cmd = fx.host_cmd();
+    cmd.args(args);
     cmd
 }
 
@@ -45,73 +51,9 @@ pub fn finish(cmd: &mut Command) -> Out {
     out
 }
 
-/// `relay-host ARGS` to its end.
-pub fn run(fx: &Fixture, args: &[&str]) -> Out {
-    finish(&mut host(fx, args))
-}
-
-/// Writes `settings.json` (0644).
-pub fn settings(fx: &Fixture, v: &Value) {
-    std::fs::write(fx.config.join("settings.json"), v.to_string()).unwrap();
-}
-
-/// Writes a request file `<root>/<name>.json`.
-pub fn request(fx: &Fixture, name: &str, req: &Value) -> std::path::PathBuf {
-    let p = fx.root.join(format!("{name}.json"));
-    std::fs::write(&p, req.to_string()).unwrap();
-    p
-}
-
-/// A host left running; killed with its process group when dropped unfinished.
-pub struct Bg(pub Option<Child>);
-
-impl Bg {
-    /// `relay-host launch REQ` in the background.
-    pub fn launch(fx: &Fixture, req: &Path) -> Bg {
-        let mut cmd = host(fx, &["launch"]);
-        cmd.arg(req);
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        Bg(Some(cmd.spawn().unwrap()))
-    }
-
-    /// The host's pid.
-    pub fn pid(&self) -> i32 {
-        self.0.as_ref().unwrap().id() as i32
-    }
-
-    /// Waits for the end.
-    pub fn finish(mut self) -> Out {
-        let out = finish_with(self.0.take().unwrap(), TIMEOUT, &|| false);
-        assert!(!out.killed, "relay-host did not finish within {TIMEOUT:?}");
-        out
-    }
-}
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: kill takes integers only; the group is the one this child leads.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Waits (bounded by `timeout`, polling every 20 ms) until `cond` holds; false on timeout.
-pub fn wait_until(timeout: Duration, cond: &dyn Fn() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < timeout {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
 /// `ps --json`, parsed.
-pub fn ps(fx: &Fixture) -> Vec<Value> {
-    let out = run(fx, &["--json", "ps"]);
+pub fn ps(fx: &World) -> Vec<Value> {
+    let out = fx.host(&["--json", "ps"]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     serde_json::from_str::<Value>(&out.stdout)
         .unwrap_or_else(|e| panic!("ps --json {:?}: {e}", out.stdout))
@@ -130,23 +72,8 @@ pub fn named_below(pid: i32, name: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A kind `claude` request for the fixture's project (sandboxed, with the token: no
+/// A kind `claude` request file for the world's project (sandboxed, with the token: no
 /// `extra_args`, which a token launch limits to Claude Code's own flags).
-pub fn claude_req(fx: &Fixture, id: &str) -> std::path::PathBuf {
-    request(
-        fx,
-        id,
-        &json!({"kind": "claude", "project": fx.project, "session_id": id}),
-    )
-}
-
-/// The fixture's settings with the `claude-code` template's command given `args` after the fake
-/// agent.
-pub fn agent_args(fx: &Fixture, args: &[&str]) {
-    let path = fx.config.join("settings.json");
-    let mut s: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let mut command = vec![json!(relay_tests::fake_agent_arg())];
-    command.extend(args.iter().map(|a| json!(a)));
-    s["templates"][0]["command"] = json!(command);
-    settings(fx, &s);
+pub fn claude_req(fx: &World, id: &str) -> std::path::PathBuf {
+    fx.request_file(&fx.claude_req(id))
 }

@@ -30,7 +30,7 @@ fn on_a_terminal(mut cmd: Command) -> (Option<i32>, String) {
 
 #[test]
 fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     // The agent writes a conversation where Claude Code keeps them.
     // ... in the project's own folder: only that folder comes back.
     let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());
@@ -43,10 +43,7 @@ fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
         json!({}),
         json!({"read_write": ["{project}", "{claude_config}"]}),
     );
-    settings(
-        &fx,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}),
-    );
+    fx.settings(json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}));
     let record = fx.project.join("rec.jsonl");
     let project = fx.project.to_str().unwrap();
 
@@ -88,6 +85,6 @@ fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
     );
     assert_eq!(rec["token_fd_var"], "5", "{rec}");
 
-    let out = run(&fx, &["run", "-p", project, "--continue", "--resume", "x"]);
+    let out = fx.host(&["run", "-p", project, "--continue", "--resume", "x"]);
     assert_eq!(out.code, Some(64), "{}", out.stderr);
 }

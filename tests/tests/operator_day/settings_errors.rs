@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let file = fx.config.join("settings.json");
     std::fs::write(
         &file,
@@ -25,7 +25,7 @@ fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
     assert!(message.starts_with(&want), "{message}");
 
     // status: the file named, the error, no advice to make a token.
-    let out = run(&fx, &["status"]);
+    let out = fx.host(&["status"]);
     assert_eq!(out.code, Some(78));
     assert!(
         out.stdout

@@ -4,7 +4,7 @@
 use super::*;
 
 /// `status --json` with `PATH` of `/usr/bin:/bin` (no `claude` there): its exit code and report.
-fn status(fx: &Fixture) -> (Option<i32>, Value) {
+fn status(fx: &World) -> (Option<i32>, Value) {
     let out = finish(host(fx, &["--json", "status"]).env("PATH", "/usr/bin:/bin"));
     (out.code, out.json("status --json"))
 }
@@ -18,7 +18,7 @@ fn check<'a>(r: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     // The fixture's claude-code runs the fake agent, and the token is set: ready.
     let (code, r) = status(&fx);
     assert_eq!(code, Some(0), "{r}");
@@ -34,10 +34,7 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
     }
 
     // `claude` not installed (the built-in command, not on PATH).
-    settings(
-        &fx,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token"}),
-    );
+    fx.settings(json!({"claude_token_file": "~/.config/acme-ltt/token"}));
     let (code, r) = status(&fx);
     assert_eq!(code, Some(78), "{r}");
     let c = check(&r, "template claude-code");
@@ -66,10 +63,7 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
     std::fs::write(&claude, "#!/usr/bin/env no-such-node\n").unwrap();
     std::fs::set_permissions(&claude, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let t = json!({"id": "claude-code", "command": [claude]});
-    settings(
-        &fx,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}),
-    );
+    fx.settings(json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}));
     let (code, r) = status(&fx);
     assert_eq!(code, Some(78), "{r}");
     let c = check(&r, "template claude-code");
@@ -80,10 +74,7 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
 
     // No token set, on a fresh config: not logged in.
     let agent = relay_tests::fake_agent_arg();
-    settings(
-        &fx,
-        &json!({"templates": [{"id": "claude-code", "command": [agent]}]}),
-    );
+    fx.settings(json!({"templates": [{"id": "claude-code", "command": [agent]}]}));
     let (code, r) = status(&fx);
     assert_eq!(code, Some(78), "{r}");
     let c = check(&r, "token");
@@ -95,9 +86,8 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
     // A template other than claude-code with a missing command fails its check, not the code.
     let t = json!({"id": "pi", "command": ["no-such-pi"]});
     let claude_code = json!({"id": "claude-code", "command": [agent]});
-    settings(
-        &fx,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [claude_code, t]}),
+    fx.settings(
+        json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [claude_code, t]}),
     );
     let (code, r) = status(&fx);
     assert_eq!(check(&r, "template pi")["ok"], false, "{r}");
@@ -124,7 +114,7 @@ fn status_exits_non_zero_when_a_claude_session_would_not_start_logged_in() {
 #[test]
 fn a_token_file_others_may_read_makes_status_and_run_agree() {
     use std::os::unix::fs::PermissionsExt;
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let mode = |m: u32| {
         std::fs::set_permissions(&fx.token_file, std::fs::Permissions::from_mode(m)).unwrap()
     };
@@ -162,7 +152,7 @@ fn a_token_file_others_may_read_makes_status_and_run_agree() {
     // The fixture's token is not of the `sk-ant-oat01-` shape: the warning saying so is readable.
     assert!(!format!("{r}{}", text.stdout).contains("[REDACTED]"), "{r}");
     let project = fx.project.to_str().unwrap();
-    let refused = run(&fx, &["--json", "run", "--project", project]);
+    let refused = fx.host(&["--json", "run", "--project", project]);
     assert_eq!(refused.code, Some(78), "{}", refused.stderr);
     assert!(refused.stderr.contains(&rule), "{}", refused.stderr);
 
@@ -170,6 +160,6 @@ fn a_token_file_others_may_read_makes_status_and_run_agree() {
     let (code, r) = status(&fx);
     assert_eq!((code, &r["claude_ready"]), (Some(0), &json!(true)), "{r}");
     assert_eq!(check(&r, "token")["ok"], true, "{r}");
-    let ran = run(&fx, &["run", "--project", project]);
+    let ran = fx.host(&["run", "--project", project]);
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
 }

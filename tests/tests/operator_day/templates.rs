@@ -4,16 +4,13 @@ use super::*;
 
 #[test]
 fn an_entry_with_a_builtin_id_changes_only_the_fields_it_gives() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let agent = relay_tests::fake_agent_arg();
-    settings(
-        &fx,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token",
+    fx.settings(json!({"claude_token_file": "~/.config/acme-ltt/token",
                 "templates": [{"id": "claude-code", "command": [agent],
                                "env": {"EXTRA": "1"},
-                               "network": {"allow": ["example.com"]}}]}),
-    );
-    let out = run(&fx, &["--json", "templates"]);
+                               "network": {"allow": ["example.com"]}}]}));
+    let out = fx.host(&["--json", "templates"]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let t = &out.json("templates --json")["templates"][0];
     assert_eq!(t["id"], "claude-code");
@@ -46,12 +43,9 @@ fn an_entry_with_a_builtin_id_changes_only_the_fields_it_gives() {
 
 #[test]
 fn templates_prints_settings_that_load_as_the_same_templates() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
-    settings(
-        &fx,
-        &json!({"templates": [{"id": "pi", "command": ["pi"], "sandbox": false}]}),
-    );
-    let json_text = run(&fx, &["templates"]).stdout;
+    let fx = world();
+    fx.settings(json!({"templates": [{"id": "pi", "command": ["pi"], "sandbox": false}]}));
+    let json_text = fx.host(&["templates"]).stdout;
     let as_json: Value = serde_json::from_str(&json_text).expect("JSON by default");
     let ids: Vec<&str> = as_json["templates"]
         .as_array()
@@ -61,14 +55,14 @@ fn templates_prints_settings_that_load_as_the_same_templates() {
         .collect();
     assert_eq!(ids, ["claude-code", "shell", "pi"], "built-ins included");
     // The TOML form, saved as settings.toml, gives the same templates back.
-    let toml_text = run(&fx, &["templates", "--toml"]).stdout;
+    let toml_text = fx.host(&["templates", "--toml"]).stdout;
     std::fs::remove_file(fx.config.join("settings.json")).unwrap();
     std::fs::write(fx.config.join("settings.toml"), &toml_text).unwrap();
     assert_eq!(
-        run(&fx, &["templates"]).stdout,
+        fx.host(&["templates"]).stdout,
         toml_text,
         "TOML when settings are TOML"
     );
-    let again: Value = run(&fx, &["--json", "templates"]).json("templates --json");
+    let again: Value = fx.host(&["--json", "templates"]).json("templates --json");
     assert_eq!(again, as_json);
 }

@@ -18,11 +18,11 @@ fn starts_rfc3339(s: &str) -> bool {
 
 #[test]
 fn every_log_line_carries_an_rfc3339_time_and_since_refuses_impossible_dates() {
-    let fx = Fixture::new(&relay_tests::fake_agent());
+    let fx = world();
     let out = finish(host(&fx, &["launch"]).arg(claude_req(&fx, "t1")));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     for log in ["events", "audit"] {
-        let out = run(&fx, &[log]);
+        let out = fx.host(&[log]);
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert!(!lines.is_empty(), "{log}: no rows");
@@ -35,7 +35,7 @@ fn every_log_line_carries_an_rfc3339_time_and_since_refuses_impossible_dates() {
         assert!(starts_rfc3339(l), "relay-host.log: {l}");
     }
     // --since: a day the month does not have is refused; a real one filters.
-    let out = run(&fx, &["events", "--since", "2026-02-31"]);
+    let out = fx.host(&["events", "--since", "2026-02-31"]);
     assert_eq!(out.code, Some(64), "{}", out.stdout);
     assert!(
         out.stderr.contains("--since \\\"2026-02-31\\\"")
@@ -43,15 +43,15 @@ fn every_log_line_carries_an_rfc3339_time_and_since_refuses_impossible_dates() {
         "{}",
         out.stderr
     );
-    let out = run(&fx, &["events", "--since", "2026-02-28T24:30:00Z"]);
+    let out = fx.host(&["events", "--since", "2026-02-28T24:30:00Z"]);
     assert_eq!(out.code, Some(64), "an hour past 24: {}", out.stdout);
-    let out = run(&fx, &["events", "--since", "2099-01-01"]);
+    let out = fx.host(&["events", "--since", "2099-01-01"]);
     assert_eq!(
         (out.code, out.stdout.as_str()),
         (Some(0), ""),
         "events carry a time to filter on"
     );
-    let out = run(&fx, &["events", "--since", "1h"]);
+    let out = fx.host(&["events", "--since", "1h"]);
     assert!(
         out.stdout.lines().count() >= 2,
         "launch and exit: {}",

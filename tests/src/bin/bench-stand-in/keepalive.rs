@@ -12,27 +12,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::linux::{spread, PIPE};
-use relay_tests::fixture::Fixture;
 use relay_tests::stand_in::STAND_IN;
 use relay_tests::tls::{OkApi, TestCa};
+use relay_tests::world::World;
 use serde_json::json;
 
 /// What curl writes per transfer: connections it made for it, its total time (s).
 const WRITE_OUT: &str = "%{num_connects} %{time_total}\\n";
 
 /// The installation: the fixture, its token, the API, the curl config and the session's script.
-struct World {
-    fx: Fixture,
+struct Bench {
+    fx: World,
     token: String,
     api: OkApi,
     urls: PathBuf,
     script: PathBuf,
 }
 
-impl World {
-    fn new(n: usize) -> World {
-        let fx = Fixture::new(&relay_tests::fake_agent());
-        let token = fx.write_token();
+impl Bench {
+    fn new(n: usize) -> Bench {
+        let fx = World::agent(&relay_tests::fake_agent());
+        let token = fx.fresh_token();
         let ca = TestCa::new();
         let api = OkApi::start(&ca);
         ca.write_pem(&fx.project.join("test-ca.pem"));
@@ -51,7 +51,7 @@ impl World {
         );
         let script = fx.project.join("keepalive.sh");
         std::fs::write(&script, text).unwrap();
-        World {
+        Bench {
             fx,
             token,
             api,
@@ -74,7 +74,7 @@ impl World {
                 "token_mode": mode,
             }],
         });
-        std::fs::write(self.fx.config.join("settings.json"), s.to_string()).unwrap();
+        self.fx.settings(s);
     }
 
     /// One session in `mode`: the per-request times (µs) of the transfers that reused the
@@ -86,7 +86,7 @@ impl World {
         let req = self
             .fx
             .request("ka", true, &format!("ka-{mode}-{round}"), &[]);
-        let out = self.fx.launch(&req).output().unwrap();
+        let out = self.fx.launch_cmd(&req).output().unwrap();
         if !out.status.success() {
             let err = std::fs::read_to_string(self.fx.project.join("curl.err"));
             let err = err.unwrap_or_default();
@@ -140,7 +140,7 @@ pub fn run(rounds: usize, n: usize) {
     if rounds == 0 {
         return;
     }
-    let w = World::new(n);
+    let w = Bench::new(n);
     let names = ["direct", "stand-in", "pipe"];
     let mut all: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     // Each round's median per series (NaN: that session failed).

@@ -126,7 +126,12 @@ mod linux {
                 json!({"template": {"env": env}})
             };
             let ca_path = (tls && mode == STAND_IN).then_some(ca_file.as_path());
-            stand_in::write_settings(&s, Some(mode), ca_path, extra);
+            s.settings(stand_in::settings(
+                &s.api.base_url(),
+                Some(mode),
+                ca_path,
+                extra,
+            ));
             Series {
                 name,
                 mode,
