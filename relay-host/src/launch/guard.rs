@@ -47,3 +47,46 @@ impl Guard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::session_locked;
+
+    /// A session folder under a fresh state folder, its guard, and the paths it made.
+    fn guarded(state: &std::path::Path) -> (Guard, std::path::PathBuf, std::path::PathBuf) {
+        let session = state.join("sessions").join("s1");
+        let claude = state.join("claude");
+        let folder = SessionFolder::create(state, &session, &claude).unwrap();
+        (Guard::new(folder), session, claude)
+    }
+
+    /// A refused launch's guard removes the session folder, every folder made for it (the
+    /// first launch's `sessions/`, the Claude config folder) and its lock; a folder that was
+    /// there before stays.
+    #[test]
+    fn a_dropped_guard_undoes_the_launch() {
+        let state = tempfile::tempdir().unwrap();
+        let (guard, session, claude) = guarded(state.path());
+        assert!(session.join("tmp").is_dir() && claude.is_dir());
+        assert!(session_locked(&session));
+        drop(guard);
+        assert!(!session.exists() && !claude.exists());
+        assert!(!state.path().join("sessions").exists());
+        assert!(state.path().is_dir());
+    }
+
+    /// A started session's guard is kept: the folder stays, locked until what the session
+    /// keeps is dropped with it.
+    #[test]
+    fn a_kept_guard_leaves_the_folder_locked_for_the_session() {
+        let state = tempfile::tempdir().unwrap();
+        let (guard, session, claude) = guarded(state.path());
+        let kept = guard.keep();
+        assert!(session.join("tmp").is_dir() && claude.is_dir());
+        assert!(session_locked(&session));
+        drop(kept);
+        assert!(!session_locked(&session));
+        assert!(session.join("tmp").is_dir());
+    }
+}

@@ -203,6 +203,89 @@ fn real_project(
 mod tests {
     use super::*;
     use crate::launch::plan::request::Request;
+    use crate::settings::Settings;
+
+    /// Settings with one template `t` whose sandbox shows `read` only, and a folder of its own
+    /// for the host: config, state and home in a fresh folder.
+    fn world(read: &str) -> (tempfile::TempDir, Settings, Host) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::default();
+        let t =
+            format!(r#"{{"id": "t", "command": ["/bin/sh"], "sandbox": {{"read": ["{read}"]}}}}"#);
+        settings.templates.push(serde_json::from_str(&t).unwrap());
+        let host = Host {
+            config_dir: dir.path().join("config"),
+            state_dir: dir.path().join("state"),
+            home: dir.path().join("home"),
+        };
+        (dir, settings, host)
+    }
+
+    fn resolve(settings: &Settings, host: &Host, json: &str) -> Result<LaunchPlan, PlanError> {
+        let v = Request::from_json(json)
+            .unwrap()
+            .validate(settings)
+            .unwrap();
+        LaunchPlan::resolve(v, host, Path::new("/nonexistent/claude"))
+    }
+
+    /// The plan holds the project's real path, decided once: a link to a granted folder is
+    /// the folder itself.
+    #[test]
+    fn a_plan_holds_the_projects_real_path() {
+        let (dir, _, host) = world("/");
+        let real = dir.path().join("work");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let (_, settings, _) = world(&dir.path().display().to_string());
+        let json = format!(
+            r#"{{"kind": "terminal", "template": "t", "project": "{}"}}"#,
+            link.display()
+        );
+        let p = resolve(&settings, &host, &json).unwrap();
+        assert_eq!(p.project(), Some(real.canonicalize().unwrap().as_path()));
+    }
+
+    /// A sandboxed launch's project must be shown by a grant (the refusal names the project
+    /// as given); an unsandboxed one is not checked against the grants, and a project inside
+    /// the relay's own folders is refused either way.
+    #[test]
+    fn a_project_no_grant_shows_is_refused_in_a_sandbox_only() {
+        let (dir, settings, host) = world("/srv/elsewhere");
+        let project = dir.path().join("work");
+        std::fs::create_dir(&project).unwrap();
+        let json = format!(
+            r#"{{"kind": "terminal", "template": "t", "project": "{}"}}"#,
+            project.display()
+        );
+        let e = resolve(&settings, &host, &json).unwrap_err();
+        let PlanError::Request(RequestError::ProjectNotGranted {
+            project: p,
+            template,
+        }) = e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!((p.as_path(), template.as_str()), (project.as_path(), "t"));
+        let json = json.replace(r#""project""#, r#""sandbox": false, "project""#);
+        let plan = resolve(&settings, &host, &json).unwrap();
+        assert!(!plan.sandboxed() && plan.project().is_some());
+        std::fs::create_dir_all(host.state_dir.join("inside")).unwrap();
+        let own = host.state_dir.join("inside");
+        let json = format!(
+            r#"{{"kind": "terminal", "template": "t", "sandbox": false, "project": "{}"}}"#,
+            own.display()
+        );
+        let e = resolve(&settings, &host, &json).unwrap_err();
+        let PlanError::Request(e @ RequestError::Invalid(_)) = e else {
+            panic!("{e:?}");
+        };
+        assert!(
+            e.to_string().contains("lies inside the relay's own folder"),
+            "{e}"
+        );
+    }
 
     fn plan(json: &str) -> LaunchPlan {
         let v = Request::from_json(json).unwrap();
