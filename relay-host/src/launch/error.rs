@@ -1,5 +1,7 @@
 //! Why a launch was refused: one error per stage of a launch, each with its typed source, from
-//! which the answer's `error` and `status` and the host's exit code derive ([`Refusal`]).
+//! which the answer's `error` and `status` and the host's exit code derive ([`Refusal`]). Every
+//! step's error a [`LaunchError`] carries is named here, beside it; the rules a request breaks
+//! ([`InvalidSpec`]) beside the request.
 
 use std::error::Error;
 use std::fmt;
@@ -15,8 +17,10 @@ pub use crate::launch::prepare::error::{ProgramError, TokenError};
 pub use crate::launch::refusal::Refusal;
 pub use crate::launch::sandbox::error::ConfineError;
 use crate::launch::sandbox::error::SandboxStepError;
+pub use crate::launch::shim::bridge::BridgeError;
 use crate::launch::shim::error::ShimError;
 pub use crate::launch::shim::error::StartError;
+pub use crate::launch::shim::wiring::IdentityRefused;
 use crate::launch::spawn_error::SpawnError;
 use crate::settings::SettingsError;
 use relay_shim::exit::ExitCode;

@@ -228,7 +228,7 @@ pub(crate) const PROJECT_PLACEHOLDER: &str = "{project}";
 
 /// The placeholder for the launch's own Claude config folder in its session folder (used by the
 /// built-in `claude-code` template in its grants and as `CLAUDE_CONFIG_DIR`; see
-/// [`crate::launch::prepare::claude_config`]).
+/// `launch::prepare::claude_config`).
 pub(crate) const CLAUDE_CONFIG_PLACEHOLDER: &str = "{claude_config}";
 
 /// The built-in `claude-code` template's environment, besides `CLAUDE_CONFIG_DIR`. Each variable

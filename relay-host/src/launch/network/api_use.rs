@@ -9,18 +9,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The file in the session folder.
-pub const USE_FILE: &str = "api_use.json";
+const USE_FILE: &str = "api_use.json";
 
 /// A stand-in session's API use so far.
-///
-/// ```
-/// let mut u = relay_host::launch::network::api_use::ApiUse::default();
-/// u.add(200, 800, 4000);
-/// u.add(429, 700, 100);
-/// assert_eq!(u.words(), "2 requests; answers 200×1 429×1; 1500 bytes sent, 4100 received");
-/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApiUse {
+pub(crate) struct ApiUse {
     /// Requests that got an answer from an API host.
     pub requests: u64,
     /// Those answers by status (`"200"`: count).
@@ -32,8 +25,9 @@ pub struct ApiUse {
 }
 
 impl ApiUse {
-    /// Counts one answer.
-    pub fn add(&mut self, status: u16, sent: u64, received: u64) {
+    /// Counts one answer (`relay-stand-in`'s reports, on Linux).
+    #[cfg(any(test, target_os = "linux"))]
+    pub(crate) fn add(&mut self, status: u16, sent: u64, received: u64) {
         self.requests += 1;
         *self.statuses.entry(status.to_string()).or_default() += 1;
         self.sent += sent;
@@ -41,7 +35,7 @@ impl ApiUse {
     }
 
     /// The use in words, as `ps` shows it.
-    pub fn words(&self) -> String {
+    pub(crate) fn words(&self) -> String {
         let answers: Vec<String> = (self.statuses.iter())
             .map(|(s, n)| format!("{s}×{n}"))
             .collect();
@@ -67,12 +61,25 @@ impl ApiUse {
     }
 
     /// The use written in the session folder `dir`, if any.
-    ///
-    /// ```
-    /// assert_eq!(relay_host::launch::network::api_use::ApiUse::read("/nonexistent".as_ref()), None);
-    /// ```
-    pub fn read(dir: &Path) -> Option<ApiUse> {
+    pub(crate) fn read(dir: &Path) -> Option<ApiUse> {
         let text = std::fs::read_to_string(dir.join(USE_FILE)).ok()?;
         serde_json::from_str(&text).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_use_is_counted_and_said_in_words() {
+        let mut u = ApiUse::default();
+        u.add(200, 800, 4000);
+        u.add(429, 700, 100);
+        assert_eq!(
+            u.words(),
+            "2 requests; answers 200×1 429×1; 1500 bytes sent, 4100 received"
+        );
+        assert_eq!(ApiUse::read("/nonexistent".as_ref()), None);
     }
 }

@@ -2,9 +2,9 @@
 //! the settings say so, and the proxy an allow-list session gets (started with the session,
 //! ended with it).
 //! A stand-in session's own `relay-stand-in` is started here too (`stand_in`), and its API
-//! use counted ([`api_use`]).
+//! use counted (`api_use`).
 
-pub mod api_use;
+pub(crate) mod api_use;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
 
@@ -22,18 +22,12 @@ use crate::state::State;
 use relay_token::sandbox::SandboxNet;
 
 /// The name of the proxy's socket in the session folder.
-pub const SOCKET_NAME: &str = "net.sock";
+const SOCKET_NAME: &str = "net.sock";
 
 /// Refuses (`sandbox_unavailable`) a sandboxed launch that carries the token with `network:
 /// "host"` unless the settings hold `"token_network": "host"`, and one whose allow-list has a
 /// wildcard entry unless they hold `"token_wildcards": true`.
-///
-/// ```
-/// use relay_host::{launch::network::check, net::Network, settings::Settings};
-/// assert!(check(&Network::Host, true, &Settings::default()).is_err());
-/// assert!(check(&Network::Host, false, &Settings::default()).is_ok());
-/// ```
-pub fn check(
+pub(crate) fn check(
     network: &Network,
     carries_token: bool,
     settings: &Settings,
@@ -194,7 +188,7 @@ pub(crate) fn note_refused(
 /// Why the session's network cannot be made as the template asks (`sandbox_unavailable`).
 ///
 /// ```
-/// use relay_host::launch::network::NetworkError;
+/// use relay_host::launch::error::NetworkError;
 /// let e = NetworkError::Wildcards { hosts: vec![".example.com".into()] };
 /// assert!(e.to_string().starts_with("a launch with the token may reach .example.com only"));
 /// ```

@@ -40,6 +40,12 @@ use std::fmt;
 use crate::launch::plan::claude_flags::{self, Takes, Value, Verdict};
 
 /// Why one argument is refused.
+///
+/// ```
+/// use relay_host::launch::plan::{claude_flags::Value, request::ArgRule};
+/// let rule = ArgRule::BadValue { flag: "--model", takes: Value::Model };
+/// assert_eq!(rule.to_string(), "--model takes a model name");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ArgRule {
@@ -47,7 +53,7 @@ pub enum ArgRule {
     Refused {
         /// The option as written (without `=value`).
         flag: &'static str,
-        /// The reason, from [`crate::launch::plan::claude_flags::FLAGS`].
+        /// The reason, from `claude_flags::FLAGS`.
         why: &'static str,
     },
     /// Not an option of the pinned Claude Code.
@@ -73,16 +79,6 @@ pub enum ArgRule {
 
 impl fmt::Display for ArgRule {
     /// The rule in words, as the refusal says it.
-    ///
-    /// ```
-    /// use relay_host::launch::plan::claude_args::{check, ArgRule};
-    /// let (_, rule) = check(&["--settings={}".to_string()]).unwrap_err();
-    /// assert_eq!(
-    ///     rule.to_string(),
-    ///     "--settings is refused: it loads settings (a base URL, hooks, apiKeyHelper) from a \
-    ///      file or JSON"
-    /// );
-    /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ArgRule::Refused { flag, why } => write!(f, "{flag} is refused: it {why}"),
@@ -114,7 +110,7 @@ impl fmt::Display for ArgRule {
 
 /// A launch's arguments as Claude Code reads them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// `-p`/`--print` given as an option (not as another option's value): print mode.
     pub print: bool,
     /// The prompt's index, if there is one.
@@ -125,15 +121,7 @@ pub struct Parsed {
 
 /// Parses a token launch's `extra_args` with Claude Code's grammar and checks each option and
 /// value; the error is the index of the refused argument and why.
-///
-/// ```
-/// use relay_host::launch::plan::claude_args::{parse, ArgRule};
-/// let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-/// let p = parse(&args(&["--allowedTools", "Bash", "Write", "-p", "hi"])).unwrap();
-/// assert_eq!((p.print, p.prompt), (true, Some(4)));
-/// assert_eq!(parse(&args(&["mcp", "add-json", "x", "{}"])), Err((0, ArgRule::Subcommand)));
-/// ```
-pub fn parse(args: &[String]) -> Result<Parsed, (usize, ArgRule)> {
+pub(crate) fn parse(args: &[String]) -> Result<Parsed, (usize, ArgRule)> {
     if is_auth_status(args) {
         return Ok(Parsed {
             auth_status: true,
@@ -171,16 +159,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, (usize, ArgRule)> {
 }
 
 /// [`parse`], keeping only the verdict.
-///
-/// ```
-/// use relay_host::launch::plan::claude_args::{check, ArgRule};
-/// let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-/// assert!(check(&args(&["-p", "--output-format", "json", "fix the test"])).is_ok());
-/// assert!(check(&args(&["explain this repo"])).is_ok());
-/// assert!(check(&args(&["auth", "status", "--json"])).is_ok());
-/// assert_eq!(check(&args(&["-pc"])), Err((0, ArgRule::Cluster)));
-/// ```
-pub fn check(args: &[String]) -> Result<(), (usize, ArgRule)> {
+pub(crate) fn check(args: &[String]) -> Result<(), (usize, ArgRule)> {
     parse(args).map(|_| ())
 }
 
@@ -188,15 +167,7 @@ pub fn check(args: &[String]) -> Result<(), (usize, ArgRule)> {
 /// and skills of an added folder's `.claude/` unless the launch reads the user settings only
 /// (`--setting-sources user`), so a token launch that adds a folder always reads only those,
 /// also in a project the operator trusts (measured: with it, nothing of the folder loads).
-///
-/// ```
-/// use relay_host::launch::plan::claude_args::adds_dirs;
-/// let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-/// assert!(adds_dirs(&args(&["-p", "hi", "--add-dir", "/srv/docs"])));
-/// assert!(adds_dirs(&args(&["--add-dir=/srv/docs", "-p", "hi"])));
-/// assert!(!adds_dirs(&args(&["-p", "add a --add-dir flag"])));
-/// ```
-pub fn adds_dirs(args: &[String]) -> bool {
+pub(crate) fn adds_dirs(args: &[String]) -> bool {
     // A checked command line holds no option-shaped value or prompt, so a word that is the
     // option is the option.
     args.iter()
@@ -207,15 +178,7 @@ pub fn adds_dirs(args: &[String]) -> bool {
 /// (no whitespace) for the terminal UI, or written first, gets one space before it, so Claude
 /// Code never looks it up as a subcommand (see the module's notes). Arguments [`parse`]
 /// refuses pass unchanged.
-///
-/// ```
-/// use relay_host::launch::plan::claude_args::for_claude;
-/// let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-/// assert_eq!(for_claude(&args(&["--verbose", "hi"])), args(&["--verbose", " hi"]));
-/// assert_eq!(for_claude(&args(&["-p", "hi"])), args(&["-p", "hi"]));
-/// assert_eq!(for_claude(&args(&["explain this"])), args(&["explain this"]));
-/// ```
-pub fn for_claude(args: &[String]) -> Vec<String> {
+pub(crate) fn for_claude(args: &[String]) -> Vec<String> {
     let mut out = args.to_vec();
     if let Ok(Parsed {
         print,
@@ -411,6 +374,7 @@ mod tests {
             &["--prompt-suggestions", "off", "hi"],
             &["--tools", "Read", "Grep", "--safe-mode", "--restricted"],
             &["-p", "--max-budget-usd", "0.5", "--json-schema", "{}", "go"],
+            &["-p", "--output-format", "json", "fix the test"],
         ] {
             assert_eq!(run(ok), Ok(()), "{ok:?}");
         }
@@ -446,6 +410,7 @@ mod tests {
             ],
             &["auth", "status"],
             &["auth", "status", "--text"],
+            &["auth", "status", "--json"],
             &[
                 "-p",
                 "Fix it",
@@ -492,6 +457,21 @@ mod tests {
             Ok((true, Some(2)))
         );
         assert_eq!(p(&["auth", "status", "--json"]), Ok((false, None)));
+        assert_eq!(
+            p(&["--allowedTools", "Bash", "Write", "-p", "hi"]),
+            Ok((true, Some(4)))
+        );
+        assert_eq!(
+            p(&["mcp", "add-json", "x", "{}"]),
+            Err((0, ArgRule::Subcommand))
+        );
+    }
+
+    #[test]
+    fn an_added_folder_is_seen_as_an_option_only() {
+        assert!(adds_dirs(&args(&["-p", "hi", "--add-dir", "/srv/docs"])));
+        assert!(adds_dirs(&args(&["--add-dir=/srv/docs", "-p", "hi"])));
+        assert!(!adds_dirs(&args(&["-p", "add a --add-dir flag"])));
     }
 
     #[test]
@@ -500,7 +480,9 @@ mod tests {
             (&["mcp-ish"][..], &[" mcp-ish"][..]),
             (&["--verbose", "--", "hi"], &["--verbose", "--", " hi"]),
             (&["-p", "hi"], &["-p", "hi"]),
+            (&["--verbose", "hi"], &["--verbose", " hi"]),
             (&["explain this repo"], &["explain this repo"]),
+            (&["explain this"], &["explain this"]),
             (
                 &["--allowedTools", "Bash", "Write"],
                 &["--allowedTools", "Bash", "Write"],
@@ -594,6 +576,11 @@ mod tests {
     #[test]
     fn a_refusal_names_the_flag_and_why() {
         let words = |a: &[&str]| run(a).unwrap_err().1.to_string();
+        assert_eq!(
+            words(&["--settings={}"]),
+            "--settings is refused: it loads settings (a base URL, hooks, apiKeyHelper) from a \
+             file or JSON"
+        );
         assert_eq!(
             words(&["--permission-mode", "bypassPermissions"]),
             "--permission-mode takes one of acceptEdits, auto, manual, dontAsk, plan"

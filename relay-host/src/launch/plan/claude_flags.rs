@@ -2,11 +2,13 @@
 //! a launch that carries the token: allowed (its value checked) or refused with the reason the
 //! refusal prints. What only changes how Claude behaves inside the sandbox passes; what loads
 //! code or configuration, reaches beyond the sandbox or leaves the launch's control stays
-//! refused. [`crate::launch::plan::claude_args`] parses a launch's arguments with this grammar.
+//! refused. `claude_args` parses a launch's arguments with this grammar; a refusal's
+//! [`ArgRule`](crate::launch::plan::request::ArgRule) names the form a value must have
+//! ([`Value`]).
 
 /// What an option takes after it, in Claude Code's grammar (commander's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Takes {
+pub(crate) enum Takes {
     /// Nothing (`--verbose`).
     Nothing,
     /// One value (`<model>`): the next argument, whatever it starts with, or `--opt=value`.
@@ -40,7 +42,7 @@ pub enum Value {
 
 impl Value {
     /// What the value must be, as a refusal says it.
-    pub fn words(self) -> String {
+    pub(crate) fn words(self) -> String {
         match self {
             Value::OneOf(w) => format!("one of {}", w.join(", ")),
             Value::SessionId => "a session id (1 to 64 of A-Z a-z 0-9 . _ -)".into(),
@@ -53,7 +55,7 @@ impl Value {
     }
 
     /// True when `v` has this form.
-    pub fn fits(self, v: &str) -> bool {
+    pub(crate) fn fits(self, v: &str) -> bool {
         let printable = |v: &str| v.bytes().all(|b| (b' '..=b'~').contains(&b));
         match self {
             Value::OneOf(words) => words.contains(&v),
@@ -76,7 +78,7 @@ impl Value {
 
 /// Whether a launch that carries the token may pass an option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// It may (its values checked).
     Allowed,
     /// It may not, for this reason.
@@ -85,7 +87,7 @@ pub enum Verdict {
 
 /// One option: its names (long, alias, short), what it takes, and the verdict.
 #[derive(Debug, Clone, Copy)]
-pub struct Flag {
+pub(crate) struct Flag {
     /// Every spelling Claude Code accepts.
     pub names: &'static [&'static str],
     /// What follows it.
@@ -121,7 +123,7 @@ const MODES: &[&str] = &["acceptEdits", "auto", "manual", "dontAsk", "plan"];
 
 /// Every option of Claude Code 2.1.332's `--help` (and `--max-turns`, which it accepts
 /// unlisted), in its order. A test compares it with the pinned CLI's `--help`.
-pub const FLAGS: &[Flag] = &[
+pub(crate) const FLAGS: &[Flag] = &[
     ok(&["--add-dir"], Many(Folder)),
     no(&["--agent"], One(Any), "runs an agent definition from the settings or the project, which can carry hooks and MCP servers"),
     no(&["--agents"], One(Any), "defines agents from JSON or a file, and an agent can carry hooks and MCP servers"),
@@ -194,7 +196,7 @@ pub const FLAGS: &[Flag] = &[
 
 /// Claude Code's subcommands (`--help` lists them; `help` is commander's own), refused in a
 /// launch that carries the token, except `auth status`.
-pub const SUBCOMMANDS: &[&str] = &[
+pub(crate) const SUBCOMMANDS: &[&str] = &[
     "agents",
     "attach",
     "auth",
@@ -220,14 +222,7 @@ pub const SUBCOMMANDS: &[&str] = &[
 ];
 
 /// The option of that name (any of its spellings).
-///
-/// ```
-/// use relay_host::launch::plan::claude_flags::{find, Verdict};
-/// assert_eq!(find("--allowed-tools").unwrap().names[0], "--allowedTools");
-/// assert!(matches!(find("--settings").unwrap().verdict, Verdict::Refused(_)));
-/// assert!(find("--no-such-flag").is_none());
-/// ```
-pub fn find(name: &str) -> Option<&'static Flag> {
+pub(crate) fn find(name: &str) -> Option<&'static Flag> {
     FLAGS.iter().find(|f| f.names.contains(&name))
 }
 
@@ -241,4 +236,19 @@ pub fn find(name: &str) -> Option<&'static Flag> {
 /// ```
 pub fn classified(name: &str) -> bool {
     find(name).is_some() || SUBCOMMANDS.contains(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_option_is_found_by_any_of_its_spellings() {
+        assert_eq!(find("--allowed-tools").unwrap().names[0], "--allowedTools");
+        assert!(matches!(
+            find("--settings").unwrap().verdict,
+            Verdict::Refused(_)
+        ));
+        assert!(find("--no-such-flag").is_none());
+    }
 }

@@ -12,29 +12,22 @@ use std::path::{Path, PathBuf};
 use crate::launch::plan::request::{InvalidSpec, ProjectRule};
 
 /// Folders that may never be a project, nor hold one.
-pub const SYSTEM_TREES: &[&str] = &[
+const SYSTEM_TREES: &[&str] = &[
     "/etc", "/usr", "/bin", "/sbin", "/boot", "/dev", "/proc", "/sys",
 ];
 
 /// Folders that may not be a project themselves (a folder inside them may).
-pub const SYSTEM_FOLDERS: &[&str] = &[
+const SYSTEM_FOLDERS: &[&str] = &[
     "/", "/var", "/home", "/tmp", "/var/tmp", "/opt", "/srv", "/mnt", "/media",
 ];
 
 /// Checks `given` and returns its real path. `own` are the relay's config and state folders;
 /// `euid` the host's user.
-///
-/// ```
-/// use std::path::Path;
-/// use relay_host::launch::plan::project::check_project;
-/// let e = check_project(Path::new("/etc"), &[], 0).unwrap_err();
-/// assert_eq!(e.to_string(), r#"project "/etc": a system folder cannot be a project"#);
-/// let dir = tempfile::tempdir()?;
-/// let me = unsafe { libc::geteuid() };
-/// assert_eq!(check_project(dir.path(), &[], me)?, dir.path().canonicalize()?);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn check_project(given: &Path, own: &[&Path], euid: u32) -> Result<PathBuf, InvalidSpec> {
+pub(crate) fn check_project(
+    given: &Path,
+    own: &[&Path],
+    euid: u32,
+) -> Result<PathBuf, InvalidSpec> {
     let refuse = |rule: ProjectRule| InvalidSpec::Project {
         path: given.to_path_buf(),
         rule,
@@ -82,6 +75,19 @@ fn is_system(real: &Path, euid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_system_folder_is_refused_and_an_own_folder_resolves() {
+        let e = check_project(Path::new("/etc"), &[], 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"project "/etc": a system folder cannot be a project"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::fs::metadata(dir.path()).unwrap().uid();
+        let real = dir.path().canonicalize().unwrap();
+        assert_eq!(check_project(dir.path(), &[], me).unwrap(), real);
+    }
 
     #[test]
     fn system_folders() {

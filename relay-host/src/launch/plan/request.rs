@@ -32,11 +32,7 @@ pub enum Kind {
 
 impl Kind {
     /// The kind's name as it is written in a request.
-    ///
-    /// ```
-    /// assert_eq!(relay_host::launch::plan::request::Kind::Terminal.as_str(), "terminal");
-    /// ```
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Claude => "claude",
             Kind::Terminal => "terminal",
@@ -76,7 +72,7 @@ impl Kind {
 }
 
 /// The id of the template Claude launches use.
-pub const CLAUDE_TEMPLATE: &str = "claude-code";
+pub(crate) const CLAUDE_TEMPLATE: &str = "claude-code";
 
 /// A launch request. Unknown keys (such as `claude_token`: only the host sets a token) are
 /// refused.
@@ -130,19 +126,12 @@ fn yes() -> bool {
     true
 }
 
+pub use crate::launch::plan::claude_args::ArgRule;
 pub use crate::launch::plan::invalid_spec::{InvalidSpec, ProjectRule};
 
 /// True for a usable session id: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.` (no hidden
 /// or parent folder) nor `-` (never read as an option where it is passed on).
-///
-/// ```
-/// use relay_host::launch::plan::request::valid_session_id;
-/// assert!(valid_session_id("s-1"));
-/// assert!(!valid_session_id("../x"));
-/// assert!(!valid_session_id("-rf"));
-/// assert!(!valid_session_id(""));
-/// ```
-pub fn valid_session_id(id: &str) -> bool {
+pub(crate) fn valid_session_id(id: &str) -> bool {
     relay_shim::SessionId::parse(id).is_some()
 }
 
@@ -279,14 +268,7 @@ impl Request {
 
 /// Reads a request's text: at most 1 MiB ([`crate::settings::MAX_SETTINGS_BYTES`]), UTF-8; a
 /// larger one is `invalid_spec` without reading the rest.
-///
-/// ```
-/// use relay_host::launch::plan::request::read_request;
-/// assert_eq!(read_request(&b"{}"[..]).unwrap(), "{}");
-/// let big = vec![b' '; (1 << 20) + 1];
-/// assert_eq!(read_request(&big[..]).unwrap_err().to_string(), "request: larger than 1 MiB");
-/// ```
-pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
+pub(crate) fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
     use std::io::Read;
     let max = crate::settings::MAX_SETTINGS_BYTES;
     let mut bytes = Vec::new();
@@ -302,11 +284,11 @@ pub fn read_request(r: impl std::io::Read) -> Result<String, InvalidSpec> {
 /// Variable names a token launch's request may never set, whatever a template allows: the
 /// loader's (`LD_*`), the API client's (`ANTHROPIC_*`), Claude Code's own (`CLAUDE*`) and Node's
 /// options. Each can send the token elsewhere or run code beside it.
-pub const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
+pub(crate) const NEVER_ENV_PREFIXES: &[&str] = &["LD_", "ANTHROPIC_", "CLAUDE", "NODE_OPTIONS"];
 
 /// The most bytes a request's `env` (names and values) or `extra_args` may hold together: well
 /// below the kernel's limit on an exec's arguments and environment.
-pub const MAX_REQUEST_BYTES: usize = 65536;
+const MAX_REQUEST_BYTES: usize = 65536;
 
 /// Refuses `extra_args` with a NUL byte (an exec cannot carry it) and an `env` or `extra_args`
 /// larger than [`MAX_REQUEST_BYTES`], naming the field.
@@ -329,12 +311,7 @@ fn check_sizes(r: &Request) -> Result<(), InvalidSpec> {
 }
 
 /// A fresh random session id (`s-` and 16 hex digits).
-///
-/// ```
-/// let id = relay_host::launch::plan::request::new_session_id();
-/// assert!(relay_host::launch::plan::request::valid_session_id(&id));
-/// ```
-pub fn new_session_id() -> String {
+pub(crate) fn new_session_id() -> String {
     let mut buf = [0u8; 8];
     if relay_token::sys::random_bytes(&mut buf).is_err() {
         let t = crate::state::now_secs() ^ ((std::process::id() as u64) << 32);
@@ -395,6 +372,26 @@ mod tests {
                 "{sandbox:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_session_id_keeps_to_its_rule_and_a_fresh_one_does() {
+        assert!(valid_session_id("s-1"));
+        assert!(!valid_session_id("../x"));
+        assert!(!valid_session_id("-rf"));
+        assert!(!valid_session_id(""));
+        let id = new_session_id();
+        assert!(valid_session_id(&id));
+    }
+
+    #[test]
+    fn a_request_over_1_mib_is_refused_unread() {
+        assert_eq!(read_request(&b"{}"[..]).unwrap(), "{}");
+        let big = vec![b' '; (1 << 20) + 1];
+        assert_eq!(
+            read_request(&big[..]).unwrap_err().to_string(),
+            "request: larger than 1 MiB"
+        );
     }
 
     #[test]

@@ -58,7 +58,7 @@ enum Kind {
 }
 
 /// The top-level keys of `.claude.json` carried between sessions: first-run state only.
-pub const STATE_KEYS: &[&str] = &[
+const STATE_KEYS: &[&str] = &[
     "hasCompletedOnboarding",
     "lastOnboardingVersion",
     "numStartups",
@@ -70,7 +70,7 @@ const STATE_KINDS: [Kind; 5] = [Kind::Bool, Kind::Text, Kind::Number, Kind::Text
 
 /// The keys of a `projects.<path>` entry carried between sessions: the trust answer and the
 /// project's onboarding.
-pub const PROJECT_KEYS: &[&str] = &[
+const PROJECT_KEYS: &[&str] = &[
     "hasTrustDialogAccepted",
     "hasCompletedProjectOnboarding",
     "projectOnboardingSeenCount",
@@ -87,20 +87,7 @@ pub(crate) fn launch_dir(session_dir: &Path) -> PathBuf {
 /// [`PROJECT_KEYS`], each only of its type (a string of at most 256 bytes); everything else
 /// (`mcpServers`, a project's `mcpServers`, `allowedTools`, `enabledMcpjsonServers`, ...) is left
 /// out.
-///
-/// ```
-/// let planted = serde_json::json!({
-///     "hasCompletedOnboarding": true,
-///     "mcpServers": {"x": {"command": "/bin/sh"}},
-///     "projects": {"/p": {"hasTrustDialogAccepted": true, "mcpServers": {}}, "rel": {}},
-/// });
-/// let kept = relay_host::launch::prepare::claude_config::named_state(&planted);
-/// assert_eq!(kept, serde_json::json!({
-///     "hasCompletedOnboarding": true,
-///     "projects": {"/p": {"hasTrustDialogAccepted": true}},
-/// }));
-/// ```
-pub fn named_state(v: &Value) -> Value {
+pub(crate) fn named_state(v: &Value) -> Value {
     let mut out = pick(v, STATE_KEYS, &STATE_KINDS);
     let projects: Map<String, Value> = (v["projects"].as_object().into_iter().flatten())
         .filter(|(p, _)| p.starts_with('/') && p.len() <= 4096)
@@ -211,15 +198,7 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
 /// Marks `project` trusted in the launch folder's `.claude.json` (`projects.<project>.
 /// hasTrustDialogAccepted`), keeping what the file holds; the file is written anew (0600,
 /// renamed into place).
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// relay_host::launch::prepare::claude_config::seed_trust(dir.path(), "/work/p".as_ref())?;
-/// let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(".claude.json"))?)?;
-/// assert_eq!(v["projects"]["/work/p"]["hasTrustDialogAccepted"], true);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn seed_trust(launch: &Path, project: &Path) -> io::Result<()> {
+pub(crate) fn seed_trust(launch: &Path, project: &Path) -> io::Result<()> {
     let key = project.to_string_lossy().into_owned();
     let trusted = serde_json::json!({"projects": {key: {"hasTrustDialogAccepted": true}}});
     lay_over(launch, trusted)
@@ -229,16 +208,7 @@ pub fn seed_trust(launch: &Path, project: &Path) -> io::Result<()> {
 /// (`hasCompletedOnboarding`, whatever a session's carried-back copy said), keeping what the
 /// file holds: onboarding would check Anthropic's `hello` endpoints and ask for a login that
 /// the token on fd 5 already is.
-///
-/// ```
-/// let dir = tempfile::tempdir()?;
-/// std::fs::write(dir.path().join(".claude.json"), r#"{"hasCompletedOnboarding": false, "numStartups": 3}"#)?;
-/// relay_host::launch::prepare::claude_config::seed_onboarded(dir.path())?;
-/// let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(".claude.json"))?)?;
-/// assert_eq!(v, serde_json::json!({"hasCompletedOnboarding": true, "numStartups": 3}));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn seed_onboarded(launch: &Path) -> io::Result<()> {
+pub(crate) fn seed_onboarded(launch: &Path) -> io::Result<()> {
     lay_over(launch, serde_json::json!({"hasCompletedOnboarding": true}))
 }
 
@@ -316,14 +286,7 @@ pub(crate) fn carry_back_unsupervised(state_dir: &Path) {
 
 /// `v`'s per-project state for `project` only (none without a project): a session answers no
 /// question (the trust dialog's) for another project, nor for a folder above its own.
-///
-/// ```
-/// let v = serde_json::json!({"numStartups": 2, "projects": {
-///     "/a": {"hasTrustDialogAccepted": true}, "/b": {"hasTrustDialogAccepted": true}}});
-/// let a = relay_host::launch::prepare::claude_config::scoped(v, Some("/a".as_ref()));
-/// assert_eq!(a, serde_json::json!({"numStartups": 2, "projects": {"/a": {"hasTrustDialogAccepted": true}}}));
-/// ```
-pub fn scoped(mut v: Value, project: Option<&Path>) -> Value {
+pub(crate) fn scoped(mut v: Value, project: Option<&Path>) -> Value {
     let key = project.map(|p| p.to_string_lossy().into_owned());
     if let Some(Value::Object(ps)) = v.get_mut("projects") {
         ps.retain(|k, _| Some(k) == key.as_ref());
@@ -337,12 +300,7 @@ pub fn scoped(mut v: Value, project: Option<&Path>) -> Value {
 /// The folder of Claude Code 2.1.332's `projects/` holding `project`'s transcripts: every
 /// UTF-16 unit of the path but an ASCII letter or digit made `-`; a name over 200 characters is
 /// cut there and followed by `-` and a hash (matched by that prefix, see `folder_matches`).
-///
-/// ```
-/// let f = relay_host::launch::prepare::claude_config::transcript_folder("/work/my_p.1".as_ref());
-/// assert_eq!(f, "-work-my-p-1");
-/// ```
-pub fn transcript_folder(project: &Path) -> String {
+pub(crate) fn transcript_folder(project: &Path) -> String {
     project
         .to_string_lossy()
         .encode_utf16()
@@ -615,11 +573,48 @@ mod tests {
             kept,
             json!({"numStartups": 3, "projects": {"/p": {"hasTrustDialogAccepted": true}}})
         );
+        let planted = json!({
+            "hasCompletedOnboarding": true,
+            "mcpServers": {"x": {"command": "/bin/sh"}},
+            "projects": {"/p": {"hasTrustDialogAccepted": true, "mcpServers": {}}, "rel": {}},
+        });
+        let kept = json!({"hasCompletedOnboarding": true,
+            "projects": {"/p": {"hasTrustDialogAccepted": true}}});
+        assert_eq!(named_state(&planted), kept);
+    }
+
+    #[test]
+    fn trust_and_onboarding_are_laid_over_what_the_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = || -> Value {
+            serde_json::from_slice(&fs::read(dir.path().join(".claude.json")).unwrap()).unwrap()
+        };
+        seed_trust(dir.path(), "/work/p".as_ref()).unwrap();
+        assert_eq!(
+            read()["projects"]["/work/p"]["hasTrustDialogAccepted"],
+            true
+        );
+        let given = r#"{"hasCompletedOnboarding": false, "numStartups": 3}"#;
+        fs::write(dir.path().join(".claude.json"), given).unwrap();
+        seed_onboarded(dir.path()).unwrap();
+        assert_eq!(
+            read(),
+            json!({"hasCompletedOnboarding": true, "numStartups": 3})
+        );
+    }
+
+    #[test]
+    fn a_session_gets_its_own_projects_state_only() {
+        let v = json!({"numStartups": 2, "projects": {
+            "/a": {"hasTrustDialogAccepted": true}, "/b": {"hasTrustDialogAccepted": true}}});
+        let a = json!({"numStartups": 2, "projects": {"/a": {"hasTrustDialogAccepted": true}}});
+        assert_eq!(scoped(v, Some("/a".as_ref())), a);
     }
 
     /// Claude Code's long folder names: the first 200 characters, `-` and a hash.
     #[test]
     fn long_project_folders_match_by_their_cut() {
+        assert_eq!(transcript_folder("/work/my_p.1".as_ref()), "-work-my-p-1");
         let long = format!("/{}", "a".repeat(250));
         let folder = transcript_folder(Path::new(&long));
         assert_eq!(folder.len(), 251);

@@ -54,10 +54,10 @@ impl Error for TokenError {
 /// Why a program the launch runs cannot be used.
 ///
 /// ```
-/// use relay_host::launch::error::{ProgramError, Refusal};
+/// use relay_host::launch::error::{LaunchError, ProgramError, Refusal};
 /// let e = ProgramError::CommandNotFound { name: "claude".into() };
-/// assert_eq!(e.refusal(), Refusal::SpawnFailed);
 /// assert_eq!(e.to_string(), r#"command "claude" not found or not executable (looked on PATH)"#);
+/// assert_eq!(LaunchError::Program(e).refusal(), Refusal::SpawnFailed);
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -77,12 +77,7 @@ pub enum ProgramError {
 
 impl ProgramError {
     /// Which answer the refusal gets.
-    ///
-    /// ```
-    /// use relay_host::launch::error::{ProgramError, Refusal};
-    /// assert_eq!(ProgramError::SshNotFound.refusal(), Refusal::SpawnFailed);
-    /// ```
-    pub fn refusal(&self) -> Refusal {
+    pub(crate) fn refusal(&self) -> Refusal {
         match self {
             ProgramError::Planted(_) => Refusal::SandboxUnavailable,
             _ => Refusal::SpawnFailed,
@@ -176,5 +171,15 @@ impl Error for PrepareError {
             PrepareError::Sandbox(e) => e.source(),
             PrepareError::Spawn(e) => e.source(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_failed_to_spawn() {
+        assert_eq!(ProgramError::SshNotFound.refusal(), Refusal::SpawnFailed);
     }
 }

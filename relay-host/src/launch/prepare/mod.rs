@@ -1,10 +1,10 @@
 //! What a launch prepares before its network and sandbox: the token (`token`), the programs it
 //! runs (`programs`), its session folder (`session_folder`) with the write-deny placeholders'
-//! lock (`placeholders`), and Claude's own configuration folder ([`claude_config`]) and the
+//! lock (`placeholders`), and Claude's own configuration folder (`claude_config`) and the
 //! configuration a token session's tools read (`own_config`).
 
-pub mod claude_config;
-pub mod error;
+pub(crate) mod claude_config;
+pub(crate) mod error;
 pub(crate) mod own_config;
 pub(crate) mod programs;
 pub(crate) mod session_folder;

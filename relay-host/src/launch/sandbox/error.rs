@@ -14,9 +14,9 @@ use relay_token::sandbox::SandboxError;
 /// Why the sandbox cannot keep what it must read-only or masked.
 ///
 /// ```
-/// use relay_host::launch::error::{ConfineError, Refusal};
+/// use relay_host::launch::error::{ConfineError, LaunchError, Refusal};
 /// let e = ConfineError::PlaceholderRaced { path: "/h/.bashrc".into() };
-/// assert_eq!(e.refusal(), Refusal::SandboxUnavailable);
+/// assert_eq!(LaunchError::Confine(e).refusal(), Refusal::SandboxUnavailable);
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -61,13 +61,7 @@ pub enum ConfineError {
 
 impl ConfineError {
     /// Which answer the refusal gets.
-    ///
-    /// ```
-    /// use relay_host::launch::error::{ConfineError, Refusal};
-    /// let e = ConfineError::NoDump { dir: "/s".into(), source: std::io::ErrorKind::Other.into() };
-    /// assert_eq!(e.refusal(), Refusal::SpawnFailed);
-    /// ```
-    pub fn refusal(&self) -> Refusal {
+    pub(crate) fn refusal(&self) -> Refusal {
         match self {
             ConfineError::NoDump { source, .. }
                 if source.kind() != io::ErrorKind::PermissionDenied =>
@@ -155,5 +149,24 @@ impl From<SandboxError> for SandboxStepError {
 impl From<SpawnError> for SandboxStepError {
     fn from(e: SpawnError) -> Self {
         SandboxStepError::Spawn(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_no_dump_preload_refused_permission_is_unavailable_else_failed_to_spawn() {
+        let e = ConfineError::NoDump {
+            dir: "/s".into(),
+            source: io::ErrorKind::Other.into(),
+        };
+        assert_eq!(e.refusal(), Refusal::SpawnFailed);
+        let e = ConfineError::NoDump {
+            dir: "/s".into(),
+            source: io::ErrorKind::PermissionDenied.into(),
+        };
+        assert_eq!(e.refusal(), Refusal::SandboxUnavailable);
     }
 }

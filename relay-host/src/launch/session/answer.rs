@@ -22,18 +22,14 @@ use crate::launch::plan::invalid_spec::InvalidSpec;
 use crate::launch::plan::request::valid_session_id;
 
 /// The `version` of every answer row; it grows when a field changes meaning or goes away.
-pub const ANSWER_VERSION: u32 = 1;
+const ANSWER_VERSION: u32 = 1;
 
 /// How the session holds Claude's credential: `"pipe"` (the token on fd 5), `"stand_in"` (a
 /// stand-in on fd 5, the token in `relay-stand-in`), `"none"`.
-///
-/// ```
-/// use relay_host::launch::session::answer::token_mode_word;
-/// use relay_host::settings::TokenMode;
-/// assert_eq!(token_mode_word(true, TokenMode::StandIn), "stand_in");
-/// assert_eq!(token_mode_word(false, TokenMode::Pipe), "none");
-/// ```
-pub fn token_mode_word(carries_token: bool, mode: crate::settings::TokenMode) -> &'static str {
+pub(crate) fn token_mode_word(
+    carries_token: bool,
+    mode: crate::settings::TokenMode,
+) -> &'static str {
     if carries_token {
         mode.word()
     } else {
@@ -42,13 +38,7 @@ pub fn token_mode_word(carries_token: bool, mode: crate::settings::TokenMode) ->
 }
 
 /// The answer of a session that started.
-///
-/// ```
-/// let a = relay_host::launch::session::answer::started("s-1", 4242, "pipe", "claude-code");
-/// assert_eq!(a["status"], 201);
-/// assert_eq!(a["version"], 1);
-/// ```
-pub fn started(session_id: &str, pid: i64, token_mode: &str, template: &str) -> Value {
+pub(crate) fn started(session_id: &str, pid: i64, token_mode: &str, template: &str) -> Value {
     json!({
         "event": "launch",
         "version": ANSWER_VERSION,
@@ -61,14 +51,7 @@ pub fn started(session_id: &str, pid: i64, token_mode: &str, template: &str) -> 
 }
 
 /// The answer of a refused launch; `message` is already redacted.
-///
-/// ```
-/// use relay_host::launch::{session::answer, error::{LaunchError, StartError}};
-/// let e = LaunchError::Start(StartError::ShimEnded);
-/// let a = answer::refused(&e, "m".into(), Some("../x"));
-/// assert_eq!((a["status"].as_u64(), a["session_id"].is_null()), (Some(500), true));
-/// ```
-pub fn refused(e: &LaunchError, message: String, session_id: Option<&str>) -> Value {
+pub(crate) fn refused(e: &LaunchError, message: String, session_id: Option<&str>) -> Value {
     let mut a = json!({
         "event": "launch",
         "version": ANSWER_VERSION,
@@ -84,15 +67,12 @@ pub fn refused(e: &LaunchError, message: String, session_id: Option<&str>) -> Va
 }
 
 /// The answer of a session that ended: relay-host's exit `code` and the shim's last word.
-///
-/// ```
-/// use relay_shim::StatusEvent;
-/// let a = relay_host::launch::session::answer::ended("s-1", 137, Some(StatusEvent::Exited { status: 137 }), true);
-/// assert_eq!((a["signal"].as_i64(), a.get("status")), (Some(9), None));
-/// let a = relay_host::launch::session::answer::ended("s-1", 3, Some(StatusEvent::Exited { status: 3 }), false);
-/// assert_eq!(a["status"], 3);
-/// ```
-pub fn ended(session_id: &str, code: i32, last: Option<StatusEvent>, sandboxed: bool) -> Value {
+pub(crate) fn ended(
+    session_id: &str,
+    code: i32,
+    last: Option<StatusEvent>,
+    sandboxed: bool,
+) -> Value {
     let mut a = json!({
         "event": "exit",
         "version": ANSWER_VERSION,
@@ -113,13 +93,7 @@ pub fn ended(session_id: &str, code: i32, last: Option<StatusEvent>, sandboxed: 
 
 /// The request's field a refusal concerns, where there is one: `template`, `session_id`,
 /// `resume`, `project`, `host`, `env.NAME`, `env`, `extra_args[I]`, `extra_args`.
-///
-/// ```
-/// use relay_host::launch::{session::answer::field, error::{LaunchError, RequestError}};
-/// let e = LaunchError::Request(RequestError::SessionRunning { session_id: "s".into() });
-/// assert_eq!(field(&e).as_deref(), Some("session_id"));
-/// ```
-pub fn field(e: &LaunchError) -> Option<String> {
+pub(crate) fn field(e: &LaunchError) -> Option<String> {
     let LaunchError::Request(r) = e else {
         return None;
     };
@@ -153,5 +127,41 @@ pub fn field(e: &LaunchError) -> Option<String> {
 pub(crate) fn print(answer: &Value) {
     if crate::human::json_answers() {
         let _ = crate::human::write_out(format_args!("{answer}\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::error::StartError;
+    use crate::settings::TokenMode;
+
+    #[test]
+    fn the_token_mode_is_none_without_the_token() {
+        assert_eq!(token_mode_word(true, TokenMode::StandIn), "stand_in");
+        assert_eq!(token_mode_word(false, TokenMode::Pipe), "none");
+    }
+
+    #[test]
+    fn a_started_and_a_refused_launch_are_answered_with_their_status() {
+        let a = started("s-1", 4242, "pipe", "claude-code");
+        assert_eq!(a["status"], 201);
+        assert_eq!(a["version"], 1);
+        let e = LaunchError::Start(StartError::ShimEnded);
+        let a = refused(&e, "m".into(), Some("../x"));
+        let got = (a["status"].as_u64(), a["session_id"].is_null());
+        assert_eq!(got, (Some(500), true));
+        let e = LaunchError::Request(RequestError::SessionRunning {
+            session_id: "s".into(),
+        });
+        assert_eq!(field(&e).as_deref(), Some("session_id"));
+    }
+
+    #[test]
+    fn a_sandboxed_exit_over_128_is_the_signal() {
+        let a = ended("s-1", 137, Some(StatusEvent::Exited { status: 137 }), true);
+        assert_eq!((a["signal"].as_i64(), a.get("status")), (Some(9), None));
+        let a = ended("s-1", 3, Some(StatusEvent::Exited { status: 3 }), false);
+        assert_eq!(a["status"], 3);
     }
 }

@@ -1,9 +1,9 @@
-//! What a launch leaves for the operator: its answers ([`answer`]), its audit row
-//! (`audit_row`), the record of a running session for `ps` ([`sessions`]), and `stop`
-//! ([`stop`]).
+//! What a launch leaves for the operator: its answers (`answer`), its audit row
+//! (`audit_row`), the record of a running session for `ps` (`sessions`), and `stop`
+//! (`stop`).
 
-pub mod answer;
+pub(crate) mod answer;
 pub(crate) mod audit_row;
-pub mod sessions;
+pub(crate) mod sessions;
 pub(crate) mod started;
-pub mod stop;
+pub(crate) mod stop;

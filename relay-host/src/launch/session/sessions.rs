@@ -18,20 +18,11 @@ use crate::settings::SameProject;
 use crate::state::{self, SESSIONS_DIR};
 
 /// The record's file name in a session folder.
-pub const RECORD_FILE: &str = "session.json";
+const RECORD_FILE: &str = "session.json";
 
 /// What `ps` shows of one session, written once its session started.
-///
-/// ```
-/// let r: relay_host::launch::session::sessions::Record = serde_json::from_str(
-///     r#"{"id":"s1","template":"shell","kind":"terminal","project":null,"pid":7,"shim_pid":6,
-///         "host_pid":5,"started":"2026-01-02T03:04:05Z","token":false,"network":"host"}"#,
-/// )?;
-/// assert_eq!(r.id, "s1");
-/// # Ok::<(), serde_json::Error>(())
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The session id.
     pub id: String,
     /// The template's id.
@@ -83,16 +74,7 @@ impl Record {
     }
 
     /// What fd 5 carried: `stand_in`, `pipe` or `none`.
-    ///
-    /// ```
-    /// let r: relay_host::launch::session::sessions::Record = serde_json::from_str(
-    ///     r#"{"id":"s1","template":"shell","kind":"terminal","project":null,"pid":7,"shim_pid":6,
-    ///         "host_pid":5,"started":"2026-01-02T03:04:05Z","token":true,"network":"host"}"#,
-    /// )?;
-    /// assert_eq!(r.token_mode(), "pipe");
-    /// # Ok::<(), serde_json::Error>(())
-    /// ```
-    pub fn token_mode(&self) -> &str {
+    pub(crate) fn token_mode(&self) -> &str {
         match (&self.token_mode, self.token) {
             (Some(m), _) => m,
             (None, true) => "pipe",
@@ -154,11 +136,7 @@ fn alive(pid: u32) -> bool {
 
 /// The sessions of this state folder that run now: a record, the folder's lock held, the shim
 /// alive. Sorted by start time, then id.
-///
-/// ```
-/// assert!(relay_host::launch::session::sessions::running("/nonexistent".as_ref()).is_empty());
-/// ```
-pub fn running(state_dir: &Path) -> Vec<Record> {
+pub(crate) fn running(state_dir: &Path) -> Vec<Record> {
     let mut out: Vec<Record> = std::fs::read_dir(state_dir.join(SESSIONS_DIR))
         .into_iter()
         .flatten()
@@ -213,13 +191,7 @@ pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result
 }
 
 /// `relay-host ps`: the running sessions, as a table or (`--json`) one JSON array. Returns 0.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::launch::session::sessions::print(&host, false));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn print(host: &crate::Host, json: bool) -> i32 {
+pub(crate) fn print(host: &crate::Host, json: bool) -> i32 {
     let list = running(&host.state_dir);
     if json {
         let rows: Vec<serde_json::Value> =
@@ -262,4 +234,34 @@ pub fn print(host: &crate::Host, json: bool) -> i32 {
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as an older host wrote it: without `token_mode`.
+    fn record(token: bool) -> Record {
+        let text = format!(
+            r#"{{"id":"s1","template":"shell","kind":"terminal","project":null,"pid":7,
+                "shim_pid":6,"host_pid":5,"started":"2026-01-02T03:04:05Z","token":{token},
+                "network":"host"}}"#
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn a_record_without_its_token_mode_reads_it_from_token() {
+        assert_eq!(record(false).id, "s1");
+        assert_eq!(record(false).token_mode(), "none");
+        assert_eq!(record(true).token_mode(), "pipe");
+    }
+
+    #[test]
+    fn no_session_runs_in_a_state_folder_without_sessions() {
+        assert!(running("/nonexistent".as_ref()).is_empty());
+        let state = tempfile::tempdir().unwrap();
+        let host = crate::Host::from_dirs("/nonexistent".into(), state.path().into()).unwrap();
+        assert_eq!(print(&host, true), 0);
+    }
 }

@@ -16,13 +16,7 @@ const WAIT: Duration = Duration::from_secs(10);
 /// `relay-host stop`: ends the running session `id`, or every running session (`all`); exit 0
 /// when each is gone, 64 for an id that names no running session (or neither an id nor
 /// `--all`), 70 when one outlived the wait.
-///
-/// ```no_run
-/// let host = relay_host::Host::locate(None, None)?;
-/// std::process::exit(relay_host::launch::session::stop::stop(&host, Some("s1"), false, false));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn stop(host: &crate::Host, id: Option<&str>, all: bool, json_out: bool) -> i32 {
+pub(crate) fn stop(host: &crate::Host, id: Option<&str>, all: bool, json_out: bool) -> i32 {
     let list = running(&host.state_dir);
     let chosen: Vec<Record> = match (id, all) {
         (Some(id), false) => list.into_iter().filter(|r| r.id == id).collect(),
@@ -77,5 +71,19 @@ fn end(r: &Record) {
         // SAFETY: kill takes integers only. The group is the running session's (its record's
         // lock is held and its shim alive a moment ago), led by the pid its shim reported.
         unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_that_names_no_running_session_is_a_usage_error() {
+        let state = tempfile::tempdir().unwrap();
+        let host = crate::Host::from_dirs("/nonexistent".into(), state.path().into()).unwrap();
+        assert_eq!(stop(&host, Some("s1"), false, false), 64);
+        assert_eq!(stop(&host, None, false, false), 64);
+        assert_eq!(stop(&host, None, true, true), 0);
     }
 }

@@ -28,7 +28,7 @@ use relay_shim::identity::{ok_line, read_line, LaunchSecret, LineError, HELLO_KI
 use relay_token::sys;
 
 /// The socket's file name inside its per-launch folder.
-pub const SOCKET_NAME: &str = "hello.sock";
+const SOCKET_NAME: &str = "hello.sock";
 
 /// Why the bridge could not be set up. Names paths only.
 #[derive(Debug)]
@@ -55,14 +55,9 @@ pub(super) fn setup_err(what: impl fmt::Display) -> impl FnOnce(io::Error) -> Br
 }
 
 /// Why the bridge did not confirm a launch. Never holds a byte of what the peer sent.
-///
-/// ```
-/// use relay_host::launch::shim::bridge::HelloError;
-/// assert_eq!(HelloError::WrongSecret.to_string(), "the Hello carries the wrong secret");
-/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub enum HelloError {
+pub(crate) enum HelloError {
     /// Nobody connected, or no whole line came, before the deadline.
     Timeout,
     /// The launch gave up waiting (the bridge was dropped).
@@ -143,7 +138,7 @@ struct HelloWire<'a> {
 
 /// One launch's bridge: a listening socket in a fresh 0700 folder of the state folder, the
 /// launch's secret and its session id. Dropping it removes the socket and the folder.
-pub struct Bridge {
+pub(crate) struct Bridge {
     dir: PathBuf,
     socket: PathBuf,
     listener: UnixListener,
@@ -170,19 +165,7 @@ impl Drop for Bridge {
 impl Bridge {
     /// A bridge for `session_id`: a fresh secret, and a socket `bridge-<random>/hello.sock`
     /// (folder 0700, socket 0600) in `state_dir`, which must exist.
-    ///
-    /// ```
-    /// # use std::os::unix::fs::PermissionsExt;
-    /// let state = tempfile::tempdir()?;
-    /// let bridge = relay_host::launch::shim::bridge::Bridge::open(state.path(), "s1")?;
-    /// let mode = std::fs::metadata(bridge.socket_path())?.permissions().mode() & 0o777;
-    /// assert_eq!(mode, 0o600);
-    /// let folder = bridge.socket_path().parent().unwrap().to_path_buf();
-    /// drop(bridge);
-    /// assert!(!folder.exists());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn open(state_dir: &Path, session_id: &str) -> Result<Bridge, BridgeError> {
+    pub(crate) fn open(state_dir: &Path, session_id: &str) -> Result<Bridge, BridgeError> {
         let name = LaunchSecret::generate().map_err(setup_err("/dev/urandom"))?;
         let name = String::from_utf8_lossy(&name.expose()[..16]).into_owned();
         let dir = state_dir.join(format!("bridge-{name}"));
@@ -218,28 +201,13 @@ impl Bridge {
     }
 
     /// The socket's path (the value of `RELAY_BRIDGE_SOCKET`).
-    ///
-    /// ```
-    /// let state = tempfile::tempdir()?;
-    /// let bridge = relay_host::launch::shim::bridge::Bridge::open(state.path(), "s1")?;
-    /// assert!(bridge.socket_path().ends_with("hello.sock"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn socket_path(&self) -> &Path {
+    pub(crate) fn socket_path(&self) -> &Path {
         &self.socket
     }
 
     /// A pipe's read end holding the secret, its write end already closed (64 bytes, below any
     /// pipe's capacity: the write never blocks).
-    ///
-    /// ```
-    /// let state = tempfile::tempdir()?;
-    /// let bridge = relay_host::launch::shim::bridge::Bridge::open(state.path(), "s1")?;
-    /// let secret = relay_shim::identity::read_secret(bridge.secret_pipe()?)?;
-    /// assert_eq!(secret.expose().len(), 64);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn secret_pipe(&self) -> io::Result<OwnedFd> {
+    pub(crate) fn secret_pipe(&self) -> io::Result<OwnedFd> {
         // Under the spawn lock, like the token pipe: the write end must not be closed under a
         // concurrent spawn that found its number busy.
         let _serial = relay_token::spawn_lock();
@@ -269,20 +237,7 @@ impl Bridge {
     /// reads one line, checks it, calls `verdict` with the outcome and only then answers: the
     /// OK line (with this process's pid as `relay_pid`) or an error line. Answers once: the
     /// bridge takes no other connection.
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// use relay_host::launch::shim::bridge::{Bridge, HelloError};
-    /// let state = tempfile::tempdir()?;
-    /// let bridge = Bridge::open(state.path(), "s1")?;
-    /// let (_cancel_r, cancel_w) = std::io::pipe()?;
-    /// # use std::os::fd::AsFd;
-    /// let soon = Instant::now() + Duration::from_millis(50);
-    /// assert_eq!(bridge.answer_once(soon, _cancel_r.as_fd(), |_| ()), Err(HelloError::Timeout));
-    /// # drop(cancel_w);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn answer_once(
+    pub(crate) fn answer_once(
         &self,
         deadline: Instant,
         cancel: BorrowedFd<'_>,
@@ -454,6 +409,38 @@ mod tests {
             Ok(())
         });
         assert_eq!(served, Err(HelloError::TooLong));
+    }
+
+    #[test]
+    fn the_socket_is_the_owners_alone_and_goes_with_the_bridge() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let bridge = Bridge::open(state.path(), "s1").unwrap();
+        assert!(bridge.socket_path().ends_with("hello.sock"));
+        let mode = fs::metadata(bridge.socket_path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let secret = relay_shim::identity::read_secret(bridge.secret_pipe().unwrap()).unwrap();
+        assert_eq!(secret.expose().len(), 64);
+        let folder = bridge.socket_path().parent().unwrap().to_path_buf();
+        drop(bridge);
+        assert!(!folder.exists());
+    }
+
+    #[test]
+    fn nobody_connecting_before_the_deadline_is_a_timeout() {
+        let state = tempfile::tempdir().unwrap();
+        let bridge = Bridge::open(state.path(), "s1").unwrap();
+        let (cancel_r, _cancel_w) = sys::pipe2_cloexec().unwrap();
+        let soon = Instant::now() + Duration::from_millis(50);
+        let got = bridge.answer_once(soon, cancel_r.as_fd(), |_| ());
+        assert_eq!(got, Err(HelloError::Timeout));
+        assert_eq!(
+            HelloError::WrongSecret.to_string(),
+            "the Hello carries the wrong secret"
+        );
     }
 
     #[test]

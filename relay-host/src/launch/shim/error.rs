@@ -57,13 +57,7 @@ pub enum StartError {
 
 impl StartError {
     /// Which answer the refusal gets.
-    ///
-    /// ```
-    /// use relay_host::launch::error::{Refusal, StartError};
-    /// let e = StartError::SandboxEnded { bwrap: None, status: 1 };
-    /// assert_eq!(e.refusal(), Refusal::SandboxUnavailable);
-    /// ```
-    pub fn refusal(&self) -> Refusal {
+    pub(crate) fn refusal(&self) -> Refusal {
         match self {
             StartError::SandboxEnded { .. } => Refusal::SandboxUnavailable,
             _ => Refusal::SpawnFailed,
@@ -145,5 +139,20 @@ impl From<SandboxError> for ShimError {
 impl From<SpawnError> for ShimError {
     fn from(e: SpawnError) -> Self {
         ShimError::Spawn(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandbox_that_ended_is_unavailable_and_the_rest_failed_to_spawn() {
+        let e = StartError::SandboxEnded {
+            bwrap: None,
+            status: 1,
+        };
+        assert_eq!(e.refusal(), Refusal::SandboxUnavailable);
+        assert_eq!(StartError::ShimEnded.refusal(), Refusal::SpawnFailed);
     }
 }

@@ -1,11 +1,11 @@
-//! The shim of one launch: its wiring ([`wiring`]) with the launch identity's bridge
-//! ([`bridge`]), its command (`shim_command`) and its start (`start`).
+//! The shim of one launch: its wiring (`wiring`) with the launch identity's bridge
+//! (`bridge`), its command (`shim_command`) and its start (`start`).
 
-pub mod bridge;
-pub mod error;
+pub(crate) mod bridge;
+pub(crate) mod error;
 pub(crate) mod shim_command;
 pub(crate) mod start;
-pub mod wiring;
+pub(crate) mod wiring;
 
 use std::fs::File;
 use std::io::BufReader;

@@ -22,7 +22,7 @@ use relay_token::FdMap;
 use relay_token::{sys, ClaudeToken, TokenPipe};
 
 /// How long the host waits for the shim's `started` line.
-pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Spawns the shim `s`, handing it the status pipe, the wiring's descriptors, bwrap's
 /// descriptors (of `argv`, which the caller holds until the session started) and the token

@@ -2,26 +2,10 @@
 //! launch identity), and the gate that lets the launch count as started only once the shim
 //! reported `hello_ok` (confirmed by the [`Bridge`] itself) and then `started`.
 //!
-//! ```no_run
-//! use relay_host::launch::shim::wiring::ShimWiring;
-//! use relay_shim::{SessionId, ShimOptions};
-//! use relay_token::FdMap;
-//! let wiring = ShimWiring::new(true, "/var/lib/relay".as_ref(), "s1")?;
-//! let mut opts = ShimOptions::parse(["--", "claude"])?;
-//! (opts.identity, opts.status_fd) = (wiring.identity(), wiring.status_fd());
-//! opts.session_id = SessionId::parse("s1");
-//! let mut cmd = std::process::Command::new("relay-shim");
-//! cmd.args(opts.to_args());
-//! let (status_r, status_w) = std::io::pipe()?;
-//! let mut map = FdMap::new();
-//! # use std::os::fd::AsFd;
-//! map.place(status_w.as_fd(), wiring.status_fd())?;
-//! wiring.attach(&mut cmd, &mut map)?;
-//! let child = map.spawn(&mut cmd)?;
-//! let mut gate = wiring.start(std::time::Duration::from_secs(10));
-//! // For each status line: gate.check(&relay_shim::StatusEvent::parse(&line)?)?; until `started`.
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! In order: [`ShimWiring::new`] for the launch; the shim's flags take its
+//! [`ShimWiring::identity`] and [`ShimWiring::status_fd`]; [`ShimWiring::attach`] places the
+//! secret's pipe in the shim's descriptor map; once the shim is spawned, [`ShimWiring::start`]
+//! makes the [`Gate`] that judges each status line until `started`.
 
 use relay_shim::identity::{BRIDGE_SOCKET_VAR, SECRET_FD};
 use relay_shim::{StatusEvent, DEFAULT_STATUS_FD, IDENTITY_STATUS_FD};
@@ -41,23 +25,18 @@ use crate::launch::shim::bridge::{setup_err, Bridge, BridgeError, HelloError};
 /// How the host wires `relay-shim` for one launch: with the identity Hello (a provider launch:
 /// secret at 3, status at 4) or without (status at 3).
 #[derive(Debug)]
-pub struct ShimWiring {
+pub(crate) struct ShimWiring {
     bridge: Option<(Bridge, OwnedFd)>,
 }
 
 impl ShimWiring {
     /// The wiring of a launch; with `identity`, a fresh [`Bridge`] in `state_dir` and the pipe
     /// holding its secret.
-    ///
-    /// ```
-    /// let state = tempfile::tempdir()?;
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(false, state.path(), "s1")?;
-    /// assert_eq!((w.identity(), w.status_fd()), (false, 3));
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(true, state.path(), "s1")?;
-    /// assert_eq!((w.identity(), w.status_fd()), (true, 4));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn new(identity: bool, state_dir: &Path, session_id: &str) -> Result<Self, BridgeError> {
+    pub(crate) fn new(
+        identity: bool,
+        state_dir: &Path,
+        session_id: &str,
+    ) -> Result<Self, BridgeError> {
         if !identity {
             return Ok(ShimWiring { bridge: None });
         }
@@ -71,14 +50,7 @@ impl ShimWiring {
     }
 
     /// Where the shim writes its status lines: 4 with the identity, else 3.
-    ///
-    /// ```
-    /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(false, state.path(), "s1")?;
-    /// assert_eq!(w.status_fd(), 3);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn status_fd(&self) -> RawFd {
+    pub(crate) fn status_fd(&self) -> RawFd {
         match self.bridge {
             Some(_) => IDENTITY_STATUS_FD,
             None => DEFAULT_STATUS_FD,
@@ -86,31 +58,14 @@ impl ShimWiring {
     }
 
     /// Whether the shim proves the launch first (its `--identity`).
-    ///
-    /// ```
-    /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(true, state.path(), "s1")?;
-    /// assert!(w.identity());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn identity(&self) -> bool {
+    pub(crate) fn identity(&self) -> bool {
         self.bridge.is_some()
     }
 
     /// With the identity: places the secret's pipe at fd 3 in `map` and names the socket in
     /// `cmd`'s environment (call it after the environment is set: the variable must survive an
     /// `env_clear`). Without: nothing.
-    ///
-    /// ```
-    /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(true, state.path(), "s1")?;
-    /// let mut cmd = std::process::Command::new("true");
-    /// let mut map = relay_token::FdMap::new();
-    /// w.attach(&mut cmd, &mut map)?;
-    /// assert_eq!(map.targets(), vec![3]);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn attach<'a>(
+    pub(crate) fn attach<'a>(
         &'a self,
         cmd: &mut Command,
         map: &mut FdMap<'a>,
@@ -125,15 +80,7 @@ impl ShimWiring {
     /// Once the shim is spawned: closes the host's copy of the secret's pipe and lets the bridge
     /// answer (on a thread of its own, for at most `timeout`). The returned [`Gate`] judges the
     /// shim's status lines.
-    ///
-    /// ```
-    /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(false, state.path(), "s1")?;
-    /// let mut gate = w.start(std::time::Duration::from_secs(1));
-    /// assert!(gate.check(&relay_shim::StatusEvent::Started { pid: 9 }).is_ok());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn start(self, timeout: Duration) -> Gate {
+    pub(crate) fn start(self, timeout: Duration) -> Gate {
         let Some((bridge, secret)) = self.bridge else {
             return Gate::default();
         };
@@ -175,7 +122,7 @@ impl ShimWiring {
 /// Judges the shim's status lines of one launch against its bridge. Dropping it stops the
 /// bridge (if it still waits) and removes its socket.
 #[derive(Debug, Default)]
-pub struct Gate {
+pub(crate) struct Gate {
     identity: bool,
     verdict: Option<Receiver<Result<(), HelloError>>>,
     confirmed: bool,
@@ -198,16 +145,7 @@ impl Gate {
     /// passes only when the bridge confirmed the Hello; `bad_secret`, `hello_refused` and
     /// `no_identity` refuse the launch; `started` passes only after a confirmed `hello_ok`.
     /// The error is the refusal's message, naming the event the shim reported.
-    ///
-    /// ```
-    /// # let state = tempfile::tempdir()?;
-    /// let w = relay_host::launch::shim::wiring::ShimWiring::new(true, state.path(), "s1")?;
-    /// let mut gate = w.start(std::time::Duration::from_secs(1));
-    /// let err = gate.check(&relay_shim::StatusEvent::Started { pid: 9 }).unwrap_err();
-    /// assert!(err.to_string().contains("started"), "{err}");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn check(&mut self, event: &StatusEvent) -> Result<(), IdentityRefused> {
+    pub(crate) fn check(&mut self, event: &StatusEvent) -> Result<(), IdentityRefused> {
         if !self.identity {
             return Ok(());
         }
@@ -245,12 +183,7 @@ impl Gate {
 
     /// The identity events that let the launch through (`hello_ok`, then `started`), each with
     /// `session_id` added, for the host's event log. Empty without the identity.
-    ///
-    /// ```
-    /// let gate = relay_host::launch::shim::wiring::Gate::default();
-    /// assert!(gate.events("s1").is_empty());
-    /// ```
-    pub fn events(&self, session_id: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, session_id: &str) -> Vec<Value> {
         self.seen
             .iter()
             .map(|event| {
@@ -276,7 +209,7 @@ impl Gate {
 /// `event` and `reason` words only) and what the bridge said.
 ///
 /// ```
-/// use relay_host::launch::shim::wiring::IdentityRefused;
+/// use relay_host::launch::error::IdentityRefused;
 /// let e = IdentityRefused::NoHello { line: r#"{"event":"hello_ok"}"#.into() };
 /// assert_eq!(e.to_string(), r#"relay-shim reported {"event":"hello_ok"}, but the bridge got no Hello"#);
 /// ```
@@ -374,6 +307,34 @@ mod tests {
             0,
             "nothing left"
         );
+    }
+
+    #[test]
+    fn the_identity_moves_the_status_to_4_and_places_the_secret_at_3() {
+        let state = tempfile::tempdir().unwrap();
+        let w = ShimWiring::new(false, state.path(), "s1").unwrap();
+        assert_eq!((w.identity(), w.status_fd()), (false, 3));
+        let w = ShimWiring::new(true, state.path(), "s1").unwrap();
+        assert_eq!((w.identity(), w.status_fd()), (true, 4));
+        let mut cmd = Command::new("true");
+        let mut map = FdMap::new();
+        w.attach(&mut cmd, &mut map).unwrap();
+        assert_eq!(map.targets(), vec![3]);
+    }
+
+    #[test]
+    fn without_the_identity_every_line_passes_and_with_it_started_waits() {
+        let state = tempfile::tempdir().unwrap();
+        let start = |identity| {
+            ShimWiring::new(identity, state.path(), "s1")
+                .unwrap()
+                .start(Duration::from_secs(1))
+        };
+        let started = StatusEvent::Started { pid: 9 };
+        assert!(start(false).check(&started).is_ok());
+        let err = start(true).check(&started).unwrap_err();
+        assert!(err.to_string().contains("started"), "{err}");
+        assert!(Gate::default().events("s1").is_empty());
     }
 
     #[test]
