@@ -149,8 +149,9 @@ impl AuthListener {
                 }
                 if let Ok(conn) = conn {
                     let found = serve(conn);
-                    r.fetch_add(1, Ordering::SeqCst);
+                    // The hashes first: a reader that sees the count sees them.
                     h.lock().unwrap().extend(found);
+                    r.fetch_add(1, Ordering::SeqCst);
                 }
             }
         });
