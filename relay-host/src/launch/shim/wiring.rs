@@ -365,6 +365,45 @@ mod tests {
         assert!(gate.events("s1").is_empty());
     }
 
+    /// The module's order: the shim's flags from the wiring, the status pipe placed, the secret
+    /// attached, the child spawned, then the gate judging its status line.
+    #[test]
+    fn wired_in_order_the_child_gets_the_secret_at_3_and_reports_at_4() {
+        use std::io::BufRead;
+        let state = tempfile::tempdir().unwrap();
+        let wiring = ShimWiring::new(true, state.path(), "s1").unwrap();
+        let mut opts = relay_shim::ShimOptions::parse(["--", "claude"]).unwrap();
+        (opts.identity, opts.status_fd) = (wiring.identity(), wiring.status_fd());
+        let flags: Vec<String> = (opts.to_args().iter())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(flags.contains(&"--identity".to_string()), "{flags:?}");
+        assert!(
+            flags.windows(2).any(|w| w == ["--status-fd", "4"]),
+            "{flags:?}"
+        );
+        let (status_r, status_w) = std::io::pipe().unwrap();
+        let mut cmd = Command::new("sh");
+        let line = r#"{"event":"started","pid":1}"#;
+        cmd.args(["-c", &format!("head -c 64 <&3 | wc -c; echo '{line}' >&4")]);
+        cmd.stdout(std::process::Stdio::piped());
+        let mut map = FdMap::new();
+        map.place(status_w.as_fd(), wiring.status_fd()).unwrap();
+        wiring.attach(&mut cmd, &mut map).unwrap();
+        let child = map.spawn(&mut cmd).unwrap();
+        drop(status_w);
+        let mut gate = wiring.start(Duration::from_secs(1));
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "64");
+        let mut got = String::new();
+        std::io::BufReader::new(status_r)
+            .read_line(&mut got)
+            .unwrap();
+        let event = StatusEvent::parse(got.trim_end()).unwrap();
+        let err = gate.check(&event).unwrap_err();
+        assert!(err.to_string().contains("started"), "{err}");
+    }
+
     #[test]
     fn hello_ok_without_a_hello_and_refusals_stop_the_launch() {
         let state = tempfile::tempdir().unwrap();
