@@ -198,3 +198,7 @@ pub(crate) fn gc(host: &Host, keep_days: u64, json: bool) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "commands_tests.rs"]
+mod tests;

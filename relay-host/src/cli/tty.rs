@@ -77,4 +77,58 @@ mod tests {
         })();
         result.unwrap();
     }
+
+    /// Whether echo is on for the terminal at `fd`.
+    #[cfg(target_os = "linux")]
+    fn echoes(fd: std::os::fd::RawFd) -> bool {
+        // SAFETY: termios is plain old data; tcgetattr fills it.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: `t` is a valid, writable termios.
+        assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0);
+        t.c_lflag & libc::ECHO != 0
+    }
+
+    /// A fresh pseudo-terminal's two ends (the test's own terminal, never the caller's).
+    #[cfg(target_os = "linux")]
+    fn pty() -> (std::os::fd::OwnedFd, std::fs::File) {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::fs::OpenOptionsExt;
+        // SAFETY: posix_openpt takes flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened and is owned here alone.
+        let master = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let mut name = [0 as libc::c_char; 128];
+        // SAFETY: `master` is a pseudo-terminal master; `name` is writable for its length.
+        unsafe {
+            assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
+            assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
+            assert_eq!(
+                libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()),
+                0
+            );
+        }
+        // SAFETY: ptsname_r wrote a NUL-terminated name into `name`.
+        let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open(path.to_str().unwrap())
+            .unwrap();
+        (master, slave)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn echo_is_off_on_a_terminal_until_the_guard_is_dropped() {
+        use std::os::fd::AsRawFd;
+        let (_master, slave) = pty();
+        let fd = slave.as_raw_fd();
+        assert!(echoes(fd));
+        let guard = crate::cli::tty::EchoOff::new(fd).expect("a terminal");
+        assert!(!echoes(fd));
+        drop(guard);
+        assert!(echoes(fd));
+    }
 }

@@ -505,6 +505,10 @@ fn reply(mut client: &UnixStream, code: u16, msg: &str) -> io::Result<()> {
 }
 
 #[cfg(test)]
+#[path = "proxy_socket_tests.rs"]
+mod socket_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -224,4 +224,18 @@ mod tests {
             "1970-01-01T00:00:00Z event=session_launch outcome=ok"
         );
     }
+
+    #[test]
+    fn a_missing_log_prints_nothing_and_makes_nothing_and_an_unreadable_one_is_an_error() {
+        use crate::state::logs::{print, Query};
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        print(&state, "audit.jsonl", false, &Query::default()).unwrap();
+        assert!(!state.exists());
+        std::fs::create_dir(&state).unwrap();
+        std::fs::write(state.join("audit.jsonl"), "{\"ts\": 5}\n").unwrap();
+        print(&state, "audit.jsonl", false, &Query::default()).unwrap();
+        std::fs::create_dir(state.join("events.jsonl")).unwrap();
+        assert!(print(&state, "events.jsonl", true, &Query::default()).is_err());
+    }
 }

@@ -80,6 +80,10 @@ mod tests {
             u.words(),
             "2 requests; answers 200×1 429×1; 1500 bytes sent, 4100 received"
         );
+    }
+
+    #[test]
+    fn no_use_is_read_from_a_folder_without_its_file() {
         assert_eq!(ApiUse::read("/nonexistent".as_ref()), None);
     }
 }

@@ -374,7 +374,6 @@ mod tests {
             &["--prompt-suggestions", "off", "hi"],
             &["--tools", "Read", "Grep", "--safe-mode", "--restricted"],
             &["-p", "--max-budget-usd", "0.5", "--json-schema", "{}", "go"],
-            &["-p", "--output-format", "json", "fix the test"],
         ] {
             assert_eq!(run(ok), Ok(()), "{ok:?}");
         }
@@ -410,7 +409,6 @@ mod tests {
             ],
             &["auth", "status"],
             &["auth", "status", "--text"],
-            &["auth", "status", "--json"],
             &[
                 "-p",
                 "Fix it",
@@ -457,14 +455,24 @@ mod tests {
             Ok((true, Some(2)))
         );
         assert_eq!(p(&["auth", "status", "--json"]), Ok((false, None)));
+    }
+
+    #[test]
+    fn parse_finds_print_mode_and_the_prompt_and_refuses_a_subcommand() {
+        let p = parse(&args(&["--allowedTools", "Bash", "Write", "-p", "hi"])).unwrap();
+        assert_eq!((p.print, p.prompt), (true, Some(4)));
         assert_eq!(
-            p(&["--allowedTools", "Bash", "Write", "-p", "hi"]),
-            Ok((true, Some(4)))
-        );
-        assert_eq!(
-            p(&["mcp", "add-json", "x", "{}"]),
+            parse(&args(&["mcp", "add-json", "x", "{}"])),
             Err((0, ArgRule::Subcommand))
         );
+    }
+
+    #[test]
+    fn check_passes_a_print_a_ui_prompt_and_auth_status_and_refuses_a_cluster() {
+        assert!(check(&args(&["-p", "--output-format", "json", "fix the test"])).is_ok());
+        assert!(check(&args(&["explain this repo"])).is_ok());
+        assert!(check(&args(&["auth", "status", "--json"])).is_ok());
+        assert_eq!(check(&args(&["-pc"])), Err((0, ArgRule::Cluster)));
     }
 
     #[test]
@@ -480,9 +488,7 @@ mod tests {
             (&["mcp-ish"][..], &[" mcp-ish"][..]),
             (&["--verbose", "--", "hi"], &["--verbose", "--", " hi"]),
             (&["-p", "hi"], &["-p", "hi"]),
-            (&["--verbose", "hi"], &["--verbose", " hi"]),
             (&["explain this repo"], &["explain this repo"]),
-            (&["explain this"], &["explain this"]),
             (
                 &["--allowedTools", "Bash", "Write"],
                 &["--allowedTools", "Bash", "Write"],
@@ -496,6 +502,17 @@ mod tests {
         ] {
             assert_eq!(for_claude(&args(given)), args(handed), "{given:?}");
         }
+    }
+
+    #[test]
+    fn for_claude_spaces_a_one_word_ui_prompt_only() {
+        let a = |a: &[&str]| args(a);
+        assert_eq!(
+            for_claude(&a(&["--verbose", "hi"])),
+            a(&["--verbose", " hi"])
+        );
+        assert_eq!(for_claude(&a(&["-p", "hi"])), a(&["-p", "hi"]));
+        assert_eq!(for_claude(&a(&["explain this"])), a(&["explain this"]));
     }
 
     #[test]
@@ -577,11 +594,6 @@ mod tests {
     fn a_refusal_names_the_flag_and_why() {
         let words = |a: &[&str]| run(a).unwrap_err().1.to_string();
         assert_eq!(
-            words(&["--settings={}"]),
-            "--settings is refused: it loads settings (a base URL, hooks, apiKeyHelper) from a \
-             file or JSON"
-        );
-        assert_eq!(
             words(&["--permission-mode", "bypassPermissions"]),
             "--permission-mode takes one of acceptEdits, auto, manual, dontAsk, plan"
         );
@@ -594,6 +606,16 @@ mod tests {
             words(&["mcp", "list"]),
             "a Claude Code subcommand, which a launch that carries the token may not run (only \
              auth status may); to send the word as a prompt, write -p before it"
+        );
+    }
+
+    #[test]
+    fn a_refused_settings_option_is_said_with_its_reason() {
+        let (_, rule) = check(&args(&["--settings={}"])).unwrap_err();
+        assert_eq!(
+            rule.to_string(),
+            "--settings is refused: it loads settings (a base URL, hooks, apiKeyHelper) from a \
+             file or JSON"
         );
     }
 }

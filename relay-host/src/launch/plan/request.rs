@@ -375,11 +375,15 @@ mod tests {
     }
 
     #[test]
-    fn a_session_id_keeps_to_its_rule_and_a_fresh_one_does() {
+    fn a_session_id_keeps_to_its_rule() {
         assert!(valid_session_id("s-1"));
         assert!(!valid_session_id("../x"));
         assert!(!valid_session_id("-rf"));
         assert!(!valid_session_id(""));
+    }
+
+    #[test]
+    fn a_fresh_session_id_keeps_to_the_rule() {
         let id = new_session_id();
         assert!(valid_session_id(&id));
     }
@@ -392,6 +396,11 @@ mod tests {
             read_request(&big[..]).unwrap_err().to_string(),
             "request: larger than 1 MiB"
         );
+    }
+
+    #[test]
+    fn a_kind_is_named_as_a_request_writes_it() {
+        assert_eq!(Kind::Terminal.as_str(), "terminal");
     }
 
     #[test]

@@ -573,6 +573,10 @@ mod tests {
             kept,
             json!({"numStartups": 3, "projects": {"/p": {"hasTrustDialogAccepted": true}}})
         );
+    }
+
+    #[test]
+    fn named_state_keeps_onboarding_and_a_projects_trust_only() {
         let planted = json!({
             "hasCompletedOnboarding": true,
             "mcpServers": {"x": {"command": "/bin/sh"}},
@@ -584,7 +588,7 @@ mod tests {
     }
 
     #[test]
-    fn trust_and_onboarding_are_laid_over_what_the_file_holds() {
+    fn trust_is_seeded_for_the_project() {
         let dir = tempfile::tempdir().unwrap();
         let read = || -> Value {
             serde_json::from_slice(&fs::read(dir.path().join(".claude.json")).unwrap()).unwrap()
@@ -594,6 +598,14 @@ mod tests {
             read()["projects"]["/work/p"]["hasTrustDialogAccepted"],
             true
         );
+    }
+
+    #[test]
+    fn onboarding_is_laid_over_what_the_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = || -> Value {
+            serde_json::from_slice(&fs::read(dir.path().join(".claude.json")).unwrap()).unwrap()
+        };
         let given = r#"{"hasCompletedOnboarding": false, "numStartups": 3}"#;
         fs::write(dir.path().join(".claude.json"), given).unwrap();
         seed_onboarded(dir.path()).unwrap();
@@ -611,10 +623,14 @@ mod tests {
         assert_eq!(scoped(v, Some("/a".as_ref())), a);
     }
 
+    #[test]
+    fn a_transcript_folder_is_the_path_with_dashes() {
+        assert_eq!(transcript_folder("/work/my_p.1".as_ref()), "-work-my-p-1");
+    }
+
     /// Claude Code's long folder names: the first 200 characters, `-` and a hash.
     #[test]
     fn long_project_folders_match_by_their_cut() {
-        assert_eq!(transcript_folder("/work/my_p.1".as_ref()), "-work-my-p-1");
         let long = format!("/{}", "a".repeat(250));
         let folder = transcript_folder(Path::new(&long));
         assert_eq!(folder.len(), 251);

@@ -143,14 +143,22 @@ mod tests {
     }
 
     #[test]
-    fn a_started_and_a_refused_launch_are_answered_with_their_status() {
+    fn a_started_launch_is_answered_201() {
         let a = started("s-1", 4242, "pipe", "claude-code");
         assert_eq!(a["status"], 201);
         assert_eq!(a["version"], 1);
+    }
+
+    #[test]
+    fn a_refused_launch_is_answered_500_without_an_invalid_session_id() {
         let e = LaunchError::Start(StartError::ShimEnded);
         let a = refused(&e, "m".into(), Some("../x"));
         let got = (a["status"].as_u64(), a["session_id"].is_null());
         assert_eq!(got, (Some(500), true));
+    }
+
+    #[test]
+    fn a_running_session_refusal_concerns_the_session_id() {
         let e = LaunchError::Request(RequestError::SessionRunning {
             session_id: "s".into(),
         });

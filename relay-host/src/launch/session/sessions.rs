@@ -251,15 +251,23 @@ mod tests {
     }
 
     #[test]
-    fn a_record_without_its_token_mode_reads_it_from_token() {
+    fn a_record_reads_as_an_older_host_wrote_it() {
         assert_eq!(record(false).id, "s1");
-        assert_eq!(record(false).token_mode(), "none");
+    }
+
+    #[test]
+    fn a_record_without_its_token_mode_reads_it_from_token() {
         assert_eq!(record(true).token_mode(), "pipe");
+        assert_eq!(record(false).token_mode(), "none");
     }
 
     #[test]
     fn no_session_runs_in_a_state_folder_without_sessions() {
         assert!(running("/nonexistent".as_ref()).is_empty());
+    }
+
+    #[test]
+    fn ps_json_answers_0_with_no_session_running() {
         let state = tempfile::tempdir().unwrap();
         let host = crate::Host::from_dirs("/nonexistent".into(), state.path().into()).unwrap();
         assert_eq!(print(&host, true), 0);

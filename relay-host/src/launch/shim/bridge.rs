@@ -416,17 +416,29 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let state = tempfile::tempdir().unwrap();
         let bridge = Bridge::open(state.path(), "s1").unwrap();
-        assert!(bridge.socket_path().ends_with("hello.sock"));
         let mode = fs::metadata(bridge.socket_path())
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
-        let secret = relay_shim::identity::read_secret(bridge.secret_pipe().unwrap()).unwrap();
-        assert_eq!(secret.expose().len(), 64);
         let folder = bridge.socket_path().parent().unwrap().to_path_buf();
         drop(bridge);
         assert!(!folder.exists());
+    }
+
+    #[test]
+    fn the_socket_is_named_hello_sock() {
+        let state = tempfile::tempdir().unwrap();
+        let bridge = Bridge::open(state.path(), "s1").unwrap();
+        assert!(bridge.socket_path().ends_with("hello.sock"));
+    }
+
+    #[test]
+    fn the_secret_pipe_holds_64_bytes() {
+        let state = tempfile::tempdir().unwrap();
+        let bridge = Bridge::open(state.path(), "s1").unwrap();
+        let secret = relay_shim::identity::read_secret(bridge.secret_pipe().unwrap()).unwrap();
+        assert_eq!(secret.expose().len(), 64);
     }
 
     #[test]
@@ -437,6 +449,10 @@ mod tests {
         let soon = Instant::now() + Duration::from_millis(50);
         let got = bridge.answer_once(soon, cancel_r.as_fd(), |_| ());
         assert_eq!(got, Err(HelloError::Timeout));
+    }
+
+    #[test]
+    fn a_wrong_secret_is_said_in_words() {
         assert_eq!(
             HelloError::WrongSecret.to_string(),
             "the Hello carries the wrong secret"

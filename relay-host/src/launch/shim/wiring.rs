@@ -310,12 +310,32 @@ mod tests {
     }
 
     #[test]
-    fn the_identity_moves_the_status_to_4_and_places_the_secret_at_3() {
+    fn the_identity_moves_the_status_from_3_to_4() {
         let state = tempfile::tempdir().unwrap();
         let w = ShimWiring::new(false, state.path(), "s1").unwrap();
         assert_eq!((w.identity(), w.status_fd()), (false, 3));
         let w = ShimWiring::new(true, state.path(), "s1").unwrap();
         assert_eq!((w.identity(), w.status_fd()), (true, 4));
+    }
+
+    #[test]
+    fn status_fd_is_3_without_identity() {
+        let state = tempfile::tempdir().unwrap();
+        let w = ShimWiring::new(false, state.path(), "s1").unwrap();
+        assert_eq!(w.status_fd(), 3);
+    }
+
+    #[test]
+    fn a_wiring_with_a_bridge_proves_the_identity() {
+        let state = tempfile::tempdir().unwrap();
+        let w = ShimWiring::new(true, state.path(), "s1").unwrap();
+        assert!(w.identity());
+    }
+
+    #[test]
+    fn attach_places_the_secret_at_3() {
+        let state = tempfile::tempdir().unwrap();
+        let w = ShimWiring::new(true, state.path(), "s1").unwrap();
         let mut cmd = Command::new("true");
         let mut map = FdMap::new();
         w.attach(&mut cmd, &mut map).unwrap();
@@ -323,18 +343,65 @@ mod tests {
     }
 
     #[test]
-    fn without_the_identity_every_line_passes_and_with_it_started_waits() {
+    fn without_the_identity_started_passes_at_once() {
         let state = tempfile::tempdir().unwrap();
-        let start = |identity| {
-            ShimWiring::new(identity, state.path(), "s1")
-                .unwrap()
-                .start(Duration::from_secs(1))
-        };
-        let started = StatusEvent::Started { pid: 9 };
-        assert!(start(false).check(&started).is_ok());
-        let err = start(true).check(&started).unwrap_err();
+        let w = ShimWiring::new(false, state.path(), "s1").unwrap();
+        let mut gate = w.start(Duration::from_secs(1));
+        assert!(gate.check(&StatusEvent::Started { pid: 9 }).is_ok());
+    }
+
+    #[test]
+    fn with_the_identity_started_before_a_hello_is_refused() {
+        let state = tempfile::tempdir().unwrap();
+        let w = ShimWiring::new(true, state.path(), "s1").unwrap();
+        let mut gate = w.start(Duration::from_secs(1));
+        let err = gate.check(&StatusEvent::Started { pid: 9 }).unwrap_err();
         assert!(err.to_string().contains("started"), "{err}");
-        assert!(Gate::default().events("s1").is_empty());
+    }
+
+    #[test]
+    fn a_gate_without_the_identity_logs_no_events() {
+        let gate = Gate::default();
+        assert!(gate.events("s1").is_empty());
+    }
+
+    /// The module's order: the shim's flags from the wiring, the status pipe placed, the secret
+    /// attached, the child spawned, then the gate judging its status line.
+    #[test]
+    fn wired_in_order_the_child_gets_the_secret_at_3_and_reports_at_4() {
+        use std::io::BufRead;
+        let state = tempfile::tempdir().unwrap();
+        let wiring = ShimWiring::new(true, state.path(), "s1").unwrap();
+        let mut opts = relay_shim::ShimOptions::parse(["--", "claude"]).unwrap();
+        (opts.identity, opts.status_fd) = (wiring.identity(), wiring.status_fd());
+        let flags: Vec<String> = (opts.to_args().iter())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(flags.contains(&"--identity".to_string()), "{flags:?}");
+        assert!(
+            flags.windows(2).any(|w| w == ["--status-fd", "4"]),
+            "{flags:?}"
+        );
+        let (status_r, status_w) = std::io::pipe().unwrap();
+        let mut cmd = Command::new("sh");
+        let line = r#"{"event":"started","pid":1}"#;
+        cmd.args(["-c", &format!("head -c 64 <&3 | wc -c; echo '{line}' >&4")]);
+        cmd.stdout(std::process::Stdio::piped());
+        let mut map = FdMap::new();
+        map.place(status_w.as_fd(), wiring.status_fd()).unwrap();
+        wiring.attach(&mut cmd, &mut map).unwrap();
+        let child = map.spawn(&mut cmd).unwrap();
+        drop(status_w);
+        let mut gate = wiring.start(Duration::from_secs(1));
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "64");
+        let mut got = String::new();
+        std::io::BufReader::new(status_r)
+            .read_line(&mut got)
+            .unwrap();
+        let event = StatusEvent::parse(got.trim_end()).unwrap();
+        let err = gate.check(&event).unwrap_err();
+        assert!(err.to_string().contains("started"), "{err}");
     }
 
     #[test]
