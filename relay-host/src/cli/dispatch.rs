@@ -76,7 +76,7 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Launch { request } => cmd::launch_file(host, &request),
         Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
-        Command::Ps => crate::launch::session::sessions::print(host, json),
+        Command::Ps => crate::cli::ps::print(host, json),
         Command::Stop { id, all } => {
             crate::launch::session::stop::stop(host, id.as_deref(), all, json)
         }

@@ -10,6 +10,7 @@ pub(crate) mod commands;
 pub(crate) mod demo;
 pub(crate) mod dispatch;
 pub(crate) mod docs;
+pub(crate) mod ps;
 pub(crate) mod resume;
 pub(crate) mod settings_edit;
 pub mod status;

@@ -1,5 +1,5 @@
 //! The running sessions: each launch writes a record in its session folder once its session
-//! started ([`Record`]); `relay-host ps` lists the records of the sessions that still run, and a
+//! started ([`Record`]); `relay-host ps` (`crate::cli::ps`) lists the records of the sessions that still run ([`running`]), and a
 //! Claude launch in a project where a Claude session already runs is warned, refused or let be
 //! ([`SameProject`]).
 //!
@@ -97,7 +97,7 @@ impl Record {
     }
 
     /// The record as JSON for `ps --json`, with a stand-in session's API use so far.
-    fn to_json(&self, state_dir: &Path) -> serde_json::Value {
+    pub(crate) fn to_json(&self, state_dir: &Path) -> serde_json::Value {
         let mut v = json!({"id": self.id, "template": self.template, "kind": self.kind,
                "project": self.project.as_deref().map(path_json), "pid": self.pid,
                "shim_pid": self.shim_pid, "host_pid": self.host_pid, "started": self.started,
@@ -109,7 +109,10 @@ impl Record {
     }
 
     /// A stand-in session's API use so far (nothing yet: none counted).
-    fn api_use(&self, state_dir: &Path) -> Option<crate::launch::network::api_use::ApiUse> {
+    pub(crate) fn api_use(
+        &self,
+        state_dir: &Path,
+    ) -> Option<crate::launch::network::api_use::ApiUse> {
         if self.token_mode() != crate::settings::TokenMode::StandIn.word() {
             return None;
         }
@@ -190,52 +193,6 @@ pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result
     Ok(())
 }
 
-/// `relay-host ps`: the running sessions, as a table or (`--json`) one JSON array. Returns 0.
-pub(crate) fn print(host: &crate::Host, json: bool) -> i32 {
-    let list = running(&host.state_dir);
-    if json {
-        let rows: Vec<serde_json::Value> =
-            list.iter().map(|r| r.to_json(&host.state_dir)).collect();
-        outln!("{}", serde_json::Value::Array(rows));
-        return 0;
-    }
-    if list.is_empty() {
-        outln!(
-            "no session runs (state folder {})",
-            host.state_dir.display()
-        );
-        return 0;
-    }
-    outln!(
-        "{:<24} {:<12} {:>8} {:<20} {:<8} {:<10} PROJECT",
-        "ID",
-        "TEMPLATE",
-        "PID",
-        "STARTED",
-        "TOKEN",
-        "NETWORK"
-    );
-    for r in &list {
-        let project = r
-            .project
-            .as_deref()
-            .map_or("-".into(), |p| p.display().to_string());
-        outln!(
-            "{:<24} {:<12} {:>8} {:<20} {:<8} {:<10} {project}",
-            r.id,
-            r.template,
-            r.pid,
-            r.started,
-            r.token_mode(),
-            r.network
-        );
-        if let Some(u) = r.api_use(&host.state_dir) {
-            outln!("  api: {}", u.words());
-        }
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,12 +221,5 @@ mod tests {
     #[test]
     fn no_session_runs_in_a_state_folder_without_sessions() {
         assert!(running("/nonexistent".as_ref()).is_empty());
-    }
-
-    #[test]
-    fn ps_json_answers_0_with_no_session_running() {
-        let state = tempfile::tempdir().unwrap();
-        let host = crate::Host::from_dirs("/nonexistent".into(), state.path().into()).unwrap();
-        assert_eq!(print(&host, true), 0);
     }
 }
