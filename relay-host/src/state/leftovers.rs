@@ -164,6 +164,18 @@ pub(crate) fn clear_commondir(file: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// A state folder watching a fresh project (`watch`), both in a new temporary folder.
+    #[cfg(target_os = "linux")]
+    fn watched_project(
+    ) -> std::io::Result<(tempfile::TempDir, std::path::PathBuf, std::path::PathBuf)> {
+        let dir = tempfile::tempdir()?;
+        let (state, project) = (dir.path().join("s"), dir.path().join("p"));
+        std::fs::create_dir_all(&state)?;
+        std::fs::create_dir_all(&project)?;
+        crate::state::leftovers::watch(&state, &project)?;
+        Ok((dir, state, project))
+    }
+
     /// `leftovers`'s example.
     #[test]
     #[cfg(target_os = "linux")]
@@ -201,11 +213,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn watch_doc_example() {
         let result = (|| {
-            let dir = tempfile::tempdir()?;
-            let (state, project) = (dir.path().join("s"), dir.path().join("p"));
-            std::fs::create_dir_all(&state)?;
-            std::fs::create_dir_all(&project)?;
-            crate::state::leftovers::watch(&state, &project)?;
+            let (_dir, state, project) = watched_project()?;
             assert!(crate::state::leftovers::watched(&state).contains(&project.join(".env")));
             Ok::<(), std::io::Error>(())
         })();
@@ -223,11 +231,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn pending_doc_example() {
         let result = (|| {
-            let dir = tempfile::tempdir()?;
-            let (state, project) = (dir.path().join("s"), dir.path().join("p"));
-            std::fs::create_dir_all(&state)?;
-            std::fs::create_dir_all(&project)?;
-            crate::state::leftovers::watch(&state, &project)?;
+            let (_dir, state, project) = watched_project()?;
             std::fs::create_dir_all(project.join("node_modules/.bin"))?;
             let p = crate::state::leftovers::pending(&state, &[]);
             assert_eq!(
@@ -247,11 +251,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn release_doc_example() {
         let result = (|| {
-            let dir = tempfile::tempdir()?;
-            let (state, project) = (dir.path().join("s"), dir.path().join("p"));
-            std::fs::create_dir_all(&state)?;
-            std::fs::create_dir_all(&project)?;
-            crate::state::leftovers::watch(&state, &project)?;
+            let (_dir, state, project) = watched_project()?;
             std::fs::create_dir_all(project.join("node_modules/.bin"))?;
             std::fs::write(project.join(".env"), "")?;
             std::fs::write(project.join("package.json"), "{\"name\": \"mine\"}")?;

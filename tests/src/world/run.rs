@@ -97,14 +97,7 @@ impl World {
     /// Runs `cmd` (a [`World::host_cmd`]) to its end under `timeout` ([`finish`]); neither
     /// stream holds a token this world wrote ([`World::assert_no_token_in`]).
     pub fn finish(&self, cmd: Command, timeout: Duration) -> Out {
-        let out = self.finish_until(cmd, timeout, &|| false);
-        assert!(!out.killed, "relay-host did not finish within {timeout:?}");
-        assert!(
-            out.code.is_some(),
-            "relay-host killed by signal {:?}",
-            out.signal
-        );
-        out
+        ended(self.finish_until(cmd, timeout, &|| false), timeout)
     }
 
     /// Runs `cmd` until it ends, `timeout` passes or `stop` says so (its process group killed
@@ -279,7 +272,12 @@ impl Drop for Running {
 /// overruns), collecting its output; a descendant that keeps a pipe open fails the test instead
 /// of hanging it.
 pub fn finish(child: Child, timeout: Duration) -> Out {
-    let out = crate::run::finish_with(child, timeout, &|| false);
+    ended(crate::run::finish_with(child, timeout, &|| false), timeout)
+}
+
+/// `out` of a relay-host that ended by itself within `timeout`: neither killed for overrunning
+/// it nor ended by a signal.
+fn ended(out: Out, timeout: Duration) -> Out {
     assert!(!out.killed, "relay-host did not finish within {timeout:?}");
     assert!(
         out.code.is_some(),
