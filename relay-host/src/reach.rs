@@ -407,7 +407,10 @@ mod tests {
                 None,
                 std::path::Path::new("/s/claude"),
             );
-            assert!(grants.contains(&host.home));
+            // The built-in templates write their project (none here) and the launch's own
+            // Claude config folder, never the home.
+            assert!(grants.contains(&std::path::PathBuf::from("/s/claude")));
+            assert!(!grants.contains(&host.home));
             Ok::<(), std::io::Error>(())
         })();
         result.unwrap();

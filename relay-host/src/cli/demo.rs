@@ -217,6 +217,9 @@ fn sandboxed_probe(
             same_project: None,
             trust_project: None,
             token_mode: Default::default(),
+            // The seed's case: a template that writes the whole home (so opted in) still
+            // cannot read the token file in it.
+            writes_home: Some(true),
         }],
         bwrap: None,
         shim: Some(shim_for(exe, state)?),

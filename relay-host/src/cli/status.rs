@@ -55,6 +55,8 @@ pub fn report(host: &Host) -> Value {
         );
     }
     warnings.extend(token_wildcard_warnings(&settings));
+    let mut problems = problems;
+    write_place_checks(host, &settings, &mut problems, &mut warnings);
     let leftovers = leftovers(host, &mut warnings);
     let checked = match &settings_error {
         None => super::checks::run(host, Ok(&settings)),
@@ -382,6 +384,36 @@ fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, Path
         false => Err(p),
     };
     Some((t.id.clone(), found))
+}
+
+/// Each template that writes where the operator's programs or the host run code or read
+/// configuration: a warning for one whose `writes_home` accepts it (every time `status` runs),
+/// a problem for one whose launches are refused for it.
+fn write_place_checks(
+    host: &Host,
+    settings: &Settings,
+    problems: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let claude_config = host.state_dir.join(crate::state::CLAUDE_CONFIG_DIR);
+    for t in settings.all_templates() {
+        if t.writes_home() {
+            warnings.push(format!(
+                "template {:?} sets \"writes_home\": true: its sessions may write the home \
+                 folder, where the operator's own shell and programs run what they find",
+                t.id
+            ));
+        }
+        match (t.sandbox).refused_write(&host.home, None, &claude_config, t.writes_home()) {
+            Ok(Some((grant, path, why))) => problems.push(format!(
+                "template {:?}: its read-write grant {grant:?} ({}) is refused, so are its \
+                 launches: {why}",
+                t.id,
+                path.display()
+            )),
+            Ok(None) | Err(_) => {}
+        }
+    }
 }
 
 /// A warning when the template that gets the token (`claude-code`) has wildcards on its

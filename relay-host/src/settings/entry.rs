@@ -10,7 +10,7 @@
 //! | `sandbox` | replaces (grants, or `false`) |
 //! | `request_env` | adds |
 //! | `network` | an allow-list's entries add to the built-in allow-list; `"host"` or `"none"` replaces |
-//! | `api_base_url`, `same_project`, `trust_project`, `token_mode` | replace |
+//! | `api_base_url`, `same_project`, `trust_project`, `token_mode`, `writes_home` | replace |
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,6 +35,7 @@ struct Entry {
     same_project: Option<SameProject>,
     trust_project: Option<bool>,
     token_mode: Option<TokenMode>,
+    writes_home: Option<bool>,
 }
 
 /// `templates` of a settings file, each entry resolved ([`resolve`]) where it is read, so an
@@ -107,6 +108,7 @@ fn resolve(e: Entry) -> Result<Template, EntryError> {
             same_project: e.same_project,
             trust_project: e.trust_project,
             token_mode: e.token_mode.unwrap_or_default(),
+            writes_home: e.writes_home,
         });
     };
     if let Some(c) = e.command {
@@ -138,6 +140,7 @@ fn resolve(e: Entry) -> Result<Template, EntryError> {
     t.same_project = e.same_project.or(t.same_project);
     t.trust_project = e.trust_project.or(t.trust_project);
     t.token_mode = e.token_mode.unwrap_or(t.token_mode);
+    t.writes_home = e.writes_home.or(t.writes_home);
     Ok(t)
 }
 

@@ -7,6 +7,7 @@ use std::error::Error;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::write_places::{self, WritePlace};
 use super::{Sandbox, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 use relay_token::sandbox::{expand_grant, SandboxError};
 
@@ -90,6 +91,38 @@ impl Sandbox {
             }
         }
         Ok(out)
+    }
+
+    /// The first read-write grant that would let a session write where no session may
+    /// ([`write_places`](super::write_places)): the grant as written, the place it names for
+    /// this launch, and why. The launch's own Claude config folder (`claude_config`, in the
+    /// state folder) is the relay's and passes; `writes_home` lifts the home's rules.
+    pub(crate) fn refused_write(
+        &self,
+        home: &Path,
+        project: Option<&Path>,
+        claude_config: &Path,
+        writes_home: bool,
+    ) -> Result<Option<(String, PathBuf, WritePlace)>, GrantError> {
+        let home_real = home.canonicalize().ok();
+        for (value, access) in self.values() {
+            if access != Access::ReadWrite {
+                continue;
+            }
+            let Some(path) = expand(value, home, project, claude_config)? else {
+                continue;
+            };
+            if path.starts_with(claude_config) {
+                continue;
+            }
+            let real = write_places::real_path(&path);
+            let why =
+                write_places::refused_write(&path, real.as_deref(), home, home_real.as_deref());
+            if let Some(why) = why.filter(|w| !(writes_home && w.in_home())) {
+                return Ok(Some((value.to_string(), path, why)));
+            }
+        }
+        Ok(None)
     }
 
     /// True when a grant (read or read-write) shows `project` (a real path): a grant is made

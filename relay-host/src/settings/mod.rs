@@ -19,11 +19,13 @@ mod error;
 pub(crate) mod grants;
 mod template;
 mod token_mode;
+pub(crate) mod write_places;
 use error::with_path;
 pub use error::SettingsError;
 pub use template::{builtin_templates, Grants, SameProject, Sandbox, Template};
 pub(crate) use template::{BASE_URL_VARIABLE, CLAUDE_CONFIG_PLACEHOLDER, PROJECT_PLACEHOLDER};
 pub use token_mode::TokenMode;
+pub use write_places::WritePlace;
 
 /// The settings of `relay-host`.
 ///

@@ -76,6 +76,13 @@ pub struct Template {
     /// (`TokenMode::builtin_claude_code`), else `"pipe"`. Always written: a choice is kept.
     #[serde(default)]
     pub token_mode: TokenMode,
+    /// `true`: the operator accepts that this template's sessions write the home folder, its
+    /// configuration or program folders, or a folder above it (see
+    /// [`WritePlace`](super::WritePlace)): what its sessions write there, the operator's own
+    /// shell and programs may run. Left out: such a grant, or such a project, refuses the
+    /// launch. `relay-host status` warns of each template that sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_home: Option<bool>,
 }
 
 impl Template {
@@ -89,6 +96,12 @@ impl Template {
     /// question to the person at the terminal.
     pub(crate) fn trusts_project(&self) -> bool {
         self.trust_project.unwrap_or(true)
+    }
+
+    /// Whether the operator accepted that this template's sessions write the home folder
+    /// (`writes_home`; `false` when left out).
+    pub(crate) fn writes_home(&self) -> bool {
+        self.writes_home.unwrap_or(false)
     }
 
     /// The session's network: the template's own, else the built-in template's of the same id
@@ -281,14 +294,15 @@ pub fn builtin_templates() -> Vec<Template> {
             same_project: None,
             trust_project: None,
             token_mode: TokenMode::builtin_claude_code(),
+            writes_home: None,
         },
         Template {
             id: "shell".into(),
             command: vec!["/bin/sh".into()],
             env: BTreeMap::new(),
             sandbox: Sandbox::Grants(Grants {
-                read: vec![],
-                read_write: vec!["~/".into()],
+                read: vec!["~/".into()],
+                read_write: vec![PROJECT_PLACEHOLDER.into()],
             }),
             request_env: vec![],
             network: Some(Network::Host),
@@ -296,6 +310,7 @@ pub fn builtin_templates() -> Vec<Template> {
             same_project: None,
             trust_project: None,
             token_mode: TokenMode::Pipe,
+            writes_home: None,
         },
     ]
 }

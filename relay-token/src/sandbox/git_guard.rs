@@ -14,13 +14,14 @@
 //! no switch that ignores them all. So the `git` a token session finds first on `PATH` is
 //! [`WRAPPER`], placed read-only in a folder of the launcher's choosing: it asks the real git (`rev-parse`, which
 //! runs no driver, filter, hook or monitor) which repository a command would use. In the
-//! project's own repository (whose configuration, hooks and `info/` the write-deny list keeps
-//! read-only), it runs git with that repository pinned (`GIT_DIR`, `GIT_COMMON_DIR`,
-//! `GIT_WORK_TREE`), so a `commondir` or a `.git` another session writes meanwhile redirects
-//! nothing. A repository anywhere else inside a folder another session may write (a
-//! repository in a subfolder of the project, a redirected common folder) is refused: its
-//! configuration is another session's. Elsewhere (the session's private `/tmp`) git runs as it
-//! is.
+//! project's own repository (whose hooks and `info/` the write-deny list keeps read-only, and
+//! whose configuration a launcher shows as a copy holding only keys it allows), it runs git
+//! with that repository pinned (`GIT_DIR`, `GIT_COMMON_DIR`, `GIT_WORK_TREE`), so a
+//! `commondir` or a `.git` another session writes meanwhile redirects nothing. A repository
+//! anywhere else the launcher shows the sandbox (in any folder it names in
+//! `RELAY_GIT_SHARED`: every grant, read-only ones too, since any folder can be another
+//! launch's project) is refused: its configuration may be another session's. Elsewhere (the
+//! session's private `/tmp`) git runs as it is.
 //!
 //! They are set as git's command-line configuration (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_n`,
 //! `GIT_CONFIG_VALUE_n`), which git reads after every file, so no configuration file can undo
@@ -64,8 +65,8 @@ pub fn env() -> Vec<(String, String)> {
 }
 
 /// The wrapper, a POSIX shell script. It reads `RELAY_GIT` (the real git), `RELAY_GIT_COMMON_DIR`
-/// (the project's repository, if any) and `RELAY_GIT_SHARED` (the folders other sessions may
-/// write, one a line): see [`wrapper_env`].
+/// (the project's repository, if any) and `RELAY_GIT_SHARED` (the folders where a repository
+/// may hold another session's configuration, one a line): see [`wrapper_env`].
 ///
 /// ```
 /// assert!(relay_token::sandbox::git_guard::WRAPPER.starts_with("#!/bin/sh\n"));
@@ -128,7 +129,8 @@ pub fn write_wrapper(dir: &std::path::Path) -> std::io::Result<std::path::PathBu
 }
 
 /// The variables [`WRAPPER`] reads: the real git, the common folder of the project's
-/// repository (empty when it has none) and the folders other sessions may write, one a line.
+/// repository (empty when it has none) and the folders where a repository may hold another
+/// session's configuration (every folder the sandbox is shown), one a line.
 ///
 /// ```
 /// use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 # git for a session that holds the token: relay_token::sandbox::git_guard explains it.
 # In the project's repository, git runs with that repository pinned (GIT_DIR, GIT_COMMON_DIR,
 # GIT_WORK_TREE), so a `commondir` or a `.git` written meanwhile by another session redirects
-# nothing; in another repository inside a folder another session may write, git does not run.
+# nothing; in another repository inside a folder the sandbox is shown, git does not run.
 real=$RELAY_GIT
 if [ -z "$real" ]; then
     echo "relay: RELAY_GIT is not set" >&2

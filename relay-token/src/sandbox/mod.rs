@@ -107,7 +107,7 @@ pub struct Profile {
     state_dir: Option<PathBuf>,
     protect: Vec<PathBuf>,
     net: SandboxNet,
-    placed: Vec<(PathBuf, &'static str)>,
+    placed: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Profile {
@@ -231,8 +231,9 @@ impl Profile {
     }
 
     /// Shows the host file `src`, one the host made where no sandbox reaches (such as
-    /// [`nodump`]'s preload in the session folder), read-only at `dest` inside the sandbox.
-    /// bwrap only: the macOS rendering has no use for it.
+    /// [`nodump`]'s preload in the session folder), read-only at `dest` inside the sandbox,
+    /// bound after every grant, so it also stands over a file a grant shows (a copy in place of
+    /// the original). bwrap only: the macOS rendering has no use for it.
     ///
     /// ```
     /// let mut p = relay_token::sandbox::Profile::new();
@@ -241,8 +242,8 @@ impl Profile {
     /// assert!(argv.windows(3).any(|w| w == ["--ro-bind", "/state/session/lib.so", "/run/relay/lib.so"]));
     /// # Ok::<(), relay_token::sandbox::SandboxError>(())
     /// ```
-    pub fn place_file(&mut self, src: PathBuf, dest: &'static str) -> &mut Self {
-        self.placed.push((src, dest));
+    pub fn place_file(&mut self, src: PathBuf, dest: impl Into<PathBuf>) -> &mut Self {
+        self.placed.push((src, dest.into()));
         self
     }
 

@@ -117,6 +117,47 @@ pub fn remove_if(path: &Path, expect: impl FnOnce(&Found) -> bool) -> io::Result
     }
 }
 
+/// The content of the regular file at `path` (absolute), reached as [`lookup`] reaches it and
+/// opened without following a link (nor blocking on a FIFO put in its place), read up to
+/// `limit` bytes; `None` when a link or a non-folder stands on the way, or no regular file at
+/// the end; `EFBIG` when it is longer than `limit`. A file a session may replace is read so,
+/// whatever it put on the way.
+///
+/// ```
+/// use relay_token::sandbox::nofollow::read_file;
+/// let dir = tempfile::tempdir()?;
+/// let real = dir.path().canonicalize()?;
+/// std::fs::write(real.join("config"), "[core]\n")?;
+/// assert_eq!(read_file(&real.join("config"), 64)?.as_deref(), Some(&b"[core]\n"[..]));
+/// std::os::unix::fs::symlink("/etc/hostname", real.join("link"))?;
+/// assert_eq!(read_file(&real.join("link"), 64)?, None);
+/// assert_eq!(read_file(&real.join("config"), 3).unwrap_err().raw_os_error(), Some(libc::EFBIG));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let Some((parent, name)) = parent_of(path)? else {
+        return Ok(None);
+    };
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: `name` outlives the call; `parent` is an open descriptor.
+    let fd = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return if not_followed(&e) { Ok(None) } else { Err(e) };
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    let f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    if !f.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut buf = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(f, limit.saturating_add(1)), &mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    }
+    Ok(Some(buf))
+}
+
 /// The parent folder of `path`, opened from `/` without following a link, and the last name;
 /// `None` when a link or a non-folder stands on the way (or `path` is `/` or relative).
 fn parent_of(path: &Path) -> io::Result<Option<(OwnedFd, CString)>> {

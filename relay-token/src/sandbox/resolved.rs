@@ -101,7 +101,7 @@ pub struct Resolved {
     pub(super) fd_base: Option<std::os::fd::RawFd>,
     pub(super) net: SandboxNet,
     /// Host-made files shown read-only inside ([`Profile::place_file`](super::Profile::place_file)).
-    pub(super) placed: Vec<(PathBuf, &'static str)>,
+    pub(super) placed: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Resolved {

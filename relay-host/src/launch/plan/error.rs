@@ -47,6 +47,19 @@ pub enum RequestError {
         /// The error.
         source: io::Error,
     },
+    /// A read-write grant of a sandboxed template (its `{project}` grant: the project) would let
+    /// the session write where the operator's programs or the host run code or read
+    /// configuration.
+    WritesWhereCodeRuns {
+        /// The template's id.
+        template: String,
+        /// The grant as written (`~/`, `{project}`, ...).
+        grant: String,
+        /// The place it names for this launch.
+        path: PathBuf,
+        /// Why no session writes there.
+        why: crate::settings::WritePlace,
+    },
     /// The project's `.git` file sends git to another folder's repository data.
     GitRedirect {
         /// The project.
@@ -80,6 +93,29 @@ impl fmt::Display for RequestError {
             ),
             RequestError::SessionLock { dir, source } => {
                 write!(f, "session {}: {source}", dir.display())
+            }
+            RequestError::WritesWhereCodeRuns {
+                template,
+                grant,
+                path,
+                why,
+            } => {
+                let way_out = if why.in_home() {
+                    "grant a project folder instead (a folder of your own work, such as ~/src/app), \
+                     or set \"writes_home\": true on the template to accept that risk"
+                } else {
+                    "grant a project folder of your own work instead"
+                };
+                let what = match grant.starts_with(crate::settings::PROJECT_PLACEHOLDER) {
+                    true => "project",
+                    false => "read-write grant",
+                };
+                write!(
+                    f,
+                    "{what} {:?} (template {template:?}, grant {grant:?}): no session may write \
+                     there: {why}; {way_out}",
+                    path.display().to_string()
+                )
             }
             RequestError::GitRedirect { project, file } => write!(
                 f,

@@ -43,6 +43,9 @@ impl LaunchPlan {
             None => None,
             Some(given) => Some(real_project(&v, given, host, claude_config)?),
         };
+        if v.sandboxed {
+            check_writes(&v.template, host, project.as_deref(), claude_config)?;
+        }
         Ok(LaunchPlan::with_project(v, project))
     }
 
@@ -174,6 +177,32 @@ impl LaunchPlan {
             }
         }
         None
+    }
+}
+
+/// Refuses a sandboxed launch whose template would let the session write where the operator's
+/// programs or the host run code or read configuration (its `{project}` grant with `project`).
+fn check_writes(
+    template: &Template,
+    host: &Host,
+    project: Option<&Path>,
+    claude_config: &Path,
+) -> Result<(), PlanError> {
+    let found = (template.sandbox).refused_write(
+        &host.home,
+        project,
+        claude_config,
+        template.writes_home(),
+    )?;
+    match found {
+        None => Ok(()),
+        Some((grant, path, why)) => Err(RequestError::WritesWhereCodeRuns {
+            template: template.id.clone(),
+            grant,
+            path,
+            why,
+        }
+        .into()),
     }
 }
 

@@ -12,6 +12,7 @@ use super::plan::{SandboxPlan, StandInCa, System};
 use crate::launch::sandbox::error::{ConfineError, SandboxStepError};
 use crate::launch::sandbox::SessionArgv;
 use crate::launch::spawn_error::spawn_err;
+use crate::settings::write_places;
 use relay_token::sandbox::write_deny;
 use relay_token::sandbox::write_deny::Placeholders;
 use relay_token::sandbox::{self, Profile};
@@ -101,9 +102,26 @@ pub(super) fn deny_writes(
         crate::state::leftovers::watch(state_dir, p).map_err(ConfineError::Placeholders)?;
     }
     let mut ph = Placeholders::open(state_dir).map_err(ConfineError::Placeholders)?;
+    let home_real = plan.home.canonicalize().ok();
     let mut writable = Vec::new();
-    for listed in list {
+    for mut listed in list {
         if let Some(g) = plan.bwrap.holder(&listed.path) {
+            // relay makes nothing in the operator's home: inside a grant of the home itself (a
+            // template that sets `writes_home`), a missing entry is not held by a placeholder,
+            // which the operator's own programs would find there while the session runs.
+            // A path inside a project or another grant in the home is held as before.
+            let in_home = |g: &PathBuf| {
+                let why = write_places::refused_write(g, None, &plan.home, home_real.as_deref());
+                why.is_some_and(|w| w.in_home())
+            };
+            let mut holders = plan
+                .bwrap
+                .shared
+                .iter()
+                .filter(|g| listed.path.starts_with(g));
+            if holders.all(in_home) {
+                listed.hold = false;
+            }
             writable.extend(deny_write(profile, &mut ph, g, &listed)?);
         }
     }

@@ -31,23 +31,26 @@ pub(crate) fn lay_out(plan: &SandboxPlan, real: &Realpaths) -> Result<Resolved, 
 /// CA is already written.
 fn place(plan: &SandboxPlan, file: &Staged, profile: &mut Profile) -> Result<(), SandboxStepError> {
     let dir = plan.session_dir.as_path();
-    let placed: Vec<(PathBuf, &'static str)> = match file {
+    let placed: Vec<(PathBuf, PathBuf)> = match file {
         Staged::NoDump => {
             let so = system::write_no_dump(dir).map_err(|source| {
                 let dir = dir.to_path_buf();
                 ConfineError::NoDump { dir, source }
             })?;
-            vec![(so, SANDBOX_PRELOAD)]
+            vec![(so, SANDBOX_PRELOAD.into())]
         }
-        Staged::StandInCa(ca) => vec![(ca.file.clone(), ca.at)],
+        Staged::StandInCa(ca) => vec![(ca.file.clone(), ca.at.into())],
         Staged::GitWrapper => {
             let wrapper = git_guard::write_wrapper(dir).map_err(spawn_err("git's wrapper"))?;
-            vec![(wrapper, SANDBOX_GIT)]
+            vec![(wrapper, SANDBOX_GIT.into())]
         }
         Staged::OwnConfig => {
             let home = plan.home.as_path();
-            crate::launch::prepare::own_config::place(dir, home)?.into()
+            let own = crate::launch::prepare::own_config::place(dir, home)?;
+            own.into_iter().map(|(src, at)| (src, at.into())).collect()
         }
+        Staged::GitConfigs { git, dirs } => super::git_config::write_copies(git, dirs, dir)
+            .map_err(spawn_err("the repository's configuration"))?,
     };
     for (src, at) in placed {
         profile.place_file(src, at);

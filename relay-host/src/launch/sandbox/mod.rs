@@ -11,6 +11,7 @@ pub(crate) mod confine;
 pub mod error;
 mod facts;
 mod git_binds;
+mod git_config;
 mod layout;
 pub(crate) mod plan;
 #[cfg(target_os = "macos")]

@@ -146,6 +146,14 @@ pub(crate) enum Staged {
     GitWrapper,
     /// The pinned configuration (`launch::prepare::own_config`).
     OwnConfig,
+    /// The kept copies of the project repository's configurations (`git_config`), each over
+    /// the `config` of one of these git folders, made by the host's `git`.
+    GitConfigs {
+        /// The host's git.
+        git: PathBuf,
+        /// The repository's common folder, then its linked worktrees' and submodules'.
+        dirs: Vec<PathBuf>,
+    },
 }
 
 /// The write-deny list of one launch: the folders it applies in, by role, and its additions.
@@ -273,7 +281,23 @@ fn staged(f: &Facts, shared: &[PathBuf]) -> (Vec<Staged>, Vec<(OsString, OsStrin
     }
     if let (true, Some(git)) = (token, &f.git) {
         files.push(Staged::GitWrapper);
-        env.extend(git_env(f, git, shared));
+        // Every folder a grant shows, read-only ones too: any folder can be another launch's
+        // project, so any repository there may hold a configuration of a session's.
+        let mut shown: Vec<PathBuf> = f.grants.iter().map(|g| g.real.clone()).collect();
+        shown.extend(
+            shared
+                .iter()
+                .filter(|s| !shown.contains(s))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        env.extend(git_env(f, git, &shown));
+        if let Some(common) = &git.common {
+            let mut dirs = vec![common.clone()];
+            dirs.extend(git.linked.iter().cloned());
+            let git = git.program.clone();
+            files.push(Staged::GitConfigs { git, dirs });
+        }
     }
     if token {
         files.push(Staged::OwnConfig);
