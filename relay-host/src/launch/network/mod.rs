@@ -5,6 +5,7 @@
 //! use counted (`api_use`).
 
 pub(crate) mod api_use;
+mod deny_notes;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
 
@@ -88,16 +89,9 @@ pub(crate) fn start(
             // A refused host is the session's text: it may spell the token (`CONNECT
             // <token>.x:443`).
             events.set_redactor(state.redactor().clone());
-            let id = session_id.to_string();
+            let notes = deny_notes::DenyNotes::new(events, session_id);
             let on_deny = Box::new(move |d: &Denied| {
-                note_denied(
-                    &events,
-                    &id,
-                    &d.host,
-                    d.port.into(),
-                    d.reason,
-                    &d.allow_with(),
-                );
+                notes.denied(&d.host, d.port.into(), d.reason, &d.allow_with());
             });
             let p = Proxy::start_with(&socket, list, on_deny, None)
                 .map_err(refuse(format!("socket {}", socket.display())))?;

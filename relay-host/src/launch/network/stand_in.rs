@@ -243,9 +243,14 @@ fn reports(
     let dir = dir.to_path_buf();
     std::thread::spawn(move || {
         let Some(events) = events else { return };
+        let Ok(noted) = State::open(events.path()) else {
+            return;
+        };
+        noted.set_redactor(events.redactor().clone());
+        let notes = crate::launch::network::deny_notes::DenyNotes::new(noted, &id);
         let mut used = crate::launch::network::api_use::ApiUse::default();
         for line in report.lines().map_while(Result::ok) {
-            use crate::launch::network::{note_denied, note_refused};
+            use crate::launch::network::note_refused;
             use crate::stand_in::protocol::Report;
             match Report::parse(&line) {
                 Ok(Report::Denied {
@@ -253,7 +258,7 @@ fn reports(
                     port,
                     reason,
                     allow_with,
-                }) => note_denied(&events, &id, &host, port.into(), &reason, &allow_with),
+                }) => notes.denied(&host, port.into(), &reason, &allow_with),
                 Ok(Report::Refused {
                     host,
                     port,

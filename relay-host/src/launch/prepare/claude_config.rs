@@ -297,31 +297,50 @@ pub(crate) fn scoped(mut v: Value, project: Option<&Path>) -> Value {
     v
 }
 
-/// The folder of Claude Code 2.1.332's `projects/` holding `project`'s transcripts: every
-/// UTF-16 unit of the path but an ASCII letter or digit made `-`; a name over 200 characters is
-/// cut there and followed by `-` and a hash (matched by that prefix, see `folder_matches`).
+/// The folder of Claude Code 2.1.332's `projects/` holding `project`'s transcripts, exactly as
+/// Claude names it: every UTF-16 unit of the path but an ASCII letter or digit made `-`; a name
+/// over 200 characters is cut there and followed by `-` and Claude's hash of the path
+/// ([`claude_hash`]). Carry-back and resume match this name exactly, never a prefix: two
+/// projects whose paths share their first 200 characters have two folders.
 pub(crate) fn transcript_folder(project: &Path) -> String {
-    project
-        .to_string_lossy()
+    const CUT: usize = 200;
+    let path = project.to_string_lossy();
+    let name: String = path
         .encode_utf16()
         .map(|u| match char::from_u32(u32::from(u)) {
             Some(c) if c.is_ascii_alphanumeric() => c,
             _ => '-',
         })
-        .collect()
+        .collect();
+    if name.len() <= CUT {
+        return name;
+    }
+    format!("{}-{}", &name[..CUT], claude_hash(&path))
 }
 
-/// True when the folder `name` in `projects/` is `folder`'s (for a long path: its first 200
-/// characters, `-`, and Claude Code's hash).
-fn folder_matches(name: &str, folder: &str) -> bool {
-    const CUT: usize = 200;
-    if folder.len() <= CUT {
-        return name == folder;
+/// Claude Code's hash of a path for a long folder name: the 32-bit `h * 31 + unit` over its
+/// UTF-16 units, its absolute value written in base 36.
+fn claude_hash(path: &str) -> String {
+    let mut h: i32 = 0;
+    for u in path.encode_utf16() {
+        h = h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u));
     }
-    name.strip_prefix(&folder[..CUT]).is_some_and(|rest| {
-        rest.strip_prefix('-')
-            .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric()))
-    })
+    let mut n = i64::from(h).unsigned_abs();
+    let mut digits = Vec::new();
+    loop {
+        digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+/// True when the folder `name` in `projects/` is `folder` ([`transcript_folder`]'s name).
+fn folder_matches(name: &str, folder: &str) -> bool {
+    name == folder
 }
 
 /// Writes the launch's project into [`PROJECT_FILE`] beside the launch folder `launch` (in the
@@ -628,16 +647,24 @@ mod tests {
         assert_eq!(transcript_folder("/work/my_p.1".as_ref()), "-work-my-p-1");
     }
 
-    /// Claude Code's long folder names: the first 200 characters, `-` and a hash.
+    /// Claude Code's long folder names: the first 200 characters, `-` and Claude's hash of the
+    /// path (the values Claude's own function gives for these paths); only that exact name
+    /// matches, not another project's that shares the first 200 characters.
     #[test]
-    fn long_project_folders_match_by_their_cut() {
+    fn long_project_folders_match_by_their_exact_name() {
         let long = format!("/{}", "a".repeat(250));
         let folder = transcript_folder(Path::new(&long));
-        assert_eq!(folder.len(), 251);
-        let cut = format!("{}-1x2y", &folder[..200]);
-        assert!(folder_matches(&cut, &folder));
-        assert!(!folder_matches(&format!("{}-", &folder[..200]), &folder));
-        assert!(!folder_matches(&folder[..200], &folder));
+        assert_eq!(folder, format!("-{}-feo44x", "a".repeat(199)));
+        let wide = format!("/work/{}/x{}", "\u{e9}".repeat(120), "b".repeat(100));
+        assert!(transcript_folder(Path::new(&wide)).ends_with("bbbb-sm04rs"));
+        let other = transcript_folder(Path::new(&format!("{long}x")));
+        assert_ne!(other, folder);
+        assert!(!folder_matches(&other, &folder));
+        assert!(!folder_matches(
+            &format!("{}-1x2y", &folder[..200]),
+            &folder
+        ));
+        assert!(folder_matches(&folder, &folder));
         assert!(folder_matches("-p", "-p") && !folder_matches("-p-q", "-p"));
     }
 
