@@ -684,18 +684,21 @@ fn an_ssh_launch_never_reads_the_users_ssh_config() {
 // 4. Settings through a symlink, a FIFO, /dev/zero.
 // ---------------------------------------------------------------------------------------------
 
-/// `settings.json` is a symlink to `~/dotfiles/relay.json`, inside the `shell` template's `~`
-/// grant: every launch is refused `sandbox_unavailable` naming the settings file before anything
-/// runs, and `status` exits non-zero naming it.
+/// `settings.json` is a symlink to `~/dotfiles/relay.json`, inside the `~` grant of a `shell`
+/// template that writes the home (`"writes_home": true`): every launch is refused
+/// `sandbox_unavailable` naming the settings file before anything runs, and `status` exits
+/// non-zero naming it.
 #[test]
 fn settings_symlinked_into_a_grant_refuse_every_launch() {
     let w = Harness::new();
     let dotfiles = w.home.join("dotfiles");
     mkdir(&dotfiles, 0o755);
     let target = dotfiles.join("relay.json");
+    let shell = json!({"id": "shell", "sandbox": {"read_write": ["~/", "{project}"]},
+                       "writes_home": true});
     write(
         &target,
-        &json!({"claude_token_file": "~/.config/acme-ltt/token"}).to_string(),
+        &json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [shell]}).to_string(),
         0o644,
     );
     let link = w.config.join("settings.json");

@@ -195,6 +195,7 @@ fn shell_settings_with(fx: &World, network: serde_json::Value) {
             "command": ["/bin/sh"],
             "network": network,
             "sandbox": {"read_write": ["~/", "{project}"]},
+            "writes_home": true,
         }],
     });
     std::fs::write(fx.config.join("settings.json"), settings.to_string()).unwrap();

@@ -26,6 +26,7 @@ pub struct TokenScript {
     at: ScriptAt,
     project: Option<PathBuf>,
     sandbox: Value,
+    writes_home: bool,
 }
 
 impl TokenScript {
@@ -42,7 +43,15 @@ impl TokenScript {
             at: ScriptAt::Project,
             project: None,
             sandbox: json!({"read_write": ["{project}"]}),
+            writes_home: false,
         }
+    }
+
+    /// The template says `"writes_home": true`: the operator accepts that its sessions write
+    /// the home folder (a grant of `~/` is refused without it).
+    pub fn writes_home(mut self) -> TokenScript {
+        self.writes_home = true;
+        self
     }
 
     /// Where the script and its `seen.txt` lie.
@@ -102,12 +111,16 @@ impl World {
             s.body
         );
         std::fs::write(&script, text).unwrap();
-        self.with_token(vec![json!({
+        let mut template = json!({
             "id": "claude-code",
             "command": ["/bin/sh", script],
             "sandbox": sandbox,
             "network": {"allow": []},
-        })]);
+        });
+        if s.writes_home {
+            template["writes_home"] = json!(true);
+        }
+        self.with_token(vec![template]);
         let req = json!({"kind": "claude", "project": project, "sandbox": true,
                          "session_id": "script"});
         let out = self.launch_for(&req, SCRIPT_TIMEOUT);

@@ -95,7 +95,8 @@ fn world() -> World {
 
 /// The settings: `claude_token_file` as given, and the `claude-code` template running the CLI
 /// with the relay-owned Claude config folder. Grants: the CLI's package folder read-only, the
-/// project and the Claude config folder read-write, and with `grant_home` HOME read-write too.
+/// project and the Claude config folder read-write, and with `grant_home` HOME read-write too
+/// (`"writes_home": true`).
 /// `claude auth status` needs no HOME (with `CLAUDE_CONFIG_DIR` set it writes only there);
 /// granting it puts the token's folder inside a read-write grant, so the deny must win over the
 /// grant with the real consumer running.
@@ -111,17 +112,22 @@ fn claude_settings(claude_token_file: &str, grant_home: bool) -> Value {
     if grant_home {
         read_write.push("~/");
     }
+    let mut template = json!({
+        "id": "claude-code",
+        "command": [claude],
+        "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
+        "sandbox": {
+            "read": [package],
+            "read_write": read_write,
+        },
+    });
+    if grant_home {
+        // A grant of the whole home is refused unless the operator says so.
+        template["writes_home"] = json!(true);
+    }
     json!({
         "claude_token_file": claude_token_file,
-        "templates": [{
-            "id": "claude-code",
-            "command": [claude],
-            "env": {"CLAUDE_CONFIG_DIR": "{claude_config}"},
-            "sandbox": {
-                "read": [package],
-                "read_write": read_write,
-            },
-        }],
+        "templates": [template],
     })
 }
 

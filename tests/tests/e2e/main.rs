@@ -30,3 +30,4 @@ mod stand_in;
 mod stand_in_inputs;
 mod stand_in_launch;
 mod steering;
+mod writes;

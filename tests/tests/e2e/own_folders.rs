@@ -1,4 +1,5 @@
-//! The host's own config and state folders inside a `shell` session's read-write `~`: the
+//! The host's own config and state folders inside the read-write `~` of a `shell` template
+//! that writes the home (`"writes_home": true`): the
 //! session can neither rewrite the settings (directly, or by renaming a parent away and planting
 //! new ones) nor read another session's files in the state folder. See docs/THREAT-MODEL.md.
 //!
@@ -24,7 +25,11 @@ fn home(token_dir: &'static str) -> World {
         .token(Token::Claude)
         .build();
     std::fs::create_dir_all(w.home.join(".local/state/relay")).unwrap();
-    w.settings(json!({"claude_token_file": format!("~/{token_dir}/token")}));
+    // A `shell` that writes the whole home: the operator said so (`writes_home`).
+    let shell = json!({"id": "shell", "sandbox": {"read_write": ["~/", "{project}"]},
+                       "writes_home": true});
+    w.settings(json!({"claude_token_file": format!("~/{token_dir}/token"),
+                      "templates": [shell]}));
     w
 }
 

@@ -94,9 +94,9 @@ fn a_ca_file_in_the_launchs_own_project_refuses_the_launch() {
     assert!(fx.project.join("fd5.sha").exists(), "the session ran");
 }
 
-/// `upstream_ca_file` written as a symlink in `~` (the built-in `shell` template's read-write
-/// grant) to a file outside every grant: a session could repoint the link, so `status` names
-/// it and a launch is refused before anything starts.
+/// `upstream_ca_file` written as a symlink in `~` (the read-write grant of a `shell` template
+/// that writes the home, `"writes_home": true`) to a file outside every grant: a session could
+/// repoint the link, so `status` names it and a launch is refused before anything starts.
 #[test]
 fn a_ca_file_reached_through_a_link_a_session_could_repoint_is_refused() {
     let fx = World::agent(&fake_agent());
@@ -107,6 +107,10 @@ fn a_ca_file_reached_through_a_link_a_session_could_repoint_is_refused() {
     let link = fx.home.join("ca.pem");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     settings(&fx, &probe, &link);
+    fx.edit_settings(|s| {
+        let shell = json!({"id": "shell", "sandbox": {"read_write": ["~/"]}, "writes_home": true});
+        s["templates"].as_array_mut().unwrap().push(shell);
+    });
     let words = format!(
         "upstream_ca_file {l}: {l} lies inside the read-write grant {h}",
         l = link.display(),

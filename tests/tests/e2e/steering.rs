@@ -134,7 +134,8 @@ fn check(name: &str, command: &str, time: u32) -> String {
     )
 }
 
-/// The sandbox of a token session that sees the home folder: the project and `~` read-write.
+/// The sandbox of a token session that sees the home folder: the project and `~` read-write
+/// (with `"writes_home": true`, which the operator must say for it).
 fn home_too() -> Value {
     json!({"read_write": ["{project}", "~/"]})
 }
@@ -167,7 +168,7 @@ fn git_configuration_in_the_home_folder_steers_no_token_git(user: Option<u32>) {
         guarded = check("guarded", "git status", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = fx.run_token_script(&TokenScript::new(&body).sandbox(home_too()));
+    let seen = fx.run_token_script(&TokenScript::new(&body).sandbox(home_too()).writes_home());
     assert_eq!(
         seen, "guarded rc=0\nOp Erator\nop@example.org\nno-pager\ncontrol rc=0\ncontrol ran\n",
         "what the token session's git did"
@@ -215,7 +216,7 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm(user: Option<u32>) {
         guarded = check("guarded", "npm test", 1_000_000_001),
         control = check("control", &control, 1_000_000_002),
     );
-    let seen = fx.run_token_script(&TokenScript::new(&body).sandbox(home_too()));
+    let seen = fx.run_token_script(&TokenScript::new(&body).sandbox(home_too()).writes_home());
     assert_eq!(
         seen, "guarded rc=0\ntested\ncontrol rc=0\ncontrol ran\n",
         "what the token session's npm did"
@@ -428,10 +429,12 @@ fn a_sparse_transcript_is_refused_and_said(user: Option<u32>) {
 }
 
 /// Issue 43 (1) with the real Claude Code 2.1.332 and the built-in template as shipped: the
-/// project is the home folder, a git repository whose tracked file was touched, with a clean
-/// filter in git's XDG configuration and attributes (what a `shell` session can write there).
-/// A plain turn runs no tool, yet Claude Code's own start-up `git status` would run the filter:
-/// it runs no filter now. The control, git on the host reading those files, runs it.
+/// home folder is a git repository whose tracked file was touched, with a clean filter in
+/// git's XDG configuration and attributes. Claude Code's own start-up `git status` would run
+/// the filter with the home as its project; since issue 50 the home is no project of a
+/// sandboxed template (its session could write the shells' files), so the turn is refused
+/// before anything runs, naming the way out, and no filter ran. The control, git on the host
+/// reading those files, runs it.
 #[test]
 fn claudes_own_git_status_runs_no_filter_from_the_home_folder() {
     use relay_tests::agent::{Setup, FINAL};
@@ -461,7 +464,12 @@ fn claudes_own_git_status_runs_no_filter_from_the_home_folder() {
     assert!(touched.success());
     s.hand_over();
     let turn = s.turn_in(&home, "Say hello.");
-    assert_eq!(turn.code, Some(0), "{}", turn.describe());
+    assert_eq!(turn.code, Some(64), "{}", turn.describe());
+    assert!(
+        turn.stderr.contains("it is the home folder") && turn.stderr.contains("writes_home"),
+        "{}",
+        turn.describe()
+    );
     assert!(
         !marker.exists(),
         "Claude Code's git ran the home folder's filter"
