@@ -139,7 +139,10 @@ fn a_shell_session_cannot_replace_a_program_that_later_gets_the_token() {
     relay_tests::copy_program(&relay_tests::fake_agent(), &program);
     h.settings(json!({
         "claude_token_file": "~/.config/claude-ltt/token",
-        "templates": [{"id": "claude-code", "command": [program], "sandbox": {"read_write": ["{project}"]}}],
+        "templates": [
+            {"id": "claude-code", "command": [program], "sandbox": {"read_write": ["{project}"]}},
+            {"id": "shell", "sandbox": {"read_write": ["~/", "{project}"]}, "writes_home": true},
+        ],
     }));
     let before = std::fs::read(&program).unwrap();
     let script = format!(
