@@ -63,6 +63,7 @@ fn expected() -> Settings {
                 same_project: None,
                 trust_project: None,
                 token_mode: Default::default(),
+                writes_home: None,
             },
         ],
         bwrap: Some("/usr/bin/bwrap".into()),

@@ -27,6 +27,7 @@ pub struct TokenScript {
     project: Option<PathBuf>,
     sandbox: Value,
     writes_home: bool,
+    beside: Vec<Value>,
 }
 
 impl TokenScript {
@@ -44,7 +45,15 @@ impl TokenScript {
             project: None,
             sandbox: json!({"read_write": ["{project}"]}),
             writes_home: false,
+            beside: Vec::new(),
         }
+    }
+
+    /// Another template in the settings beside the token session's (a `shell` that writes the
+    /// home, say).
+    pub fn beside(mut self, template: Value) -> TokenScript {
+        self.beside.push(template);
+        self
     }
 
     /// The template says `"writes_home": true`: the operator accepts that its sessions write
@@ -120,7 +129,9 @@ impl World {
         if s.writes_home {
             template["writes_home"] = json!(true);
         }
-        self.with_token(vec![template]);
+        let mut templates = vec![template];
+        templates.extend(s.beside.iter().cloned());
+        self.with_token(templates);
         let req = json!({"kind": "claude", "project": project, "sandbox": true,
                          "session_id": "script"});
         let out = self.launch_for(&req, SCRIPT_TIMEOUT);

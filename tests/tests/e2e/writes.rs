@@ -14,7 +14,11 @@
 //!    a token session's git refuses another repository it is shown;
 //! 4. relay makes nothing in the operator's home while a session runs (no placeholder, even
 //!    for a template that writes the home), and the operator's login shell reads its
-//!    `~/.profile` meanwhile.
+//!    `~/.profile` meanwhile;
+//! 5. beside a template that writes the home (`"writes_home": true`), what its session plants
+//!    in `~/.cargo/env` and `~/.bash_aliases` runs in no shell of a later token session that
+//!    reads the home (a login bash, an interactive one, `source ~/.bashrc`: what Claude Code's
+//!    shell snapshot runs).
 //!
 //! Build the binaries first: `cargo build -p relay-host -p relay-shim -p relay-tests --bins`.
 #![cfg(target_os = "linux")]
@@ -59,6 +63,16 @@ fn a_repository_beneath_a_grant_steers_no_token_git_as_root() {
 #[test]
 fn a_repository_beneath_a_grant_steers_no_token_git_as_a_user() {
     a_repository_beneath_a_grant_steers_no_token_git(Some(NOBODY))
+}
+
+#[test]
+fn a_home_writer_plants_nothing_a_token_session_sources_as_root() {
+    a_home_writer_plants_nothing_a_token_session_sources(None)
+}
+
+#[test]
+fn a_home_writer_plants_nothing_a_token_session_sources_as_a_user() {
+    a_home_writer_plants_nothing_a_token_session_sources(Some(NOBODY))
 }
 
 #[test]
@@ -456,4 +470,62 @@ fn nothing_is_made_in_the_home_while_a_session_runs(user: Option<u32>) {
             std::fs::remove_file(f).unwrap();
         }
     }
+}
+
+/// Case 5: a `shell` that writes the home (opted in) appends to `~/.cargo/env` (which
+/// `~/.profile` and `~/.bashrc` source) and writes `~/.bash_aliases` (which `~/.bashrc`
+/// sources), each touching a marker. A later token session whose template reads the home runs
+/// what Claude Code's shell snapshot runs (`bash -c -l`, then `source ~/.bashrc`) and an
+/// interactive bash: nothing planted runs, since its `HOME` is an empty folder of relay's. The
+/// control, the operator's own login shell on the host, does run the plant (the opt-in's risk,
+/// which `status` names). Red before: the token session's shells ran both plants.
+fn a_home_writer_plants_nothing_a_token_session_sources(user: Option<u32>) {
+    let fx = world(user);
+    operator_home(&fx.home);
+    let marker = fx.root.join("out/marker");
+    std::fs::create_dir_all(fx.root.join("out")).unwrap();
+    let writer = json!({"id": "shell", "command": ["/bin/sh"], "network": "none",
+                        "sandbox": {"read_write": ["~/", "{project}", fx.root.join("out")]},
+                        "writes_home": true});
+    fx.with_token(vec![writer.clone()]);
+    if let Some(u) = user {
+        fx.hand_over(u);
+    }
+    let plant = format!(
+        "echo 'touch {m}.cargo-env' >> ~/.cargo/env && echo 'touch {m}.aliases' > ~/.bash_aliases \
+         && echo planted",
+        m = marker.display()
+    );
+    let out = fx.launch_for(&shell_req(&fx.project, &plant), SCRIPT_TIMEOUT);
+    assert!(out.stdout.contains("planted"), "{}", out.describe());
+    let body = format!(
+        "bash -c -l 'source ~/.bashrc < /dev/null; true' </dev/null >/dev/null 2>&1\n\
+         bash -i -c true </dev/null >/dev/null 2>&1\n\
+         echo \"home=$HOME\" >> \"$seen\"\n\
+         for f in {m}.cargo-env {m}.aliases; do [ -e \"$f\" ] && echo \"ran $f\" >> \"$seen\"; done\ntrue\n",
+        m = marker.display()
+    );
+    let seen = fx.run_token_script(
+        &TokenScript::new(&body)
+            .at(ScriptAt::Beside)
+            .sandbox(json!({"read": ["~/"], "read_write": ["{project}"]}))
+            .beside(writer),
+    );
+    assert_eq!(
+        seen, "home=/run/relay/home\n",
+        "what the token session's shells ran"
+    );
+    // The control: the operator's own login shell on the host runs what was planted.
+    let login = Command::new("bash")
+        .args(["-lc", "true"])
+        .env_clear()
+        .env("HOME", &fx.home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(login.status.success());
+    assert!(
+        fx.root.join("out/marker.cargo-env").exists(),
+        "the control ran no plant"
+    );
 }

@@ -73,20 +73,50 @@ pub(crate) fn place(dir: &Path, home: &Path) -> Result<[(PathBuf, &'static str);
     ])
 }
 
-/// Makes `config/` (empty, 0700) and writes `gitconfig` (0600, [`gitconfig_text`]) in the session
-/// folder `dir`, which no sandbox reaches; returns both paths. A kept session launched again
-/// finds both from its last launch: the empty folder is kept, the file written afresh.
-fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)> {
-    let config_home = dir.join("config");
-    match std::fs::DirBuilder::new().mode(0o700).create(&config_home) {
+/// Where a token session sees its (empty, read-only) `HOME` when a template writes the home
+/// ([`place_home`]).
+pub(crate) const SANDBOX_HOME: &str = "/run/relay/home";
+
+/// For a token launch beside a template that writes the home (`"writes_home": true`): the
+/// empty folder `HOME` names ([`pin_home`]), made in the session folder `dir` and shown
+/// read-only at [`SANDBOX_HOME`], so the token session's shells (Claude Code's shell snapshot,
+/// a login `bash`, an interactive one) source no start-up file, nor anything such a file would
+/// source, that a session could have written in the real home.
+pub(crate) fn place_home(dir: &Path) -> Result<(PathBuf, &'static str), SpawnError> {
+    let home = empty_folder(dir, "home").map_err(spawn_err(format_args!(
+        "empty home folder in {}",
+        dir.display()
+    )))?;
+    Ok((home, SANDBOX_HOME))
+}
+
+/// `HOME` set to [`SANDBOX_HOME`], last in `env` (replacing one set before).
+pub(crate) fn pin_home(env: &mut Vec<(OsString, OsString)>) {
+    env.retain(|(name, _)| name != "HOME");
+    env.push(("HOME".into(), SANDBOX_HOME.into()));
+}
+
+/// Makes the empty folder `name` (0700) in `dir`; a kept session's folder reused keeps it only
+/// while it is an empty folder.
+fn empty_folder(dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    let path = dir.join(name);
+    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let m = std::fs::symlink_metadata(&config_home)?;
-            if !m.is_dir() || std::fs::read_dir(&config_home)?.next().is_some() {
+            let m = std::fs::symlink_metadata(&path)?;
+            if !m.is_dir() || std::fs::read_dir(&path)?.next().is_some() {
                 return Err(e);
             }
         }
         r => r?,
     }
+    Ok(path)
+}
+
+/// Makes `config/` (empty, 0700) and writes `gitconfig` (0600, [`gitconfig_text`]) in the session
+/// folder `dir`, which no sandbox reaches; returns both paths. A kept session launched again
+/// finds both from its last launch: the empty folder is kept, the file written afresh.
+fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)> {
+    let config_home = empty_folder(dir, "config")?;
     let gitconfig = dir.join("gitconfig");
     match std::fs::remove_file(&gitconfig) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),

@@ -96,6 +96,7 @@ pub(crate) fn gather(
         features: l.programs.features,
         bwrap: i.bwrap.to_path_buf(),
         all_rw_grants: l.programs.rw_grants.clone(),
+        home_written: i.settings.all_templates().iter().any(|t| t.writes_home()),
     })
 }
 

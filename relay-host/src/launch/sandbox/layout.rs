@@ -49,6 +49,10 @@ fn place(plan: &SandboxPlan, file: &Staged, profile: &mut Profile) -> Result<(),
             let own = crate::launch::prepare::own_config::place(dir, home)?;
             own.into_iter().map(|(src, at)| (src, at.into())).collect()
         }
+        Staged::EmptyHome => {
+            let (home, at) = crate::launch::prepare::own_config::place_home(dir)?;
+            vec![(home, at.into())]
+        }
         Staged::GitConfigs { git, dirs } => super::git_config::write_copies(git, dirs, dir)
             .map_err(spawn_err("the repository's configuration"))?,
     };

@@ -133,6 +133,8 @@ pub(crate) struct Facts {
     pub bwrap: PathBuf,
     /// Every template's read-write grants, expanded (what a session could have written).
     pub all_rw_grants: Vec<PathBuf>,
+    /// A template of the settings writes the home (`"writes_home": true`).
+    pub home_written: bool,
 }
 
 /// A file relay makes for the sandbox and places read-only in it.
@@ -146,6 +148,9 @@ pub(crate) enum Staged {
     GitWrapper,
     /// The pinned configuration (`launch::prepare::own_config`).
     OwnConfig,
+    /// The empty home of a token session beside a template that writes the home
+    /// (`own_config::place_home`).
+    EmptyHome,
     /// The kept copies of the project repository's configurations (`git_config`), each over
     /// the `config` of one of these git folders, made by the host's `git`.
     GitConfigs {
@@ -302,6 +307,10 @@ fn staged(f: &Facts, shared: &[PathBuf]) -> (Vec<Staged>, Vec<(OsString, OsStrin
     if token {
         files.push(Staged::OwnConfig);
         crate::launch::prepare::own_config::pin_env(&mut env);
+    }
+    if token && f.home_written {
+        files.push(Staged::EmptyHome);
+        crate::launch::prepare::own_config::pin_home(&mut env);
     }
     (files, env)
 }

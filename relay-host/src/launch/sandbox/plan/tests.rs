@@ -4,6 +4,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::launch::prepare::own_config::SANDBOX_HOME;
 use relay_token::sandbox::BwrapFeatures;
 
 fn p(s: &str) -> PathBuf {
@@ -62,6 +63,7 @@ fn facts() -> Facts {
         },
         bwrap: p("/usr/bin/bwrap"),
         all_rw_grants: vec![p("/w/p")],
+        home_written: false,
     }
 }
 
@@ -175,6 +177,25 @@ fn no_token_places_nothing_of_the_tokens() {
     let token = plan(&facts());
     assert_eq!(token.files.last(), Some(&Staged::OwnConfig));
     assert_eq!(keys(&token.setenv).last(), Some(&"PYTHONNOUSERSITE"));
+}
+
+/// Beside a template that writes the home, a token launch's `HOME` is an empty folder of
+/// relay's, set last; a launch without the token keeps its `HOME`, and so does a token launch
+/// when no template writes the home.
+#[test]
+fn a_token_launch_beside_a_home_writer_gets_an_empty_home() {
+    let mut f = facts();
+    f.home_written = true;
+    let token = plan(&f);
+    assert_eq!(token.files.last(), Some(&Staged::EmptyHome));
+    let last = token.setenv.last().unwrap();
+    assert_eq!(
+        (last.0.to_str(), last.1.to_str()),
+        (Some("HOME"), Some(SANDBOX_HOME))
+    );
+    f.carries_token = false;
+    assert!(!plan(&f).files.contains(&Staged::EmptyHome));
+    assert!(!plan(&facts()).files.contains(&Staged::EmptyHome));
 }
 
 /// macOS's plan holds the profile and the request's variables only, even for the token.
