@@ -712,3 +712,15 @@ pub fn transcript_folder(project: &Path) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
+
+/// A `shell` template that writes the whole home and its project (the operator opted in with
+/// `"writes_home": true`): the session the earlier rounds' attacks start from, now that the
+/// built-in `shell` writes only its project.
+///
+/// ```
+/// assert_eq!(relay_tests::home_writing_shell()["writes_home"], true);
+/// ```
+pub fn home_writing_shell() -> serde_json::Value {
+    serde_json::json!({"id": "shell", "sandbox": {"read_write": ["~/", "{project}"]},
+                       "writes_home": true})
+}

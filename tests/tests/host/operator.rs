@@ -953,12 +953,13 @@ fn a_token_pasted_as_the_setting_is_printed_by_no_error() {
     assert_no_token("the terminal", shown.as_bytes(), &pasted);
 }
 
-/// A session (the built-in `shell` template grants `~` read-write) planted
+/// A session (of a `shell` that writes the home: `~` read-write) planted
 /// `~/.config/claude-ltt` as a link into a folder it reads: `token import` refuses, naming the
 /// link, and writes nothing there.
 #[test]
 fn import_refuses_a_token_folder_a_session_linked_elsewhere() {
     let fx = world();
+    fx.settings(json!({"templates": [relay_tests::home_writing_shell()]}));
     let token = oat_token();
     let trap = fx.home.join("shared");
     fs::create_dir_all(&trap).unwrap();

@@ -155,11 +155,13 @@ fn bad_requests_are_invalid_spec() {
 }
 
 /// A token path that crosses a symlink a sandboxed session could have made (here in the
-/// home, which the `shell` template grants read-write) refuses the launch, naming the link.
+/// home, which a `shell` that writes the home grants read-write) refuses the launch, naming
+/// the link.
 #[test]
 fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
     let fx = world();
-    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let shell = relay_tests::home_writing_shell();
+    fx.with_token(vec![claude_template(&[], json!({}), &[]), shell]);
     let real = fx.home.join("real-ltt");
     fs::rename(fx.token_file.parent().unwrap(), &real).unwrap();
     let link = fx.home.join(".config/acme-ltt");
@@ -177,12 +179,13 @@ fn a_token_path_through_a_makeable_symlink_refuses_the_launch() {
 
 /// The allow-list's forwarder `exec`s the session's program with the token's descriptor, so
 /// one a session could have replaced refuses the launch as a planted `relay-shim` does:
-/// relay-host installed with its `relay-net-forward` in `~/tools`, inside the built-in `shell`
-/// template's read-write grant of `~` (relay-shim from a folder outside every grant).
+/// relay-host installed with its `relay-net-forward` in `~/tools`, inside the read-write grant
+/// of `~` of a `shell` that writes the home (relay-shim from a folder outside every grant).
 #[test]
 fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
     let fx = world();
-    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    let shell = relay_tests::home_writing_shell();
+    fx.with_token(vec![claude_template(&[], json!({}), &[]), shell]);
     let tools = fx.home.join("tools");
     let out = launch_installed(&fx, &tools, &["relay-host", "relay-net-forward"], "f1");
     let msg = assert_refused(&fx, &out, 78, "sandbox_unavailable");
@@ -193,12 +196,13 @@ fn a_forwarder_a_session_could_have_planted_refuses_the_launch() {
 
 /// A stand-in session's `relay-stand-in` is handed the real token, so one a session could have
 /// replaced refuses the launch as a planted forwarder does: relay-host installed with its
-/// programs in `~/tools`, inside the built-in `shell` template's read-write grant of `~`, and a
-/// template in stand-in mode. The real token never reaches the planted program: nothing runs.
+/// programs in `~/tools`, inside the read-write grant of `~` of a `shell` that writes the home,
+/// and a template in stand-in mode. The real token never reaches the planted program: nothing
+/// runs.
 #[test]
 fn a_stand_in_program_a_session_could_have_planted_refuses_the_launch() {
     let fx = world();
-    fx.with_token(vec![stand_in_template()]);
+    fx.with_token(vec![stand_in_template(), relay_tests::home_writing_shell()]);
     let tools = fx.home.join("tools");
     let programs = ["relay-host", "relay-net-forward", "relay-stand-in"];
     let out = launch_installed(&fx, &tools, &programs, "f2");

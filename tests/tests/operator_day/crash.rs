@@ -29,11 +29,13 @@ fn alive(pid: i32) -> bool {
 fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
     let fx = world();
     let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
-    // A sandboxed shell with home and project read-write (placeholders in both) behind an
-    // allow-list (the proxy's socket in the session folder).
+    // A sandboxed shell with home and project read-write (it says `writes_home`; placeholders
+    // in the project, none in the home) behind an allow-list (the proxy's socket in the session
+    // folder).
     fx.settings(json!({"templates": [{"id": "shell", "command": ["/bin/sh"],
                                       "network": {"allow": ["127.0.0.1:9"]},
-                                      "sandbox": {"read_write": ["~/", "{project}"]}}]}));
+                                      "sandbox": {"read_write": ["~/", "{project}"]},
+                                      "writes_home": true}]}));
     let bg = fx.launch_bg(&json!({"kind": "terminal", "template": "shell",
                                   "project": fx.project, "session_id": "k9",
                                   "extra_args": ["-c", "sleep 30"]}));

@@ -50,7 +50,7 @@ impl DenyNotes {
     /// bounds, else counted.
     pub(crate) fn denied(&self, host: &str, port: u64, reason: &str, allow_with: &str) {
         if self.admit(host, port) {
-            super::note_denied(&self.events, &self.id, host, port, reason, allow_with);
+            note_denied(&self.events, &self.id, host, port, reason, allow_with);
         }
     }
 
@@ -97,6 +97,22 @@ impl Drop for DenyNotes {
             self.id
         ));
     }
+}
+
+/// A destination the allow-list refused: the `network_denied` event (the session, host, port,
+/// reason and what would allow it) and the log line.
+fn note_denied(events: &State, id: &str, host: &str, port: u64, reason: &str, allow_with: &str) {
+    let _ = events.event(&json!({
+        "event": "network_denied",
+        "session_id": id,
+        "host": host,
+        "port": port,
+        "reason": reason,
+        "allow_with": allow_with,
+    }));
+    events.log(&format!(
+        "session {id}: network refused {host}:{port} ({reason}); to allow it, {allow_with}"
+    ));
 }
 
 #[cfg(test)]

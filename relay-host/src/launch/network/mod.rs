@@ -131,29 +131,6 @@ pub(crate) fn check_socket(network: &Network, socket: &Path) -> Result<(), Netwo
     })
 }
 
-/// A destination the allow-list refused: the `network_denied` event (the session, host, port,
-/// reason and what would allow it) and the log line.
-pub(crate) fn note_denied(
-    events: &State,
-    id: &str,
-    host: &str,
-    port: u64,
-    reason: &str,
-    allow_with: &str,
-) {
-    let _ = events.event(&json!({
-        "event": "network_denied",
-        "session_id": id,
-        "host": host,
-        "port": port,
-        "reason": reason,
-        "allow_with": allow_with,
-    }));
-    events.log(&format!(
-        "session {id}: network refused {host}:{port} ({reason}); to allow it, {allow_with}"
-    ));
-}
-
 /// A request a stand-in session's proxy refused on an intercepted connection: the
 /// `stand_in_refused` event (the session, host, port, the status the session got and why) and
 /// the log line.
