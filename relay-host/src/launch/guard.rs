@@ -21,7 +21,15 @@ pub(crate) struct Guard {
 /// proxy.
 pub(crate) struct Kept {
     _lock: File,
-    _proxy: Option<SessionProxy>,
+    proxy: Option<SessionProxy>,
+}
+
+impl Kept {
+    /// The session ended: its proxy ends now (what it noted told), before the session's `exit`
+    /// row; the lock stays until the session's cleanup is done.
+    pub(crate) fn end_proxy(&mut self) {
+        drop(self.proxy.take());
+    }
 }
 
 impl Guard {
@@ -43,7 +51,7 @@ impl Guard {
         let Guard { folder, proxy } = self;
         Kept {
             _lock: folder.keep(),
-            _proxy: proxy,
+            proxy,
         }
     }
 }

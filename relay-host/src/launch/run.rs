@@ -389,6 +389,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
     };
+    session.kept.end_proxy();
     let mut ev = crate::launch::session::answer::ended(&session.id, code, last, session.sandboxed);
     ev["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&ev);

@@ -98,9 +98,13 @@ impl Proxy {
     }
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+impl Proxy {
+    /// Stops accepting and waits for the accepting thread; the socket is removed. Done once
+    /// (dropping a stopped proxy does nothing more).
+    pub fn stop(&mut self) {
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
         // Wake the accept: it sees the flag and returns, closing the listener.
         let woke = UnixStream::connect(&self.path).is_ok();
         if let (true, Some(t)) = (woke, self.thread.take()) {
@@ -111,6 +115,12 @@ impl Drop for Proxy {
         if let Some(i) = &self.intercept {
             i.end();
         }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -18,7 +18,9 @@
 //! 5. beside a template that writes the home (`"writes_home": true`), what its session plants
 //!    in `~/.cargo/env` and `~/.bash_aliases` runs in no shell of a later token session that
 //!    reads the home (a login bash, an interactive one, `source ~/.bashrc`: what Claude Code's
-//!    shell snapshot runs).
+//!    shell snapshot runs);
+//! 6. a session that opens many connections the allow-list refuses adds a bounded number of
+//!    rows to the operator's logs (three a destination, then one count).
 //!
 //! Build the binaries first: `cargo build -p relay-host -p relay-shim -p relay-tests --bins`.
 #![cfg(target_os = "linux")]
@@ -73,6 +75,16 @@ fn a_home_writer_plants_nothing_a_token_session_sources_as_root() {
 #[test]
 fn a_home_writer_plants_nothing_a_token_session_sources_as_a_user() {
     a_home_writer_plants_nothing_a_token_session_sources(Some(NOBODY))
+}
+
+#[test]
+fn refused_connections_are_noted_within_bounds_as_root() {
+    refused_connections_are_noted_within_bounds(None)
+}
+
+#[test]
+fn refused_connections_are_noted_within_bounds_as_a_user() {
+    refused_connections_are_noted_within_bounds(Some(NOBODY))
 }
 
 #[test]
@@ -528,4 +540,118 @@ fn a_home_writer_plants_nothing_a_token_session_sources(user: Option<u32>) {
         fx.root.join("out/marker.cargo-env").exists(),
         "the control ran no plant"
     );
+}
+
+/// Case 6: a session behind an allow-list opens 40 connections to two hosts the list refuses.
+/// `events.jsonl` holds three `network_denied` rows a destination and one
+/// `network_denied_suppressed` row counting the other 34; the host log likewise. Red before:
+/// 40 rows (3,000 refusals added 3.8 MB in seconds).
+fn refused_connections_are_noted_within_bounds(user: Option<u32>) {
+    let fx = world(user);
+    fx.with_token(vec![json!({"id": "shell", "command": ["/bin/sh"],
+                              "network": {"allow": ["127.0.0.1:9"]},
+                              "sandbox": {"read_write": ["{project}"]}})]);
+    if let Some(u) = user {
+        fx.hand_over(u);
+    }
+    let script = "for i in $(seq 1 40); do curl -s -o /dev/null --max-time 5 \
+                  https://h$((i % 2)).example/; done; echo tried";
+    let out = fx.launch_for(&shell_req(&fx.project, script), SCRIPT_TIMEOUT);
+    assert!(out.stdout.contains("tried"), "{}", out.describe());
+    let text = std::fs::read_to_string(fx.state.join("events.jsonl")).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let schema = relay_tests::schema::Schema::load("events.schema.json");
+    let network = |r: &&Value| {
+        r["event"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("network"))
+    };
+    for r in rows.iter().filter(network) {
+        schema.assert_valid(r);
+    }
+    let denied: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["event"] == "network_denied")
+        .collect();
+    assert_eq!(denied.len(), 6, "{text}");
+    for h in ["h0.example", "h1.example"] {
+        assert_eq!(
+            denied.iter().filter(|r| r["host"] == h).count(),
+            3,
+            "{text}"
+        );
+    }
+    let more: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["event"] == "network_denied_suppressed")
+        .collect();
+    assert_eq!(more.len(), 1, "{text}");
+    assert_eq!(
+        (
+            more[0]["suppressed"].as_u64(),
+            more[0]["destinations"].as_u64()
+        ),
+        (Some(34), Some(2)),
+        "{text}"
+    );
+    let log = std::fs::read_to_string(fx.state.join("relay-host.log")).unwrap();
+    assert_eq!(log.matches("network refused").count(), 6, "{log}");
+    assert!(
+        log.contains("34 more refused connections not written"),
+        "{log}"
+    );
+}
+
+/// Case 3 with the real Claude Code 2.1.332 and the built-in template: the project is a
+/// repository whose `.git/config` holds a clean filter (what a `shell` session whose project is
+/// the folder above can write there) and whose `.gitattributes` applies it to every file, its
+/// tracked file touched. Claude's Bash tool runs `git status` and `git diff` in the project: no
+/// filter runs. The control, git on the host, runs it. Red before: the wrapper trusted the
+/// project repository's own configuration, and the filter ran through Claude's Bash tool.
+#[test]
+fn claudes_own_git_status_runs_no_filter_a_session_planted_in_the_repository() {
+    use relay_tests::agent::{Setup, FINAL};
+    use relay_tests::messages_api::Step;
+    let s = Setup::new(|_, _| {
+        vec![
+            Step::bash("git status; git diff --stat; true"),
+            Step::text(FINAL),
+        ]
+    });
+    let marker = s.project.join("marker");
+    let filter = format!(
+        "[filter \"x\"]\n\tclean = \"touch {} && cat\"\n",
+        marker.display()
+    );
+    let config = s.project.join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&filter);
+    std::fs::write(&config, text).unwrap();
+    std::fs::write(s.project.join(".gitattributes"), "* filter=x\n").unwrap();
+    let touched = Command::new("touch")
+        .args(["-d", "@1000000001"])
+        .arg(s.project.join("notes.txt"))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    s.hand_over();
+    let turn = s.turn("Say hello.");
+    assert_eq!(turn.code, Some(0), "{}", turn.describe());
+    assert!(
+        !marker.exists(),
+        "Claude Code's git ran the repository's filter"
+    );
+    // The session's git refreshed the index: touched again, the file is read again.
+    let touched = Command::new("touch")
+        .args(["-d", "@1000000002"])
+        .arg(s.project.join("notes.txt"))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    let control = s.git(&["status"]);
+    assert!(control.status.success());
+    assert!(marker.exists(), "the control ran no filter");
 }

@@ -34,6 +34,8 @@ struct Seen {
     written: u64,
     /// Refusals counted and not written.
     suppressed: u64,
+    /// The count was told ([`DenyNotes::finish`]).
+    told: bool,
 }
 
 impl DenyNotes {
@@ -72,15 +74,24 @@ impl DenyNotes {
     }
 
     /// The refusals counted and not written, and the destinations refused.
+    #[cfg(test)]
     fn left_out(&self) -> (u64, usize) {
         let s = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         (s.suppressed, s.per_destination.len())
     }
 }
 
-impl Drop for DenyNotes {
-    fn drop(&mut self) {
-        let (suppressed, destinations) = self.left_out();
+impl DenyNotes {
+    /// The session's proxy ended: tells how many refusals were left out, once (nothing when
+    /// none was).
+    pub(crate) fn finish(&self) {
+        let (suppressed, destinations) = {
+            let mut s = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            if std::mem::replace(&mut s.told, true) {
+                return;
+            }
+            (s.suppressed, s.per_destination.len())
+        };
         if suppressed == 0 {
             return;
         }
@@ -96,6 +107,12 @@ impl Drop for DenyNotes {
              session are)",
             self.id
         ));
+    }
+}
+
+impl Drop for DenyNotes {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) fn start(
     state: &State,
     session_id: &str,
     served: bool,
-) -> Result<(SandboxNet, Option<Proxy>), NetworkError> {
+) -> Result<(SandboxNet, Option<HereProxy>), NetworkError> {
     let list = match network {
         Network::Host => return Ok((SandboxNet::Host, None)),
         Network::None => return Ok((SandboxNet::Loopback, None)),
@@ -89,13 +89,14 @@ pub(crate) fn start(
             // A refused host is the session's text: it may spell the token (`CONNECT
             // <token>.x:443`).
             events.set_redactor(state.redactor().clone());
-            let notes = deny_notes::DenyNotes::new(events, session_id);
+            let notes = std::sync::Arc::new(deny_notes::DenyNotes::new(events, session_id));
+            let noted = notes.clone();
             let on_deny = Box::new(move |d: &Denied| {
-                notes.denied(&d.host, d.port.into(), d.reason, &d.allow_with());
+                noted.denied(&d.host, d.port.into(), d.reason, &d.allow_with());
             });
             let p = Proxy::start_with(&socket, list, on_deny, None)
                 .map_err(refuse(format!("socket {}", socket.display())))?;
-            Some(p)
+            Some(HereProxy { proxy: p, notes })
         }
     };
     let net = SandboxNet::Proxy {
@@ -242,11 +243,25 @@ pub(crate) struct Handed {
     pub ca_file: Option<std::path::PathBuf>,
 }
 
+/// relay-host's own proxy thread of one session, and the refusals it noted: dropped, the proxy
+/// stops, then what was left out of the logs is told ([`deny_notes::DenyNotes::finish`]).
+pub(crate) struct HereProxy {
+    proxy: Proxy,
+    notes: std::sync::Arc<deny_notes::DenyNotes>,
+}
+
+impl Drop for HereProxy {
+    fn drop(&mut self) {
+        self.proxy.stop();
+        self.notes.finish();
+    }
+}
+
 /// A session's running allow-list proxy: a thread of relay-host's own, or a stand-in session's
 /// `relay-stand-in` ([`crate::launch::network::stand_in`]). Dropping it ends it.
 pub(crate) enum SessionProxy {
     /// relay-host's own proxy thread.
-    Here(#[allow(dead_code)] Proxy),
+    Here(#[allow(dead_code)] HereProxy),
     /// A stand-in session's program.
     StandIn(#[allow(dead_code)] crate::launch::network::stand_in_proxy::StandInProxy),
 }

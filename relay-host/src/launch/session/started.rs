@@ -43,7 +43,7 @@ pub(crate) fn wait_started(
         sandboxed: launch.v.sandboxed(),
         shim: s.shim,
         status: s.status,
-        _kept: guard.keep(),
+        kept: guard.keep(),
     })
 }
 

@@ -43,5 +43,5 @@ pub(crate) struct Session {
     /// The shim's status pipe.
     pub status: BufReader<File>,
     /// The session folder's lock and the allow-list's proxy, held while the session runs.
-    pub _kept: Kept,
+    pub kept: Kept,
 }
