@@ -404,14 +404,15 @@ fn write_place_checks(
                 t.id
             ));
         }
-        match (t.sandbox).refused_write(&host.home, None, &claude_config, t.writes_home()) {
-            Ok(Some((grant, path, why))) => problems.push(format!(
+        let refused = (t.sandbox).refused_write(&host.home, None, &claude_config, t.writes_home());
+        // A grant that cannot be expanded is the settings' own error, named elsewhere.
+        if let Ok(Some((grant, path, why))) = refused {
+            problems.push(format!(
                 "template {:?}: its read-write grant {grant:?} ({}) is refused, so are its \
                  launches: {why}",
                 t.id,
                 path.display()
-            )),
-            Ok(None) | Err(_) => {}
+            ));
         }
     }
 }
