@@ -53,7 +53,7 @@ fn place(plan: &SandboxPlan, file: &Staged, profile: &mut Profile) -> Result<(),
             let (home, at) = crate::launch::prepare::own_config::place_home(dir)?;
             vec![(home, at.into())]
         }
-        Staged::GitConfigs { git, dirs } => super::git_config::write_copies(git, dirs, dir)
+        Staged::GitConfigs(dirs) => super::git_config::write_copies(dirs, dir)
             .map_err(spawn_err("the repository's configuration"))?,
     };
     for (src, at) in placed {

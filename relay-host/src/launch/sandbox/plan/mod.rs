@@ -152,13 +152,9 @@ pub(crate) enum Staged {
     /// (`own_config::place_home`).
     EmptyHome,
     /// The kept copies of the project repository's configurations (`git_config`), each over
-    /// the `config` of one of these git folders, made by the host's `git`.
-    GitConfigs {
-        /// The host's git.
-        git: PathBuf,
-        /// The repository's common folder, then its linked worktrees' and submodules'.
-        dirs: Vec<PathBuf>,
-    },
+    /// the `config` of one of these git folders: the repository's common folder, then its
+    /// linked worktrees' and submodules'.
+    GitConfigs(Vec<PathBuf>),
 }
 
 /// The write-deny list of one launch: the folders it applies in, by role, and its additions.
@@ -300,8 +296,7 @@ fn staged(f: &Facts, shared: &[PathBuf]) -> (Vec<Staged>, Vec<(OsString, OsStrin
         if let Some(common) = &git.common {
             let mut dirs = vec![common.clone()];
             dirs.extend(git.linked.iter().cloned());
-            let git = git.program.clone();
-            files.push(Staged::GitConfigs { git, dirs });
+            files.push(Staged::GitConfigs(dirs));
         }
     }
     if token {
