@@ -350,12 +350,6 @@ mod tests {
         assert_eq!(crate::net::relay_inside().url(), "http://127.0.0.1:3128");
     }
 
-    /// `CLAUDE_CODE_HOSTS`'s example.
-    #[test]
-    fn claude_code_hosts_doc_example() {
-        assert_eq!(crate::net::CLAUDE_CODE_HOSTS, ["api.anthropic.com"]);
-    }
-
     /// `claude_code_network`'s example.
     #[test]
     fn claude_code_network_doc_example() {

@@ -333,22 +333,14 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    /// `ANTHROPIC_API`'s example.
+    /// The host the proxy adds the real token for is the one the built-in template's
+    /// allow-list names, on HTTPS's port: the two constants say one host.
     #[test]
-    fn anthropic_api_doc_example() {
-        assert_eq!(crate::stand_in::ANTHROPIC_API, "api.anthropic.com:443");
-    }
-
-    /// `SANDBOX_CA`'s example.
-    #[test]
-    fn sandbox_ca_doc_example() {
-        assert_eq!(crate::stand_in::SANDBOX_CA, "/run/relay/ca.pem");
-    }
-
-    /// `CA_VARIABLE`'s example.
-    #[test]
-    fn ca_variable_doc_example() {
-        assert_eq!(crate::stand_in::CA_VARIABLE, "NODE_EXTRA_CA_CERTS");
+    fn the_api_host_is_the_built_in_allow_lists() {
+        let [host] = crate::net::CLAUDE_CODE_HOSTS else {
+            panic!("the built-in allow-list names one host");
+        };
+        assert_eq!(crate::stand_in::ANTHROPIC_API, format!("{host}:443"));
     }
 
     /// `Used`'s example.
