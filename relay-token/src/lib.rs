@@ -57,6 +57,9 @@ mod path;
 mod pipe;
 mod read;
 mod redact;
+// The system calls relay's own programs (relay-host, relay-shim) make through this crate: public
+// for them, not part of the embedder's documented surface.
+#[doc(hidden)]
 pub mod sys;
 mod token;
 
@@ -64,7 +67,9 @@ mod token;
 pub mod net;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
+// How relay's programs find a program on `PATH`: theirs, not the embedder's documented surface.
 #[cfg(feature = "sandbox")]
+#[doc(hidden)]
 pub mod which;
 
 pub use env::ChildEnv;

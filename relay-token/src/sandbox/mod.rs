@@ -37,26 +37,36 @@
 //! running. Otherwise the file alone is masked by a read-only bind of an empty mode-0000 file that
 //! [`Profile::resolve`] keeps in the host-only folder given by [`Profile::state_dir`].
 
+// The modules marked `doc(hidden)` below are relay's programs' own (the git guard, the write-deny
+// list, bwrap's limits, the no-dump preload, seccomp, paths reached without following links):
+// public for relay-host and relay-shim, not the embedder's documented surface.
 mod baseline;
 mod bwrap;
 mod bwrap_probe;
 mod error;
+#[doc(hidden)]
 pub mod git_dirs;
+#[doc(hidden)]
 pub mod git_guard;
 mod grant;
 mod ident;
+#[doc(hidden)]
 pub mod limits;
 mod links;
 mod net;
 #[cfg(target_os = "linux")]
+#[doc(hidden)]
 pub mod nodump;
+#[doc(hidden)]
 pub mod nofollow;
 mod realpaths;
 mod resolved;
 mod sbpl;
 mod seatbelt;
 #[cfg(target_os = "linux")]
+#[doc(hidden)]
 pub mod seccomp;
+#[doc(hidden)]
 pub mod write_deny;
 
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
