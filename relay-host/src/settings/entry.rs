@@ -17,7 +17,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer};
 
-use super::template::{builtin_templates, SameProject, Sandbox, Template};
+use super::template::{SameProject, Sandbox, Template};
 use super::token_mode::TokenMode;
 use crate::net::{AllowEntry, AllowError, Network};
 
@@ -93,7 +93,11 @@ impl std::error::Error for EntryError {
 /// The effective template of an entry: the built-in one of its id extended by it, else the
 /// entry alone (which must give `command`).
 fn resolve(e: Entry) -> Result<Template, EntryError> {
-    let Some(mut t) = builtin_templates().into_iter().find(|b| b.id == e.id) else {
+    let Some(mut t) = super::template::builtins()
+        .iter()
+        .find(|b| b.id == e.id)
+        .cloned()
+    else {
         let Some(command) = e.command else {
             return Err(EntryError::NoCommand { id: e.id });
         };
@@ -155,7 +159,7 @@ mod tests {
 
     #[test]
     fn an_entry_with_a_builtin_id_changes_only_what_it_gives() {
-        let builtin = builtin_templates().remove(0);
+        let builtin = crate::settings::builtin_templates().remove(0);
         let t = one(r#"{"id": "claude-code", "network": {"allow": ["example.com"]}}"#);
         assert_eq!(t.command, builtin.command);
         assert_eq!(t.env, builtin.env);

@@ -225,7 +225,7 @@ impl Settings {
             .iter()
             .find(|t| t.id == id)
             .cloned()
-            .or_else(|| builtin_templates().into_iter().find(|t| t.id == id))
+            .or_else(|| template::builtins().iter().find(|t| t.id == id).cloned())
     }
 
     /// Every template a launch can name: each built-in one (as the settings give it, else as
@@ -236,7 +236,7 @@ impl Settings {
     /// assert_eq!(all.len(), 2);
     /// ```
     pub fn all_templates(&self) -> Vec<Template> {
-        let builtins = builtin_templates();
+        let builtins = template::builtins();
         let mut all: Vec<_> = builtins
             .iter()
             .map(|b| self.template(&b.id).unwrap_or_else(|| b.clone()))

@@ -108,10 +108,8 @@ impl Template {
     /// (`claude-code`: an allow-list of the hosts Claude Code needs), else `"host"`.
     pub(crate) fn network(&self) -> Network {
         let net = self.network.clone().unwrap_or_else(|| {
-            builtin_templates()
-                .into_iter()
-                .find(|b| b.id == self.id)
-                .and_then(|b| b.network)
+            (builtins().iter().find(|b| b.id == self.id))
+                .and_then(|b| b.network.clone())
                 .unwrap_or(Network::Host)
         });
         match (net, &self.api_base_url) {
@@ -263,6 +261,12 @@ const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
     ("DISABLE_AUTOUPDATER", "1"),
 ];
+
+/// The built-in templates, made once per process ([`builtin_templates`]).
+pub(crate) fn builtins() -> &'static [Template] {
+    static BUILTINS: std::sync::OnceLock<Vec<Template>> = std::sync::OnceLock::new();
+    BUILTINS.get_or_init(builtin_templates)
+}
 
 /// The built-in templates: `claude-code` and `shell`.
 ///
