@@ -68,7 +68,12 @@ impl ConfineError {
             {
                 Refusal::SpawnFailed
             }
-            _ => Refusal::SandboxUnavailable,
+            ConfineError::NoDump { .. }
+            | ConfineError::WriteDenySymlink { .. }
+            | ConfineError::Placeholder { .. }
+            | ConfineError::PlaceholderRaced { .. }
+            | ConfineError::Placeholders(_)
+            | ConfineError::GrantInOwnFolder { .. } => Refusal::SandboxUnavailable,
         }
     }
 }

@@ -102,8 +102,14 @@ pub(crate) fn field(e: &LaunchError) -> Option<String> {
         RequestError::ProjectNotGranted { .. }
         | RequestError::ProjectBusy { .. }
         | RequestError::GitRedirect { .. } => return Some("project".into()),
-        RequestError::SessionRunning { .. } => return Some("session_id".into()),
-        _ => return None,
+        RequestError::SessionRunning { .. } | RequestError::SessionLock { .. } => {
+            return Some("session_id".into())
+        }
+        // A project no session may write is the request's; a template's own grant is not.
+        RequestError::WritesWhereCodeRuns { grant, .. } => {
+            let project = grant.starts_with(crate::settings::PROJECT_PLACEHOLDER);
+            return project.then(|| "project".into());
+        }
     };
     use InvalidSpec::*;
     Some(match spec {
@@ -118,7 +124,8 @@ pub(crate) fn field(e: &LaunchError) -> Option<String> {
         }
         ArgNul(i) | Arg { index: i, .. } => format!("extra_args[{i}]"),
         TooBig { field, .. } => (*field).into(),
-        _ => return None,
+        // The request as a whole: no one field.
+        Array | NotJson(_) | Shape(_) | Read(_) | TooLarge | NotUtf8 => return None,
     })
 }
 
