@@ -464,11 +464,18 @@ fn upstream_ca_file_must_be_a_readable_pem_outside_every_grant() {
     fs::write(&good, params.self_signed(&key).unwrap().pem()).unwrap();
     let s = Settings::from_json(&with(&good)).unwrap();
     assert_eq!(s.upstream_ca_file.as_deref(), Some(good.as_path()));
-    // The same file inside a read-write grant (the built-in shell template grants the home).
+    // The same file inside a read-write grant (of a shell that writes the home).
     let home = d.path().to_path_buf();
     let config = home.join("config");
     fs::create_dir(&config).unwrap();
-    fs::write(config.join("settings.json"), with(&good)).unwrap();
+    let with_shell = |p: &std::path::Path| {
+        format!(
+            r#"{{"upstream_ca_file": {:?}, "templates": [{{"id": "shell",
+                "sandbox": {{"read_write": ["~/"]}}, "writes_home": true}}]}}"#,
+            p.display().to_string()
+        )
+    };
+    fs::write(config.join("settings.json"), with_shell(&good)).unwrap();
     let host = relay_host::Host {
         config_dir: config.clone(),
         state_dir: d.path().join("state"),
@@ -483,7 +490,7 @@ fn upstream_ca_file_must_be_a_readable_pem_outside_every_grant() {
     );
     let kept = config.join("ca.pem");
     fs::copy(&good, &kept).unwrap();
-    fs::write(config.join("settings.json"), with(&kept)).unwrap();
+    fs::write(config.join("settings.json"), with_shell(&kept)).unwrap();
     assert!(host.settings().is_ok(), "the config folder is no grant's");
 }
 

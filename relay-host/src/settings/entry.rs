@@ -93,41 +93,61 @@ impl std::error::Error for EntryError {
 /// The effective template of an entry: the built-in one of its id extended by it, else the
 /// entry alone (which must give `command`).
 fn resolve(e: Entry) -> Result<Template, EntryError> {
-    let Some(mut t) = super::template::builtins()
-        .iter()
-        .find(|b| b.id == e.id)
-        .cloned()
-    else {
-        let Some(command) = e.command else {
-            return Err(EntryError::NoCommand { id: e.id });
+    // Every field named on both sides: a field added to either is a compile error here until
+    // its rule is decided.
+    let Entry {
+        id,
+        command,
+        env,
+        sandbox,
+        request_env,
+        network,
+        api_base_url,
+        same_project,
+        trust_project,
+        token_mode,
+        writes_home,
+    } = e;
+    let Some(base) = super::template::builtins().iter().find(|b| b.id == id) else {
+        let Some(command) = command else {
+            return Err(EntryError::NoCommand { id });
         };
         return Ok(Template {
-            id: e.id,
+            id,
             command,
-            env: e.env.unwrap_or_default(),
-            sandbox: e.sandbox.unwrap_or_default(),
-            request_env: e.request_env.unwrap_or_default(),
-            network: e.network,
-            api_base_url: e.api_base_url,
-            same_project: e.same_project,
-            trust_project: e.trust_project,
-            token_mode: e.token_mode.unwrap_or_default(),
-            writes_home: e.writes_home,
+            env: env.unwrap_or_default(),
+            sandbox: sandbox.unwrap_or_default(),
+            request_env: request_env.unwrap_or_default(),
+            network,
+            api_base_url,
+            same_project,
+            trust_project,
+            token_mode: token_mode.unwrap_or_default(),
+            writes_home,
         });
     };
-    if let Some(c) = e.command {
-        t.command = c;
-    }
-    t.env.extend(e.env.unwrap_or_default());
-    if let Some(s) = e.sandbox {
-        t.sandbox = s;
-    }
-    for name in e.request_env.unwrap_or_default() {
-        if !t.request_env.contains(&name) {
-            t.request_env.push(name);
+    let Template {
+        id: _,
+        command: base_command,
+        env: base_env,
+        sandbox: base_sandbox,
+        request_env: base_request_env,
+        network: base_network,
+        api_base_url: base_api_base_url,
+        same_project: base_same_project,
+        trust_project: base_trust_project,
+        token_mode: base_token_mode,
+        writes_home: base_writes_home,
+    } = base.clone();
+    let mut merged_env = base_env;
+    merged_env.extend(env.unwrap_or_default());
+    let mut merged_request_env = base_request_env;
+    for name in request_env.unwrap_or_default() {
+        if !merged_request_env.contains(&name) {
+            merged_request_env.push(name);
         }
     }
-    t.network = match (t.network, e.network) {
+    let network = match (base_network, network) {
         (Some(Network::Allow(base)), Some(Network::Allow(more))) => {
             let mut list = base;
             for written in more.entries() {
@@ -140,12 +160,19 @@ fn resolve(e: Entry) -> Result<Template, EntryError> {
         (_, given @ Some(Network::Host | Network::None))
         | (None | Some(Network::Host | Network::None), given @ Some(Network::Allow(_))) => given,
     };
-    t.api_base_url = e.api_base_url.or(t.api_base_url);
-    t.same_project = e.same_project.or(t.same_project);
-    t.trust_project = e.trust_project.or(t.trust_project);
-    t.token_mode = e.token_mode.unwrap_or(t.token_mode);
-    t.writes_home = e.writes_home.or(t.writes_home);
-    Ok(t)
+    Ok(Template {
+        id,
+        command: command.unwrap_or(base_command),
+        env: merged_env,
+        sandbox: sandbox.unwrap_or(base_sandbox),
+        request_env: merged_request_env,
+        network,
+        api_base_url: api_base_url.or(base_api_base_url),
+        same_project: same_project.or(base_same_project),
+        trust_project: trust_project.or(base_trust_project),
+        token_mode: token_mode.unwrap_or(base_token_mode),
+        writes_home: writes_home.or(base_writes_home),
+    })
 }
 
 #[cfg(test)]
