@@ -15,18 +15,10 @@ use crate::Host;
 /// made ([`LaunchPlan::resolve`]): its project is the real path, checked once.
 #[derive(Debug, Clone)]
 pub(crate) struct LaunchPlan {
-    kind: Kind,
-    template: Template,
-    claude: bool,
-    sandboxed: bool,
-    session_id: String,
+    /// The request checked against the settings, as it was made.
+    v: Validated,
+    /// The project's real path (the request's, checked).
     project: Option<PathBuf>,
-    resume: Option<String>,
-    continue_last: bool,
-    extra_args: Vec<String>,
-    env: BTreeMap<String, String>,
-    ssh_host: Option<String>,
-    keep: bool,
 }
 
 impl LaunchPlan {
@@ -50,20 +42,7 @@ impl LaunchPlan {
     }
 
     fn with_project(v: Validated, project: Option<PathBuf>) -> LaunchPlan {
-        LaunchPlan {
-            kind: v.kind,
-            template: v.template,
-            claude: v.claude,
-            sandboxed: v.sandboxed,
-            session_id: v.session_id,
-            project,
-            resume: v.resume,
-            continue_last: v.continue_last,
-            extra_args: v.extra_args,
-            env: v.env,
-            ssh_host: v.ssh_host,
-            keep: v.keep,
-        }
+        LaunchPlan { v, project }
     }
 
     /// The plan of a validated request taken as it is, its project unchecked (unit tests).
@@ -75,28 +54,28 @@ impl LaunchPlan {
 
     /// The kind of session asked for.
     pub(crate) fn kind(&self) -> Kind {
-        self.kind
+        self.v.kind
     }
 
     /// The template it resolved to.
     pub(crate) fn template(&self) -> &Template {
-        &self.template
+        &self.v.template
     }
 
     /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).
     pub(crate) fn claude(&self) -> bool {
-        self.claude
+        self.v.claude
     }
 
     /// True when it runs in the sandbox (the request asks for it, it runs on this machine, and
     /// the template has one).
     pub(crate) fn sandboxed(&self) -> bool {
-        self.sandboxed
+        self.v.sandboxed
     }
 
     /// The session id (given or generated).
     pub(crate) fn session_id(&self) -> &str {
-        &self.session_id
+        &self.v.session_id
     }
 
     /// The project folder's real path.
@@ -106,32 +85,32 @@ impl LaunchPlan {
 
     /// A Claude conversation to resume.
     pub(crate) fn resume(&self) -> Option<&str> {
-        self.resume.as_deref()
+        self.v.resume.as_deref()
     }
 
     /// Continue the project's most recent Claude conversation.
     pub(crate) fn continue_last(&self) -> bool {
-        self.continue_last
+        self.v.continue_last
     }
 
     /// Arguments appended to the template's command.
     pub(crate) fn extra_args(&self) -> &[String] {
-        &self.extra_args
+        &self.v.extra_args
     }
 
     /// Variables set after the template's env.
     pub(crate) fn env(&self) -> &BTreeMap<String, String> {
-        &self.env
+        &self.v.env
     }
 
     /// The machine an ssh launch runs on (never with the token).
     pub(crate) fn ssh_host(&self) -> Option<&str> {
-        self.ssh_host.as_deref()
+        self.v.ssh_host.as_deref()
     }
 
     /// Keep the session folder after the session ends.
     pub(crate) fn keep(&self) -> bool {
-        self.keep
+        self.v.keep
     }
 
     /// Checks what the request adds to a launch that carries the token: each `env` name must be
@@ -139,8 +118,8 @@ impl LaunchPlan {
     /// `extra_args` pass [`crate::launch::plan::claude_args::check`]: read with Claude Code's
     /// grammar, each option as classified, no subcommand but `auth status`.
     pub(crate) fn check_token_request(&self) -> Result<(), InvalidSpec> {
-        let allowed_env = &self.template.request_env;
-        for k in self.env.keys() {
+        let allowed_env = &self.v.template.request_env;
+        for k in self.v.env.keys() {
             if let Some(p) = NEVER_ENV_PREFIXES.iter().find(|p| k.starts_with(*p)) {
                 let (name, prefix) = (k.clone(), *p);
                 return Err(InvalidSpec::EnvPrefix { name, prefix });
@@ -149,7 +128,7 @@ impl LaunchPlan {
                 return Err(InvalidSpec::EnvNotAllowed(k.clone()));
             }
         }
-        let args = &self.extra_args;
+        let args = &self.v.extra_args;
         crate::launch::plan::claude_args::check(args).map_err(|(index, rule)| {
             let arg = args[index].clone();
             InvalidSpec::Arg { index, arg, rule }
@@ -159,13 +138,13 @@ impl LaunchPlan {
     /// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of
     /// them (`--continue`, which picks the newest), or none.
     pub(crate) fn resumes(&self) -> Option<Option<&str>> {
-        if let (true, Some(id)) = (self.claude, &self.resume) {
+        if let (true, Some(id)) = (self.v.claude, &self.v.resume) {
             return Some(Some(id.as_str()));
         }
-        if self.claude && self.continue_last {
+        if self.v.claude && self.v.continue_last {
             return Some(None);
         }
-        let args = &self.extra_args;
+        let args = &self.v.extra_args;
         for (i, a) in args.iter().enumerate() {
             match a.as_str() {
                 "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
@@ -337,11 +316,11 @@ mod tests {
             matches!(e, InvalidSpec::EnvNotAllowed(ref n) if n == "FOO"),
             "{e}"
         );
-        p.template.request_env.push("FOO".into());
+        p.v.template.request_env.push("FOO".into());
         p.check_token_request().unwrap();
         // A template that allows a never-set prefix does not: it is never a request's.
         let mut p = plan(r#"{"kind": "claude", "env": {"ANTHROPIC_BASE_URL": "http://x"}}"#);
-        p.template.request_env.push("ANTHROPIC_BASE_URL".into());
+        p.v.template.request_env.push("ANTHROPIC_BASE_URL".into());
         let e = p.check_token_request().unwrap_err();
         assert!(e.to_string().contains("ANTHROPIC_BASE_URL"), "{e}");
         assert!(
