@@ -798,6 +798,39 @@ fn status_exits_78_when_a_part_is_unusable() {
     assert!(out.stdout.contains("warning: ") || out.stdout.contains("reads as a token: no"));
 }
 
+/// A token file written as `NAME=value` (a `.env` habit), whatever the name, is no token: `token
+/// check` and `status` fail on it (exit 78), naming why and `relay-host token import` as the fix,
+/// and print no byte of it; a launch refuses it.
+#[test]
+fn a_name_equals_value_token_file_fails_check_and_status() {
+    let fx = world();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    for name in ["CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY", "x"] {
+        let token = oat_token();
+        fx.write_token(&format!("{name}={token}\n"));
+        for args in [&["token", "check"][..], &["status"][..]] {
+            let out = fx.host(args);
+            assert_eq!(out.code, Some(78), "{args:?} {name}: {}", out.stdout);
+            assert!(
+                out.stdout
+                    .contains("not a token: a NAME=value line, not the token alone"),
+                "{args:?}: {}",
+                out.stdout
+            );
+            assert!(
+                out.stdout.contains("relay-host token import"),
+                "{args:?}: {}",
+                out.stdout
+            );
+            assert_no_token("stdout", out.stdout.as_bytes(), &token);
+            assert_no_token("stderr", out.stderr.as_bytes(), &token);
+        }
+        let out = fx.host(&["--json", "token", "check"]);
+        let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(r["ok"], false, "{r}");
+    }
+}
+
 /// `token check` warns, without refusing, on a shape other than `sk-ant-oat01-` and on a file
 /// older than 330 days.
 #[test]
