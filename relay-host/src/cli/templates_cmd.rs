@@ -37,7 +37,7 @@ pub(crate) fn render(templates: &[Template], format: Format) -> String {
     }
 }
 
-/// The built-in templates as JSON settings (the README's "Built-in templates" block).
+/// The built-in templates as JSON settings (docs/relay-host.md's "Built-in templates" block).
 ///
 /// ```
 /// assert!(relay_host::cli::templates_cmd::builtins_json().contains("\"id\": \"shell\""));

@@ -224,6 +224,7 @@ fn the_release_tarball_holds_both_binaries_completions_and_man_pages() {
         "share/fish/vendor_completions.d/relay-host.fish",
         "share/doc/relay/LICENSE-MIT",
         "share/doc/relay/LICENSE-APACHE",
+        "share/doc/relay/relay-host.md",
     ] {
         assert!(
             unpacked.path().join(f).is_file(),
