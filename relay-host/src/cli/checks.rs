@@ -80,7 +80,7 @@ pub(crate) fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> V
 
 /// A failed check whose hint is the one `human::hint` knows for its message.
 fn failed_with_hint(name: &str, message: String, claude: bool) -> Check {
-    let hint = crate::human::hint(&message).map(str::to_string);
+    let hint = crate::human::hint(&message);
     Check::failed(name, message, hint, claude)
 }
 
@@ -142,9 +142,7 @@ fn command(t: &crate::settings::Template) -> Check {
     let Some(path) = relay_token::which::find_program(program) else {
         let detail = format!("command {program:?} not found or not executable (PATH)");
         let hint = match claude {
-            true => "install Claude Code (`npm install -g @anthropic-ai/claude-code`, or the \
-                     native installer), or set the claude-code template's command to its path"
-                .to_string(),
+            true => crate::human::INSTALL_CLAUDE.to_string(),
             false => format!("install {program:?}, or put its folder on PATH"),
         };
         return Check::failed(&name, detail, Some(hint), claude);
