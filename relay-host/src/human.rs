@@ -74,6 +74,54 @@ pub(crate) fn for_person() -> bool {
 pub(crate) const MAKE_TOKEN: &str =
     "make one with `claude setup-token`, then store it with `relay-host token import`";
 
+/// How to install Claude Code, for a `claude` that is not found (by `status` and at a launch).
+pub(crate) const INSTALL_CLAUDE: &str =
+    "install Claude Code (`npm install -g @anthropic-ai/claude-code`, or the native installer), \
+     or set the claude-code template's command to its path";
+
+/// `s` as one word of a POSIX shell command: as it is when it holds only characters no shell
+/// treats specially, else in single quotes (a `'` inside as `'\''`).
+///
+/// ```
+/// use relay_host::human::sh_quote;
+/// assert_eq!(sh_quote("/home/me/src/app"), "/home/me/src/app");
+/// assert_eq!(sh_quote("/home/me/my app"), "'/home/me/my app'");
+/// assert_eq!(sh_quote("it's"), "'it'\\''s'");
+/// ```
+pub fn sh_quote(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%~".contains(c);
+    if !s.is_empty() && s.chars().all(plain) && !s.starts_with('~') {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The hint for a project that does not exist, from the message `project "P": no such file or
+/// directory`: how to make the folder, and, when its last component has a space in it (it may
+/// be Claude's `-p` prompt given to relay's `-p`, which is `--project`), the prompt after `--`.
+fn missing_project_hint(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("project \"")?;
+    let path = rest.strip_suffix("\": no such file or directory")?;
+    if path.contains('\\') || path.contains('"') {
+        return None;
+    }
+    let last = path.rsplit('/').next().unwrap_or(path);
+    let make = format!(
+        "there is no folder {}: make it (`mkdir -p {}`), or name an existing one",
+        sh_quote(path),
+        sh_quote(path)
+    );
+    Some(if last.contains(' ') {
+        format!(
+            "{make}; or, for a prompt: relay's -p is --project, the folder to work in, and \
+             Claude's -p goes after --: `relay-host run -- -p {}`",
+            sh_quote(last)
+        )
+    } else {
+        format!("{make} (`relay-host run --project DIR`)")
+    })
+}
+
 /// Hints by what the message says, first match wins. Each entry: the fragments that must all
 /// occur in the message, and the hint.
 const HINTS: &[(&[&str], &str)] = &[
@@ -124,13 +172,20 @@ const HINTS: &[(&[&str], &str)] = &[
     ),
     (
         &["settings.json: "],
-        "fix the settings file at the key and line named (`relay-host status` checks it again; \
-         `relay-host templates` prints valid templates to copy from)",
+        "fix the settings file where the message points (`relay-host status` checks it again; \
+         `relay-host templates` prints the built-in templates to copy from, also while the \
+         settings do not load)",
     ),
     (
         &["settings.toml: "],
-        "fix the settings file at the key and line named (`relay-host status` checks it again; \
-         `relay-host templates` prints valid templates to copy from)",
+        "fix the settings file where the message points (`relay-host status` checks it again; \
+         `relay-host templates` prints the built-in templates to copy from, also while the \
+         settings do not load)",
+    ),
+    (
+        &["claude_token_file", "owned by uid", "not by the user"],
+        "the token file belongs to another user: store your own with `relay-host token import` \
+         (it replaces the file), or have root `chown` it to the user relay-host runs as",
     ),
     (
         &["state folder", "(os error"],
@@ -171,6 +226,10 @@ const HINTS: &[(&[&str], &str)] = &[
          `relay-host token import`",
     ),
     (
+        &["command \"claude\" not found or not executable"],
+        INSTALL_CLAUDE,
+    ),
+    (
         &["not found or not executable"],
         "install the template's program, or put its folder on PATH",
     ),
@@ -182,17 +241,22 @@ const HINTS: &[(&[&str], &str)] = &[
 /// use relay_host::human::hint;
 /// let h = hint("read claude_token_file /h/.config/claude-ltt/token: no such file or directory");
 /// assert!(h.unwrap().contains("claude setup-token"));
+/// let h = hint(r#"project "/src/explain this repo": no such file or directory"#);
+/// assert!(h.unwrap().ends_with("`relay-host run -- -p 'explain this repo'`"));
 /// assert_eq!(hint("something else"), None);
 /// ```
-pub fn hint(message: &str) -> Option<&'static str> {
+pub fn hint(message: &str) -> Option<String> {
     if message.contains("bwrap") && message.contains("does not work") {
         // By the cause found on this machine, each with its own fix.
-        return Some(crate::userns::cause().fix());
+        return Some(crate::userns::cause().fix().to_string());
+    }
+    if let Some(h) = missing_project_hint(message) {
+        return Some(h);
     }
     HINTS
         .iter()
         .find(|(parts, _)| parts.iter().all(|p| message.contains(p)))
-        .map(|(_, h)| *h)
+        .map(|(_, h)| h.to_string())
 }
 
 /// The text a person reads for a refused launch: one sentence, then the hint line if any.
@@ -200,7 +264,7 @@ pub(crate) fn refusal_text(code: &str, message: &str) -> String {
     let mut text = format!("relay-host: the launch was refused: {message} ({code})");
     if let Some(h) = hint(message) {
         text.push_str("\nhint: ");
-        text.push_str(h);
+        text.push_str(&h);
     }
     text
 }

@@ -79,7 +79,7 @@ pub use path::{
 };
 pub use pipe::{spawn_with_token_fd, AttachedToken, TokenPipe, TOKEN_FD_VAR};
 pub use read::{
-    read_claude_token, read_private_claude_token, token_file_exposure, TokenFileError,
+    read_claude_token, read_private_claude_token, token_file_exposure, token_shape, TokenFileError,
     TokenFileReason, MAX_TOKEN_BYTES,
 };
 pub use redact::{Redactor, MASK};

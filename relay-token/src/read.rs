@@ -69,6 +69,12 @@ pub enum TokenFileReason {
     /// file, not a token. A token holds none of `"`, `{`, `}`, `[`, `]` (`claude setup-token`
     /// prints `sk-ant-oat01-` and base64url characters).
     Json,
+    /// A `NAME=value` line (`CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-...`, a `.env` habit), whatever
+    /// the name: the whole line would be sent as the token.
+    Assignment,
+    /// Printable ASCII, but a character no `Authorization: Bearer` token holds: a token is
+    /// letters, digits and `-._~+/`, with `=` only at its end (RFC 6750's `b64token`).
+    NotBearer,
     /// Read with [`read_private_claude_token`]: group or others may read or write the file.
     Mode(u32),
     /// Read with [`read_private_claude_token`]: owned by neither this process's user nor root.
@@ -136,6 +142,13 @@ impl fmt::Display for TokenFileReason {
                 f.write_str("not a token: holds whitespace or control bytes")
             }
             TokenFileReason::Json => f.write_str("not a token: a JSON document"),
+            TokenFileReason::Assignment => {
+                f.write_str("not a token: a NAME=value line, not the token alone")
+            }
+            TokenFileReason::NotBearer => f.write_str(
+                "not a token: holds a character no token holds (a token is letters, digits and \
+                 -._~+/, with = only at its end)",
+            ),
             TokenFileReason::Mode(mode) => {
                 write!(f, "mode {mode:04o} lets others read it; chmod 600 it")
             }
@@ -166,8 +179,8 @@ impl std::error::Error for TokenFileError {}
 /// Opens with `O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a FIFO never blocks), refuses
 /// anything but a regular file with one link, reads at most 4097 bytes into a zeroized buffer,
 /// requires the count to match `st_size`, trims ASCII whitespace at both ends and requires what
-/// is left to be non-empty printable ASCII holding none of `"{}[]` (a JSON document, such as a
-/// credentials file, is refused whatever its spacing).
+/// is left to be a token alone ([`token_shape`]): a JSON document (a credentials file) and a
+/// `NAME=value` line are refused by name, anything else that is not a token as such.
 ///
 /// ```
 /// let dir = std::env::temp_dir().join(format!("relay-token-doc-{}", std::process::id()));
@@ -260,14 +273,60 @@ fn read_token_file(path: &Path, private: bool) -> Result<ClaudeToken, TokenFileE
         }));
     }
     let trimmed = buf[..len].trim_ascii();
-    if trimmed.is_empty() {
-        return Err(fail(TokenFileReason::Empty));
-    }
-    if !is_token_bytes(trimmed) {
-        return Err(fail(TokenFileReason::NotAToken));
-    }
-    if trimmed.iter().any(|b| b"\"{}[]".contains(b)) {
-        return Err(fail(TokenFileReason::Json));
+    if let Some(reason) = token_shape(trimmed) {
+        return Err(fail(reason));
     }
     ClaudeToken::from_bytes(trimmed).ok_or_else(|| fail(TokenFileReason::NotAToken))
+}
+
+/// The one rule of what a token file holds once trimmed of ASCII whitespace: a token alone, in
+/// the form `Authorization: Bearer` carries it (RFC 6750's `b64token`: letters, digits and
+/// `-._~+/`, then `=` only at the end; what `claude setup-token` prints, `sk-ant-oat01-` and
+/// base64url, is one). `None` for a token; else why not, in this order: [`Empty`], whitespace or
+/// control bytes inside ([`NotAToken`]), a JSON document ([`Json`]), a `NAME=value` line
+/// whatever the name ([`Assignment`]), any other character ([`NotBearer`]). The reason holds no
+/// byte of `bytes`.
+///
+/// [`Empty`]: TokenFileReason::Empty
+/// [`NotAToken`]: TokenFileReason::NotAToken
+/// [`Json`]: TokenFileReason::Json
+/// [`Assignment`]: TokenFileReason::Assignment
+/// [`NotBearer`]: TokenFileReason::NotBearer
+///
+/// ```
+/// use relay_token::{token_shape, TokenFileReason};
+/// assert_eq!(token_shape(b"sk-ant-oat01-AbC_d-9"), None);
+/// assert_eq!(token_shape(b"abc+/def=="), None);
+/// assert_eq!(token_shape(b""), Some(TokenFileReason::Empty));
+/// assert_eq!(token_shape(b"sk-ant oat01"), Some(TokenFileReason::NotAToken));
+/// assert_eq!(token_shape(br#"{"accessToken":"x"}"#), Some(TokenFileReason::Json));
+/// assert_eq!(
+///     token_shape(b"CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-x"),
+///     Some(TokenFileReason::Assignment)
+/// );
+/// assert_eq!(token_shape(b"sk-ant:oat01"), Some(TokenFileReason::NotBearer));
+/// ```
+pub fn token_shape(bytes: &[u8]) -> Option<TokenFileReason> {
+    if bytes.is_empty() {
+        return Some(TokenFileReason::Empty);
+    }
+    if !is_token_bytes(bytes) {
+        return Some(TokenFileReason::NotAToken);
+    }
+    let body = bytes.len() - bytes.iter().rev().take_while(|&&b| b == b'=').count();
+    let bearer_byte = |b: &u8| b.is_ascii_alphanumeric() || b"-._~+/".contains(b);
+    if body > 0 && bytes[..body].iter().all(bearer_byte) {
+        return None;
+    }
+    if bytes.iter().any(|b| b"\"{}[]".contains(b)) {
+        return Some(TokenFileReason::Json);
+    }
+    let name = bytes
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+        .count();
+    if name > 0 && !bytes[0].is_ascii_digit() && bytes.get(name) == Some(&b'=') {
+        return Some(TokenFileReason::Assignment);
+    }
+    Some(TokenFileReason::NotBearer)
 }

@@ -241,6 +241,57 @@ fn compact_json_is_not_a_token_whatever_its_spacing() {
 }
 
 #[test]
+fn a_name_equals_value_line_is_not_a_token_whatever_the_name() {
+    // A `.env` habit: the variable's name, `=`, the token. Printable ASCII throughout.
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        format!("CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-{MARKER}\n"),
+        format!("TOKEN=sk-ant-oat01-{MARKER}"),
+        format!("_x9={MARKER}"),
+        format!("CLAUDE_CODE_OAUTH_TOKEN='sk-ant-oat01-{MARKER}'\n"),
+    ];
+    for (i, line) in lines.iter().enumerate() {
+        let p = write(dir.path(), &format!("t{i}"), line.as_bytes());
+        let e = refused(
+            &p,
+            "not a token: a NAME=value line, not the token alone",
+            &[b"CLAUDE_CODE", b"TOKEN=", b"_x9"],
+        );
+        assert_eq!(e.reason, TokenFileReason::Assignment);
+    }
+}
+
+#[test]
+fn anything_but_a_bearer_token_is_not_a_token() {
+    // Printable ASCII that no `Authorization: Bearer` token holds (RFC 6750's b64token:
+    // letters, digits and -._~+/, then `=` only at the end).
+    let dir = tempfile::tempdir().unwrap();
+    for (i, body) in [
+        format!("{MARKER}:tail"),
+        format!("sk-ant-oat01-{MARKER}=tail"),
+        format!("<{MARKER}>"),
+        format!("{MARKER};"),
+        format!("={MARKER}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let p = write(dir.path(), &format!("t{i}"), body.as_bytes());
+        let e = refused(
+            &p,
+            "not a token: holds a character no token holds (a token is letters, digits and \
+             -._~+/, with = only at its end)",
+            &[b"tail"],
+        );
+        assert_eq!(e.reason, TokenFileReason::NotBearer);
+    }
+    // Every character a token may hold, and padding at its end, passes.
+    let body = b"sk-ant-oat01-Az09-._~+/==";
+    let p = write(dir.path(), "ok", body);
+    accepted(&p, body);
+}
+
+#[test]
 fn pretty_json_credentials_file_is_not_a_token() {
     // A pretty-printed credentials file holds whitespace inside.
     let dir = tempfile::tempdir().unwrap();

@@ -10,11 +10,13 @@ use relay_token::{Redactor, MASK};
 /// A token's fixed `Debug` form.
 const REDACTED_DEBUG: &str = "ClaudeToken([REDACTED])";
 
-/// A random token: printable ASCII without the bytes of a JSON document (`"{}[]`), long enough
-/// that finding it by chance is not a match.
+/// A random token: the characters a bearer token holds (letters, digits and `-._~+/`), long
+/// enough that finding it by chance is not a match.
 fn token_bytes() -> impl Strategy<Value = Vec<u8>> {
     let byte = || {
-        let bytes: Vec<u8> = (0x21u8..=0x7e).filter(|b| !b"\"{}[]".contains(b)).collect();
+        let bytes: Vec<u8> = (0x21u8..=0x7e)
+            .filter(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(b))
+            .collect();
         proptest::sample::select(bytes)
     };
     prop_oneof![

@@ -144,9 +144,7 @@ fn the_checker_catches_a_wrong_row() {
 
 /// The fenced block that follows the first line starting with `marker`, with that language.
 fn block_after(text: &str, marker: &str, lang: &str) -> String {
-    let at = text
-        .find(marker)
-        .unwrap_or_else(|| panic!("README has no {marker:?}"));
+    let at = text.find(marker).unwrap_or_else(|| panic!("no {marker:?}"));
     let open = format!("```{lang}\n");
     let start = text[at..]
         .find(&open)
@@ -160,8 +158,11 @@ fn block_after(text: &str, marker: &str, lang: &str) -> String {
 #[test]
 fn readme_matches_the_binaries() {
     let readme = read("README.md");
+    // The reference the README links: docs/relay-host.md.
+    let reference = read("docs/relay-host.md");
+    assert!(readme.contains("[docs/relay-host.md](docs/relay-host.md)"));
     // The CLI sections are the binaries' own help texts.
-    let host_help = block_after(&readme, "## `relay-host`", "text");
+    let host_help = block_after(&reference, "## `relay-host`", "text");
     let out = std::process::Command::new(relay_tests::relay_host())
         .arg("--help")
         .output()
@@ -170,15 +171,15 @@ fn readme_matches_the_binaries() {
         host_help.trim_end(),
         String::from_utf8_lossy(&out.stdout).trim_end()
     );
-    let shim_help = block_after(&readme, "## `relay-shim`", "text");
+    let shim_help = block_after(&reference, "## `relay-shim`", "text");
     assert_eq!(shim_help.trim_end(), relay_shim::USAGE);
 
     // The settings examples load, and say the same thing where they overlap.
     let json =
-        relay_host::settings::Settings::from_json(&block_after(&readme, "### Settings", "json"))
+        relay_host::settings::Settings::from_json(&block_after(&reference, "### Settings", "json"))
             .expect("README's JSON settings");
     let toml =
-        relay_host::settings::Settings::from_toml(&block_after(&readme, "### Settings", "toml"))
+        relay_host::settings::Settings::from_toml(&block_after(&reference, "### Settings", "toml"))
             .expect("README's TOML settings");
     assert_eq!(json.claude_token_file, "~/.config/claude-ltt/token");
     assert_eq!(toml.claude_token_file, json.claude_token_file);
@@ -191,20 +192,20 @@ fn readme_matches_the_binaries() {
 
     // The built-in templates are the code's, as `relay-host templates --json` prints them.
     assert_eq!(
-        block_after(&readme, "### Built-in templates", "json"),
+        block_after(&reference, "### Built-in templates", "json"),
         relay_host::cli::templates_cmd::builtins_json(),
-        "README's built-in templates: paste `relay-host templates --json` (on empty settings)"
+        "docs/relay-host.md's built-in templates: paste `relay-host templates --json` (on empty settings)"
     );
 
     // The request example is a valid request (by the code and by its schema); the answer
     // lines hold the answers' schema.
-    let request = block_after(&readme, "### Requests", "json");
+    let request = block_after(&reference, "### Requests", "json");
     let r = relay_host::launch::plan::request::Request::from_json(request.trim()).expect("request");
     r.validate(&json).expect("the example request validates");
     let request: serde_json::Value = serde_json::from_str(request.trim()).unwrap();
     relay_tests::schema::Schema::load("launch-request.schema.json").assert_valid(&request);
     let answers = relay_tests::schema::Schema::load("launch-answer.schema.json");
-    for line in block_after(&readme, "### Answers", "json").lines() {
+    for line in block_after(&reference, "### Answers", "json").lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("an answer line");
         answers.assert_valid(&v);
     }
@@ -221,17 +222,19 @@ fn readme_matches_the_binaries() {
     }
 }
 
-/// The README's settings table is a true table (every line a row of two cells, no paragraph
-/// inside) with a row for every key the settings take; the install section names the release
-/// script, which exists.
+/// The reference's settings table is a true table (every line a row of two cells, no paragraph
+/// inside) with a row for every key the settings take; the README's install section names the
+/// route that works today first (a checkout's `cargo install --locked --path relay-host`, not
+/// crates.io, where the crates are not published) and the release script, which exists.
 #[test]
 fn readme_settings_table_has_a_row_per_key_and_the_install_section_a_script() {
     let readme = read("README.md");
-    let at = readme
+    let reference = read("docs/relay-host.md");
+    let at = reference
         .find("\n| key | value |\n")
         .expect("the settings table")
         + 1;
-    let rows: Vec<&str> = readme[at..]
+    let rows: Vec<&str> = reference[at..]
         .lines()
         .skip(2)
         .take_while(|l| !l.trim().is_empty())
@@ -259,9 +262,13 @@ fn readme_settings_table_has_a_row_per_key_and_the_install_section_a_script() {
     got.sort();
     assert_eq!(got, want, "one row per settings key");
     let install = &readme[readme.find("## Install").expect("an install section")..];
+    let install = &install[..install[3..].find("\n## ").expect("a next section") + 3];
+    assert!(install.contains("scripts/release"), "{install}");
+    assert!(install.contains("--no-same-owner"), "{install}");
+    let first = install.find("cargo install").expect("a cargo install line");
     assert!(
-        install.contains("scripts/release")
-            && install.contains("cargo install --locked relay-host")
+        install[first..].starts_with("cargo install --locked --path relay-host"),
+        "the first route is a checkout's: {install}"
     );
     let script = root().join("scripts/release");
     let mode =
@@ -305,9 +312,11 @@ fn readme_cargo_lines_work_as_written() {
             .unwrap_or_else(|| panic!("no package {name}"))
             .clone()
     };
-    // Each command as a person copies it: a code line of a block, or a `...` span of the text.
-    let mut commands: Vec<String> = readme.lines().map(str::to_string).collect();
-    commands.extend(readme.split('`').skip(1).step_by(2).map(str::to_string));
+    // Each command as a person copies it: a code line of a block, or a `...` span of the text,
+    // of the README and of the reference it links.
+    let docs = readme + &read("docs/relay-host.md");
+    let mut commands: Vec<String> = docs.lines().map(str::to_string).collect();
+    commands.extend(docs.split('`').skip(1).step_by(2).map(str::to_string));
     let mut seen = 0;
     for c in commands
         .iter()
@@ -335,5 +344,37 @@ fn readme_cargo_lines_work_as_written() {
             }
         }
     }
-    assert!(seen >= 4, "the README's cargo lines: {seen}");
+    assert!(seen >= 3, "the README's cargo lines: {seen}");
+}
+
+/// The README's first screen is the operator's: within its first 60 lines what it is, the
+/// install route, the quick start and the two commands of a checkout; the whole README stays
+/// under 250 lines, the reference living in docs/relay-host.md.
+#[test]
+fn readme_first_screen_is_the_operators() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(lines < 250, "README.md has {lines} lines");
+    let first: String = readme.lines().take(60).collect::<Vec<_>>().join("\n");
+    for part in [
+        "## Install",
+        "cargo install --locked --path relay-host",
+        "sha256sum --check SHA256SUMS",
+        "## Quick start",
+        "relay-host token import",
+        "relay-host status",
+        "relay-host run --project ~/src/app",
+        "relay-host run -- -p ",
+        "relay-host ps",
+        "## Two commands",
+        "cargo run --release -p relay-host -- demo",
+        "scripts/test ",
+        "~/.config/claude-ltt/token",
+        "~/.config/relay/",
+        "~/.local/state/relay/",
+    ] {
+        assert!(first.contains(part), "the first screen lacks {part:?}");
+    }
+    let install = first.find("## Install").unwrap();
+    assert!(install < first.find("## Two commands").unwrap());
 }

@@ -11,6 +11,14 @@ or an unusable configuration, 70 internal error (demo: 1 when a check failed).
 Folders: --config-dir, else $RELAY_CONFIG_DIR, else $XDG_CONFIG_HOME/relay, else ~/.config/relay;
 --state-dir, else $RELAY_STATE_DIR, else $XDG_STATE_HOME/relay, else ~/.local/state/relay.";
 
+const RUN_EXAMPLES: &str = "\
+Examples:
+  relay-host run --project ~/src/app            Claude Code in ~/src/app, sandboxed, logged in
+  relay-host run -- -p \"explain this repo\"      one prompt in the current folder (Claude's -p, after --)
+  relay-host run -p ~/src/app -- --model opus   relay's -p is --project; Claude's arguments go after --
+  relay-host run --continue                     the project's latest conversation, in the sandbox
+  relay-host run --resume ID                    a conversation by its id (Claude printed it at its end)";
+
 /// Launch sandboxed Claude Code sessions that start logged in, with a long-term token handed on
 /// file descriptor 5.
 #[derive(Debug, Parser)]
@@ -39,12 +47,13 @@ pub(crate) enum Command {
         request: PathBuf,
     },
     /// Launch a session in this terminal (default template claude-code)
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Folders, settings, the token file's health, bwrap and relay-shim; exit 78 when one is
     /// not usable
     Status,
     /// List the running sessions: id, template, pid, start time, token mode, network, project (and a stand-in session's API use)
-    #[command(visible_alias = "sessions")]
+    #[command(visible_aliases = ["ls", "sessions"])]
     Ps,
     /// End a running session at once (its program, and a stand-in session's proxy with it), or
     /// every running session with --all

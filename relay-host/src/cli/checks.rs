@@ -61,8 +61,9 @@ impl Check {
     }
 }
 
-/// Every check, in order: the settings, the token, bwrap, user namespaces, relay-shim, each
-/// template's command. `settings` are the loaded ones, or the error that kept them from loading.
+/// Every check, in order: the settings, the token, bwrap, user namespaces, relay-shim, for a
+/// template in stand-in mode `relay-stand-in` and the trust store it verifies the API against,
+/// each template's command. `settings` are the loaded ones, or the error that kept them from loading.
 pub(crate) fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> Vec<Check> {
     let s = match settings {
         Ok(s) => s,
@@ -74,13 +75,93 @@ pub(crate) fn run(host: &Host, settings: Result<&Settings, &SettingsError>) -> V
         Ok(p) => Check::ok("relay-shim", p.display().to_string(), true),
         Err(e) => failed_with_hint("relay-shim", e.to_string(), true),
     });
+    out.extend(stand_in(host, s));
     out.extend(s.all_templates().iter().map(command));
     out
 }
 
+/// For settings with a template in stand-in mode: that template's id and `relay-stand-in` (the
+/// session's proxy, which the launch needs), `Ok` when it is there and runnable, `Err` (the path
+/// looked at) when not.
+pub(crate) fn stand_in_program(
+    settings: &Settings,
+) -> Option<(String, Result<std::path::PathBuf, std::path::PathBuf>)> {
+    let t = settings
+        .all_templates()
+        .into_iter()
+        .find(|t| t.token_mode.hands_stand_in())?;
+    let p = crate::net::stand_in_program().ok()?;
+    let found = match relay_token::which::is_executable(&p) {
+        true => Ok(p),
+        false => Err(p),
+    };
+    Some((t.id.clone(), found))
+}
+
+/// For a template in stand-in mode: `relay-stand-in` found, and the trust store it verifies the
+/// API hosts against (the system bundle's path and its number of certificates, and
+/// `upstream_ca_file`'s), read as a launch reads it. Counted for a Claude session's verdict when
+/// the template is `claude-code`.
+fn stand_in(host: &Host, s: &Settings) -> Vec<Check> {
+    let Some((id, program)) = stand_in_program(s) else {
+        return vec![];
+    };
+    let claude = id == request::CLAUDE_TEMPLATE;
+    let mut out = vec![match program {
+        Ok(p) => Check::ok("relay-stand-in", p.display().to_string(), claude),
+        Err(p) => failed_with_hint(
+            "relay-stand-in",
+            format!(
+                "template {id:?} is in stand-in mode, which needs {}: not found",
+                p.display()
+            ),
+            claude,
+        ),
+    }];
+    out.extend(trust_store(host, s, claude));
+    out
+}
+
+/// The trust store check (Linux: stand-in mode runs there only).
+#[cfg(target_os = "linux")]
+fn trust_store(host: &Host, s: &Settings, claude: bool) -> Option<Check> {
+    let certificates = |pem: &[u8]| {
+        String::from_utf8_lossy(pem)
+            .matches("-----BEGIN CERTIFICATE-----")
+            .count()
+    };
+    let claude_config = host.state_dir.join(crate::state::CLAUDE_CONFIG_DIR);
+    let grants = crate::reach::rw_grants(&host.home, s, None, &claude_config);
+    let mut detail = match crate::reach::read_system_ca(&host.config_dir, &grants) {
+        Ok(Some((path, pem))) => {
+            format!("{}: {} certificates", path.display(), certificates(&pem))
+        }
+        Ok(None) => "no system bundle: relay-stand-in's built-in roots (webpki-roots)".to_string(),
+        Err(e) => return Some(failed_with_hint("trust store", e.to_string(), claude)),
+    };
+    if let Some(extra) = s.upstream_ca_file.as_deref() {
+        match crate::reach::read_upstream_ca(extra, &host.config_dir, &grants) {
+            Ok(pem) => {
+                detail += &format!(
+                    ", and upstream_ca_file {}: {} certificates",
+                    extra.display(),
+                    certificates(&pem)
+                )
+            }
+            Err(e) => return Some(failed_with_hint("trust store", e.to_string(), claude)),
+        }
+    }
+    Some(Check::ok("trust store", detail, claude))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn trust_store(_: &Host, _: &Settings, _: bool) -> Option<Check> {
+    None
+}
+
 /// A failed check whose hint is the one `human::hint` knows for its message.
 fn failed_with_hint(name: &str, message: String, claude: bool) -> Check {
-    let hint = crate::human::hint(&message).map(str::to_string);
+    let hint = crate::human::hint(&message);
     Check::failed(name, message, hint, claude)
 }
 
@@ -142,9 +223,7 @@ fn command(t: &crate::settings::Template) -> Check {
     let Some(path) = relay_token::which::find_program(program) else {
         let detail = format!("command {program:?} not found or not executable (PATH)");
         let hint = match claude {
-            true => "install Claude Code (`npm install -g @anthropic-ai/claude-code`, or the \
-                     native installer), or set the claude-code template's command to its path"
-                .to_string(),
+            true => crate::human::INSTALL_CLAUDE.to_string(),
             false => format!("install {program:?}, or put its folder on PATH"),
         };
         return Check::failed(&name, detail, Some(hint), claude);

@@ -39,7 +39,12 @@ pub(crate) fn say_how_to_resume(host: &Host, project: Option<&Path>, started: Sy
     let Some(id) = latest_conversation(&claude_config, started) else {
         return;
     };
-    let project = project.map_or(String::new(), |p| format!(" -p {}", p.display()));
+    let project = project.map_or(String::new(), |p| {
+        format!(
+            " --project {}",
+            crate::human::sh_quote(&p.display().to_string())
+        )
+    });
     errln!(
         "relay-host: to resume this conversation in the sandbox, logged in: relay-host run{project} \
          --resume {id} (or --continue for the project's latest). Claude's own `claude ... --resume` \

@@ -201,13 +201,9 @@ fn reach_checks(host: &Host, settings: &Settings) -> (Vec<String>, Vec<String>) 
             programs.push(("command", p));
         }
     }
-    match stand_in_program(settings) {
-        Some((_, Ok(p))) => programs.push(("relay-stand-in", p)),
-        Some((id, Err(p))) => problems.push(format!(
-            "template {id:?} is in stand-in mode, which needs {}: not found",
-            p.display()
-        )),
-        None => {}
+    // A missing relay-stand-in is a check's (`checks::stand_in`).
+    if let Some((_, Ok(p))) = super::checks::stand_in_program(settings) {
+        programs.push(("relay-stand-in", p));
     }
     for (what, p) in &programs {
         problems.extend(reach::program_problem(what, p, &grants, &guarded).map(|e| e.to_string()));
@@ -287,6 +283,15 @@ pub(crate) fn print(host: &Host, json: bool) -> i32 {
         Value::Null => "-".into(),
         other => other.to_string(),
     };
+    // What the operator acts on first: the checks (a failed one with its hint), the problems and
+    // the warnings; then what was found; the verdict last.
+    print_checks(&r);
+    for p in r["problems"].as_array().into_iter().flatten() {
+        outln!("problem:           {}", s(p));
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        outln!("warning:           {}", s(w));
+    }
     outln!("config folder:     {}", s(&r["config_dir"]));
     outln!("state folder:      {}", s(&r["state_dir"]));
     outln!("settings file:     {}", s(&r["settings_file"]));
@@ -334,18 +339,15 @@ pub(crate) fn print(host: &Host, json: bool) -> i32 {
             s(&t["token_mode"])
         );
     }
-    for p in r["problems"].as_array().into_iter().flatten() {
-        outln!("problem:           {}", s(p));
+    if usable(&r) {
+        outln!("a Claude session would start logged in");
+    } else {
+        outln!("a Claude session would not start logged in: see the failed checks and problems");
     }
-    for w in r["warnings"].as_array().into_iter().flatten() {
-        outln!("warning:           {}", s(w));
-    }
-    print_checks(&r);
     code
 }
 
-/// The checks, one line each (`ok` or `FAIL`), a failed one's hint below it, then what the
-/// exit code says.
+/// The checks, one line each (`ok` or `FAIL`), a failed one's hint below it.
 fn print_checks(r: &Value) {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     for c in r["checks"].as_array().into_iter().flatten() {
@@ -363,27 +365,6 @@ fn print_checks(r: &Value) {
             outln!("  hint: {h}");
         }
     }
-    if usable(r) {
-        outln!("a Claude session would start logged in");
-    } else {
-        outln!("a Claude session would not start logged in: see the failed checks and problems");
-    }
-}
-
-/// For settings with a template in stand-in mode: that template's id and `relay-stand-in` (the
-/// session's proxy, which the launch needs), `Ok` when it is there and runnable, `Err` (the path
-/// looked at) when not.
-fn stand_in_program(settings: &Settings) -> Option<(String, Result<PathBuf, PathBuf>)> {
-    let t = settings
-        .all_templates()
-        .into_iter()
-        .find(|t| t.token_mode.hands_stand_in())?;
-    let p = crate::net::stand_in_program().ok()?;
-    let found = match relay_token::which::is_executable(&p) {
-        true => Ok(p),
-        false => Err(p),
-    };
-    Some((t.id.clone(), found))
 }
 
 /// Each template that writes where the operator's programs or the host run code or read

@@ -37,7 +37,7 @@ pub(crate) fn render(templates: &[Template], format: Format) -> String {
     }
 }
 
-/// The built-in templates as JSON settings (the README's "Built-in templates" block).
+/// The built-in templates as JSON settings (docs/relay-host.md's "Built-in templates" block).
 ///
 /// ```
 /// assert!(relay_host::cli::templates_cmd::builtins_json().contains("\"id\": \"shell\""));
@@ -47,14 +47,17 @@ pub fn builtins_json() -> String {
 }
 
 /// `relay-host templates [--json|--toml]`: the effective templates of the settings, in the
-/// format asked for, else the settings file's (JSON when there is none). Exit 0, or the
-/// settings error's code.
+/// format asked for, else the settings file's (JSON when there is none). Exit 0; when the
+/// settings do not load, the built-in templates alone (in the format asked for, else that of
+/// the settings file there), the settings error on stderr saying so, and its exit code.
 pub(crate) fn print(host: &Host, format: Option<Format>) -> i32 {
-    let (settings, file) = match Settings::load_with_path(&host.config_dir) {
-        Ok(s) => s,
+    let (templates, file, failed) = match Settings::load_with_path(&host.config_dir) {
+        Ok((settings, file)) => (settings.all_templates(), file, None),
         Err(e) => {
-            print_error(&e.to_string());
-            return ExitCode::Unavailable.code();
+            let toml = host.config_dir.join("settings.toml");
+            let file =
+                (toml.exists() && !host.config_dir.join("settings.json").exists()).then_some(toml);
+            (builtin_templates(), file, Some(e))
         }
     };
     let toml_file = file.is_some_and(|f| f.extension().is_some_and(|x| x == "toml"));
@@ -63,11 +66,16 @@ pub(crate) fn print(host: &Host, format: Option<Format>) -> i32 {
     } else {
         Format::Json
     });
-    let _ = crate::human::write_out(format_args!(
-        "{}",
-        render(&settings.all_templates(), format)
-    ));
-    0
+    let _ = crate::human::write_out(format_args!("{}", render(&templates, format)));
+    match failed {
+        None => 0,
+        Some(e) => {
+            print_error(&format!(
+                "{e} (the settings do not load: these are the built-in templates alone)"
+            ));
+            ExitCode::Unavailable.code()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -147,7 +147,11 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ImportError {
     move |source| ImportError::Io { what, source }
 }
 
-/// True for a byte that may be part of a token.
+/// True for a byte that may be part of a pasted `sk-ant-oat01-` token (base64url): a byte
+/// before the prefix that is not one (the `=` of `CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-...`, a
+/// quote, a space) starts the token, and one after ends it. Every such byte is one the token
+/// file's rule ([`relay_token::token_shape`]) takes, so what `token import` writes a launch
+/// reads.
 fn token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }

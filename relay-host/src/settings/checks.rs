@@ -1,6 +1,6 @@
 //! The settings checks stand-in mode needs: a sandboxed template with a network allow-list (the
 //! proxy that swaps the token is the allow-list's), Linux, an `https://` gateway when one is
-//! named, no plain gateway a session could stand in for, and a readable `upstream_ca_file`.
+//! named (as `api_base_url`, not as `ANTHROPIC_BASE_URL` in its `env`), no plain gateway a session could stand in for, and a readable `upstream_ca_file`.
 
 use std::path::Path;
 
@@ -37,6 +37,15 @@ fn stand_in_problem(t: &Template) -> Option<String> {
             "template {id:?}: token_mode \"stand_in\" needs a sandboxed template with a network \
              allow-list (\"network\": {{\"allow\": [...]}}): its proxy is what adds the real \
              token; or give the template \"token_mode\": \"pipe\" (the real token on fd 5)"
+        ));
+    }
+    if t.env.contains_key(super::template::BASE_URL_VARIABLE) {
+        return Some(format!(
+            "template {id:?}: its env sets {var}, so in stand-in mode the gateway would \
+             receive the stand-in, not the token: name the gateway as the template's \
+             \"api_base_url\" (its proxy then puts the token in for it), or give the template \
+             \"token_mode\": \"pipe\" (the real token on fd 5)",
+            var = super::template::BASE_URL_VARIABLE
         ));
     }
     if t.api_base_url

@@ -42,7 +42,7 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub claude_token_file: String,
     /// Templates, effective: an entry with the id of a built-in one extends it (the rule:
-    /// `settings/entry.rs`, and the README).
+    /// `settings/entry.rs`, and docs/relay-host.md).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",

@@ -200,7 +200,8 @@ fn a_stand_in_turn_reaches_the_api_with_the_real_token_and_the_session_holds_a_s
 /// An API host whose certificate relay-host does not trust (another CA in `upstream_ca_file`):
 /// the request never reaches it, and the turn ends at once (Claude Code heeds the proxy's
 /// `x-should-retry: false` instead of retrying for minutes), its output naming the cause and
-/// `upstream_ca_file`; the `stand_in_refused` event says the same.
+/// `upstream_ca_file`; the `stand_in_refused` event says the same, once per cause (not once per
+/// attempt Claude makes).
 #[test]
 fn an_untrusted_api_certificate_reaches_the_person_at_once_naming_the_setting() {
     let w = Harness::new(Some(STAND_IN), false, json!({}), |p| {
@@ -230,6 +231,20 @@ fn an_untrusted_api_certificate_reaches_the_person_at_once_naming_the_setting() 
         .filter(|e| e["event"] == "stand_in_refused")
         .collect();
     assert!(!refused.is_empty(), "no stand_in_refused event");
+    let causes: std::collections::BTreeSet<String> = refused
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} {}",
+                e["host"], e["port"], e["status"], e["reason"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused.len(),
+        causes.len(),
+        "one stand_in_refused row per cause: {refused:?}"
+    );
     assert!(
         refused
             .iter()

@@ -606,24 +606,28 @@ fn folders_follow_xdg_and_reading_creates_nothing() {
     );
 }
 
-/// The README's operator walkthrough, line by line through `sh -c`, in a fresh home:
+/// The README's install line and quick start, line by line through `sh -c`, in a fresh home:
 /// `cargo install --locked --path relay-host` is played by copying the built `relay-host`,
 /// `relay-net-forward` and `relay-stand-in` (what it installs, no `relay-shim`) into
 /// `~/.cargo/bin`, and `claude setup-token` (which signs in through a browser) by its printed
-/// output; every `relay-host` line runs as written. `claude` is the fake agent, which prints
-/// what it got on fd 5 (by hash) to stderr: a stand-in (the built-in template's default on
-/// Linux), never the token.
+/// output; every `relay-host` line (after a `cd DIR &&` where it has one) runs as written.
+/// `claude` is the fake agent, which prints what it got on fd 5 (by hash) to stderr: a stand-in
+/// (the built-in template's default on Linux), never the token.
 #[test]
 fn the_readme_operator_walkthrough_runs() {
     let readme =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let at = readme.find("## The operator's day").expect("the section");
-    let start = readme[at..].find("```sh\n").unwrap() + at + 6;
-    let end = readme[start..].find("```").unwrap() + start;
-    let lines: Vec<&str> = readme[start..end]
-        .lines()
-        .map(|l| l.split(" #").next().unwrap().trim())
-        .collect();
+    let block = |section: &str| {
+        let at = readme.find(section).expect("the section");
+        let start = readme[at..].find("```sh\n").unwrap() + at + 6;
+        let end = readme[start..].find("```").unwrap() + start;
+        readme[start..end]
+            .lines()
+            .map(|l| l.split(" #").next().unwrap().trim())
+            .collect::<Vec<&str>>()
+    };
+    let mut lines = block("## Install");
+    lines.extend(block("## Quick start"));
     let fx = world();
     let cargo_bin = fx.home.join(".cargo/bin");
     let fake_bin = fx.root.join("fake-bin");
@@ -646,7 +650,11 @@ fn the_readme_operator_walkthrough_runs() {
             printed = setup_token_output(&token);
             continue;
         }
-        assert!(line.starts_with("relay-host "), "an unknown line {line:?}");
+        let command = line.rsplit("&& ").next().unwrap();
+        assert!(
+            command.starts_with("relay-host ") && (line == command || line.starts_with("cd ")),
+            "an unknown line {line:?}"
+        );
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args(["-c", line])
             .env_clear()
@@ -668,7 +676,7 @@ fn the_readme_operator_walkthrough_runs() {
         let out = finish(child, TIMEOUT);
         assert_eq!(out.code, Some(0), "{line}: {}{}", out.stdout, out.stderr);
         assert_quiet(&out, &token);
-        if line.starts_with("relay-host run") {
+        if command.starts_with("relay-host run") {
             let rec: serde_json::Value = out
                 .stderr
                 .lines()
@@ -678,7 +686,7 @@ fn the_readme_operator_walkthrough_runs() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 3, "token import, status and run");
+    assert_eq!(ran, 5, "token import, status, run twice and ps");
 }
 
 /// On a terminal `token import` asks for the paste and turns echo off first: what the terminal
@@ -796,6 +804,39 @@ fn status_exits_78_when_a_part_is_unusable() {
         out.stdout
     );
     assert!(out.stdout.contains("warning: ") || out.stdout.contains("reads as a token: no"));
+}
+
+/// A token file written as `NAME=value` (a `.env` habit), whatever the name, is no token: `token
+/// check` and `status` fail on it (exit 78), naming why and `relay-host token import` as the fix,
+/// and print no byte of it; a launch refuses it.
+#[test]
+fn a_name_equals_value_token_file_fails_check_and_status() {
+    let fx = world();
+    fx.with_token(vec![claude_template(&[], json!({}), &[])]);
+    for name in ["CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY", "x"] {
+        let token = oat_token();
+        fx.write_token(&format!("{name}={token}\n"));
+        for args in [&["token", "check"][..], &["status"][..]] {
+            let out = fx.host(args);
+            assert_eq!(out.code, Some(78), "{args:?} {name}: {}", out.stdout);
+            assert!(
+                out.stdout
+                    .contains("not a token: a NAME=value line, not the token alone"),
+                "{args:?}: {}",
+                out.stdout
+            );
+            assert!(
+                out.stdout.contains("relay-host token import"),
+                "{args:?}: {}",
+                out.stdout
+            );
+            assert_no_token("stdout", out.stdout.as_bytes(), &token);
+            assert_no_token("stderr", out.stderr.as_bytes(), &token);
+        }
+        let out = fx.host(&["--json", "token", "check"]);
+        let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(r["ok"], false, "{r}");
+    }
 }
 
 /// `token check` warns, without refusing, on a shape other than `sk-ant-oat01-` and on a file

@@ -261,7 +261,8 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     }
     assert_no_token("the terminal", shown.as_bytes(), &fx.token);
     assert_nothing_started(&fx, "f4");
-    // `status` says so before any launch: a problem naming the template and the path.
+    // `status` says so before any launch: a failed check naming the template and the path,
+    // with the hint a launch gives.
     let mut cmd = Command::new(safe.join("relay-host"));
     fx.host_setup(&mut cmd, &fx.state)
         .args(["status", "--json"]);
@@ -271,10 +272,21 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
         "template \"claude-code\" is in stand-in mode, which needs {}: not found",
         program.display()
     );
+    let check = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "relay-stand-in")
+        .unwrap_or_else(|| panic!("no relay-stand-in check: {r}"));
+    assert_eq!(check["ok"], false, "{check}");
+    assert_eq!(check["detail"], json!(want), "{check}");
     assert!(
-        r["problems"].as_array().unwrap().contains(&json!(want)),
-        "{r}"
+        check["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("install relay-stand-in beside relay-host")),
+        "{check}"
     );
+    assert_eq!(r["problems"], json!([]), "a check, not a problem: {r}");
     assert_eq!(out.status.code(), Some(78), "{r}");
 }
 

@@ -114,3 +114,25 @@ fn the_user_namespace_hint_names_the_cause_found_and_bwraps_line_comes_after_rel
         "{message}"
     );
 }
+
+/// `ls` is `ps` (the word the anchors use); `run --help` shows examples, relay's arguments
+/// before `--` and Claude's after.
+#[test]
+fn ls_is_ps_and_run_help_shows_examples() {
+    let fx = world();
+    let ps = fx.host(&["--json", "ps"]);
+    let ls = fx.host(&["--json", "ls"]);
+    assert_eq!(ls.code, Some(0), "{}", ls.stderr);
+    assert_eq!(ls.stdout, ps.stdout);
+    let help = fx.host(&["run", "--help"]);
+    assert_eq!(help.code, Some(0), "{}", help.stderr);
+    for example in [
+        "Examples:",
+        "relay-host run --project ~/src/app",
+        "relay-host run -- -p \"explain this repo\"",
+        "relay-host run --continue",
+        "relay-host run --resume ID",
+    ] {
+        assert!(help.stdout.contains(example), "{example}: {}", help.stdout);
+    }
+}

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 mod crash;
 mod hints;
+mod hints_followed;
 mod release;
 mod resume;
 mod sessions;

@@ -33,7 +33,10 @@ fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
     let fx = world();
     // The agent writes a conversation where Claude Code keeps them.
     // ... in the project's own folder: only that folder comes back.
-    let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());
+    // A project whose path has a space in it: the line that says how to resume quotes it.
+    let project_dir = fx.project.join("my app");
+    std::fs::create_dir(&project_dir).unwrap();
+    let folder = relay_tests::transcript_folder(&project_dir.canonicalize().unwrap());
     let write = format!(
         "mkdir -p \"$CLAUDE_CONFIG_DIR/projects/{folder}\" && \
          echo '{{}}' > \"$CLAUDE_CONFIG_DIR/projects/{folder}/0b5e-conv.jsonl\""
@@ -44,8 +47,8 @@ fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
         json!({"read_write": ["{project}", "{claude_config}"]}),
     );
     fx.settings(json!({"claude_token_file": "~/.config/acme-ltt/token", "templates": [t]}));
-    let record = fx.project.join("rec.jsonl");
-    let project = fx.project.to_str().unwrap();
+    let record = project_dir.join("rec.jsonl");
+    let project = project_dir.to_str().unwrap();
 
     let (code, shown) = on_a_terminal(host(&fx, &["run", "-p", project, "--resume", "abc123"]));
     assert_eq!(code, Some(0), "{shown}");
@@ -64,10 +67,22 @@ fn run_resumes_and_continues_through_relay_and_says_how_after_a_session() {
     );
     assert_eq!(rec["token_fd_var"], "5", "logged in: {rec}");
     let want = format!(
-        "relay-host run -p {} --resume 0b5e-conv",
-        fx.project.canonicalize().unwrap().display()
+        "relay-host run --project '{}' --resume 0b5e-conv",
+        project_dir.canonicalize().unwrap().display()
     );
     assert!(shown.contains(&want), "{shown}");
+    // Followed as printed, from another folder: the conversation resumes in that project.
+    let (code, _, followed) = super::hints_followed::as_a_person(&fx, &want, &fx.home, b"");
+    assert_eq!(code, Some(0), "{want}: {followed}");
+    let rec = relay_tests::read_records(&record).pop().unwrap();
+    assert!(
+        rec["argv"]
+            .as_array()
+            .unwrap()
+            .windows(2)
+            .any(|w| w == [json!("--resume"), json!("0b5e-conv")]),
+        "{rec}"
+    );
     assert!(
         shown.contains("outside the sandbox, without the token"),
         "{shown}"

@@ -45,7 +45,7 @@ fn a_settings_type_error_names_the_key_file_and_line_with_its_own_code() {
     );
     assert!(
         out.stdout
-            .contains("hint: fix the settings file at the key and line named"),
+            .contains("hint: fix the settings file where the message points"),
         "{}",
         out.stdout
     );

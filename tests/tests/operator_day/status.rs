@@ -163,3 +163,46 @@ fn a_token_file_others_may_read_makes_status_and_run_agree() {
     let ran = fx.host(&["run", "--project", project]);
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
 }
+
+/// With a template in stand-in mode, `status` names the trust store `relay-stand-in` verifies
+/// the API against: the system bundle's path and how many certificates it holds (and the
+/// `upstream_ca_file`'s); and it leads with the checks, the verdict its last line.
+#[test]
+fn status_names_the_trust_store_stand_in_mode_verifies_against_and_leads_with_the_checks() {
+    let fx = world();
+    let mut s: Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.config.join("settings.json")).unwrap())
+            .unwrap();
+    s["templates"][0]["token_mode"] = json!("stand_in");
+    s["templates"][0]["network"] = json!({"allow": ["api.anthropic.com:443"]});
+    fx.settings(s);
+    let bundle = "/etc/ssl/certs/ca-certificates.crt";
+    let n = std::fs::read_to_string(bundle)
+        .unwrap_or_else(|e| panic!("{bundle}: {e}"))
+        .matches("-----BEGIN CERTIFICATE-----")
+        .count();
+    assert!(n > 0);
+    let (_, r) = status(&fx);
+    let trust = check(&r, "trust store");
+    assert_eq!(trust["ok"], true, "{trust}");
+    assert_eq!(
+        trust["detail"],
+        json!(format!("{bundle}: {n} certificates")),
+        "{trust}"
+    );
+    let out = finish(host(&fx, &["status"]).env("PATH", "/usr/bin:/bin"));
+    let first = out.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("check:"),
+        "status leads with the checks: {}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("trust store: {bundle}: {n} certificates")),
+        "{}",
+        out.stdout
+    );
+    let last = out.stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("a Claude session would"), "{}", out.stdout);
+}

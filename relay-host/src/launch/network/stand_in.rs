@@ -223,7 +223,8 @@ fn ready(line: &str) -> std::io::Result<(relay_token::ClaudeToken, String)> {
     }
 }
 
-/// Writes each report of the running program to the events and the log, until it ends; counts
+/// Writes each report of the running program to the events and the log, until it ends (a
+/// refusal once per cause: host, port, status and reason, however often Claude retries); counts
 /// the API use into the session folder `dir` ([`crate::launch::network::api_use`]), and writes it as the
 /// `stand_in_use` event at the end.
 #[cfg(target_os = "linux")]
@@ -249,6 +250,8 @@ fn reports(
         noted.set_redactor(events.redactor().clone());
         let notes = crate::launch::network::deny_notes::DenyNotes::new(noted, &id);
         let mut used = crate::launch::network::api_use::ApiUse::default();
+        // Each refusal's cause is noted once: Claude retries a refused request many times.
+        let mut refusals = std::collections::HashSet::new();
         for line in report.lines().map_while(Result::ok) {
             use crate::launch::network::note_refused;
             use crate::stand_in::protocol::Report;
@@ -264,7 +267,11 @@ fn reports(
                     port,
                     status,
                     reason,
-                }) => note_refused(&events, &id, &host, port.into(), status.into(), &reason),
+                }) => {
+                    if refusals.insert((host.clone(), port, status, reason.clone())) {
+                        note_refused(&events, &id, &host, port.into(), status.into(), &reason);
+                    }
+                }
                 Ok(Report::Used {
                     status,
                     sent,
@@ -350,6 +357,48 @@ mod tests {
         let mut rest = String::new();
         r.read_to_string(&mut rest).unwrap();
         assert_eq!(rest, "{\"denied\": 2}\n");
+    }
+
+    /// Claude retries a refused request many times: the events hold one `stand_in_refused` row
+    /// per cause (host, port, status, reason), not one per attempt.
+    #[test]
+    fn one_stand_in_refused_row_per_cause() {
+        use crate::stand_in::protocol::Report;
+        let refused = |reason: &str| Report::Refused {
+            host: "api.anthropic.com".into(),
+            port: 443,
+            status: 502,
+            reason: reason.into(),
+        };
+        let mut lines = String::new();
+        for _ in 0..16 {
+            lines += &refused("its certificate is from an unknown issuer").line();
+        }
+        lines += &refused("another cause").line();
+        lines += &refused("another cause").line();
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(&dir.path().join("state")).unwrap();
+        let session = dir.path().join("session");
+        std::fs::create_dir(&session).unwrap();
+        let report = std::io::BufReader::new(pipe_with(lines.as_bytes()));
+        reports(report, &state, "s1", &session).join().unwrap();
+        let events = std::fs::read_to_string(
+            dir.path()
+                .join("state")
+                .join(crate::state::folder::EVENTS_FILE),
+        )
+        .unwrap();
+        let rows: Vec<serde_json::Value> = events
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["event"] == "stand_in_refused")
+            .collect();
+        let reasons: Vec<&str> = rows.iter().map(|e| e["reason"].as_str().unwrap()).collect();
+        assert_eq!(
+            reasons,
+            ["its certificate is from an unknown issuer", "another cause"],
+            "{rows:?}"
+        );
     }
 
     /// A line longer than the limit stops at it; bytes that are not UTF-8 are an error.
