@@ -147,7 +147,28 @@ fn resolve(e: Entry) -> Result<Template, EntryError> {
             merged_request_env.push(name);
         }
     }
-    let network = match (base_network, network) {
+    Ok(Template {
+        id,
+        command: command.unwrap_or(base_command),
+        env: merged_env,
+        sandbox: sandbox.unwrap_or(base_sandbox),
+        request_env: merged_request_env,
+        network: merged_network(base_network, network)?,
+        api_base_url: api_base_url.or(base_api_base_url),
+        same_project: same_project.or(base_same_project),
+        trust_project: trust_project.or(base_trust_project),
+        token_mode: token_mode.unwrap_or(base_token_mode),
+        writes_home: writes_home.or(base_writes_home),
+    })
+}
+
+/// A built-in template's `network` as an entry extends it: an allow-list's entries add to the
+/// built-in allow-list; `"host"` or `"none"` (or an allow-list over another kind) replaces.
+fn merged_network(
+    base: Option<Network>,
+    given: Option<Network>,
+) -> Result<Option<Network>, EntryError> {
+    Ok(match (base, given) {
         (Some(Network::Allow(base)), Some(Network::Allow(more))) => {
             let mut list = base;
             for written in more.entries() {
@@ -159,19 +180,6 @@ fn resolve(e: Entry) -> Result<Template, EntryError> {
         (base, None) => base,
         (_, given @ Some(Network::Host | Network::None))
         | (None | Some(Network::Host | Network::None), given @ Some(Network::Allow(_))) => given,
-    };
-    Ok(Template {
-        id,
-        command: command.unwrap_or(base_command),
-        env: merged_env,
-        sandbox: sandbox.unwrap_or(base_sandbox),
-        request_env: merged_request_env,
-        network,
-        api_base_url: api_base_url.or(base_api_base_url),
-        same_project: same_project.or(base_same_project),
-        trust_project: trust_project.or(base_trust_project),
-        token_mode: token_mode.unwrap_or(base_token_mode),
-        writes_home: writes_home.or(base_writes_home),
     })
 }
 
