@@ -209,13 +209,20 @@ fn start_sleeping_shell(fx: &World) -> (std::process::Child, Vec<i32>) {
 
 /// [`start_sleeping_shell`] on the settings already written.
 fn start_sleeping(fx: &World) -> (std::process::Child, Vec<i32>) {
+    start_script(fx, "sleep 30")
+}
+
+/// Starts a sandboxed `shell` session running `sh -c script` on the settings already written
+/// and waits for a `sleep` in it; returns the host and every process of the session (the host
+/// first).
+fn start_script(fx: &World, script: &str) -> (std::process::Child, Vec<i32>) {
     let req = fx.root.join("shell.json");
     let request = serde_json::json!({
         "kind": "terminal",
         "template": "shell",
         "project": fx.project,
         "sandbox": true,
-        "extra_args": ["-c", "sleep 30"],
+        "extra_args": ["-c", script],
     });
     std::fs::write(&req, request.to_string()).unwrap();
     let host = host_cmd(fx).arg("launch").arg(&req).spawn().unwrap();
@@ -480,6 +487,69 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
         assert_eq!(tree(&fx.home), home_before, "signal {sig}");
         assert_eq!(tree(&fx.project), project_before, "signal {sig}");
     }
+}
+
+/// SIGTERM, SIGHUP or SIGINT sent to the host alone reaches the sandboxed program itself (its
+/// process group inside the sandbox), not only bwrap: a program that traps it does its own
+/// shutdown work (here: writes which signal came, then exits 9), and the host exits with the
+/// program's own status.
+#[test]
+fn a_signal_to_the_host_reaches_the_sandboxed_program_which_ends_its_own_way() {
+    let _turn = shared();
+    for (sig, name) in [
+        (libc::SIGTERM, "TERM"),
+        (libc::SIGHUP, "HUP"),
+        (libc::SIGINT, "INT"),
+    ] {
+        let fx = World::agent(&relay_tests::fake_agent());
+        shell_settings(&fx);
+        let said = fx.project.join("trapped");
+        let script = format!(
+            "for s in TERM HUP INT; do trap \"echo $s > {0}; exit 9\" $s; done; sleep 30 & wait",
+            said.display()
+        );
+        let (host, session) = start_script(&fx, &script);
+        // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(host.id() as i32, sig) }, 0);
+        let f = finish_with(host, Duration::from_secs(20), &|| false);
+        assert!(!f.killed, "{name}: the session did not end within 20 s");
+        let trapped = std::fs::read_to_string(&said).unwrap_or_default();
+        assert_eq!(trapped.trim(), name, "{name}: the program's trap did not run");
+        assert_eq!(f.code, Some(9), "{name}: stderr {}", f.stderr);
+        let ended = wait_until(Duration::from_secs(5), &|| {
+            !session.iter().any(|&p| alive(p))
+        });
+        assert!(ended, "{name}: processes of the session left");
+        assert_eq!(exit_rows(&fx).len(), 1, "{name}");
+    }
+}
+
+/// A sandboxed program that traps SIGTERM and goes on running is killed once the grace period
+/// has passed: the signal reached it (its trap wrote), then the session ended with 137 (SIGKILL),
+/// every process of it gone and its `exit` row written.
+#[test]
+fn a_program_that_outlives_the_grace_period_is_killed() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let said = fx.project.join("trapped");
+    let script = format!(
+        "trap \"echo TERM >> {0}\" TERM; while :; do sleep 1; done",
+        said.display()
+    );
+    let (host, session) = start_script(&fx, &script);
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGTERM) }, 0);
+    let f = finish_with(host, Duration::from_secs(30), &|| false);
+    assert!(!f.killed, "the session outlived 30 s");
+    let trapped = std::fs::read_to_string(&said).unwrap_or_default();
+    assert_eq!(trapped, "TERM\n", "the program's trap ran once");
+    assert_eq!(f.code, Some(137), "stderr {}", f.stderr);
+    let ended = wait_until(Duration::from_secs(5), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    assert!(ended, "processes of the session left");
+    assert_eq!(exit_rows(&fx).len(), 1);
 }
 
 /// The `exit` rows of `events.jsonl`.
