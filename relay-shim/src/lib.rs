@@ -104,8 +104,8 @@ pub use options::{
     USAGE,
 };
 pub use session_id::SessionId;
-pub use signals::{FORWARDED_SIGNALS, GRACE_SECS};
 use signals::*;
+pub use signals::{FORWARDED_SIGNALS, GRACE_SECS};
 use status::*;
 pub use status::{StatusEvent, StatusLineError};
 use terminal::*;

@@ -514,7 +514,11 @@ fn a_signal_to_the_host_reaches_the_sandboxed_program_which_ends_its_own_way() {
         let f = finish_with(host, Duration::from_secs(20), &|| false);
         assert!(!f.killed, "{name}: the session did not end within 20 s");
         let trapped = std::fs::read_to_string(&said).unwrap_or_default();
-        assert_eq!(trapped.trim(), name, "{name}: the program's trap did not run");
+        assert_eq!(
+            trapped.trim(),
+            name,
+            "{name}: the program's trap did not run"
+        );
         assert_eq!(f.code, Some(9), "{name}: stderr {}", f.stderr);
         let ended = wait_until(Duration::from_secs(5), &|| {
             !session.iter().any(|&p| alive(p))

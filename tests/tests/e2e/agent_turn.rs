@@ -465,3 +465,87 @@ fn tui_turn() {
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }
+
+/// SIGTERM to `relay-host` while the real Claude Code runs a `-p` turn (`--output-format
+/// stream-json`) whose Bash tool is busy (`tail -f /dev/null`): the signal reaches Claude Code's
+/// process group inside the sandbox (the tool's process with it), and Claude Code, alive after
+/// the signal, still prints the tool's result line before it ends with 143 (its own exit on
+/// SIGTERM); nothing of the session is left. Before, bwrap's death took the sandbox down with
+/// SIGKILL and Claude Code printed nothing after the signal.
+#[test]
+fn sigterm_to_the_host_reaches_claude_which_ends_its_own_way() {
+    let s = Setup::new(|_, _| vec![Step::bash(BUSY), Step::text(FINAL)]);
+    relay_tests::install::assert_as_shipped(&s.config);
+    let req = s.root.join("request.json");
+    let body = json!({
+        "kind": "terminal",
+        "template": "claude-code",
+        "project": s.project,
+        "extra_args": stream_args("Run the scripted command."),
+    });
+    std::fs::write(&req, body.to_string()).unwrap();
+    let start = std::time::Instant::now();
+    let host = s
+        .host(&["launch", req.to_str().unwrap()])
+        .spawn()
+        .expect("spawn relay-host");
+    let pid = host.id() as i32;
+    // The tool's process, found among all processes (Claude Code may spawn off its main
+    // thread, whose children the main threads' lists do not show).
+    let busy = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c == b"tail\x00-f\x00/dev/null\x00")
+        })
+    };
+    if !relay_tests::wait_until(Duration::from_secs(90), &busy) {
+        // SAFETY: kill takes integers only; the group is our own child's.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let turn = relay_tests::agent::Turn::wait(host, start);
+        panic!("the turn's `{BUSY}` never ran: {}", turn.describe());
+    }
+    let session = relay_tests::fixture::descendants(pid);
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let turn = relay_tests::agent::Turn::wait(host, start);
+    assert!(!turn.killed, "{}", turn.describe());
+    assert!(
+        !turn.stdout.contains(&s.token) && !turn.stderr.contains(&s.token),
+        "the turn's output holds the token"
+    );
+    let lines: Vec<Value> = turn
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let tool_result = lines.iter().any(|l| {
+        l["type"] == "user"
+            && l["message"]["content"][0]["type"] == "tool_result"
+            && l["message"]["content"][0]["tool_use_id"] == "toolu_msg_relay_0"
+    });
+    assert!(
+        tool_result,
+        "Claude Code printed no result of the tool after the signal: {}",
+        turn.describe()
+    );
+    assert_eq!(turn.code, Some(143), "{}", turn.describe());
+    let gone = relay_tests::wait_until(Duration::from_secs(5), &|| {
+        session
+            .iter()
+            .all(|p| !std::path::Path::new(&format!("/proc/{p}/cmdline")).exists())
+    });
+    assert!(gone, "processes of the session left");
+}
+
+/// The busy Bash command of [`sigterm_to_the_host_reaches_claude_which_ends_its_own_way`]
+/// (Claude Code refuses a long `sleep`).
+const BUSY: &str = "tail -f /dev/null";
+
+/// [`relay_tests::agent::print_args`] with the output as a stream of JSON lines.
+fn stream_args(prompt: &str) -> Vec<String> {
+    let mut args = relay_tests::agent::print_args(prompt);
+    let last = args.len() - 1;
+    args[last] = "stream-json".into();
+    args.push("--verbose".into());
+    args
+}
