@@ -556,6 +556,168 @@ fn a_program_that_outlives_the_grace_period_is_killed() {
     assert_eq!(exit_rows(&fx).len(), 1);
 }
 
+/// A `relay-host run` in a terminal (a tmux pane) whose program makes the terminal raw, then runs
+/// `rest`; the pane saves `stty -g` before and after the run and prints the run's `exit=N`.
+struct TerminalRun {
+    tmux: relay_tests::tmux::Tmux,
+    /// `stty -g` before and after the run.
+    before: std::path::PathBuf,
+    after: std::path::PathBuf,
+    /// The file the program's SIGTERM trap writes.
+    trapped: std::path::PathBuf,
+}
+
+impl TerminalRun {
+    /// Starts the run and waits until its program has made the terminal raw.
+    fn start(fx: &World, rest: &str) -> TerminalRun {
+        let (ready, trapped) = (fx.project.join("ready"), fx.project.join("trapped"));
+        let (before, after) = (fx.root.join("stty-before"), fx.root.join("stty-after"));
+        let program = format!(
+            "stty raw -echo; trap 'echo TERM > {t}; exit 5' TERM; : > {r}; {rest}",
+            t = trapped.display(),
+            r = ready.display()
+        );
+        let script = fx.root.join("pane.sh");
+        let line = format!(
+            "env -i PATH={path} HOME={home} LANG=C.UTF-8 {host} --config-dir {config} \
+             --state-dir {state} run --template shell --project {project} -- -c \"{program}\"",
+            path = relay_tests::fixture::HOST_PATH,
+            home = fx.home.display(),
+            host = fx.host.display(),
+            config = fx.config.display(),
+            state = fx.state.display(),
+            project = fx.project.display(),
+        );
+        let text = format!(
+            "stty -g > {b}\n{line}\necho \"exit=$?\"\nstty -g > {a}\nsleep 60\n",
+            b = before.display(),
+            a = after.display()
+        );
+        std::fs::write(&script, text).unwrap();
+        let tmux = relay_tests::tmux::Tmux::start(
+            &fx.root.join("tmux.sock"),
+            &fx.project,
+            &format!("sh {}", script.display()),
+        );
+        assert!(
+            wait_until(TIMEOUT, &|| ready.exists()),
+            "the session never ran: {}",
+            tmux.screen()
+        );
+        TerminalRun {
+            tmux,
+            before,
+            after,
+            trapped,
+        }
+    }
+
+    /// Waits for the run's end; checks that it exited `code` and left the terminal as found;
+    /// returns the pane's text.
+    fn ended(&self, code: i32, what: &str) -> String {
+        let (screen, ended) = self.tmux.wait(TIMEOUT, &|s| s.contains("exit="));
+        assert!(ended, "{what}: the run did not end: {screen}");
+        assert!(screen.contains(&format!("exit={code}")), "{what}: {screen}");
+        assert!(wait_until(TIMEOUT, &|| self.after.exists()), "{what}");
+        assert_eq!(
+            std::fs::read_to_string(&self.after).unwrap(),
+            std::fs::read_to_string(&self.before).unwrap(),
+            "{what}: the terminal was not left as found: {screen}"
+        );
+        screen
+    }
+
+    /// What the program's SIGTERM trap wrote.
+    fn trapped(&self) -> String {
+        std::fs::read_to_string(&self.trapped).unwrap_or_default()
+    }
+}
+
+/// The one running session's id (`relay-host ps --json`).
+fn running_id(fx: &World) -> String {
+    let ps = finish(host_cmd(fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    list[0]["id"]
+        .as_str()
+        .expect("one running session")
+        .to_string()
+}
+
+/// `relay-host stop ID` of a `relay-host run` in a terminal whose program made the terminal raw
+/// and traps SIGTERM: the program gets SIGTERM first (its trap writes and exits 5), the `run`
+/// restores the terminal settings it found (`stty -g` before and after are equal), says on
+/// stderr that `relay-host stop` stopped the session (by uid, at a time), and exits with the
+/// session's own status (5).
+#[test]
+fn stop_is_gentle_and_the_stopped_run_leaves_the_terminal_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start(&fx, "sleep 30 & wait");
+    let id = running_id(&fx);
+    let stop = finish(host_cmd(&fx).args(["stop", &id]).stdout(Stdio::piped()));
+    assert_eq!(stop.code, Some(0), "stop: {}", stop.stderr);
+    let screen = run.ended(5, "stop");
+    assert_eq!(run.trapped(), "TERM\n", "no SIGTERM first: {screen}");
+    let said = format!("session {id} was stopped by `relay-host stop` (uid 0, at ");
+    assert!(screen.contains(&said), "{screen}");
+    let exits = exit_rows(&fx);
+    assert_eq!(exits[0]["stopped_by"]["uid"], 0, "{exits:?}");
+}
+
+/// `relay-host stop --now`: the program is killed at once (no SIGTERM reaches its trap), the run
+/// exits 137, says who stopped it, and leaves the terminal as found. `stop` with neither an id
+/// nor `--all` is a usage error that names `--all`.
+#[test]
+fn stop_now_kills_at_once_and_the_terminal_is_left_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let bare = finish(host_cmd(&fx).arg("stop").stderr(Stdio::piped()));
+    assert_eq!(bare.code, Some(64), "{}", bare.stderr);
+    assert!(bare.stderr.contains("--all"), "{}", bare.stderr);
+    let run = TerminalRun::start(&fx, "sleep 30 & wait");
+    let id = running_id(&fx);
+    let stop = finish(host_cmd(&fx).args(["stop", "--now", &id]));
+    assert_eq!(stop.code, Some(0));
+    let screen = run.ended(137, "stop --now");
+    assert_eq!(run.trapped(), "", "{screen}");
+    assert!(
+        screen.contains("was stopped by `relay-host stop`"),
+        "{screen}"
+    );
+}
+
+/// Every other end of a terminal session leaves the terminal as found too: SIGTERM to
+/// relay-host (the program's trap runs, exit 5), and the program's own exit (3) with the
+/// terminal still raw.
+#[test]
+fn a_signal_or_the_program_s_own_exit_leaves_the_terminal_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start(&fx, "sleep 30 & wait");
+    let host = running_host(&fx);
+    // SAFETY: kill takes integers only; the pid is the running session's host.
+    assert_eq!(unsafe { libc::kill(host, libc::SIGTERM) }, 0);
+    let screen = run.ended(5, "SIGTERM to relay-host");
+    assert_eq!(run.trapped(), "TERM\n", "{screen}");
+    assert!(!screen.contains("stopped by"), "{screen}");
+    drop(run);
+
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start(&fx, "exit 3");
+    run.ended(3, "the program's own exit");
+}
+
+/// The running session's host pid (`relay-host ps --json`).
+fn running_host(fx: &World) -> i32 {
+    let ps = finish(host_cmd(fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    list[0]["host_pid"].as_i64().expect("one running session") as i32
+}
+
 /// The `exit` rows of `events.jsonl`.
 fn exit_rows(fx: &World) -> Vec<serde_json::Value> {
     fx.log("events.jsonl")

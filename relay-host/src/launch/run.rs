@@ -56,7 +56,9 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
     // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
     // waits for the session's forwarding, or for the refusal's cleanup.
     crate::launch::signals::defer();
+    crate::launch::session::terminal::save();
     let code = launch_deferred(host, request, stdin);
+    crate::launch::session::terminal::restore();
     crate::launch::signals::undefer();
     code
 }
@@ -389,8 +391,11 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
     };
+    // The terminal as found, before anything is said on it.
+    crate::launch::session::terminal::restore();
     let mut ev = crate::launch::session::answer::ended(&session.id, code, last, session.sandboxed);
     ev["ts"] = json!(crate::state::now_secs());
+    say_who_stopped(state, &session.id, &mut ev);
     let _ = state.event(&ev);
     crate::launch::session::answer::print(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
@@ -410,6 +415,16 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     }
     state.end_session(&session.id);
     code
+}
+
+/// When `relay-host stop` ended the session: says so on stderr (by whom, when) and in its `exit`
+/// event (`stopped_by`).
+fn say_who_stopped(state: &State, id: &str, ev: &mut serde_json::Value) {
+    let dir = state.session_dir(id);
+    if let Some((uid, at)) = crate::launch::session::stop::stopped_by(&dir) {
+        eprintln!("relay-host: session {id} was stopped by `relay-host stop` (uid {uid}, at {at})");
+        ev["stopped_by"] = json!({"uid": uid, "at": at});
+    }
 }
 
 /// Refuses a launch that failed before it could be validated (a request that is not JSON):
