@@ -58,6 +58,8 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
     crate::launch::signals::defer();
     crate::launch::session::terminal::save();
     let code = launch_deferred(host, request, stdin);
+    // A refused launch leaves no record: the next launch in its project may be checked.
+    crate::launch::session::sessions::release_project();
     crate::launch::session::terminal::restore();
     crate::launch::signals::undefer();
     code
