@@ -718,6 +718,61 @@ fn running_host(fx: &World) -> i32 {
     list[0]["host_pid"].as_i64().expect("one running session") as i32
 }
 
+/// A host the allow-list refused is named where the person looks: while the session runs,
+/// `ps` counts the refusals (`network_denied`); once it ended, `relay-host run` prints each
+/// refused host once, with its count and the exact setting that allows it.
+#[test]
+fn a_refused_host_is_named_after_the_session_and_counted_in_ps() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
+    let ready = fx.project.join("ready");
+    let script = format!(
+        "for u in http://192.0.2.1/ http://192.0.2.1/again https://example.com/; do \
+         curl -s -o /dev/null -m 5 $u; done; : > {}; sleep 30 & wait",
+        ready.display()
+    );
+    let mut run = host_cmd(&fx);
+    run.args(["run", "--template", "shell", "--project"])
+        .arg(&fx.project)
+        .args(["--", "-c", &script])
+        .stderr(Stdio::piped());
+    let host = run.spawn().unwrap();
+    let pid = host.id() as i32;
+    assert!(
+        wait_until(TIMEOUT, &|| ready.exists()),
+        "the curls never ran"
+    );
+    let ps = finish(host_cmd(&fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    assert_eq!(list[0]["network_denied"], 3, "{list}");
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let f = finish_with(host, TIMEOUT, &|| false);
+    let allow = |entry: &str| {
+        format!(
+            "to allow it, add \"{entry}\" to the template's network allow-list \
+             (\"network\": {{\"allow\": [...]}}) in relay-host's settings"
+        )
+    };
+    let lines: Vec<&str> = f.stderr.lines().filter(|l| l.contains("refused")).collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "relay-host: the allow-list refused 192.0.2.1:80 2 times in this session; {}",
+                allow("192.0.2.1:80")
+            ),
+            format!(
+                "relay-host: the allow-list refused example.com:443 once in this session; {}",
+                allow("example.com:443")
+            ),
+        ],
+        "{}",
+        f.stderr
+    );
+}
+
 /// The `exit` rows of `events.jsonl`.
 fn exit_rows(fx: &World) -> Vec<serde_json::Value> {
     fx.log("events.jsonl")

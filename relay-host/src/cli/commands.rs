@@ -8,6 +8,7 @@ use serde_json::json;
 use super::token_file;
 use crate::human::{path_json, print_error};
 use crate::launch::plan::request::{Kind, Request};
+use crate::launch::session::denied::refused;
 use crate::launch::{launch, refuse_early, LaunchError, Stdin};
 use crate::state::logs::Query;
 use crate::Host;
@@ -65,7 +66,11 @@ pub(crate) fn run(host: &Host, args: RunArgs) -> i32 {
     };
     let project = request.project.clone();
     let started = std::time::SystemTime::now();
-    let code = launch(host, request, Stdin::Inherit);
+    let (code, id) = crate::launch::launch_session(host, request, Stdin::Inherit);
+    // Each host the allow-list refused, where the person looks (a client printed only "403").
+    for r in id.map_or(Vec::new(), |id| refused(&host.state_dir, &id)) {
+        errln!("{}", r.line());
+    }
     if claude {
         super::resume::say_how_to_resume(host, project.as_deref(), started);
     }

@@ -45,6 +45,10 @@ pub(crate) fn print(host: &crate::Host, json: bool) -> i32 {
         if let Some(u) = r.api_use(&host.state_dir) {
             outln!("  api: {}", u.words());
         }
+        let denied = (r.network == "allow-list").then(|| r.denied(&host.state_dir));
+        if let Some(n @ 1..) = denied {
+            outln!("  network: {n} refused by the allow-list (relay-host events lists them)");
+        }
     }
     0
 }

@@ -53,6 +53,11 @@ use relay_token::{sys, ClaudeToken};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    launch_session(host, request, stdin).0
+}
+
+/// [`launch`], and the id of the session that ran (none when the launch was refused).
+pub(crate) fn launch_session(host: &Host, request: Request, stdin: Stdin) -> (i32, Option<String>) {
     // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
     // waits for the session's forwarding, or for the refusal's cleanup.
     crate::launch::signals::defer();
@@ -65,7 +70,7 @@ pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
     code
 }
 
-fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
+fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> (i32, Option<String>) {
     let state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -73,7 +78,7 @@ fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
                 e.kind(),
                 format!("state folder {}: {e}", host.state_dir.display()),
             ));
-            return refuse_without_state(&e, None);
+            return (refuse_without_state(&e, None), None);
         }
     };
     let row = AuditRow::of_request(&request);
@@ -81,13 +86,16 @@ fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
         Ok(accepted) => accepted,
         Err(e) => {
             crate::launch::placeholders::release(state.path());
-            return refused(&state, &row.refused(e));
+            return (refused(&state, &row.refused(e)), None);
         }
     };
     let cx = Launch::new(host, settings, state);
     match start_session(&cx, plan, stdin) {
-        Ok(session) => supervise(&cx.state, session),
-        Err(r) => refused(&cx.state, &r),
+        Ok(session) => {
+            let id = session.id.clone();
+            (supervise(&cx.state, session), Some(id))
+        }
+        Err(r) => (refused(&cx.state, &r), None),
     }
 }
 
@@ -424,7 +432,7 @@ fn supervise(state: &State, mut session: Session) -> i32 {
 fn say_who_stopped(state: &State, id: &str, ev: &mut serde_json::Value) {
     let dir = state.session_dir(id);
     if let Some((uid, at)) = crate::launch::session::stop::stopped_by(&dir) {
-        eprintln!("relay-host: session {id} was stopped by `relay-host stop` (uid {uid}, at {at})");
+        errln!("relay-host: session {id} was stopped by `relay-host stop` (uid {uid}, at {at})");
         ev["stopped_by"] = json!({"uid": uid, "at": at});
     }
 }

@@ -105,7 +105,18 @@ impl Record {
         if let Some(u) = self.api_use(state_dir) {
             v["api_use"] = serde_json::to_value(u).unwrap_or_default();
         }
+        if self.network == "allow-list" {
+            v["network_denied"] = json!(self.denied(state_dir));
+        }
         v
+    }
+
+    /// How many connections the session's allow-list refused so far.
+    pub(crate) fn denied(&self, state_dir: &Path) -> u64 {
+        crate::launch::session::denied::refused(state_dir, &self.id)
+            .iter()
+            .map(|r| r.count)
+            .sum()
     }
 
     /// A stand-in session's API use so far (nothing yet: none counted).
