@@ -7,6 +7,7 @@
 pub(crate) mod api_use;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
+pub(crate) mod token_refused;
 
 use std::error::Error;
 use std::fmt;

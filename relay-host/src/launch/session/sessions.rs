@@ -103,6 +103,7 @@ impl Record {
                "shim_pid": self.shim_pid, "host_pid": self.host_pid, "started": self.started,
                "token": self.token, "token_mode": self.token_mode(), "network": self.network});
         if let Some(u) = self.api_use(state_dir) {
+            v["token_refused"] = json!(u.refused());
             v["api_use"] = serde_json::to_value(u).unwrap_or_default();
         }
         if self.network == "allow-list" {
