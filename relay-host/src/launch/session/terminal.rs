@@ -37,7 +37,7 @@ pub(crate) fn restore() {
         libc::sigemptyset(&mut ttou);
         libc::sigaddset(&mut ttou, libc::SIGTTOU);
         libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, &mut old);
-        libc::tcsetattr(fd, libc::TCSADRAIN, &t);
+        libc::tcsetattr(fd, libc::TCSANOW, &t);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
 }
