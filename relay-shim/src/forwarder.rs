@@ -81,9 +81,10 @@ pub struct Forwarder {
     pub drop_terminal_sigint: bool,
     /// Leave a signal that was ignored on entry ignored, rather than forward it.
     pub keep_ignored: bool,
-    /// Seconds after the first of [`ENDING_SIGNALS`] is forwarded until what is left is
-    /// killed with SIGKILL: the sandbox's init (and so its whole pid namespace) and the target's
-    /// group. 0: no kill follows. Uses `alarm` and a SIGALRM handler.
+    /// Seconds after the first of [`ENDING_SIGNALS`] a process sent is forwarded until what is
+    /// left is killed with SIGKILL: the sandbox's init (and so its whole pid namespace) and the
+    /// target's group. A SIGINT a terminal raised (Ctrl-C) starts no grace period. 0: no kill
+    /// follows. Uses `alarm` and a SIGALRM handler.
     pub kill_after: u32,
 }
 
@@ -247,7 +248,11 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
         let pid = TARGET.load(Ordering::SeqCst);
         if pid > 0 {
             forward(pid, sig);
-            arm_kill(sig);
+            // A terminal's Ctrl-C is an interrupt the program may survive (a shell's prompt),
+            // not a request to end: it starts no grace period.
+            if !(sig == libc::SIGINT && from_terminal) {
+                arm_kill(sig);
+            }
         } else if (0..64).contains(&sig) {
             PENDING.fetch_or(1 << sig, Ordering::SeqCst);
             // The target may have been named between the load and the store: flush here too.

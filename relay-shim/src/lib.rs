@@ -41,7 +41,7 @@
 //!   `--sandbox-status-fd`, once bwrap has reported the sandbox's init, to the init's group
 //!   instead, where the sandboxed program runs (bwrap itself is not signalled: its death would
 //!   take the sandbox down with SIGKILL). [`GRACE_SECS`] after the first SIGHUP, SIGINT or
-//!   SIGTERM, what is left is killed (SIGKILL to the init, and so to its whole pid namespace,
+//!   SIGTERM (a terminal's Ctrl-C excepted), what is left is killed (SIGKILL to the init, and so to its whole pid namespace,
 //!   and to the target's group). A signal that was ignored when the shim started stays ignored
 //!   (and is not forwarded), as shells do.
 //! - Started in the foreground of a terminal (one of fds 0, 1, 2 is a terminal whose foreground
