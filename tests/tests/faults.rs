@@ -570,6 +570,12 @@ struct TerminalRun {
 impl TerminalRun {
     /// Starts the run and waits until its program has made the terminal raw.
     fn start(fx: &World, rest: &str) -> TerminalRun {
+        TerminalRun::start_with(fx, rest, "")
+    }
+
+    /// [`TerminalRun::start`], the pane running `pause` after the run and before it reads the
+    /// terminal's settings back.
+    fn start_with(fx: &World, rest: &str, pause: &str) -> TerminalRun {
         let (ready, trapped) = (fx.project.join("ready"), fx.project.join("trapped"));
         let (before, after) = (fx.root.join("stty-before"), fx.root.join("stty-after"));
         let program = format!(
@@ -589,7 +595,7 @@ impl TerminalRun {
             project = fx.project.display(),
         );
         let text = format!(
-            "stty -g > {b}\n{line}\necho \"exit=$?\"\nstty -g > {a}\nsleep 60\n",
+            "stty -g > {b}\n{line}\necho \"exit=$?\"\n{pause}\nstty -g > {a}\nsleep 60\n",
             b = before.display(),
             a = after.display()
         );
@@ -709,6 +715,30 @@ fn a_signal_or_the_program_s_own_exit_leaves_the_terminal_as_found() {
     shell_settings(&fx);
     let run = TerminalRun::start(&fx, "exit 3");
     run.ended(3, "the program's own exit");
+}
+
+/// `kill -9` of relay-host while its session holds the terminal raw: the shim, which outlives
+/// its host, writes the terminal's settings back once the session ended (its host cannot). The
+/// pane waits for a key after the run, sent once the shim is gone.
+#[test]
+fn a_host_killed_with_kill_9_leaves_the_terminal_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start_with(&fx, "sleep 30 & wait", "head -c1 > /dev/null");
+    let ps = finish(host_cmd(&fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    let host = list[0]["host_pid"].as_i64().expect("one running session") as i32;
+    let shim = list[0]["shim_pid"].as_i64().unwrap() as i32;
+    // SAFETY: kill takes integers only; the pid is the running session's host.
+    assert_eq!(unsafe { libc::kill(host, libc::SIGKILL) }, 0);
+    assert!(
+        wait_until(TIMEOUT, &|| !alive(shim)),
+        "the shim outlived 30 s"
+    );
+    run.tmux.run(&["send-keys", "-t", "turn", "x", "Enter"]);
+    let screen = run.ended(137, "kill -9 of relay-host");
+    assert_eq!(run.trapped(), "TERM\n", "{screen}");
 }
 
 /// The running session's host pid (`relay-host ps --json`).
