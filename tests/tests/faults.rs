@@ -719,13 +719,15 @@ fn a_signal_or_the_program_s_own_exit_leaves_the_terminal_as_found() {
 
 /// `kill -9` of relay-host while its session holds the terminal raw: the shim, which outlives
 /// its host, writes the terminal's settings back once the session ended (its host cannot). The
-/// pane waits for a key after the run, sent once the shim is gone.
+/// pane reads the settings back once the shim is gone (the test then writes `go`).
 #[test]
 fn a_host_killed_with_kill_9_leaves_the_terminal_as_found() {
     let _turn = shared();
     let fx = World::agent(&relay_tests::fake_agent());
     shell_settings(&fx);
-    let run = TerminalRun::start_with(&fx, "sleep 30 & wait", "head -c1 > /dev/null");
+    let go = fx.root.join("go");
+    let pause = format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
+    let run = TerminalRun::start_with(&fx, "sleep 30 & wait", &pause);
     let ps = finish(host_cmd(&fx).args(["--json", "ps"]).stdout(Stdio::piped()));
     let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
     let host = list[0]["host_pid"].as_i64().expect("one running session") as i32;
@@ -736,7 +738,7 @@ fn a_host_killed_with_kill_9_leaves_the_terminal_as_found() {
         wait_until(TIMEOUT, &|| !alive(shim)),
         "the shim outlived 30 s"
     );
-    run.tmux.run(&["send-keys", "-t", "turn", "x", "Enter"]);
+    std::fs::write(&go, "").unwrap();
     let screen = run.ended(137, "kill -9 of relay-host");
     assert_eq!(run.trapped(), "TERM\n", "{screen}");
 }
