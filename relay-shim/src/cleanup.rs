@@ -3,7 +3,8 @@
 //! forwards that signal to the session, and once the session ended it finds its parent changed
 //! and does what the host would have done at the end: the session's `exit` row (with
 //! `"outcome":"host_lost"`), the session folder (its temp folder and sockets), and the write-deny
-//! placeholders once no other session of the state folder runs. Nothing here reads the token.
+//! placeholders once no other session of the state folder runs, and the terminal's settings as
+//! the shim found them. Nothing here reads the token.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -20,10 +21,12 @@ pub const HOST_LOST: &str = "host_lost";
 
 /// What the shim cleans up if its host is lost: the session folder, and the parent it started
 /// under.
-#[derive(Debug)]
 pub(crate) struct Cleanup {
     session_dir: PathBuf,
     parent: libc::pid_t,
+    /// The terminal's settings as the shim found them (the first of fds 0, 1, 2 that is a
+    /// terminal): a lost host cannot write them back, so the shim does.
+    terminal: Option<(libc::c_int, libc::termios)>,
 }
 
 impl Cleanup {
@@ -33,6 +36,7 @@ impl Cleanup {
             session_dir: session_dir?.to_path_buf(),
             // SAFETY: getppid has no preconditions and cannot fail.
             parent: unsafe { libc::getppid() },
+            terminal: terminal_found(),
         })
     }
 
@@ -41,6 +45,9 @@ impl Cleanup {
     pub(crate) fn after(&self, end: StatusEvent) {
         if !host_gone(self.parent) || !self.session_dir.is_dir() {
             return;
+        }
+        if let Some((fd, t)) = &self.terminal {
+            restore_terminal(*fd, t);
         }
         let (Some(sessions), Some(id)) = (self.session_dir.parent(), self.session_dir.file_name())
         else {
@@ -61,6 +68,32 @@ impl Cleanup {
             let _ = std::fs::remove_dir_all(&self.session_dir);
         }
         let _ = release_placeholders(state);
+    }
+}
+
+/// The settings of the first of fds 0, 1 and 2 that is a terminal.
+fn terminal_found() -> Option<(libc::c_int, libc::termios)> {
+    (0..=2).find_map(|fd| {
+        // SAFETY: termios is plain old data; tcgetattr fills it (isatty takes an integer).
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: `t` is a valid, writable termios.
+        (unsafe { libc::isatty(fd) == 1 && libc::tcgetattr(fd, &mut t) == 0 }).then_some((fd, t))
+    })
+}
+
+/// Writes the terminal settings `t` back to `fd`, SIGTTOU held back (the shim need not be in
+/// the terminal's foreground group).
+fn restore_terminal(fd: libc::c_int, t: &libc::termios) {
+    // SAFETY: the sigsets are plain old data, filled before use; tcsetattr takes a valid termios
+    // read from this descriptor; the old mask is restored after.
+    unsafe {
+        let mut ttou: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut ttou);
+        libc::sigaddset(&mut ttou, libc::SIGTTOU);
+        libc::sigprocmask(libc::SIG_BLOCK, &ttou, &mut old);
+        libc::tcsetattr(fd, libc::TCSANOW, t);
+        libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
 }
 

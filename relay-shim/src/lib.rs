@@ -37,8 +37,13 @@
 //!   that fails (the reader went away) stops further status lines; the target is not disturbed.
 //! - The target runs in its own process group (with `--pty`, its own session whose controlling
 //!   terminal is its fd 0; see [`pty`]). SIGHUP, SIGINT, SIGTERM and SIGQUIT received by
-//!   the shim are forwarded to that group (to the target alone if the group is gone). A signal
-//!   that was ignored when the shim started stays ignored (and is not forwarded), as shells do.
+//!   the shim are forwarded to that group (to the target alone if the group is gone); with
+//!   `--sandbox-status-fd`, once bwrap has reported the sandbox's init, to the init's group
+//!   instead, where the sandboxed program runs (bwrap itself is not signalled: its death would
+//!   take the sandbox down with SIGKILL). [`GRACE_SECS`] after the first SIGHUP, SIGINT or
+//!   SIGTERM (a terminal's Ctrl-C excepted), what is left is killed (SIGKILL to the init, and so to its whole pid namespace,
+//!   and to the target's group). A signal that was ignored when the shim started stays ignored
+//!   (and is not forwarded), as shells do.
 //! - Started in the foreground of a terminal (one of fds 0, 1, 2 is a terminal whose foreground
 //!   group is the shim's) and without `--pty`, the shim makes the target's group the foreground
 //!   group (the child does it before exec), so an interactive target can read the terminal
@@ -89,6 +94,7 @@ pub mod heap;
 pub mod identity;
 mod options;
 pub mod pty;
+mod sandbox_init;
 mod session_id;
 mod signals;
 mod status;
@@ -98,9 +104,10 @@ pub use options::{
     ShimOptions, UsageError, DEFAULT_STATUS_FD, IDENTITY_STATUS_FD, SANDBOX_EXEC, SESSION_ID_VAR,
     USAGE,
 };
+use sandbox_init::SandboxInit;
 pub use session_id::SessionId;
-pub use signals::FORWARDED_SIGNALS;
 use signals::*;
+pub use signals::{FORWARDED_SIGNALS, GRACE_SECS};
 use status::*;
 pub use status::{StatusEvent, StatusLineError};
 use terminal::*;
@@ -229,6 +236,9 @@ pub unsafe fn run(opts: &ShimOptions) -> i32 {
             return event.exit_code();
         }
     };
+    if let Some(init) = &sandbox_init {
+        crate::forwarder::set_sandbox_init(init.pid, init.fd.as_raw_fd());
+    }
     status.send(StatusEvent::Started { pid: pid as u32 });
 
     supervise(pid, tty, sandbox_init, &mut status, cleanup.as_ref())
@@ -246,6 +256,7 @@ fn supervise(
 ) -> i32 {
     heap::trim_heap();
     let waited = wait_exit(pid, tty);
+    crate::forwarder::cancel_kill();
     // bwrap ended: so must its sandbox. bwrap killed in the moment after it made the sandbox,
     // before the sandbox's init tied itself to bwrap's life, leaves that init running alone.
     if let Some(init) = sandbox_init {
@@ -576,52 +587,6 @@ fn end_orphans() {
     }
 }
 
-/// The sandbox's init (bwrap's `child-pid`), held by a pidfd so a later kill never reaches a
-/// process that reused its number. Linux only; elsewhere there is no bwrap.
-struct SandboxInit(#[cfg_attr(not(target_os = "linux"), allow(dead_code))] OwnedFd);
-
-impl SandboxInit {
-    /// The pidfd of the `"child-pid": N` in bwrap's status text, when it can be opened.
-    fn from_status(said: &[u8]) -> Option<SandboxInit> {
-        let text = std::str::from_utf8(said).ok()?;
-        let at = text.find("\"child-pid\"")? + "\"child-pid\"".len();
-        let digits: String = text[at..]
-            .trim_start_matches([' ', ':'])
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        let pid: libc::pid_t = digits.parse().ok().filter(|&p| p > 1)?;
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-            // SAFETY: a non-negative result is a descriptor this process now owns, once.
-            (fd >= 0).then(|| SandboxInit(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = pid;
-            None
-        }
-    }
-
-    /// SIGKILL to the init (and so to its whole pid namespace); nothing when it has ended.
-    fn kill(&self) {
-        #[cfg(target_os = "linux")]
-        // SAFETY: pidfd_send_signal takes the pidfd this value owns, a signal number, and a null
-        // siginfo (as for kill); it cannot reach another process.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.0.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        }
-    }
-}
-
 /// A program name for an error line.
 fn show(p: &OsStr) -> String {
     format!("{:?}", p.to_string_lossy())
@@ -676,6 +641,7 @@ fn wait_exit(pid: libc::pid_t, tty: Option<RawFd>) -> io::Result<StatusEvent> {
         }
     }
     crate::forwarder::clear_target();
+    crate::forwarder::clear_sandbox_init();
     let mut raw: libc::c_int = 0;
     loop {
         // SAFETY: `raw` is valid for writes.

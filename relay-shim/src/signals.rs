@@ -9,13 +9,20 @@ use crate::forwarder::Forwarder;
 pub const FORWARDED_SIGNALS: [libc::c_int; 4] =
     [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGQUIT];
 
+/// Seconds from the first SIGTERM, SIGHUP or SIGINT the shim forwards until it kills what is
+/// left of the session (the sandbox's init, and with it every process of the sandbox; the
+/// target's group): the program's grace period to end its own way.
+pub const GRACE_SECS: u32 = 5;
+
 /// The shim's forwarding: [`FORWARDED_SIGNALS`] to the target's group, a terminal's SIGINT too
-/// (the target may run in a process group of its own, away from the terminal's).
+/// (the target may run in a process group of its own, away from the terminal's); after an ending
+/// signal, [`GRACE_SECS`] until the kill.
 const TO_THE_TARGET: Forwarder = Forwarder {
     signals: &FORWARDED_SIGNALS,
     to_group: true,
     drop_terminal_sigint: false,
     keep_ignored: true,
+    kill_after: GRACE_SECS,
 };
 
 /// Installs the forwarding for each of [`FORWARDED_SIGNALS`], except those that were ignored on

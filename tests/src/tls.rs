@@ -222,6 +222,18 @@ pub struct OkApi {
 impl OkApi {
     /// Starts the server (its threads live as long as the test process).
     pub fn start(ca: &TestCa) -> OkApi {
+        OkApi::answering(ca, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    }
+
+    /// As [`OkApi::start`], every request answered with `answer` (a whole HTTP answer with its
+    /// `Content-Length`): the API's refusal of a token, say.
+    ///
+    /// ```no_run
+    /// let ca = relay_tests::tls::TestCa::new();
+    /// let api = relay_tests::tls::OkApi::answering(&ca, relay_tests::tls::TOKEN_REFUSED);
+    /// assert!(api.port() > 0);
+    /// ```
+    pub fn answering(ca: &TestCa, answer: &'static [u8]) -> OkApi {
         let sock = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = sock.local_addr().expect("its address").port();
         let config = ca.server_config();
@@ -230,7 +242,7 @@ impl OkApi {
         std::thread::spawn(move || {
             for tcp in sock.incoming().flatten() {
                 let (config, log) = (Arc::clone(&config), Arc::clone(&log));
-                std::thread::spawn(move || ok_connection(tcp, config, &log));
+                std::thread::spawn(move || ok_connection(tcp, config, &log, answer));
             }
         });
         OkApi { port, seen }
@@ -247,11 +259,18 @@ impl OkApi {
     }
 }
 
+/// The Messages API's answer to a token it does not accept (Claude Code 2.1.332 shows it as
+/// `401 Invalid bearer token`).
+pub const TOKEN_REFUSED: &[u8] = b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n\
+Content-Length: 89\r\n\r\n{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\
+\"message\":\"Invalid bearer token\"}}";
+
 /// Serves one connection of [`OkApi`] until it ends or asks to close.
 fn ok_connection(
     tcp: std::net::TcpStream,
     config: Arc<rustls::ServerConfig>,
     log: &std::sync::Mutex<Vec<OkSeen>>,
+    answer: &[u8],
 ) {
     use std::io::{BufRead, Write};
     let _ = tcp.set_nodelay(true);
@@ -284,9 +303,8 @@ fn ok_connection(
             authorization_sha256: auth,
             upgrade: header("upgrade").is_some(),
         });
-        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
         if r.get_mut()
-            .write_all(ok)
+            .write_all(answer)
             .and_then(|_| r.get_mut().flush())
             .is_err()
             || close

@@ -210,13 +210,20 @@ fn start_sleeping_shell(fx: &World) -> (std::process::Child, Vec<i32>) {
 
 /// [`start_sleeping_shell`] on the settings already written.
 fn start_sleeping(fx: &World) -> (std::process::Child, Vec<i32>) {
+    start_script(fx, "sleep 30")
+}
+
+/// Starts a sandboxed `shell` session running `sh -c script` on the settings already written
+/// and waits for a `sleep` in it; returns the host and every process of the session (the host
+/// first).
+fn start_script(fx: &World, script: &str) -> (std::process::Child, Vec<i32>) {
     let req = fx.root.join("shell.json");
     let request = serde_json::json!({
         "kind": "terminal",
         "template": "shell",
         "project": fx.project,
         "sandbox": true,
-        "extra_args": ["-c", "sleep 30"],
+        "extra_args": ["-c", script],
     });
     std::fs::write(&req, request.to_string()).unwrap();
     let host = host_cmd(fx).arg("launch").arg(&req).spawn().unwrap();
@@ -481,6 +488,322 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
         assert_eq!(tree(&fx.home), home_before, "signal {sig}");
         assert_eq!(tree(&fx.project), project_before, "signal {sig}");
     }
+}
+
+/// SIGTERM, SIGHUP or SIGINT sent to the host alone reaches the sandboxed program itself (its
+/// process group inside the sandbox), not only bwrap: a program that traps it does its own
+/// shutdown work (here: writes which signal came, then exits 9), and the host exits with the
+/// program's own status.
+#[test]
+fn a_signal_to_the_host_reaches_the_sandboxed_program_which_ends_its_own_way() {
+    let _turn = shared();
+    for (sig, name) in [
+        (libc::SIGTERM, "TERM"),
+        (libc::SIGHUP, "HUP"),
+        (libc::SIGINT, "INT"),
+    ] {
+        let fx = World::agent(&relay_tests::fake_agent());
+        shell_settings(&fx);
+        let said = fx.project.join("trapped");
+        let script = format!(
+            "for s in TERM HUP INT; do trap \"echo $s > {0}; exit 9\" $s; done; sleep 30 & wait",
+            said.display()
+        );
+        let (host, session) = start_script(&fx, &script);
+        // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(host.id() as i32, sig) }, 0);
+        let f = finish_with(host, Duration::from_secs(20), &|| false);
+        assert!(!f.killed, "{name}: the session did not end within 20 s");
+        let trapped = std::fs::read_to_string(&said).unwrap_or_default();
+        assert_eq!(
+            trapped.trim(),
+            name,
+            "{name}: the program's trap did not run"
+        );
+        assert_eq!(f.code, Some(9), "{name}: stderr {}", f.stderr);
+        let ended = wait_until(Duration::from_secs(5), &|| {
+            !session.iter().any(|&p| alive(p))
+        });
+        assert!(ended, "{name}: processes of the session left");
+        assert_eq!(exit_rows(&fx).len(), 1, "{name}");
+    }
+}
+
+/// A sandboxed program that traps SIGTERM and goes on running is killed once the grace period
+/// has passed: the signal reached it (its trap wrote), then the session ended with 137 (SIGKILL),
+/// every process of it gone and its `exit` row written.
+#[test]
+fn a_program_that_outlives_the_grace_period_is_killed() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let said = fx.project.join("trapped");
+    let script = format!(
+        "trap \"echo TERM >> {0}\" TERM; while :; do sleep 1; done",
+        said.display()
+    );
+    let (host, session) = start_script(&fx, &script);
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGTERM) }, 0);
+    let f = finish_with(host, Duration::from_secs(30), &|| false);
+    assert!(!f.killed, "the session outlived 30 s");
+    let trapped = std::fs::read_to_string(&said).unwrap_or_default();
+    assert_eq!(trapped, "TERM\n", "the program's trap ran once");
+    assert_eq!(f.code, Some(137), "stderr {}", f.stderr);
+    let ended = wait_until(Duration::from_secs(5), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    assert!(ended, "processes of the session left");
+    assert_eq!(exit_rows(&fx).len(), 1);
+}
+
+/// A `relay-host run` in a terminal (a tmux pane) whose program makes the terminal raw, then runs
+/// `rest`; the pane saves `stty -g` before and after the run and prints the run's `exit=N`.
+struct TerminalRun {
+    tmux: relay_tests::tmux::Tmux,
+    /// `stty -g` before and after the run.
+    before: std::path::PathBuf,
+    after: std::path::PathBuf,
+    /// The file the program's SIGTERM trap writes.
+    trapped: std::path::PathBuf,
+}
+
+impl TerminalRun {
+    /// Starts the run and waits until its program has made the terminal raw.
+    fn start(fx: &World, rest: &str) -> TerminalRun {
+        TerminalRun::start_with(fx, rest, "")
+    }
+
+    /// [`TerminalRun::start`], the pane running `pause` after the run and before it reads the
+    /// terminal's settings back.
+    fn start_with(fx: &World, rest: &str, pause: &str) -> TerminalRun {
+        let (ready, trapped) = (fx.project.join("ready"), fx.project.join("trapped"));
+        let (before, after) = (fx.root.join("stty-before"), fx.root.join("stty-after"));
+        let program = format!(
+            "stty raw -echo; trap 'echo TERM > {t}; exit 5' TERM; : > {r}; {rest}",
+            t = trapped.display(),
+            r = ready.display()
+        );
+        let script = fx.root.join("pane.sh");
+        let line = format!(
+            "env -i PATH={path} HOME={home} LANG=C.UTF-8 {host} --config-dir {config} \
+             --state-dir {state} run --template shell --project {project} -- -c \"{program}\"",
+            path = relay_tests::fixture::HOST_PATH,
+            home = fx.home.display(),
+            host = fx.host.display(),
+            config = fx.config.display(),
+            state = fx.state.display(),
+            project = fx.project.display(),
+        );
+        let text = format!(
+            "stty -g > {b}\n{line}\necho \"exit=$?\"\n{pause}\nstty -g > {a}\nsleep 60\n",
+            b = before.display(),
+            a = after.display()
+        );
+        std::fs::write(&script, text).unwrap();
+        let tmux = relay_tests::tmux::Tmux::start(
+            &fx.root.join("tmux.sock"),
+            &fx.project,
+            &format!("sh {}", script.display()),
+        );
+        assert!(
+            wait_until(TIMEOUT, &|| ready.exists()),
+            "the session never ran: {}",
+            tmux.screen()
+        );
+        TerminalRun {
+            tmux,
+            before,
+            after,
+            trapped,
+        }
+    }
+
+    /// Waits for the run's end; checks that it exited `code` and left the terminal as found;
+    /// returns the pane's text.
+    fn ended(&self, code: i32, what: &str) -> String {
+        let (screen, ended) = self.tmux.wait(TIMEOUT, &|s| s.contains("exit="));
+        assert!(ended, "{what}: the run did not end: {screen}");
+        assert!(screen.contains(&format!("exit={code}")), "{what}: {screen}");
+        assert!(wait_until(TIMEOUT, &|| self.after.exists()), "{what}");
+        assert_eq!(
+            std::fs::read_to_string(&self.after).unwrap(),
+            std::fs::read_to_string(&self.before).unwrap(),
+            "{what}: the terminal was not left as found: {screen}"
+        );
+        screen
+    }
+
+    /// What the program's SIGTERM trap wrote.
+    fn trapped(&self) -> String {
+        std::fs::read_to_string(&self.trapped).unwrap_or_default()
+    }
+}
+
+/// The one running session's id (`relay-host ps --json`).
+fn running_id(fx: &World) -> String {
+    let ps = finish(host_cmd(fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    list[0]["id"]
+        .as_str()
+        .expect("one running session")
+        .to_string()
+}
+
+/// `relay-host stop ID` of a `relay-host run` in a terminal whose program made the terminal raw
+/// and traps SIGTERM: the program gets SIGTERM first (its trap writes and exits 5), the `run`
+/// restores the terminal settings it found (`stty -g` before and after are equal), says on
+/// stderr that `relay-host stop` stopped the session (by uid, at a time), and exits with the
+/// session's own status (5).
+#[test]
+fn stop_is_gentle_and_the_stopped_run_leaves_the_terminal_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start(&fx, "sleep 30 & wait");
+    let id = running_id(&fx);
+    let stop = finish(host_cmd(&fx).args(["stop", &id]).stdout(Stdio::piped()));
+    assert_eq!(stop.code, Some(0), "stop: {}", stop.stderr);
+    let screen = run.ended(5, "stop");
+    assert_eq!(run.trapped(), "TERM\n", "no SIGTERM first: {screen}");
+    let said = format!("session {id} was stopped by `relay-host stop` (uid 0, at ");
+    assert!(screen.contains(&said), "{screen}");
+    let exits = exit_rows(&fx);
+    assert_eq!(exits[0]["stopped_by"]["uid"], 0, "{exits:?}");
+}
+
+/// `relay-host stop --now`: the program is killed at once (no SIGTERM reaches its trap), the run
+/// exits 137, says who stopped it, and leaves the terminal as found. `stop` with neither an id
+/// nor `--all` is a usage error that names `--all`.
+#[test]
+fn stop_now_kills_at_once_and_the_terminal_is_left_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let bare = finish(host_cmd(&fx).arg("stop").stderr(Stdio::piped()));
+    assert_eq!(bare.code, Some(64), "{}", bare.stderr);
+    assert!(bare.stderr.contains("--all"), "{}", bare.stderr);
+    let run = TerminalRun::start(&fx, "sleep 30 & wait");
+    let id = running_id(&fx);
+    let stop = finish(host_cmd(&fx).args(["stop", "--now", &id]));
+    assert_eq!(stop.code, Some(0));
+    let screen = run.ended(137, "stop --now");
+    assert_eq!(run.trapped(), "", "{screen}");
+    assert!(
+        screen.contains("was stopped by `relay-host stop`"),
+        "{screen}"
+    );
+}
+
+/// Every other end of a terminal session leaves the terminal as found too: SIGTERM to
+/// relay-host (the program's trap runs, exit 5), and the program's own exit (3) with the
+/// terminal still raw.
+#[test]
+fn a_signal_or_the_program_s_own_exit_leaves_the_terminal_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start(&fx, "sleep 30 & wait");
+    let host = running_host(&fx);
+    // SAFETY: kill takes integers only; the pid is the running session's host.
+    assert_eq!(unsafe { libc::kill(host, libc::SIGTERM) }, 0);
+    let screen = run.ended(5, "SIGTERM to relay-host");
+    assert_eq!(run.trapped(), "TERM\n", "{screen}");
+    assert!(!screen.contains("stopped by"), "{screen}");
+    drop(run);
+
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let run = TerminalRun::start(&fx, "exit 3");
+    run.ended(3, "the program's own exit");
+}
+
+/// `kill -9` of relay-host while its session holds the terminal raw: the shim, which outlives
+/// its host, writes the terminal's settings back once the session ended (its host cannot). The
+/// pane reads the settings back once the shim is gone (the test then writes `go`).
+#[test]
+fn a_host_killed_with_kill_9_leaves_the_terminal_as_found() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings(&fx);
+    let go = fx.root.join("go");
+    let pause = format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
+    let run = TerminalRun::start_with(&fx, "sleep 30 & wait", &pause);
+    let ps = finish(host_cmd(&fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    let host = list[0]["host_pid"].as_i64().expect("one running session") as i32;
+    let shim = list[0]["shim_pid"].as_i64().unwrap() as i32;
+    // SAFETY: kill takes integers only; the pid is the running session's host.
+    assert_eq!(unsafe { libc::kill(host, libc::SIGKILL) }, 0);
+    assert!(
+        wait_until(TIMEOUT, &|| !alive(shim)),
+        "the shim outlived 30 s"
+    );
+    std::fs::write(&go, "").unwrap();
+    let screen = run.ended(137, "kill -9 of relay-host");
+    assert_eq!(run.trapped(), "TERM\n", "{screen}");
+}
+
+/// The running session's host pid (`relay-host ps --json`).
+fn running_host(fx: &World) -> i32 {
+    let ps = finish(host_cmd(fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    list[0]["host_pid"].as_i64().expect("one running session") as i32
+}
+
+/// A host the allow-list refused is named where the person looks: while the session runs,
+/// `ps` counts the refusals (`network_denied`); once it ended, `relay-host run` prints each
+/// refused host once, with its count and the exact setting that allows it.
+#[test]
+fn a_refused_host_is_named_after_the_session_and_counted_in_ps() {
+    let _turn = shared();
+    let fx = World::agent(&relay_tests::fake_agent());
+    shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
+    let ready = fx.project.join("ready");
+    let script = format!(
+        "for u in http://192.0.2.1/ http://192.0.2.1/again https://example.com/; do \
+         curl -s -o /dev/null -m 5 $u; done; : > {}; sleep 30 & wait",
+        ready.display()
+    );
+    let mut run = host_cmd(&fx);
+    run.args(["run", "--template", "shell", "--project"])
+        .arg(&fx.project)
+        .args(["--", "-c", &script])
+        .stderr(Stdio::piped());
+    let host = run.spawn().unwrap();
+    let pid = host.id() as i32;
+    assert!(
+        wait_until(TIMEOUT, &|| ready.exists()),
+        "the curls never ran"
+    );
+    let ps = finish(host_cmd(&fx).args(["--json", "ps"]).stdout(Stdio::piped()));
+    let list: serde_json::Value = serde_json::from_str(&ps.stdout).unwrap();
+    assert_eq!(list[0]["network_denied"], 3, "{list}");
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let f = finish_with(host, TIMEOUT, &|| false);
+    let allow = |entry: &str| {
+        format!(
+            "to allow it, add \"{entry}\" to the template's network allow-list \
+             (\"network\": {{\"allow\": [...]}}) in relay-host's settings"
+        )
+    };
+    let lines: Vec<&str> = f.stderr.lines().filter(|l| l.contains("refused")).collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "relay-host: the allow-list refused 192.0.2.1:80 2 times in this session; {}",
+                allow("192.0.2.1:80")
+            ),
+            format!(
+                "relay-host: the allow-list refused example.com:443 once in this session; {}",
+                allow("example.com:443")
+            ),
+        ],
+        "{}",
+        f.stderr
+    );
 }
 
 /// The `exit` rows of `events.jsonl`.

@@ -349,6 +349,46 @@ fn sigterm_to_the_shim_reaches_the_target() {
     );
 }
 
+/// A target that traps SIGTERM and goes on running is killed with SIGKILL once the shim's grace
+/// period ([`relay_shim::GRACE_SECS`]) has passed: its trap ran (it got the signal first), then
+/// the shim reports the kill and exits 137.
+#[test]
+fn a_target_that_outlives_the_grace_period_is_killed() {
+    let (d, record) = record_dir();
+    let said = d.path().join("trapped");
+    let script = format!(
+        "trap 'echo TERM >> {}' TERM; : > {}; while :; do sleep 1; done",
+        said.display(),
+        d.path().join("ready").display()
+    );
+    let (child, mut status) = start_shim(shim_cmd(&record, &["--", "sh", "-c", &script]), &[]);
+    assert_eq!(next_line(&mut status)["event"], "started");
+    let ready = d.path().join("ready");
+    assert!(relay_tests::wait_until(TIMEOUT, &|| ready.exists()));
+    let asked = std::time::Instant::now();
+    // SAFETY: kill takes two integers.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = child.wait_with_output().unwrap();
+    let took = asked.elapsed();
+    assert_eq!(std::fs::read_to_string(&said).unwrap(), "TERM\n");
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "killed after the grace period"
+    );
+    assert_eq!(
+        next_line(&mut status),
+        json!({"event": "exit", "signal": 9})
+    );
+    eprintln!(
+        "ended {took:?} after SIGTERM (grace {} s)",
+        relay_shim::GRACE_SECS
+    );
+}
+
 #[test]
 fn shim_holds_no_fd_5_after_the_spawn() {
     let (_d, record) = record_dir();

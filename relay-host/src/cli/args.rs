@@ -55,19 +55,19 @@ pub(crate) enum Command {
     /// List the running sessions: id, template, pid, start time, token mode, network, project (and a stand-in session's API use)
     #[command(visible_aliases = ["ls", "sessions"])]
     Ps,
-    /// End a running session at once (its program, and a stand-in session's proxy with it), or
-    /// every running session with --all
+    /// End a running session (its program, and a stand-in session's proxy with it), or every
+    /// running session with --all: SIGTERM to the program, then SIGKILL to what is left after a
+    /// 5 s grace period (--now: SIGKILL at once)
     Stop {
         /// The session id (relay-host ps lists them)
-        #[arg(
-            value_name = "ID",
-            required_unless_present = "all",
-            conflicts_with = "all"
-        )]
+        #[arg(value_name = "ID", conflicts_with = "all")]
         id: Option<String>,
         /// Every running session of this state folder
         #[arg(long)]
         all: bool,
+        /// Kill at once (SIGKILL), without the grace period
+        #[arg(long)]
+        now: bool,
     },
     /// Print the effective templates (built-in ones included) in the settings' format, to copy
     /// from

@@ -7,7 +7,9 @@ use serde_json::json;
 
 use super::token_file;
 use crate::human::{path_json, print_error};
+use crate::launch::network::token_refused;
 use crate::launch::plan::request::{Kind, Request};
+use crate::launch::session::denied::refused;
 use crate::launch::{launch, refuse_early, LaunchError, Stdin};
 use crate::state::logs::Query;
 use crate::Host;
@@ -65,8 +67,21 @@ pub(crate) fn run(host: &Host, args: RunArgs) -> i32 {
     };
     let project = request.project.clone();
     let started = std::time::SystemTime::now();
-    let code = launch(host, request, Stdin::Inherit);
-    if claude {
+    let (code, id) = crate::launch::launch_session(host, request, Stdin::Inherit);
+    // Each host the allow-list refused, where the person looks (a client printed only "403").
+    for r in id
+        .as_deref()
+        .map_or(Vec::new(), |id| refused(&host.state_dir, id))
+    {
+        errln!("{}", r.line());
+    }
+    // A refused token: the fix, and no "logged in" resume line (the login is what failed).
+    let token_refused =
+        (id.as_deref()).and_then(|id| token_refused::in_session(&host.state_dir, id));
+    if let Some(status) = token_refused {
+        errln!("{}", token_refused::line(status));
+    }
+    if claude && token_refused.is_none() {
         super::resume::say_how_to_resume(host, project.as_deref(), started);
     }
     code

@@ -77,8 +77,8 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         Command::Run(a) => cmd::run(host, a),
         Command::Status => status::print(host, json),
         Command::Ps => crate::cli::ps::print(host, json),
-        Command::Stop { id, all } => {
-            crate::launch::session::stop::stop(host, id.as_deref(), all, json)
+        Command::Stop { id, all, now } => {
+            crate::launch::session::stop::stop(host, id.as_deref(), all, now, json)
         }
         Command::Templates { toml } => {
             use super::templates_cmd::{print, Format};

@@ -44,6 +44,17 @@ pub(crate) fn print(host: &crate::Host, json: bool) -> i32 {
         );
         if let Some(u) = r.api_use(&host.state_dir) {
             outln!("  api: {}", u.words());
+            if u.refused() > 0 {
+                outln!(
+                    "  token: refused by the API {} times; {}",
+                    u.refused(),
+                    crate::human::MAKE_TOKEN
+                );
+            }
+        }
+        let denied = (r.network == "allow-list").then(|| r.denied(&host.state_dir));
+        if let Some(n @ 1..) = denied {
+            outln!("  network: {n} refused by the allow-list (relay-host events lists them)");
         }
     }
     0

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 
 use crate::human::{path_json, paths_json};
+use crate::launch::network::token_refused;
 use crate::settings::Settings;
 use crate::{reach, Host};
 use relay_token::claude_token_path_in;
@@ -21,19 +22,7 @@ pub fn report(host: &Host) -> Value {
                 (Default::default(), file, Some(e))
             }
         };
-    let token = if settings.claude_token_file.is_empty() {
-        json!({"configured": false})
-    } else {
-        match claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
-            Err(e) => json!({"configured": true, "ok": false, "error": e.to_string()}),
-            Ok(None) => json!({"configured": false}),
-            Ok(Some(p)) => {
-                let mut check = super::token_file::check(&p);
-                check["configured"] = json!(true);
-                check
-            }
-        }
-    };
+    let token = token_report(host, &settings);
     let bwrap = match sandbox::find_bwrap(settings.bwrap.as_deref()) {
         Ok(p) => {
             let (binds, start) = bwrap_mode(sandbox::BwrapFeatures::of(&p));
@@ -57,6 +46,7 @@ pub fn report(host: &Host) -> Value {
     warnings.extend(token_wildcard_warnings(&settings));
     let mut problems = problems;
     write_place_checks(host, &settings, &mut problems, &mut warnings);
+    warnings.extend(token["refused_by_api"].as_str().map(str::to_string));
     let leftovers = leftovers(host, &mut warnings);
     let checked = match &settings_error {
         None => super::checks::run(host, Ok(&settings)),
@@ -236,6 +226,26 @@ fn ready(checked: &[super::checks::Check], problems: &[String]) -> bool {
 /// True when a Claude session would start logged in: the report's `claude_ready`.
 pub(crate) fn usable(r: &Value) -> bool {
     r["claude_ready"] == json!(true)
+}
+
+/// The token file's part of the report: its health ([`super::token_file::check`]) and, while
+/// it is the token the API last refused, `refused_by_api`.
+fn token_report(host: &Host, settings: &Settings) -> Value {
+    if settings.claude_token_file.is_empty() {
+        return json!({"configured": false});
+    }
+    match claude_token_path_in(&settings.claude_token_file, Some(&host.home)) {
+        Err(e) => json!({"configured": true, "ok": false, "error": e.to_string()}),
+        Ok(None) => json!({"configured": false}),
+        Ok(Some(p)) => {
+            let mut check = super::token_file::check(&p);
+            check["configured"] = json!(true);
+            if let Some(w) = token_refused::warning(&host.state_dir, &p) {
+                check["refused_by_api"] = json!(w);
+            }
+            check
+        }
+    }
 }
 
 /// The token file's health (from [`super::token_file::check`]) as text lines.

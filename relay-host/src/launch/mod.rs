@@ -35,4 +35,5 @@ pub(crate) mod signals;
 pub(crate) mod spawn_error;
 pub(crate) mod tie;
 
+pub(crate) use run::launch_session;
 pub use run::{launch, refuse_early, LaunchError, Stdin};

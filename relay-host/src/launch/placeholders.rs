@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use relay_token::sandbox::write_deny::{self, Placeholders};
@@ -12,21 +11,7 @@ use relay_token::sandbox::write_deny::{self, Placeholders};
 /// The placeholders' lock (an exclusive `flock` on the state folder itself, so no lock file is
 /// left behind): held while placeholders are made, and while they are removed.
 pub(crate) fn lock(state_dir: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(state_dir)?;
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(f);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    crate::state::lock_dir(state_dir)
 }
 
 /// Removes the placeholders once no session of this state folder runs any more (the last

@@ -53,15 +53,24 @@ use relay_token::{sys, ClaudeToken};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn launch(host: &Host, request: Request, stdin: Stdin) -> i32 {
+    launch_session(host, request, stdin).0
+}
+
+/// [`launch`], and the id of the session that ran (none when the launch was refused).
+pub(crate) fn launch_session(host: &Host, request: Request, stdin: Stdin) -> (i32, Option<String>) {
     // A supervisor's SIGTERM while the launch prepares would leave half its work behind: it
     // waits for the session's forwarding, or for the refusal's cleanup.
     crate::launch::signals::defer();
+    crate::launch::session::terminal::save();
     let code = launch_deferred(host, request, stdin);
+    // A refused launch leaves no record: the next launch in its project may be checked.
+    crate::launch::session::sessions::release_project();
+    crate::launch::session::terminal::restore();
     crate::launch::signals::undefer();
     code
 }
 
-fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
+fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> (i32, Option<String>) {
     let state = match State::open(&host.state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -69,7 +78,7 @@ fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
                 e.kind(),
                 format!("state folder {}: {e}", host.state_dir.display()),
             ));
-            return refuse_without_state(&e, None);
+            return (refuse_without_state(&e, None), None);
         }
     };
     let row = AuditRow::of_request(&request);
@@ -77,13 +86,16 @@ fn launch_deferred(host: &Host, request: Request, stdin: Stdin) -> i32 {
         Ok(accepted) => accepted,
         Err(e) => {
             crate::launch::placeholders::release(state.path());
-            return refused(&state, &row.refused(e));
+            return (refused(&state, &row.refused(e)), None);
         }
     };
     let cx = Launch::new(host, settings, state);
     match start_session(&cx, plan, stdin) {
-        Ok(session) => supervise(&cx.state, session),
-        Err(r) => refused(&cx.state, &r),
+        Ok(session) => {
+            let id = session.id.clone();
+            (supervise(&cx.state, session), Some(id))
+        }
+        Err(r) => (refused(&cx.state, &r), None),
     }
 }
 
@@ -390,8 +402,11 @@ fn supervise(state: &State, mut session: Session) -> i32 {
         Err(_) => ExitCode::Internal.code(),
     };
     session.kept.end_proxy();
+    // The terminal as found, before anything is said on it.
+    crate::launch::session::terminal::restore();
     let mut ev = crate::launch::session::answer::ended(&session.id, code, last, session.sandboxed);
     ev["ts"] = json!(crate::state::now_secs());
+    say_who_stopped(state, &session.id, &mut ev);
     let _ = state.event(&ev);
     crate::launch::session::answer::print(&ev);
     state.log(&format!("session {} ended: exit code {code}", session.id));
@@ -411,6 +426,16 @@ fn supervise(state: &State, mut session: Session) -> i32 {
     }
     state.end_session(&session.id);
     code
+}
+
+/// When `relay-host stop` ended the session: says so on stderr (by whom, when) and in its `exit`
+/// event (`stopped_by`).
+fn say_who_stopped(state: &State, id: &str, ev: &mut serde_json::Value) {
+    let dir = state.session_dir(id);
+    if let Some((uid, at)) = crate::launch::session::stop::stopped_by(&dir) {
+        errln!("relay-host: session {id} was stopped by `relay-host stop` (uid {uid}, at {at})");
+        ev["stopped_by"] = json!({"uid": uid, "at": at});
+    }
 }
 
 /// Refuses a launch that failed before it could be validated (a request that is not JSON):

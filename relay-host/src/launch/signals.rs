@@ -14,6 +14,7 @@ const TO_THE_SHIM: Forwarder = Forwarder {
     to_group: false,
     drop_terminal_sigint: true,
     keep_ignored: false,
+    kill_after: 0,
 };
 
 /// Starts forwarding SIGTERM, SIGHUP and a process's SIGINT to `pid`, and ignoring a terminal's

@@ -47,6 +47,27 @@ pub(crate) fn private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// An exclusive `flock` on the folder `dir` itself (no lock file is left behind), waiting for
+/// whoever holds it; held until the returned descriptor is closed (close-on-exec: no child
+/// inherits it).
+pub(crate) fn lock_dir(dir: &Path) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)?;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Opens `path` for appending, creating it with mode 0600 (and fixing the mode of an older file).
 pub(crate) fn append_private(path: &Path) -> io::Result<File> {
     let f = OpenOptions::new()

@@ -10,7 +10,7 @@ pub(crate) mod logs;
 pub(crate) mod time;
 
 pub(crate) use folder::{
-    append_private, gc_sessions, host_lost, lock_session, now_secs, private_dir,
+    append_private, gc_sessions, host_lost, lock_dir, lock_session, now_secs, private_dir,
     seed_claude_config, session_locked, State, AUDIT_FILE, CLAUDE_CONFIG_DIR, CLAUDE_STATE_FILE,
     DEFAULT_RETENTION_DAYS, ENDED_MARK, EVENTS_FILE, KEEP_MARK, SESSIONS_DIR,
 };

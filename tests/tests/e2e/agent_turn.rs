@@ -465,3 +465,135 @@ fn tui_turn() {
     s.assert_bearer_everywhere();
     s.assert_no_token_on_disk();
 }
+
+/// SIGTERM to `relay-host` while the real Claude Code runs a `-p` turn (`--output-format
+/// stream-json`) whose Bash tool is busy (`tail -f /dev/null`): the signal reaches Claude Code's
+/// process group inside the sandbox (the tool's process with it), and Claude Code, alive after
+/// the signal, still prints the tool's result line before it ends with 143 (its own exit on
+/// SIGTERM); nothing of the session is left. Before, bwrap's death took the sandbox down with
+/// SIGKILL and Claude Code printed nothing after the signal. The direct control (the same Claude
+/// Code, script and signal to its pid, no relay) prints a tool result line and exits 143 too;
+/// the tool's own status differs (143 through relay, whose signal reaches the whole group; 137
+/// directly, where Claude Code kills its tool itself).
+#[test]
+fn sigterm_to_the_host_reaches_claude_which_ends_its_own_way() {
+    let s = Setup::new(|_, _| vec![Step::bash(BUSY), Step::text(FINAL)]);
+    relay_tests::install::assert_as_shipped(&s.config);
+    let req = s.root.join("request.json");
+    let body = json!({
+        "kind": "terminal",
+        "template": "claude-code",
+        "project": s.project,
+        "extra_args": stream_args("Run the scripted command."),
+    });
+    std::fs::write(&req, body.to_string()).unwrap();
+    let start = std::time::Instant::now();
+    let host = s
+        .host(&["launch", req.to_str().unwrap()])
+        .spawn()
+        .expect("spawn relay-host");
+    let pid = host.id() as i32;
+    // The tool's process, found among all processes (Claude Code may spawn off its main
+    // thread, whose children the main threads' lists do not show).
+    let busy = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c == b"tail\x00-f\x00/dev/null\x00")
+        })
+    };
+    if !relay_tests::wait_until(Duration::from_secs(90), &busy) {
+        // SAFETY: kill takes integers only; the group is our own child's.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let turn = relay_tests::agent::Turn::wait(host, start);
+        panic!("the turn's `{BUSY}` never ran: {}", turn.describe());
+    }
+    let session = relay_tests::fixture::descendants(pid);
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let turn = relay_tests::agent::Turn::wait(host, start);
+    assert!(!turn.killed, "{}", turn.describe());
+    assert!(
+        !turn.stdout.contains(&s.token) && !turn.stderr.contains(&s.token),
+        "the turn's output holds the token"
+    );
+    assert!(
+        has_tool_result(&turn.stdout),
+        "Claude Code printed no result of the tool after the signal: {}",
+        turn.describe()
+    );
+    assert_eq!(turn.code, Some(143), "{}", turn.describe());
+    // The direct control: the same Claude Code, API script and signal, no relay.
+    let direct = direct_sigterm_turn();
+    assert!(
+        has_tool_result(&direct.stdout),
+        "the control printed no tool result either: {}",
+        direct.describe()
+    );
+    assert_eq!(direct.code, turn.code, "{}", direct.describe());
+    let gone = relay_tests::wait_until(Duration::from_secs(5), &|| {
+        session
+            .iter()
+            .all(|p| !std::path::Path::new(&format!("/proc/{p}/cmdline")).exists())
+    });
+    assert!(gone, "processes of the session left");
+}
+
+/// True when a `stream-json` output holds the result line of a tool call (the script's one).
+fn has_tool_result(stdout: &str) -> bool {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|l| l["type"] == "user" && l["message"]["content"][0]["type"] == "tool_result")
+}
+
+/// The control of [`sigterm_to_the_host_reaches_claude_which_ends_its_own_way`]: Claude Code run
+/// directly (its own setup: the API script starts afresh) on the same `-p` turn, the token in
+/// its environment, SIGTERM sent to its pid once the tool runs.
+fn direct_sigterm_turn() -> relay_tests::agent::Turn {
+    let s = Setup::new(|_, _| vec![Step::bash(BUSY), Step::text(FINAL)]);
+    let mut cmd = Command::new(&s.installed.claude);
+    cmd.args(stream_args("Run the scripted command."))
+        .env_clear()
+        .env("PATH", &s.path)
+        .env("HOME", &s.home)
+        .env("CLAUDE_CONFIG_DIR", s.claude_config())
+        .env("ANTHROPIC_BASE_URL", s.api.base_url())
+        .env("CLAUDE_CODE_OAUTH_TOKEN", &s.token)
+        .current_dir(&s.project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    relay_tests::run::default_signals(&mut cmd);
+    let start = std::time::Instant::now();
+    let child = cmd.spawn().expect("spawn claude");
+    let pid = child.id() as i32;
+    let busy = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c == b"tail\x00-f\x00/dev/null\x00")
+        })
+    };
+    let ran = relay_tests::wait_until(Duration::from_secs(90), &busy);
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let turn = relay_tests::agent::Turn::wait(child, start);
+    assert!(ran, "the control's `{BUSY}` never ran: {}", turn.describe());
+    assert!(
+        !turn.stdout.contains(&s.token) && !turn.stderr.contains(&s.token),
+        "the control's output holds the token"
+    );
+    turn
+}
+
+/// The busy Bash command of [`sigterm_to_the_host_reaches_claude_which_ends_its_own_way`]
+/// (Claude Code refuses a long `sleep`).
+const BUSY: &str = "tail -f /dev/null";
+
+/// [`relay_tests::agent::print_args`] with the output as a stream of JSON lines.
+fn stream_args(prompt: &str) -> Vec<String> {
+    let mut args = relay_tests::agent::print_args(prompt);
+    let last = args.len() - 1;
+    args[last] = "stream-json".into();
+    args.push("--verbose".into());
+    args
+}

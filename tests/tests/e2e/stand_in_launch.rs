@@ -474,3 +474,70 @@ fn in_stand_in_mode_a_websocket_upgrade_to_the_api_host_never_carries_the_real_t
         }
     }
 }
+
+/// A stand-in session whose API host refuses the token (`401 authentication_error`): `ps` shows
+/// the refusals while it runs (`token_refused`), the refusal is a `token_refused` event, and
+/// after the session `relay-host run` says on stderr, once, that the API refused the token and
+/// how to make and store a new one; `status` warns until the token file changes.
+#[test]
+fn a_token_the_api_refuses_is_named_with_its_fix() {
+    let fx = World::agent(&fake_agent());
+    fx.fresh_token();
+    let ca = relay_tests::tls::TestCa::new();
+    let api = relay_tests::tls::OkApi::answering(&ca, relay_tests::tls::TOKEN_REFUSED);
+    let port = api.port();
+    let p = fx.project.display();
+    let url = format!("https://127.0.0.1:{port}/v1/messages");
+    let text = format!(
+        "#!/bin/sh\nt=$(cat <&5)\n\
+         for i in 1 2; do curl -s -o /dev/null -m 10 --cacert /run/relay/ca.pem \
+             -H \"Authorization: Bearer $t\" {url}; done\n\
+         touch {p}/up\nsleep 30 & wait\n"
+    );
+    let script = fx.project.join("use.sh");
+    std::fs::write(&script, text).unwrap();
+    settings(&fx, &script, port, "stand_in");
+    let ca_file = fx.root.join("ca.pem");
+    ca.write_pem(&ca_file);
+    fx.edit_settings(|s| s["upstream_ca_file"] = json!(ca_file));
+    let mut run = fx.host_cmd();
+    run.current_dir(&fx.project)
+        .args(["run", "--template", "claude-code"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let session = run.spawn().unwrap();
+    let up = relay_tests::wait_until(std::time::Duration::from_secs(30), &|| {
+        fx.project.join("up").exists()
+    });
+    assert!(up, "the session made its requests");
+    let (code, out) = host(&fx, &["--json", "ps"]);
+    assert_eq!(code, Some(0), "{out}");
+    let ps: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ps[0]["token_refused"], 2, "{ps}");
+    // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+    unsafe { libc::kill(session.id() as i32, libc::SIGTERM) };
+    let f = relay_tests::run::finish_with(session, std::time::Duration::from_secs(30), &|| false);
+    let said: Vec<&str> = f
+        .stderr
+        .lines()
+        .filter(|l| l.contains("refused the token"))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "relay-host: the API refused the token (401) in this session: make one with \
+          `claude setup-token`, then store it with `relay-host token import`"
+        ],
+        "{}",
+        f.stderr
+    );
+    assert!(!f.stderr.contains("logged in"), "{}", f.stderr);
+    let events = std::fs::read_to_string(fx.state.join("events.jsonl")).unwrap();
+    assert_eq!(events.matches("\"token_refused\"").count(), 1, "{events}");
+    let (_, status) = host(&fx, &["status"]);
+    assert!(status.contains("the API refused the token"), "{status}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fx.replace_token();
+    let (_, status) = host(&fx, &["status"]);
+    assert!(!status.contains("the API refused the token"), "{status}");
+}

@@ -108,3 +108,60 @@ fn a_second_claude_launch_in_a_running_project_is_warned_or_refused() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("warning"), "{}", out.stderr);
 }
+
+/// True once the process `pid` (a child of this test, not reaped) has ended.
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rfind(')')
+            .is_some_and(|i| s[i + 1..].trim_start().starts_with('Z'))
+    })
+}
+
+/// Two Claude launches in one project started at the same moment, three times for each rule:
+/// with `"same_project": "refuse"` exactly one runs and the other is refused (64, naming the
+/// one that runs); with `"warn"` both run and exactly one is warned. The check and the record
+/// are one step (a per-project lock held from before the check until the record exists).
+#[test]
+fn same_project_holds_for_launches_started_at_the_same_moment() {
+    for rule in ["refuse", "warn"] {
+        for round in 0..3 {
+            let fx = world();
+            fx.set_agent_args(&["--sleep", "30"]);
+            fx.edit_settings(|s| s["templates"][0]["same_project"] = json!(rule));
+            let (a, b) = (format!("a{round}"), format!("b{round}"));
+            let (ra, rb) = (
+                fx.request_file(&fx.claude_req(&a)),
+                fx.request_file(&fx.claude_req(&b)),
+            );
+            let hosts = [
+                Running::new(host(&fx, &["launch"]).arg(&ra).spawn().unwrap()),
+                Running::new(host(&fx, &["launch"]).arg(&rb).spawn().unwrap()),
+            ];
+            let settled = || {
+                let ended = hosts.iter().filter(|h| exited(h.id())).count();
+                ps(&fx).len() + ended == 2
+            };
+            assert!(
+                wait_until(TIMEOUT, &settled),
+                "{rule} {round}: never settled"
+            );
+            let listed = ps(&fx).len();
+            for h in &hosts {
+                // SAFETY: kill takes integers only; the host is this test's child.
+                unsafe { libc::kill(h.id() as i32, libc::SIGTERM) };
+            }
+            let outs: Vec<Out> = hosts.into_iter().map(|h| h.finish(TIMEOUT)).collect();
+            let what = format!("{rule}, round {round}: {listed} listed; {outs:?}");
+            if rule == "refuse" {
+                assert_eq!(listed, 1, "{what}");
+                let refused: Vec<&Out> = outs.iter().filter(|o| o.code == Some(64)).collect();
+                assert_eq!(refused.len(), 1, "{what}");
+                assert!(refused[0].stderr.contains("already runs there"), "{what}");
+            } else {
+                assert_eq!(listed, 2, "{what}");
+                let warned = outs.iter().filter(|o| o.stderr.contains("warning")).count();
+                assert_eq!(warned, 1, "{what}");
+            }
+        }
+    }
+}

@@ -34,6 +34,17 @@ impl ApiUse {
         self.received += received;
     }
 
+    /// How many answers refused the token (`401`, `403`).
+    pub(crate) fn refused(&self) -> u64 {
+        (self.statuses.iter())
+            .filter(|(s, _)| {
+                s.parse()
+                    .is_ok_and(crate::launch::network::token_refused::refuses)
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The use in words, as `ps` shows it.
     pub(crate) fn words(&self) -> String {
         let answers: Vec<String> = (self.statuses.iter())

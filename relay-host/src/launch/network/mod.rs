@@ -2,12 +2,13 @@
 //! the settings say so, and the proxy an allow-list session gets (started with the session,
 //! ended with it).
 //! A stand-in session's own `relay-stand-in` is started here too (`stand_in`), and its API
-//! use counted (`api_use`).
+//! use counted (`api_use`), and a token its API host refuses noted (`token_refused`).
 
 pub(crate) mod api_use;
 mod deny_notes;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
+pub(crate) mod token_refused;
 
 use std::error::Error;
 use std::fmt;

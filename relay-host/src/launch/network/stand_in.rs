@@ -278,6 +278,10 @@ fn reports(
                     received,
                     ..
                 }) => {
+                    use crate::launch::network::token_refused;
+                    if token_refused::refuses(status) && used.refused() == 0 {
+                        token_refused::note(&events, &id, status);
+                    }
                     used.add(status, sent, received);
                     let _ = used.write(&dir);
                 }

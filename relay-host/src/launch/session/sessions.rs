@@ -103,9 +103,21 @@ impl Record {
                "shim_pid": self.shim_pid, "host_pid": self.host_pid, "started": self.started,
                "token": self.token, "token_mode": self.token_mode(), "network": self.network});
         if let Some(u) = self.api_use(state_dir) {
+            v["token_refused"] = json!(u.refused());
             v["api_use"] = serde_json::to_value(u).unwrap_or_default();
         }
+        if self.network == "allow-list" {
+            v["network_denied"] = json!(self.denied(state_dir));
+        }
         v
+    }
+
+    /// How many connections the session's allow-list refused so far.
+    pub(crate) fn denied(&self, state_dir: &Path) -> u64 {
+        crate::launch::session::denied::refused(state_dir, &self.id)
+            .iter()
+            .map(|r| r.count)
+            .sum()
     }
 
     /// A stand-in session's API use so far (nothing yet: none counted).
@@ -154,14 +166,41 @@ pub(crate) fn running(state_dir: &Path) -> Vec<Record> {
     out
 }
 
+/// The lock of the project whose Claude launch is being checked: taken before
+/// [`check_same_project`] reads the running sessions, held until the launch's record exists
+/// ([`release_project`]), so two launches started at the same moment are checked one after the
+/// other and the second sees the first.
+static PROJECT_LOCK: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+
+/// Takes `project`'s lock (an exclusive `flock` on the project folder itself, waiting for a
+/// launch that holds it) and keeps it until [`release_project`]. A lock that cannot be taken is
+/// logged: the check then runs unguarded.
+fn lock_project(state: &state::State, project: &Path) {
+    match state::lock_dir(project) {
+        Ok(f) => *PROJECT_LOCK.lock().unwrap_or_else(|e| e.into_inner()) = Some(f),
+        Err(e) => {
+            state.log(&format!("project lock for {}: {e}", project.display()));
+        }
+    }
+}
+
+/// Lets the next launch in the project be checked: this launch's record exists, or it ended.
+pub(crate) fn release_project() {
+    PROJECT_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+}
+
 /// Before a Claude launch: the Claude sessions already running in its project, by the
 /// template's `same_project` rule. Refuses, or prints the warning (and logs it), or says
-/// nothing.
+/// nothing. Takes the project's lock first (see [`PROJECT_LOCK`]).
 pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result<(), LaunchError> {
     let rule = v.template().same_project.unwrap_or_default();
     let (Some(project), true, false) = (v.project(), v.claude(), rule == SameProject::Allow) else {
         return Ok(());
     };
+    lock_project(state, project);
     let others: Vec<Record> = running(state.path())
         .into_iter()
         .filter(|r| r.claude() && r.project.as_deref() == Some(project))

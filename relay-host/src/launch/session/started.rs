@@ -74,6 +74,8 @@ fn record_started(
     let record =
         crate::launch::session::sessions::Record::of(v, pid, s.shim.id(), launch.token_mode());
     let _ = record.write(launch.folder.dir());
+    // The record exists: the next launch in the project may be checked (it sees this one).
+    crate::launch::session::sessions::release_project();
     state.audit(row.row("ok", "started")).map_err(|source| {
         let audit = state.path().join(crate::state::AUDIT_FILE);
         StartError::Unrecorded { audit, source }
