@@ -597,6 +597,12 @@ fn refused_connections_are_noted_within_bounds(user: Option<u32>) {
         (Some(34), Some(2)),
         "{text}"
     );
+    // Each destination's whole count is told: three rows and 17 more each.
+    assert_eq!(
+        more[0]["more"],
+        json!({"h0.example:443": 17, "h1.example:443": 17}),
+        "{text}"
+    );
     let log = std::fs::read_to_string(fx.state.join("relay-host.log")).unwrap();
     assert_eq!(log.matches("network refused").count(), 6, "{log}");
     assert!(

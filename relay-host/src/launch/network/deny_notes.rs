@@ -3,8 +3,9 @@
 //! without limit. The first [`PER_DESTINATION`] refusals of each `host:port` and at most
 //! [`PER_SESSION`] in all are written (the `network_denied` event and the log line, as
 //! before); the rest are counted, and once the session's proxy ends one
-//! `network_denied_suppressed` event (and log line) says how many were left out, and of how many
-//! destinations.
+//! `network_denied_suppressed` event (and log line) says how many were left out, of how many
+//! destinations, and (`more`, keyed `host:port`) how many more each destination with rows of its
+//! own had, so its count is told whole after the session.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -85,12 +86,21 @@ impl DenyNotes {
     /// The session's proxy ended: tells how many refusals were left out, once (nothing when
     /// none was).
     pub(crate) fn finish(&self) {
-        let (suppressed, destinations) = {
+        let (suppressed, destinations, more) = {
             let mut s = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             if std::mem::replace(&mut s.told, true) {
                 return;
             }
-            (s.suppressed, s.per_destination.len())
+            // The refusals left out of each destination that has rows of its own (at most
+            // PER_SESSION of them), so its count can be told whole.
+            let mut more = serde_json::Map::new();
+            for ((host, port), n) in &s.per_destination {
+                if *n > PER_DESTINATION && more.len() < PER_SESSION as usize {
+                    let entry = crate::launch::session::denied::entry(host, *port);
+                    more.insert(entry, json!(n - PER_DESTINATION));
+                }
+            }
+            (s.suppressed, s.per_destination.len(), more)
         };
         if suppressed == 0 {
             return;
@@ -100,6 +110,7 @@ impl DenyNotes {
             "session_id": self.id,
             "suppressed": suppressed,
             "destinations": destinations,
+            "more": more,
         }));
         self.events.log(&format!(
             "session {}: {suppressed} more refused connections not written (to {destinations} \

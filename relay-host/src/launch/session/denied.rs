@@ -1,5 +1,6 @@
-//! The destinations a session's allow-list refused (its `network_denied` events): counted for
-//! `ps` while it runs, and named once it ended by `relay-host run`, each once with its count and
+//! The destinations a session's allow-list refused (its `network_denied` events, and once its
+//! proxy ended the `network_denied_suppressed` count of those left out of them): counted for
+//! `ps` while it runs (at most three a destination until then), and named once it ended by `relay-host run`, each once with its count and
 //! the setting that would allow it, where the person looks (a client prints only "403").
 
 use std::io::BufRead;
@@ -40,11 +41,23 @@ pub(crate) fn refused(state_dir: &Path, id: &str) -> Vec<Refused> {
     };
     let mut out: Vec<Refused> = Vec::new();
     let rows = std::io::BufReader::new(f).lines().map_while(Result::ok);
-    for row in rows.filter(|l| l.contains("\"network_denied\"") && l.contains(id)) {
+    for row in rows.filter(|l| l.contains("\"network_denied") && l.contains(id)) {
         let Ok(v) = serde_json::from_str::<Value>(&row) else {
             continue;
         };
-        if v["event"] != "network_denied" || v["session_id"] != id {
+        if v["session_id"] != id {
+            continue;
+        }
+        // The count of the refusals left out of the rows, once the session's proxy ended.
+        if v["event"] == "network_denied_suppressed" {
+            for (entry, n) in v["more"].as_object().into_iter().flatten() {
+                if let Some(r) = out.iter_mut().find(|r| &r.entry == entry) {
+                    r.count += n.as_u64().unwrap_or(0);
+                }
+            }
+            continue;
+        }
+        if v["event"] != "network_denied" {
             continue;
         }
         let entry = entry(
@@ -64,7 +77,7 @@ pub(crate) fn refused(state_dir: &Path, id: &str) -> Vec<Refused> {
 }
 
 /// `host:port`, an IPv6 address in brackets.
-fn entry(host: &str, port: u64) -> String {
+pub(crate) fn entry(host: &str, port: u64) -> String {
     match host.parse::<std::net::Ipv6Addr>() {
         Ok(a) => format!("[{a}]:{port}"),
         Err(_) => format!("{host}:{port}"),
@@ -101,5 +114,15 @@ mod tests {
         );
         assert_eq!(got[1].entry, "[::1]:80");
         assert_eq!(got[1].count, 1);
+        // Once the proxy ended: the refusals left out of the rows are counted in.
+        let more = "{\"event\":\"network_denied_suppressed\",\"session_id\":\"s1\",\
+                    \"suppressed\":40,\"destinations\":2,\"more\":{\"a.example:443\":40}}\n";
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(state.path().join("events.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, more.as_bytes()).unwrap();
+        assert_eq!(refused(state.path(), "s1")[0].count, 42);
+        assert_eq!(refused(state.path(), "s2")[0].count, 1);
     }
 }
