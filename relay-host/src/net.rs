@@ -242,6 +242,15 @@ impl fmt::Display for HostNetworkRefused {
 
 impl std::error::Error for HostNetworkRefused {}
 
+/// A destination as the allow-list takes it and relay names it: `host:port`, an IPv6 address
+/// in brackets.
+pub(crate) fn destination(host: &str, port: u64) -> String {
+    match host.parse::<std::net::Ipv6Addr>() {
+        Ok(a) => format!("[{a}]:{port}"),
+        Err(_) => format!("{host}:{port}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

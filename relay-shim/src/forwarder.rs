@@ -296,7 +296,10 @@ extern "C" fn on_grace_over(_sig: libc::c_int) {
     if !KILL_ARMED.load(Ordering::SeqCst) {
         return;
     }
+    // A sandbox's init is named only on Linux (bwrap; pidfds are Linux's).
+    #[cfg(target_os = "linux")]
     let fd = SANDBOX_INIT_FD.load(Ordering::SeqCst);
+    #[cfg(target_os = "linux")]
     if fd >= 0 {
         // SAFETY: the descriptor is the init's pidfd, open while it is named here
         // ([`clear_sandbox_init`] withdraws it before it is closed, on this same thread);

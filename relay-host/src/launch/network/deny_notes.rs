@@ -96,7 +96,7 @@ impl DenyNotes {
             let mut more = serde_json::Map::new();
             for ((host, port), n) in &s.per_destination {
                 if *n > PER_DESTINATION && more.len() < PER_SESSION as usize {
-                    let entry = crate::launch::session::denied::entry(host, *port);
+                    let entry = crate::net::destination(host, *port);
                     more.insert(entry, json!(n - PER_DESTINATION));
                 }
             }

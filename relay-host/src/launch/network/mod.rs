@@ -15,6 +15,7 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
+#[cfg(target_os = "linux")]
 use serde_json::json;
 
 use crate::net::proxy::{Denied, Proxy};

@@ -22,7 +22,8 @@ pub(crate) fn refuses(status: u16) -> bool {
 }
 
 /// Notes the first refusal of session `id`: the `token_refused` event and the state folder's
-/// mark.
+/// mark. Stand-in mode's reports call it (Linux).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn note(events: &State, id: &str, status: u16) {
     let _ = events.event(&json!({"event": "token_refused", "session_id": id, "status": status}));
     let mark = json!({"session_id": id, "status": status, "at": crate::state::time::now_rfc3339()});

@@ -60,7 +60,7 @@ pub(crate) fn refused(state_dir: &Path, id: &str) -> Vec<Refused> {
         if v["event"] != "network_denied" {
             continue;
         }
-        let entry = entry(
+        let entry = crate::net::destination(
             v["host"].as_str().unwrap_or("?"),
             v["port"].as_u64().unwrap_or(0),
         );
@@ -74,14 +74,6 @@ pub(crate) fn refused(state_dir: &Path, id: &str) -> Vec<Refused> {
         }
     }
     out
-}
-
-/// `host:port`, an IPv6 address in brackets.
-pub(crate) fn entry(host: &str, port: u64) -> String {
-    match host.parse::<std::net::Ipv6Addr>() {
-        Ok(a) => format!("[{a}]:{port}"),
-        Err(_) => format!("{host}:{port}"),
-    }
 }
 
 #[cfg(test)]
