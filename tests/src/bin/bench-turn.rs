@@ -83,6 +83,26 @@ mod linux {
     pub fn main() {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let b = Bench::new();
+        if args.first().map(String::as_str) == Some("--once-tui") {
+            let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
+            let i = SERIES
+                .iter()
+                .position(|s| *s == series)
+                .unwrap_or_else(|| panic!("a series of {SERIES:?}"));
+            let start = Instant::now();
+            let took = b.tui(i);
+            println!("{series}: at the prompt after {:.1} ms", ms(took));
+            println!("{}", b.net().report(start));
+            println!("relay refused {:?}", b.s.denied());
+            if let Some(keep) = std::env::var_os("BENCH_TURN_KEEP") {
+                let _ = Command::new("cp")
+                    .arg("-r")
+                    .arg(b.s.project.join(".debug"))
+                    .arg(keep)
+                    .status();
+            }
+            return;
+        }
         if args.first().map(String::as_str) == Some("--once") {
             let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
             let i = SERIES
@@ -265,6 +285,11 @@ mod linux {
                 "hasTrustDialogAccepted": true,
                 "hasCompletedProjectOnboarding": true,
             }});
+            // A fresh config offers the terminal UI's fullscreen renderer before the prompt
+            // (Claude Code 2.1.332 does on a config that recorded its first start); relay's
+            // session config records no first start, so its UI never offers it. Seen thrice:
+            // never offered.
+            v["fullscreenUpsellSeenCount"] = json!(3);
             std::fs::write(self.direct_config.join(".claude.json"), v.to_string()).unwrap();
         }
 
