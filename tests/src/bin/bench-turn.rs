@@ -34,8 +34,13 @@
 //! Use the release build, as root:
 //! `cargo build --release -p relay-host -p relay-shim -p relay-tests --bins &&
 //! RELAY_TEST_CLAUDE=$PWD/.tools/claude-code/node_modules/.bin/claude target/release/bench-turn`.
-//! `bench-turn --once SERIES` runs one print-mode turn of one series and prints what the fake
-//! internet saw, when (for tracing a turn by hand).
+//!
+//! By hand, for tracing one turn: `bench-turn --once SERIES` runs one print-mode turn of one
+//! series (`--once-tui SERIES`: one start of the UI) and prints what the fake internet saw, when.
+//! `BENCH_TURN_DEBUG=1` turns on Claude Code's debug log (`DEBUG=1`, its folder in the project's
+//! `.debug/`, in every series' environment), `BENCH_TURN_KEEP=DIR` copies it out before the
+//! installation is removed, `BENCH_TURN_ARGS` adds arguments to every series' turn (a relay
+//! request refuses Claude Code's debug options: use them with `direct` and `bwrap`), `BENCH_TURN_SHOW=1` prints each turn's output.
 
 #[cfg(not(target_os = "linux"))]
 fn main() {
