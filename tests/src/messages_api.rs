@@ -9,7 +9,13 @@
 //!   numbered by how many assistant turns its `messages` already hold (so a retry gets the same
 //!   step, and side calls never advance the script); past the end, a short final text. Any other
 //!   messages request (titles, summaries, checks) gets a short text.
-//! - `POST /v1/messages/count_tokens` answers a token count; every other path a `200` with `{}`.
+//! - A body sent `Content-Encoding: gzip` (Claude Code compresses its messages requests when it
+//!   talks to the API without a proxy) is read decompressed (by `gzip -dc`).
+//! - `POST /v1/messages/count_tokens` answers a token count; the start-up checks
+//!   `GET /api/claude_code/policy_limits` and `GET /api/claude_code/settings` answer an empty
+//!   policy and no managed settings, in the shape Claude Code accepts (answered `{}`, Claude
+//!   Code 2.1.332 retries the policy for its whole five-second start-up budget); every other path
+//!   a `200` with `{}`.
 //!
 //! Every request is recorded (`Seen`): method, path, a few non-secret headers, and of the
 //! credential headers (`Authorization`, less any `Bearer ` prefix, and `x-api-key`) only the
@@ -351,6 +357,8 @@ fn serve<S: Read + Write>(
     let mut rec = parse_head(&head);
     let length = content_length(&head);
     let chunked = is_chunked(&head);
+    let gzipped = header_value(&String::from_utf8_lossy(&head), "content-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
     // The head held the credential: nothing of it outlives the parse.
     head.iter_mut().for_each(|b| *b = 0);
     drop(head);
@@ -367,6 +375,7 @@ fn serve<S: Read + Write>(
         }
         rest
     };
+    let body = if gzipped { gunzip(&body) } else { body };
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
 
     let answer = if rec.method == "POST" && rec.path == "/v1/messages" {
@@ -396,6 +405,11 @@ fn serve<S: Read + Write>(
         }
     } else if rec.path.ends_with("/count_tokens") {
         Answer::Json(json!({"input_tokens": 42}))
+    } else if rec.path == "/api/claude_code/policy_limits" {
+        Answer::Json(json!({"restrictions": {}}))
+    } else if rec.path == "/api/claude_code/settings" {
+        Answer::Json(json!({"uuid": "00000000-0000-4000-8000-000000000000",
+                            "checksum": "relay-test-empty", "settings": {}}))
     } else {
         Answer::Json(json!({}))
     };
@@ -646,6 +660,28 @@ fn read_chunked<S: Read>(conn: &mut S, mut have: Vec<u8>) -> io::Result<Vec<u8>>
     Ok(body)
 }
 
+/// `body` decompressed by `gzip -dc` (empty when it is not gzip).
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    use std::process::{Command, Stdio};
+    let Ok(mut gz) = Command::new("gzip")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return Vec::new();
+    };
+    let mut input = gz.stdin.take().expect("a piped stdin");
+    let body = body.to_vec();
+    let feed = std::thread::spawn(move || {
+        let _ = input.write_all(&body);
+    });
+    let out = gz.wait_with_output().map(|o| o.stdout).unwrap_or_default();
+    let _ = feed.join();
+    out
+}
+
 pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -814,5 +850,54 @@ mod tests {
         assert!(text.starts_with("event: message_start\n"), "{text}");
         assert!(text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
         assert!(text.contains("\"text_delta\""));
+    }
+
+    /// A gzip-compressed body (as Claude Code sends its messages requests when no proxy is
+    /// set) is read as its JSON: the request counts as the main conversation's.
+    #[test]
+    fn a_gzip_body_is_read() {
+        let api = MessagesApi::start(vec![Step::text("unzipped")]);
+        let body = json!({"model": "m", "tools": [{"name": "Bash"}], "messages": []}).to_string();
+        let mut gz = std::process::Command::new("gzip")
+            .arg("-c")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        gz.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        let packed = gz.wait_with_output().unwrap().stdout;
+        let mut req = format!(
+            "POST /v1/messages HTTP/1.1\r\nContent-Encoding: gzip\r\n\
+             Content-Length: {}\r\n\r\n",
+            packed.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(&packed);
+        let answer = exchange(&api, &req);
+        assert!(answer.contains("\"text\":\"unzipped\""), "{answer}");
+        assert!(api.seen()[0].main);
+    }
+
+    /// The start-up checks get answers in the shape Claude Code 2.1.332 accepts (an empty
+    /// policy, no managed settings), so its start does not wait out their retries.
+    #[test]
+    fn the_start_up_checks_are_answered_in_shape() {
+        let api = MessagesApi::start(vec![]);
+        let get = |path: &str| {
+            let a = exchange(
+                &api,
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            );
+            let v: Value = serde_json::from_str(a.split_once("\r\n\r\n").unwrap().1).unwrap();
+            v
+        };
+        assert_eq!(
+            get("/api/claude_code/policy_limits"),
+            json!({"restrictions": {}})
+        );
+        let settings = get("/api/claude_code/settings");
+        assert!(settings["uuid"].is_string() && settings["checksum"].is_string());
+        assert_eq!(settings["settings"], json!({}));
+        assert_eq!(get("/api/other"), json!({}));
     }
 }

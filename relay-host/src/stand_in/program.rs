@@ -172,10 +172,10 @@ unsafe fn start(args: Vec<OsString>, report: &Reporter) -> Result<(Proxy, Report
     // SAFETY: forwarded from this function's contract.
     let real = unsafe { read_token() }?;
     // SAFETY: as above (descriptor 5).
-    let ca = unsafe { read_fd(CA_FD, MAX_CA) }?;
+    let ca = unsafe { read_ca(CA_FD) }?;
     let ca = (!ca.is_empty()).then_some(ca.as_slice());
     // SAFETY: as above (descriptor 6).
-    let system = unsafe { read_fd(SYSTEM_CA_FD, MAX_CA) }?;
+    let system = unsafe { read_ca(SYSTEM_CA_FD) }?;
     let system = (!system.is_empty()).then_some(system.as_slice());
     let (stand_in, handed) =
         StandIn::with_roots(real, &opts.api, system, ca).map_err(StartError::StandIn)?;
@@ -206,6 +206,29 @@ unsafe fn read_token() -> Result<ClaudeToken, StartError> {
     // SAFETY: forwarded.
     let bytes = unsafe { read_fd(TOKEN_FD, MAX_TOKEN) }?;
     ClaudeToken::from_bytes(&bytes).ok_or(StartError::NotAToken)
+}
+
+/// The CA certificates on inherited descriptor `fd` (PEM, public), at most [`MAX_CA`] bytes.
+///
+/// # Safety
+///
+/// As [`claim`]'s: the caller owns `fd`, and nothing else in this process uses it.
+/// Read into a buffer that grows with what comes (public bytes: nothing to wipe), never one of
+/// the limit's size.
+unsafe fn read_ca(fd: i32) -> Result<Vec<u8>, StartError> {
+    use std::io::Read;
+    let failed = |source| StartError::Fd { fd, source };
+    // SAFETY: forwarded.
+    let owned = unsafe { claim(fd) }.map_err(failed)?;
+    let mut bytes = Vec::new();
+    File::from(owned)
+        .take(MAX_CA as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    if bytes.len() > MAX_CA {
+        return Err(StartError::TooLong { fd, max: MAX_CA });
+    }
+    Ok(bytes)
 }
 
 /// Everything on inherited descriptor `fd` to its end, at most `max` bytes (then closed).
@@ -340,5 +363,43 @@ mod tests {
         use crate::stand_in::program::StartError;
         let e = StartError::TooLong { fd: 5, max: 4 };
         assert_eq!(e.to_string(), "fd 5: more than 4 bytes");
+    }
+
+    /// A pipe that a thread fills with `bytes`, then closes: the read end's descriptor, owned
+    /// by the caller.
+    fn pipe_of(bytes: &[u8]) -> i32 {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let bytes = bytes.to_vec();
+        std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut w, &bytes);
+        });
+        std::os::fd::IntoRawFd::into_raw_fd(r)
+    }
+
+    /// A CA bundle is read into a buffer of its own size, not one of the 4 MiB limit: the
+    /// limit's pages were touched twice per launch (once zeroed, once zeroized), about 8 MiB
+    /// and a few milliseconds before `relay-stand-in` said it was ready. What is over the limit
+    /// is still refused.
+    #[test]
+    fn a_ca_bundle_is_read_into_a_buffer_of_its_size() {
+        let pem = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".repeat(4000);
+        // SAFETY: the test owns the descriptor it made.
+        let got = unsafe { super::read_ca(pipe_of(&pem)) }.unwrap();
+        assert_eq!(&got[..], &pem[..]);
+        assert!(
+            got.capacity() < 2 * pem.len(),
+            "capacity {}",
+            got.capacity()
+        );
+        // SAFETY: as above.
+        let empty = unsafe { super::read_ca(pipe_of(b"")) }.unwrap();
+        assert!(empty.is_empty() && empty.capacity() < 64 * 1024);
+        let fd = pipe_of(&vec![b'x'; super::MAX_CA + 1]);
+        // SAFETY: as above.
+        let e = unsafe { super::read_ca(fd) }.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("fd {fd}: more than {} bytes", super::MAX_CA)
+        );
     }
 }

@@ -245,3 +245,77 @@ pub fn common_dir_redirect(project: &std::path::Path) -> Option<std::path::PathB
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
+
+    /// The real git on the test's `PATH`.
+    fn real_git() -> std::path::PathBuf {
+        crate::which::find_program("git").expect("git on PATH")
+    }
+
+    /// The wrapper needs nothing but `sh` and the real git (the shell's own built-ins quote and
+    /// split): with an empty `PATH`, a command in the project's repository still runs pinned,
+    /// its global options (a quote and a space in a value) passed on intact to each git it runs.
+    #[test]
+    fn the_wrapper_runs_no_program_but_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let repo = root.join("p");
+        std::fs::create_dir(&repo).unwrap();
+        let git = real_git();
+        let ok = Command::new(&git)
+            .args(["init", "-q"])
+            .current_dir(&repo)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let log = root.join("calls");
+        // A git that records each call (its arguments and GIT_DIR) with built-ins only.
+        let recorder = root.join("recording-git");
+        std::fs::write(
+            &recorder,
+            format!(
+                "#!/bin/sh\nprintf '%s|' \"GIT_DIR=$GIT_DIR\" \"$@\" >> '{}'\nprintf '\\n' >> '{}'\n\
+                 exec '{}' \"$@\"\n",
+                log.display(),
+                log.display(),
+                git.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let wrapper = super::write_wrapper(&root).unwrap();
+        let empty = root.join("empty-bin");
+        std::fs::create_dir(&empty).unwrap();
+        let out = Command::new("/bin/sh")
+            .arg(&wrapper)
+            .args(["-c", "user.name=O'Brien the 2nd", "config", "user.name"])
+            .env_clear()
+            .env("PATH", &empty)
+            .env("HOME", &root)
+            .env("RELAY_GIT", &recorder)
+            .env("RELAY_GIT_COMMON_DIR", repo.join(".git"))
+            .env("RELAY_GIT_SHARED", format!("{}\n", root.display()))
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "O'Brien the 2nd\n");
+        let calls = std::fs::read_to_string(&log).unwrap();
+        let gitdir = repo.join(".git");
+        let want = [
+            "GIT_DIR=|-c|user.name=O'Brien the 2nd|rev-parse|--path-format=absolute|--git-dir|\
+             --git-common-dir|--is-inside-work-tree|"
+                .to_string(),
+            "GIT_DIR=|-c|user.name=O'Brien the 2nd|rev-parse|--show-toplevel|".to_string(),
+            format!(
+                "GIT_DIR={}|-c|user.name=O'Brien the 2nd|config|user.name|",
+                gitdir.display()
+            ),
+        ];
+        assert_eq!(calls.lines().collect::<Vec<_>>(), want, "{calls}");
+    }
+}

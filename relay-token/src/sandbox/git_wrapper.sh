@@ -8,24 +8,39 @@ if [ -z "$real" ]; then
     echo "relay: RELAY_GIT is not set" >&2
     exit 128
 fi
-q() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+# Appends $1 to $globals, single-quoted for eval. Built-ins only: Claude Code passes git some
+# thirty global options, and a process per option made each of its git calls slow.
+q() {
+    rest=$1
+    quoted=
+    while :; do
+        case $rest in
+        *\'*)
+            quoted="$quoted${rest%%\'*}'\\''"
+            rest=${rest#*\'}
+            ;;
+        *) break ;;
+        esac
+    done
+    globals="$globals'$quoted$rest' "
+}
 globals=
 take=0
 for a in "$@"; do
     if [ "$take" = 1 ]; then
-        globals="$globals$(q "$a")"
+        q "$a"
         take=0
         continue
     fi
     case $a in
     -C | -c | --git-dir | --work-tree | --namespace | --config-env | --super-prefix | --attr-source)
-        globals="$globals$(q "$a")"
+        q "$a"
         take=1
         ;;
     --*=* | -p | -P | --paginate | --no-pager | --bare | --no-replace-objects | --no-lazy-fetch | \
         --literal-pathspecs | --glob-pathspecs | --noglob-pathspecs | --icase-pathspecs | \
         --no-optional-locks | --no-advice)
-        globals="$globals$(q "$a")"
+        q "$a"
         ;;
     *) break ;;
     esac
@@ -33,18 +48,24 @@ done
 # Where git would work: rev-parse runs no driver, filter, hook or monitor.
 found=$(eval "exec \"\$real\" $globals rev-parse --path-format=absolute --git-dir --git-common-dir --is-inside-work-tree" 2>/dev/null) ||
     exec "$real" "$@"
-gitdir=$(printf '%s\n' "$found" | sed -n 1p)
-common=$(printf '%s\n' "$found" | sed -n 2p)
-inside=$(printf '%s\n' "$found" | sed -n 3p)
+# Its three lines, read by the shell itself.
+gitdir= common= inside=
+{
+    IFS= read -r gitdir
+    IFS= read -r common
+    IFS= read -r inside
+} <<EOF
+$found
+EOF
 own=$RELAY_GIT_COMMON_DIR
 within() { case $1/ in "$2"/*) return 0 ;; esac; return 1; }
 shared() {
-    printf '%s\n' "$RELAY_GIT_SHARED" | {
-        while IFS= read -r d; do
-            [ -n "$d" ] && within "$1" "$d" && exit 0
-        done
-        exit 1
-    }
+    while IFS= read -r d; do
+        [ -n "$d" ] && within "$1" "$d" && return 0
+    done <<EOF
+$RELAY_GIT_SHARED
+EOF
+    return 1
 }
 # The project's repository: its own git folder or a linked worktree's, with its own common
 # folder; or a submodule's git folder, which is its own common folder (a `commondir` planted
@@ -53,12 +74,12 @@ shared() {
 # (RELAY_GIT_LINKED): a submodule's git folder is writable, so a folder a session made inside
 # one is no git folder of the project's.
 listed() {
-    printf '%s\n' "$RELAY_GIT_LINKED" | {
-        while IFS= read -r d; do
-            [ -n "$d" ] && [ "$d" = "$1" ] && exit 0
-        done
-        exit 1
-    }
+    while IFS= read -r d; do
+        [ -n "$d" ] && [ "$d" = "$1" ] && return 0
+    done <<EOF
+$RELAY_GIT_LINKED
+EOF
+    return 1
 }
 main_or_worktree() { [ "$common" = "$own" ] && { [ "$gitdir" = "$own" ] || { within "$gitdir" "$own/worktrees" && listed "$gitdir"; }; }; }
 submodule() { within "$gitdir" "$own/modules" && [ "$common" = "$gitdir" ] && listed "$gitdir"; }

@@ -1,0 +1,498 @@
+//! `bench-turn [N] [T]`: what the person feels (issue 51): a real Claude Code turn and the
+//! terminal UI's start, directly, under bare bwrap, and through relay in both token modes, all
+//! in one fake internet, interleaved in one run.
+//!
+//! One installation ([`Setup::as_shipped`]: the pinned Claude Code from npm, relay-host as
+//! root, the built-in `claude-code` template as shipped) in a fake Anthropic internet
+//! ([`relay_tests::fake_internet`]: `api.anthropic.com` is a local TLS server the system bundle
+//! trusts). Four series, each the same `claude` program with the same arguments:
+//!
+//! - `direct`: Claude Code on the host, in the fake internet, with the built-in template's
+//!   environment (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, `DISABLE_AUTOUPDATER=1`, a Claude
+//!   config folder of its own, onboarded and trusting the project, fresh each round), `PATH`,
+//!   `HOME`, `LANG`, the token on fd 5 (`CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR=5`);
+//! - `bwrap`: the same under bare bubblewrap (the one relay runs) with a profile like relay's
+//!   (new user, pid, ipc, uts and cgroup namespaces, `/` read-only, a fresh `/dev`, `/proc` and
+//!   `/tmp`, the project and the config folder read-write, dies with its parent, a new
+//!   session), the network shared (the fake internet's);
+//! - `pipe`: `relay-host run --template claude-code -- ARGS` with `"token_mode": "pipe"`;
+//! - `stand-in`: the same as shipped (stand-in mode, the default).
+//!
+//! Print mode: N rounds (default 6), each one `-p` turn per series (one Bash call, then the
+//! final text; `--output-format json`), the order rotating by round, timed from spawn to exit.
+//! Each turn is split by the fake API's clock: spawn to its first request (the start), first to
+//! last request (the requests), last request to exit (the end). Before timing, one turn of each
+//! series must complete (exit 0, the scripted final text, the Bash call's line written).
+//!
+//! Terminal UI: T rounds (default 3; 0 skips it) of the UI started in a tmux pane (160x50),
+//! timed from the start of tmux to the first screen showing the prompt (polled every 20 ms),
+//! then `/exit`.
+//!
+//! Printed: each series' p25, median and p75, and the ratio of each median to `direct`'s and
+//! to `bwrap`'s.
+//!
+//! Use the release build, as root:
+//! `cargo build --release -p relay-host -p relay-shim -p relay-tests --bins &&
+//! RELAY_TEST_CLAUDE=$PWD/.tools/claude-code/node_modules/.bin/claude target/release/bench-turn`.
+//!
+//! By hand, for tracing one turn: `bench-turn --once SERIES` runs one print-mode turn of one
+//! series (`--once-tui SERIES`: one start of the UI) and prints what the fake internet saw, when.
+//! `BENCH_TURN_DEBUG=1` turns on Claude Code's debug log (`DEBUG=1`, its folder in the project's
+//! `.debug/`, in every series' environment), `BENCH_TURN_KEEP=DIR` copies it out before the
+//! installation is removed, `BENCH_TURN_ARGS` adds arguments to every series' turn (a relay
+//! request refuses Claude Code's debug options: use them with `direct` and `bwrap`), `BENCH_TURN_SHOW=1` prints each turn's output.
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!("bench-turn: the fake internet is Linux only");
+}
+
+#[cfg(target_os = "linux")]
+fn main() {
+    linux::main();
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use relay_tests::agent::{print_args, Setup, FINAL};
+    use relay_tests::fake_internet::FakeInternet;
+    use relay_tests::install::Install;
+    use relay_tests::messages_api::Step;
+    use relay_tests::tmux::{at_prompt, Tmux};
+    use serde_json::{json, Value};
+
+    /// The file each turn's Bash call appends a line to.
+    const RUNS: &str = "runs.txt";
+
+    /// The prompt of the print-mode turn.
+    const PROMPT: &str = "Run the scripted command.";
+
+    /// The series, in the order of the first round.
+    const SERIES: [&str; 4] = ["direct", "bwrap", "pipe", "stand-in"];
+
+    /// The built-in template's environment (besides `CLAUDE_CONFIG_DIR`).
+    const TEMPLATE_ENV: [(&str, &str); 2] = [
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+    ];
+
+    /// The longest one turn or one start of the UI may take.
+    const LIMIT: Duration = Duration::from_secs(120);
+
+    pub fn main() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let b = Bench::new();
+        if args.first().map(String::as_str) == Some("--once-tui") {
+            let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
+            let i = SERIES
+                .iter()
+                .position(|s| *s == series)
+                .unwrap_or_else(|| panic!("a series of {SERIES:?}"));
+            let start = Instant::now();
+            let took = b.tui(i);
+            println!("{series}: at the prompt after {:.1} ms", ms(took));
+            println!("{}", b.net().report(start));
+            println!("relay refused {:?}", b.s.denied());
+            if let Some(keep) = std::env::var_os("BENCH_TURN_KEEP") {
+                let _ = Command::new("cp")
+                    .arg("-r")
+                    .arg(b.s.project.join(".debug"))
+                    .arg(keep)
+                    .status();
+            }
+            return;
+        }
+        if args.first().map(String::as_str) == Some("--once") {
+            let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
+            let i = SERIES
+                .iter()
+                .position(|s| *s == series)
+                .unwrap_or_else(|| panic!("a series of {SERIES:?}"));
+            let t = b.turn(i, false);
+            println!(
+                "{series}: {:.1} ms (first request at {:.1}, last at {:.1})",
+                ms(t.took),
+                ms(t.first),
+                ms(t.last)
+            );
+            println!("{}", b.net().report(t.start));
+            b.s.report(series);
+            if let Some(keep) = std::env::var_os("BENCH_TURN_KEEP") {
+                let _ = Command::new("cp")
+                    .arg("-r")
+                    .arg(b.s.project.join(".debug"))
+                    .arg(keep)
+                    .status();
+            }
+            return;
+        }
+        let n: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(6);
+        let tui: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+        println!("claude: {}", b.s.installed.claude.display());
+        println!("bwrap: {}", b.bwrap.display());
+        for (i, name) in SERIES.iter().enumerate() {
+            let t = b.turn(i, true);
+            println!(
+                "  {name:<9} checked: the turn completed ({:.0} ms)",
+                ms(t.took)
+            );
+        }
+        let mut turns: Vec<Vec<Turn>> = vec![Vec::new(); SERIES.len()];
+        for round in 0..n {
+            for k in 0..SERIES.len() {
+                let i = (k + round) % SERIES.len();
+                turns[i].push(b.turn(i, false));
+            }
+            eprintln!("print mode: round {} of {n} done", round + 1);
+        }
+        let mut starts: Vec<Vec<Duration>> = vec![Vec::new(); SERIES.len()];
+        for round in 0..tui {
+            for k in 0..SERIES.len() {
+                let i = (k + round) % SERIES.len();
+                starts[i].push(b.tui(i));
+            }
+            eprintln!("terminal UI: round {} of {tui} done", round + 1);
+        }
+        println!("\nprint mode, N={n} interleaved rounds (ms, spawn to exit)");
+        let took: Vec<Vec<Duration>> = turns
+            .iter()
+            .map(|v| v.iter().map(|t| t.took).collect())
+            .collect();
+        table(&took);
+        println!("\nprint mode, each turn by the fake API's clock (median ms)");
+        println!(
+            "{:<9} {:>10} {:>10} {:>10}",
+            "series", "start", "requests", "end"
+        );
+        for (i, name) in SERIES.iter().enumerate() {
+            let v = &turns[i];
+            let part = |f: &dyn Fn(&Turn) -> Duration| {
+                let mut d: Vec<Duration> = v.iter().map(f).collect();
+                quantile(&mut d, 0.5)
+            };
+            println!(
+                "{name:<9} {:>10.1} {:>10.1} {:>10.1}",
+                part(&|t| t.first),
+                part(&|t| t.last - t.first),
+                part(&|t| t.took - t.last)
+            );
+        }
+        if tui > 0 {
+            println!("\nterminal UI, T={tui} interleaved rounds (ms, start to its prompt)");
+            table(&starts);
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!("\nload average at the end: {}", load.trim());
+    }
+
+    /// Prints p25, median, p75 of each series and each median over `direct`'s and `bwrap`'s.
+    fn table(series: &[Vec<Duration>]) {
+        let mut medians = Vec::new();
+        for (i, name) in SERIES.iter().enumerate() {
+            let mut v = series[i].clone();
+            let (a, m, c) = (
+                quantile(&mut v, 0.25),
+                quantile(&mut v, 0.5),
+                quantile(&mut v, 0.75),
+            );
+            medians.push(m);
+            println!("{name:<9} p25 {a:>9.1}  median {m:>9.1}  p75 {c:>9.1}");
+        }
+        for (i, name) in SERIES.iter().enumerate().skip(1) {
+            let over_bwrap = if i > 1 {
+                format!(", / bwrap {:.3}", medians[i] / medians[1])
+            } else {
+                String::new()
+            };
+            println!(
+                "{name:<9} / direct {:.3}{over_bwrap}",
+                medians[i] / medians[0]
+            );
+        }
+    }
+
+    fn ms(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+
+    /// The `f` quantile of `v` in ms (sorts `v`).
+    fn quantile(v: &mut [Duration], f: f64) -> f64 {
+        v.sort_unstable();
+        ms(v[((v.len() - 1) as f64 * f).round() as usize])
+    }
+
+    /// One print-mode turn's times, from its spawn.
+    #[derive(Clone)]
+    struct Turn {
+        start: Instant,
+        took: Duration,
+        first: Duration,
+        last: Duration,
+    }
+
+    struct Bench {
+        s: Setup,
+        bwrap: PathBuf,
+        /// The direct series' Claude config folder (made afresh each run).
+        direct_config: PathBuf,
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            // As the agent-turn tests: the relay-owned Claude config seeded past onboarding and
+            // the project's trust dialog.
+            let s = Setup::as_shipped(Install::Npm, None, |_, _| {
+                vec![
+                    Step::bash(&format!("echo turn >> {RUNS}")),
+                    Step::text(FINAL),
+                ]
+            });
+            s.seed_claude_config();
+            let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
+            let direct_config = s.root.join("direct-claude");
+            Bench {
+                s,
+                bwrap,
+                direct_config,
+            }
+        }
+
+        /// By hand (`BENCH_TURN_DEBUG=1`): Claude Code's debug log of each turn in the
+        /// project's `.debug/` (left out of git).
+        fn debug_dir(&self) -> Option<String> {
+            std::env::var_os("BENCH_TURN_DEBUG")?;
+            let dir = self.s.project.join(".debug");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(self.s.project.join(".git/info/exclude"), ".debug/\n").unwrap();
+            Some(dir.to_str().unwrap().to_string())
+        }
+
+        fn net(&self) -> &FakeInternet {
+            self.s.internet.as_ref().expect("the fake internet")
+        }
+
+        /// A fresh Claude config folder for the direct and bwrap series, seeded as relay's.
+        fn fresh_direct_config(&self) {
+            let _ = std::fs::remove_dir_all(&self.direct_config);
+            std::fs::create_dir_all(&self.direct_config).unwrap();
+            std::fs::set_permissions(&self.direct_config, std::fs::Permissions::from_mode(0o700))
+                .unwrap();
+            let seed = std::fs::read(self.s.claude_config().join(".claude.json")).unwrap();
+            let mut v: Value = serde_json::from_slice(&seed).unwrap();
+            // Relay's copy names the project as relay does; the direct run uses the same path.
+            v["projects"] = json!({self.s.project.to_str().unwrap(): {
+                "hasTrustDialogAccepted": true,
+                "hasCompletedProjectOnboarding": true,
+            }});
+            // A fresh config offers the terminal UI's fullscreen renderer before the prompt
+            // (Claude Code 2.1.332 does on a config that recorded its first start); relay's
+            // session config records no first start, so its UI never offers it. Seen thrice:
+            // never offered.
+            v["fullscreenUpsellSeenCount"] = json!(3);
+            std::fs::write(self.direct_config.join(".claude.json"), v.to_string()).unwrap();
+        }
+
+        /// Sets the template's token mode for the relay series `i`.
+        fn mode(&self, i: usize) {
+            let mut how = if SERIES[i] == "pipe" {
+                json!({"token_mode": "pipe"})
+            } else {
+                json!({})
+            };
+            if let Some(dir) = self.debug_dir() {
+                let mut env: serde_json::Map<String, Value> = TEMPLATE_ENV
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), json!(v)))
+                    .collect();
+                env.insert("CLAUDE_CONFIG_DIR".into(), json!("{claude_config}"));
+                env.insert("DEBUG".into(), json!("1"));
+                env.insert("CLAUDE_CODE_DEBUG_LOGS_DIR".into(), json!(dir));
+                how["env"] = Value::Object(env);
+            }
+            self.s.write_settings_with(how);
+        }
+
+        /// The command of series `i` running `claude ARGS` (stdio not set).
+        fn command(&self, i: usize, args: &[String]) -> Command {
+            let claude = &self.s.installed.claude;
+            match SERIES[i] {
+                "direct" | "bwrap" => {
+                    self.fresh_direct_config();
+                    let mut cmd = if SERIES[i] == "direct" {
+                        Command::new(claude)
+                    } else {
+                        let mut c = Command::new(&self.bwrap);
+                        let (p, cfg) = (&self.s.project, &self.direct_config);
+                        c.args([
+                            "--unshare-user",
+                            "--unshare-pid",
+                            "--unshare-ipc",
+                            "--unshare-uts",
+                            "--unshare-cgroup-try",
+                            "--die-with-parent",
+                            "--new-session",
+                            "--cap-drop",
+                            "ALL",
+                            "--ro-bind",
+                            "/",
+                            "/",
+                            "--dev",
+                            "/dev",
+                            "--proc",
+                            "/proc",
+                            "--tmpfs",
+                            "/tmp",
+                        ])
+                        .arg("--bind")
+                        .args([p, p])
+                        .arg("--bind")
+                        .args([cfg, cfg])
+                        .arg("--chdir")
+                        .arg(p)
+                        .arg("--")
+                        .arg(claude);
+                        c
+                    };
+                    cmd.args(args)
+                        .env_clear()
+                        .env("PATH", &self.s.path)
+                        .env("HOME", &self.s.home)
+                        .env("LANG", "C.UTF-8")
+                        .env("CLAUDE_CONFIG_DIR", &self.direct_config)
+                        .env("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR", "5")
+                        .envs(TEMPLATE_ENV)
+                        .envs(
+                            self.debug_dir()
+                                .map(|d| [("DEBUG", "1".into()), ("CLAUDE_CODE_DEBUG_LOGS_DIR", d)])
+                                .into_iter()
+                                .flatten(),
+                        )
+                        .current_dir(&self.s.project);
+                    self.s.enter(&mut cmd);
+                    cmd
+                }
+                _ => {
+                    self.mode(i);
+                    let mut run = vec!["run", "--template", "claude-code", "--"];
+                    run.extend(args.iter().map(String::as_str));
+                    self.s.host(&run)
+                }
+            }
+        }
+
+        /// One print-mode turn of series `i`; with `check`, asserts it completed.
+        fn turn(&self, i: usize, check: bool) -> Turn {
+            let runs = self.runs();
+            let mut args = print_args(PROMPT);
+            args.extend(
+                std::env::var("BENCH_TURN_ARGS")
+                    .ok()
+                    .iter()
+                    .flat_map(|a| a.split(' ').map(String::from)),
+            );
+            let mut cmd = self.command(i, &args);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let token = std::fs::File::open(&self.s.token_file).unwrap();
+            let start = Instant::now();
+            let child = relay_tests::spawn_with_fds(&mut cmd, &[(token.as_fd(), 5)]).unwrap();
+            let out = relay_tests::run::finish_with(child, LIMIT, &|| false);
+            let took = start.elapsed();
+            drop(token);
+            let what = SERIES[i];
+            if std::env::var_os("BENCH_TURN_SHOW").is_some() {
+                eprintln!("{what}: {}", out.describe());
+            }
+            if check || out.code != Some(0) {
+                assert_eq!(out.code, Some(0), "{what}: {}", out.describe());
+                let v: Value = serde_json::from_str(out.stdout.trim())
+                    .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", out.describe()));
+                assert_eq!(v["result"], FINAL, "{what}: {v}");
+                assert_eq!(self.runs(), runs + 1, "{what}: the Bash call did not run");
+                assert!(!out.stdout.contains(&self.s.token) && !out.stderr.contains(&self.s.token));
+            }
+            let hits: Vec<Instant> = (self.net().hits().iter())
+                .map(|h| h.at)
+                .filter(|at| *at >= start)
+                .collect();
+            let since = |at: Option<&Instant>| at.map_or(took, |a| a.duration_since(start));
+            Turn {
+                start,
+                took,
+                first: since(hits.first()),
+                last: since(hits.last()),
+            }
+        }
+
+        /// The lines of the project's [`RUNS`].
+        fn runs(&self) -> usize {
+            std::fs::read_to_string(self.s.project.join(RUNS)).map_or(0, |t| t.lines().count())
+        }
+
+        /// One start of the terminal UI of series `i` in a tmux pane: the time to its prompt.
+        fn tui(&self, i: usize) -> Duration {
+            let args: Vec<String> = [
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                "Bash,Write,Edit,Read",
+            ]
+            .map(String::from)
+            .to_vec();
+            let cmd = self.command(i, &args);
+            // The pane's line: the command's environment and arguments, its token on fd 5.
+            let quote =
+                |s: &std::ffi::OsStr| format!("'{}'", s.to_str().unwrap().replace('\'', "'\\''"));
+            let env: Vec<String> = cmd
+                .get_envs()
+                .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, quote(v?))))
+                .collect();
+            let argv: Vec<String> = std::iter::once(cmd.get_program())
+                .chain(cmd.get_args())
+                .map(quote)
+                .collect();
+            let line = format!(
+                "exec 5<{}; exec env -i TERM=xterm-256color {} {}",
+                quote(self.s.token_file.as_os_str()),
+                env.join(" "),
+                argv.join(" ")
+            );
+            static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let socket = self.s.root.join(format!("tmux-{n}.sock"));
+            let dir = cmd
+                .get_current_dir()
+                .map_or_else(|| self.s.project.clone(), Path::to_path_buf);
+            let start = Instant::now();
+            let tmux = Tmux::start_with(&socket, &dir, &line, &|c| self.s.enter(c));
+            let took = loop {
+                let screen = tmux.screen();
+                if at_prompt(&screen) {
+                    break start.elapsed();
+                }
+                assert!(
+                    start.elapsed() < LIMIT,
+                    "{}: no prompt after {LIMIT:?}:\n{screen}",
+                    SERIES[i]
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            tmux.run(&["send-keys", "-t", "turn", "-l", "/exit"]);
+            std::thread::sleep(Duration::from_millis(300));
+            tmux.run(&["send-keys", "-t", "turn", "Enter"]);
+            assert!(
+                tmux.gone(Duration::from_secs(30)),
+                "{}: the UI did not end after /exit",
+                SERIES[i]
+            );
+            took
+        }
+    }
+}
