@@ -92,13 +92,17 @@ fn sha_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Not a test of its own: with [`PROBE_VAR`] set, reports the descriptors this process was
-/// started with, the token variable, and what fd 5 holds (by hash and length), then EOF.
+/// Not a test of its own: the probe the tests run as a child (`--ignored --exact
+/// probe_child`, with [`PROBE_VAR`] set); it reports the descriptors this process was started
+/// with, the token variable, and what fd 5 holds (by hash and length), then EOF. Ignored in a
+/// plain run, and failing when run without the variable, so it never passes by doing nothing.
 #[test]
+#[ignore = "a subprocess probe: the tests of this file run it as a child"]
 fn probe_child() {
-    if std::env::var_os(PROBE_VAR).is_none() {
-        return;
-    }
+    assert!(
+        std::env::var_os(PROBE_VAR).is_some(),
+        "probe_child runs only as the child of this file's tests ({PROBE_VAR} set)"
+    );
     // First, before this probe opens anything of its own.
     let fds = open_fds().unwrap();
     let var = std::env::var(TOKEN_FD_VAR).unwrap_or_else(|_| "unset".into());
@@ -139,9 +143,15 @@ struct Probe {
 
 fn probe_command() -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "probe_child", "--nocapture", "--test-threads=1"])
-        .env(PROBE_VAR, "1")
-        .stdout(Stdio::piped());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "probe_child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(PROBE_VAR, "1")
+    .stdout(Stdio::piped());
     cmd
 }
 

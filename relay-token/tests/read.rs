@@ -343,15 +343,19 @@ fn path_with_nul_is_refused_without_panic() {
     assert_eq!(e.reason, TokenFileReason::Os(libc::EINVAL));
 }
 
-/// Not a test of its own: when [`PROBE_VAR`] is set this function is the unprivileged reader
-/// (run through `setpriv`) and prints what `read_claude_token` said.
+/// Not a test of its own: the unprivileged reader a test runs through `setpriv` (`--ignored
+/// --exact probe_reader`, with [`PROBE_VAR`] naming the file); it prints what
+/// `read_claude_token` said. Ignored in a plain run, and failing when run without the
+/// variable, so it never passes by doing nothing.
 #[test]
+#[ignore = "a subprocess probe: permission_denied_for_an_unprivileged_reader runs it as a child"]
 fn probe_reader() {
-    if let Some(path) = std::env::var_os(PROBE_VAR) {
-        match read_claude_token(Path::new(&path)) {
-            Ok(_) => println!("PROBE-RESULT ok"),
-            Err(e) => println!("PROBE-RESULT {e}\nPROBE-DEBUG {e:?}"),
-        }
+    let Some(path) = std::env::var_os(PROBE_VAR) else {
+        panic!("probe_reader runs only as the child of a test ({PROBE_VAR} set)");
+    };
+    match read_claude_token(Path::new(&path)) {
+        Ok(_) => println!("PROBE-RESULT ok"),
+        Err(e) => println!("PROBE-RESULT {e}\nPROBE-DEBUG {e:?}"),
     }
 }
 
@@ -385,7 +389,13 @@ fn permission_denied_for_an_unprivileged_reader() {
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&exe)
-        .args(["--exact", "probe_reader", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "probe_reader",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(PROBE_VAR, &p)
         .output()
         .expect("run setpriv");
