@@ -595,8 +595,10 @@ impl TerminalRun {
             state = fx.state.display(),
             project = fx.project.display(),
         );
+        // tmux may still set up the new pane's terminal as its shell starts: the settings are
+        // read once it has settled, as the operator's terminal is when relay-host starts.
         let text = format!(
-            "stty -g > {b}\n{line}\necho \"exit=$?\"\n{pause}\nstty -g > {a}\nsleep 60\n",
+            "sleep 1\nstty -g > {b}\n{line}\necho \"exit=$?\"\n{pause}\nstty -g > {a}\nsleep 60\n",
             b = before.display(),
             a = after.display()
         );
