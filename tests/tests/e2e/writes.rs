@@ -131,6 +131,18 @@ fn operator_home(home: &Path) {
     .unwrap();
 }
 
+/// The operator's own login shell on the host (`bash -lc SCRIPT`, `HOME` the world's home, an
+/// environment of `PATH` alone), run to its end.
+fn operator_login(home: &Path, script: &str) -> std::process::Output {
+    Command::new("bash")
+        .args(["-lc", script])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap()
+}
+
 /// Every entry under `dir` with its content's hash (folders and links by kind), sorted.
 fn snapshot(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = relay_tests::entries_under(dir)
@@ -202,13 +214,7 @@ fn the_shell_template_writes_its_project_not_the_home(user: Option<u32>) {
     }
     assert_eq!(snapshot(&fx.home), before, "the home changed");
     // The operator's next login shell reads only what the operator wrote.
-    let login = Command::new("bash")
-        .args(["-lc", "echo \"$FROM_PROFILE $FROM_CARGO_ENV\""])
-        .env_clear()
-        .env("HOME", &fx.home)
-        .env("PATH", "/usr/bin:/bin")
-        .output()
-        .unwrap();
+    let login = operator_login(&fx.home, "echo \"$FROM_PROFILE $FROM_CARGO_ENV\"");
     assert_eq!(String::from_utf8_lossy(&login.stdout), "yes operator\n");
 }
 
@@ -459,13 +465,7 @@ fn nothing_is_made_in_the_home_while_a_session_runs(user: Option<u32>) {
             panic!("{id}: the session did not start: {}", out.describe());
         }
         let during = snapshot(&fx.home);
-        let login = Command::new("bash")
-            .args(["-lc", "echo \"$FROM_PROFILE\""])
-            .env_clear()
-            .env("HOME", &fx.home)
-            .env("PATH", "/usr/bin:/bin")
-            .output()
-            .unwrap();
+        let login = operator_login(&fx.home, "echo \"$FROM_PROFILE\"");
         std::fs::write(&go, "").unwrap();
         let out = running.finish(SCRIPT_TIMEOUT);
         assert_eq!(out.code, Some(0), "{id}: {}", out.describe());
@@ -528,13 +528,7 @@ fn a_home_writer_plants_nothing_a_token_session_sources(user: Option<u32>) {
         "what the token session's shells ran"
     );
     // The control: the operator's own login shell on the host runs what was planted.
-    let login = Command::new("bash")
-        .args(["-lc", "true"])
-        .env_clear()
-        .env("HOME", &fx.home)
-        .env("PATH", "/usr/bin:/bin")
-        .output()
-        .unwrap();
+    let login = operator_login(&fx.home, "true");
     assert!(login.status.success());
     assert!(
         fx.root.join("out/marker.cargo-env").exists(),
