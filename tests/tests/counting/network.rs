@@ -12,7 +12,6 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -144,11 +143,9 @@ fn forwarder_fds_from_the_host(fx: &World) -> Vec<(usize, usize, usize)> {
     found
 }
 
-/// The tests take turns: one counts this process's descriptors and children.
-static TURN: Mutex<()> = Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
+/// The tests take turns (one counts this process's descriptors and children): each runs alone.
+fn turn() -> std::sync::RwLockWriteGuard<'static, ()> {
+    super::alone()
 }
 
 fn events(fx: &World) -> Vec<Value> {

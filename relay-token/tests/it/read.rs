@@ -344,7 +344,7 @@ fn path_with_nul_is_refused_without_panic() {
 }
 
 /// Not a test of its own: the unprivileged reader a test runs through `setpriv` (`--ignored
-/// --exact probe_reader`, with [`PROBE_VAR`] naming the file); it prints what
+/// --exact read::probe_reader`, with [`PROBE_VAR`] naming the file); it prints what
 /// `read_claude_token` said. Ignored in a plain run, and failing when run without the
 /// variable, so it never passes by doing nothing.
 #[test]
@@ -392,7 +392,7 @@ fn permission_denied_for_an_unprivileged_reader() {
         .args([
             "--ignored",
             "--exact",
-            "probe_reader",
+            "read::probe_reader",
             "--nocapture",
             "--test-threads=1",
         ])

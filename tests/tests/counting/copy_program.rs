@@ -12,6 +12,8 @@ use std::sync::Arc;
 /// copy at once: none may fail to start.
 #[test]
 fn a_copied_program_runs_at_once_while_another_thread_forks() {
+    // Alone: the churn's children would show up in the other tests' counts.
+    let _turn = super::alone();
     let dir = tempfile::tempdir().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let churn = {

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use relay_tests::run::signals_in_child;
 use serde_json::json;
 
-use crate::*;
+use super::*;
 
 fn terminal_req(fx: &World, id: &str) -> serde_json::Value {
     json!({"kind": "terminal", "template": "claude-code", "session_id": id, "project": fx.project})

@@ -4,7 +4,7 @@
 //! use, that every deny comes after every allow, and that every masked path and every folder
 //! above it is covered against clone, hard link and unlink. It also proves it can fail.
 
-mod sbpl;
+use super::sbpl;
 
 use std::path::{Path, PathBuf};
 

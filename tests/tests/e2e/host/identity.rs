@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use serde_json::{json, Value};
 
-use crate::*;
+use super::*;
 
 /// The events of one session, by name, in order.
 fn events_of(fx: &World, id: &str) -> Vec<Value> {

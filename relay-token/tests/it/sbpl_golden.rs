@@ -3,7 +3,7 @@
 //! `sbpl/mod.rs`), so they are the same on Linux and on a Mac. Run with `UPDATE_GOLDEN=1` to
 //! rewrite them, then read the diff. One test per bypass the profile must stop names it.
 
-mod sbpl;
+use super::sbpl;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use serde_json::json;
 
-use crate::*;
+use super::*;
 
 /// Settings that do not parse: 78, one line naming the file, line and column.
 #[test]

@@ -7,7 +7,7 @@
 //! item defined there (not re-exported from a child) is an edge to it, so a circle between a
 //! folder's own file and one of its children is seen too. Line and function
 //! lengths are checked below, and in [`policies`] that every policy on a kind names each variant.
-//! Run: `cargo test -p relay-tests --test module_graph`.
+//! Run: `cargo test -p relay-tests --test checks`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

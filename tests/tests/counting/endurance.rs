@@ -7,7 +7,6 @@
 //! Build the binaries first: `cargo build --workspace --bins`.
 
 use std::process::Child;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use relay_tests::fixture::{children_of, open_fds, processes_with_env, zombies_of};
@@ -16,9 +15,6 @@ use relay_tests::{fake_agent, read_records, sha256_hex};
 
 const SEQUENTIAL: usize = 50;
 const CONCURRENT: usize = 8;
-
-/// The two tests take turns, so each may count this process's descriptors and children.
-static TURN: Mutex<()> = Mutex::new(());
 
 fn my_children() -> Vec<i32> {
     children_of(std::process::id() as i32)
@@ -54,7 +50,8 @@ fn settle(needle: &str) -> Vec<i32> {
 
 #[test]
 fn sequential_launches_each_get_their_own_token_and_leave_nothing() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    // Each runs alone, so it may count this process's descriptors and children.
+    let _turn = super::alone();
     let fx = World::agent(&fake_agent());
     let req = fx.request("seq", true, "seq", &[]);
     let me = std::process::id() as i32;
@@ -72,7 +69,8 @@ fn sequential_launches_each_get_their_own_token_and_leave_nothing() {
 
 #[test]
 fn concurrent_launches_each_get_their_own_token_and_leave_nothing() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    // Each runs alone, so it may count this process's descriptors and children.
+    let _turn = super::alone();
     let me = std::process::id() as i32;
     let (fds0, kids0) = (open_fds(me).unwrap(), my_children().len());
     let fixtures: Vec<World> = (0..CONCURRENT)

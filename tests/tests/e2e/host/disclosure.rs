@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::*;
+use super::*;
 
 /// Every process below `pid` (itself included), from `/proc/*/stat`.
 fn tree(pid: u32) -> Vec<u32> {

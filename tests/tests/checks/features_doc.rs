@@ -135,7 +135,7 @@ fn the_checker_catches_a_wrong_row() {
     assert!(defines_fn(src, "alpha_beta"));
     assert!(!defines_fn(src, "alph"));
     assert!(!defines_fn(src, "beta"));
-    let refs = test_refs("| token file | x | `relay-token/tests/read.rs::no_such_test_here` |");
+    let refs = test_refs("| token file | x | `relay-token/tests/it/read.rs::no_such_test_here` |");
     assert_eq!(refs.len(), 1);
     assert_eq!(problems("t", &refs).len(), 1);
     let refs = test_refs("`relay-token/tests/nope.rs::missing`");

@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use serde_json::json;
 
-use crate::*;
+use super::*;
 
 /// A token in the shape `claude setup-token` makes, with a random part.
 fn oat_token() -> String {

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::*;
+use super::*;
 
 /// Issue 5 (8): a missing token file refuses a sandboxed Claude launch with
 /// `sandbox_unavailable` (78) naming the path; no start line, an `error` audit row, no session
@@ -250,7 +250,7 @@ fn a_stand_in_launch_without_its_program_is_refused_naming_it() {
     assert_nothing_started(&fx, "f3");
     // A person is told how to install it, or how to opt out.
     let cmd = installed_launch(&fx, &safe, &programs, "f4");
-    let (code, shown) = crate::operator::on_a_terminal(cmd);
+    let (code, shown) = super::operator::on_a_terminal(cmd);
     assert_eq!(code, 71, "{shown}");
     for words in [
         "hint: install relay-stand-in beside relay-host (`cargo install --locked --path \
