@@ -256,8 +256,15 @@ pub fn scan_for_tokens_skipping(
         in_token_file: Vec::new(),
         holders: Vec::new(),
     };
-    for f in &files {
-        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+    let mut read = Vec::new();
+    for f in files {
+        let bytes = match std::fs::read(&f) {
+            Ok(b) => b,
+            // Gone between the listing and the read (a session's folder being removed as it
+            // ends): it holds nothing any more, and it is not counted as read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("read {}: {e}", f.display()),
+        };
         let holds: Vec<usize> = (0..tokens.len())
             .filter(|&i| {
                 let t = tokens[i];
@@ -269,8 +276,9 @@ pub fn scan_for_tokens_skipping(
         } else if !holds.is_empty() {
             scan.holders.push(f.display().to_string());
         }
+        read.push(f);
     }
-    scan.files = files;
+    scan.files = read;
     scan
 }
 
