@@ -1,6 +1,6 @@
 //! What a launch prepares before its network and sandbox: the token (`token`), the session's
 //! token mode decided once (`token_mode`), the programs it runs (`programs`), its session folder
-//! (`session_folder`), and Claude's own configuration folder (`claude_config`). [`token`] reads
+//! (`session_folder`), and Claude's own configuration folder (`claude_config`). [`token()`] reads
 //! the token; [`prepare`] makes the rest.
 
 pub(crate) mod claude_config;
