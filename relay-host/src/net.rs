@@ -151,6 +151,18 @@ pub enum TokenNetwork {
     Host,
 }
 
+/// Anthropic's API host, spelled once: the built-in template's one host
+/// ([`CLAUDE_CODE_HOSTS`]) and, with its port, where a stand-in session's token is swapped
+/// ([`crate::stand_in::ANTHROPIC_API`]). A macro, so that both are constants made from it.
+macro_rules! anthropic_api_host {
+    () => {
+        "api.anthropic.com"
+    };
+}
+// Stand-in mode, the other user, is Linux's.
+#[cfg(target_os = "linux")]
+pub(crate) use anthropic_api_host;
+
 /// The hosts the built-in `claude-code` template may reach: Anthropic's API only, which a
 /// logged-in Claude Code uses for every model call and for its start-up checks of the account.
 /// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
@@ -158,7 +170,7 @@ pub enum TokenNetwork {
 /// development container) are switched off by the template's environment
 /// ([`CLAUDE_CODE_ENV`](crate::settings::template::CLAUDE_CODE_ENV)) instead of allowed: those services
 /// take data from anyone, so a session could post the token there.
-pub(crate) const CLAUDE_CODE_HOSTS: &[&str] = &["api.anthropic.com"];
+pub(crate) const CLAUDE_CODE_HOSTS: &[&str] = &[anthropic_api_host!()];
 
 /// The built-in `claude-code` template's network: [`CLAUDE_CODE_HOSTS`].
 pub(crate) fn claude_code_network() -> Network {

@@ -1,13 +1,12 @@
 //! The context of one launch: what every step reads (the host, the settings as read once when the
-//! launch was accepted, the state folder), and the cleanup every accepted launch ends with.
+//! launch was accepted, the state folder).
 
 use crate::settings::Settings;
 use crate::state::State;
 use crate::Host;
 
-/// One accepted launch's context, passed to each step of [`crate::launch::run`]. Dropped when the launch
-/// ends (refused or its session over): it then releases the write-deny placeholders no running
-/// session needs any more.
+/// One accepted launch's context, passed to each step of [`crate::launch::run`]. What the
+/// launch must undo is its guard's ([`crate::launch::guard`]).
 pub(crate) struct Launch<'a> {
     /// Where the host keeps its settings and its state.
     pub host: &'a Host,
@@ -25,11 +24,5 @@ impl<'a> Launch<'a> {
             settings,
             state,
         }
-    }
-}
-
-impl Drop for Launch<'_> {
-    fn drop(&mut self) {
-        crate::launch::placeholders::release(self.state.path());
     }
 }

@@ -7,6 +7,7 @@ use std::error::Error;
 use std::fmt;
 use std::io;
 
+use crate::launch::network::connect::ConnectError;
 use crate::launch::network::stand_in::StandInError;
 pub use crate::launch::network::NetworkError;
 use crate::launch::plan::error::PlanError;
@@ -109,6 +110,15 @@ impl From<SandboxStepError> for LaunchError {
             SandboxStepError::Confine(e) => LaunchError::Confine(e),
             SandboxStepError::Sandbox(e) => LaunchError::Sandbox(e),
             SandboxStepError::Spawn(e) => e.into(),
+        }
+    }
+}
+
+impl From<ConnectError> for LaunchError {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::Network(e) => LaunchError::Network(e),
+            ConnectError::StandIn(e) => e.into(),
         }
     }
 }

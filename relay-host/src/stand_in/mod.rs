@@ -53,7 +53,7 @@ pub(crate) use tls::read_ca_file;
 pub(crate) use token::stand_in_for;
 
 /// Anthropic's API host, where every session's stand-in is swapped.
-pub(crate) const ANTHROPIC_API: &str = "api.anthropic.com:443";
+pub(crate) const ANTHROPIC_API: &str = concat!(crate::net::anthropic_api_host!(), ":443");
 
 /// Where a stand-in session sees its CA's certificate (bound read-only); `NODE_EXTRA_CA_CERTS`
 /// names it.

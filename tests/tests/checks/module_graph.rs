@@ -6,7 +6,9 @@
 //! children. A crate's `lib.rs` and each folder's `mod.rs` are a node of their folder (`mod`): an
 //! item defined there (not re-exported from a child) is an edge to it, so a circle between a
 //! folder's own file and one of its children is seen too. Line and function
-//! lengths are checked below, and in [`policies`] that every policy on a kind names each variant.
+//! lengths are checked below, in [`policies`] that every policy on a kind names each variant,
+//! and in [`launch_shape`] that `launch/run.rs` is the chain alone and the token mode is
+//! decided once.
 //! Run: `cargo test -p relay-tests --test checks`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,6 +16,9 @@ use std::path::{Path, PathBuf};
 
 #[path = "module_graph/policies.rs"]
 mod policies;
+
+#[path = "module_graph/launch_shape.rs"]
+mod launch_shape;
 
 /// A module path inside a crate (`["launch", "stage"]`); a folder's own file is `[.., "mod"]`.
 type ModPath = Vec<String>;

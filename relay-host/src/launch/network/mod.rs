@@ -1,10 +1,11 @@
 //! A launch's network: the check that a token launch does not share the host's network unless
 //! the settings say so, and the proxy an allow-list session gets (started with the session,
-//! ended with it).
+//! ended with it); the step itself is `connect`.
 //! A stand-in session's own `relay-stand-in` is started here too (`stand_in`), and its API
 //! use counted (`api_use`), and a token its API host refuses noted (`token_refused`).
 
 pub(crate) mod api_use;
+pub(crate) mod connect;
 mod deny_notes;
 pub(crate) mod stand_in;
 pub(crate) mod stand_in_proxy;
@@ -18,6 +19,7 @@ use std::path::Path;
 #[cfg(target_os = "linux")]
 use serde_json::json;
 
+use crate::launch::plan::LaunchPlan;
 use crate::net::proxy::{Denied, Proxy};
 use crate::net::{network_rules, token_network_allowed, HostNetworkRefused, Network};
 use crate::settings::Settings;
@@ -26,6 +28,18 @@ use relay_token::sandbox::SandboxNet;
 
 /// The name of the proxy's socket in the session folder.
 const SOCKET_NAME: &str = "net.sock";
+
+/// [`check`] for a launch of `v`, which is sandboxed (any other has no network of its own).
+pub(crate) fn check_launch(
+    v: &LaunchPlan,
+    carries_token: bool,
+    settings: &Settings,
+) -> Result<(), NetworkError> {
+    match v.sandboxed() {
+        true => check(&v.template().network(), carries_token, settings),
+        false => Ok(()),
+    }
+}
 
 /// Refuses (`sandbox_unavailable`) a sandboxed launch that carries the token with `network:
 /// "host"` unless the settings hold `"token_network": "host"`, and one whose allow-list has a

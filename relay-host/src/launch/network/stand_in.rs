@@ -38,7 +38,7 @@ pub(crate) struct StandIn {
     pub ca_file: PathBuf,
 }
 
-/// Starts stand-in mode for `launch`, which runs in it ([`crate::launch::prepare::programs::stand_in_mode`]):
+/// Starts stand-in mode for `launch`, which runs in it ([`crate::launch::prepare::token_mode::TokenMode::StandIn`]):
 /// the `real` token is handed to `relay-stand-in` (and dropped here), which listens at
 /// `socket` (a stale one is removed first). The program's reports go to `state`'s events and
 /// log.

@@ -117,6 +117,9 @@ pub(crate) struct Parsed {
     pub prompt: Option<usize>,
     /// The arguments are `auth status` (with `--json` or `--text`).
     pub auth_status: bool,
+    /// What the first `-r`/`--resume ID` or `-c`/`--continue` resumes: one conversation, or
+    /// all of them (`--continue`, which picks the newest).
+    pub resumes: Option<Option<String>>,
 }
 
 /// Parses a token launch's `extra_args` with Claude Code's grammar and checks each option and
@@ -259,6 +262,16 @@ fn option(args: &[String], at: usize, parsed: &mut Parsed) -> Result<usize, (usi
         return Err((at, rule));
     }
     parsed.print |= flag.names.contains(&"--print");
+    if parsed.resumes.is_none() {
+        parsed.resumes = match flag.names {
+            n if n.contains(&"--continue") => Some(None),
+            n if n.contains(&"--resume") => {
+                let id = inline.or_else(|| args.get(at + 1).map(String::as_str));
+                Some(id.map(String::from))
+            }
+            _ => None,
+        };
+    }
     let bad = |i: usize, takes: Value| {
         (
             i,
@@ -455,6 +468,20 @@ mod tests {
             Ok((true, Some(2)))
         );
         assert_eq!(p(&["auth", "status", "--json"]), Ok((false, None)));
+    }
+
+    #[test]
+    fn parse_finds_what_is_resumed() {
+        let r = |a: &[&str]| parse(&args(a)).map(|p| p.resumes);
+        assert_eq!(
+            r(&["-r", "s-1", "-p", "go on"]),
+            Ok(Some(Some("s-1".into())))
+        );
+        assert_eq!(r(&["--resume=x1"]), Ok(Some(Some("x1".into()))));
+        assert_eq!(r(&["--continue", "--model", "opus"]), Ok(Some(None)));
+        assert_eq!(r(&["-c", "-r", "x2"]), Ok(Some(None)));
+        assert_eq!(r(&["--model", "opus", "hi"]), Ok(None));
+        assert_eq!(r(&["auth", "status"]), Ok(None));
     }
 
     #[test]

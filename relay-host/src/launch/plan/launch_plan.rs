@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::launch::plan::claude_args;
 use crate::launch::plan::error::{PlanError, RequestError};
 use crate::launch::plan::request::{InvalidSpec, Kind, Validated, NEVER_ENV_PREFIXES};
 use crate::settings::Template;
@@ -19,6 +20,8 @@ pub(crate) struct LaunchPlan {
     v: Validated,
     /// The project's real path (the request's, checked).
     project: Option<PathBuf>,
+    /// The transcripts it resumes ([`LaunchPlan::resumes`]), read once.
+    resumes: Option<Option<String>>,
 }
 
 impl LaunchPlan {
@@ -42,7 +45,12 @@ impl LaunchPlan {
     }
 
     fn with_project(v: Validated, project: Option<PathBuf>) -> LaunchPlan {
-        LaunchPlan { v, project }
+        let resumes = resumed(&v);
+        LaunchPlan {
+            v,
+            project,
+            resumes,
+        }
     }
 
     /// The plan of a validated request taken as it is, its project unchecked (unit tests).
@@ -138,24 +146,7 @@ impl LaunchPlan {
     /// The transcripts a launch resumes: one conversation (`resume`, `--resume ID`), all of
     /// them (`--continue`, which picks the newest), or none.
     pub(crate) fn resumes(&self) -> Option<Option<&str>> {
-        if let (true, Some(id)) = (self.v.claude, &self.v.resume) {
-            return Some(Some(id.as_str()));
-        }
-        if self.v.claude && self.v.continue_last {
-            return Some(None);
-        }
-        let args = &self.v.extra_args;
-        for (i, a) in args.iter().enumerate() {
-            match a.as_str() {
-                "-r" | "--resume" => return Some(args.get(i + 1).map(String::as_str)),
-                "-c" | "--continue" => return Some(None),
-                _ => {}
-            }
-            if let Some(id) = a.strip_prefix("--resume=") {
-                return Some(Some(id));
-            }
-        }
-        None
+        self.resumes.as_ref().map(Option::as_deref)
     }
 }
 
@@ -205,6 +196,19 @@ fn real_project(
         return Err(RequestError::ProjectNotGranted { project, template }.into());
     }
     Ok(real)
+}
+
+/// What a request resumes: its `resume` or `continue` (a Claude launch's), else what its
+/// `extra_args` resume as Claude Code's grammar reads them ([`claude_args::parse`]); arguments
+/// the grammar refuses resume nothing.
+fn resumed(v: &Validated) -> Option<Option<String>> {
+    if let (true, Some(id)) = (v.claude, &v.resume) {
+        return Some(Some(id.clone()));
+    }
+    if v.claude && v.continue_last {
+        return Some(None);
+    }
+    claude_args::parse(&v.extra_args).ok()?.resumes
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::launch::plan::LaunchPlan;
 use crate::launch::prepare::error::{PrepareError, ProgramError};
+use crate::launch::prepare::token_mode::TokenMode;
 use crate::launch::spawn_error::spawn_err;
 use crate::net::network_rules;
 use crate::reach;
@@ -29,25 +30,22 @@ pub(crate) struct Programs {
     /// The allow-list's forwarder ([`crate::net::forwarder_program`]), for a sandboxed launch
     /// with an allow-list: it `exec`s the session's program, descriptors and all.
     pub forwarder: Option<PathBuf>,
-    /// The stand-in session's proxy ([`crate::net::stand_in_program`]), for a launch in stand-in
-    /// mode that carries the token: it is handed the real token.
-    pub stand_in: Option<PathBuf>,
     /// Every template's read-write grants, expanded for this launch's project (worked out once:
     /// the programs' checks and the sandbox's link checks share them).
     pub rw_grants: Vec<PathBuf>,
 }
 
 /// Finds relay-shim, the template's command, bwrap (sandboxed), ssh (remote), the forwarder
-/// (an allow-list) and `relay-stand-in` (stand-in mode, for a launch that `carries_token`);
-/// refuses one that a session could have planted (inside a read-write grant, outside the
-/// folders every sandbox keeps read-only).
+/// (an allow-list) and, deciding the session's token mode for a launch that `carries_token`,
+/// `relay-stand-in` (stand-in mode); refuses one that a session could have planted (inside a
+/// read-write grant, outside the folders every sandbox keeps read-only).
 pub(crate) fn resolve(
     host: &Host,
     settings: &Settings,
     v: &LaunchPlan,
     claude_config: &std::path::Path,
     carries_token: bool,
-) -> Result<Programs, PrepareError> {
+) -> Result<(Programs, TokenMode), PrepareError> {
     let shim = host.find_shim(settings).map_err(ProgramError::Shim)?;
     let command = find_command(v)?;
     let (bwrap, features) = match v.sandboxed() {
@@ -73,10 +71,7 @@ pub(crate) fn resolve(
         ),
         (true, None) | (false, Some(_)) | (false, None) => None,
     };
-    let stand_in = match stand_in_mode(v, carries_token) {
-        true => Some(find_stand_in()?),
-        false => None,
-    };
+    let token_mode = TokenMode::decide(v, carries_token, find_stand_in)?;
     let programs = Programs {
         shim,
         command,
@@ -84,20 +79,10 @@ pub(crate) fn resolve(
         features,
         ssh,
         forwarder,
-        stand_in,
         rw_grants,
     };
-    check_planted(host, v, &programs)?;
-    real_command(v, programs)
-}
-
-/// True when the launch runs in stand-in mode: its template asks for it, it is sandboxed with
-/// an allow-list (the settings refuse stand-in mode otherwise) and it carries the token.
-pub(crate) fn stand_in_mode(v: &LaunchPlan, carries_token: bool) -> bool {
-    v.template().token_mode.hands_stand_in()
-        && v.sandboxed()
-        && network_rules(&v.template().network()).proxied.is_some()
-        && carries_token
+    check_planted(host, v, &programs, &token_mode)?;
+    Ok((real_command(v, programs)?, token_mode))
 }
 
 /// `relay-stand-in` beside relay-host, which must be there and runnable.
@@ -137,16 +122,24 @@ fn find_sandbox(
 }
 
 /// Refuses a program a session could have planted.
-fn check_planted(host: &Host, v: &LaunchPlan, p: &Programs) -> Result<(), ProgramError> {
+fn check_planted(
+    host: &Host,
+    v: &LaunchPlan,
+    p: &Programs,
+    token_mode: &TokenMode,
+) -> Result<(), ProgramError> {
     let guarded = reach::guarded_folders(&host.home, &p.rw_grants);
-    let local = v.ssh_host().is_none().then_some(("command", &p.command));
-    let checks = [Some(("relay-shim", &p.shim)), local]
+    let local = v
+        .ssh_host()
+        .is_none()
+        .then_some(("command", p.command.as_path()));
+    let checks = [Some(("relay-shim", p.shim.as_path())), local]
         .into_iter()
         .flatten()
-        .chain(p.bwrap.iter().map(|b| ("bwrap", b)))
-        .chain(p.stand_in.iter().map(|f| ("relay-stand-in", f)))
-        .chain(p.forwarder.iter().map(|f| ("relay-net-forward", f)))
-        .chain(p.ssh.iter().map(|b| ("ssh", b)));
+        .chain(p.bwrap.as_deref().map(|b| ("bwrap", b)))
+        .chain(token_mode.programs())
+        .chain(p.forwarder.as_deref().map(|f| ("relay-net-forward", f)))
+        .chain(p.ssh.as_deref().map(|b| ("ssh", b)));
     for (what, path) in checks {
         if let Some(e) = reach::program_problem(what, path, &p.rw_grants, &guarded) {
             return Err(ProgramError::Planted(e));

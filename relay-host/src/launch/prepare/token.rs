@@ -17,7 +17,6 @@ use relay_token::{read_claude_token, sandbox, ClaudeToken};
 pub(crate) struct LaunchToken {
     path: Option<PathBuf>,
     token: Option<ClaudeToken>,
-    carried: bool,
 }
 
 impl LaunchToken {
@@ -37,12 +36,7 @@ impl LaunchToken {
             false => None,
         };
         let Some(p) = path.as_deref().filter(|_| v.claude()) else {
-            let (token, carried) = (None, false);
-            return Ok(LaunchToken {
-                path,
-                token,
-                carried,
-            });
+            return Ok(LaunchToken { path, token: None });
         };
         check_request(v)?;
         let t = read_usable(p)?;
@@ -50,24 +44,18 @@ impl LaunchToken {
         Ok(LaunchToken {
             path,
             token: Some(t),
-            carried: true,
         })
     }
 
-    /// The token file the sandbox denies, when the setting names one.
-    pub(crate) fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
-    /// True when the launch carries the token (also once it was handed over).
+    /// True when the launch carries the token.
     pub(crate) fn carried(&self) -> bool {
-        self.carried
+        self.token.is_some()
     }
 
-    /// The token, taken by the network step, which hands it over or gives it to stand-in
-    /// mode's proxy (once; `None` after).
-    pub(crate) fn take(&mut self) -> Option<ClaudeToken> {
-        self.token.take()
+    /// The token file the sandbox denies (when the setting names one), and the token, which
+    /// moves on to the network step: it hands it over, or gives it to stand-in mode's proxy.
+    pub(crate) fn into_parts(self) -> (Option<PathBuf>, Option<ClaudeToken>) {
+        (self.path, self.token)
     }
 }
 

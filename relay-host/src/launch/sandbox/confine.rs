@@ -15,8 +15,13 @@ use std::os::fd::RawFd;
 use std::path::Path;
 
 pub(crate) use super::facts::Inputs;
+use crate::launch::context::Launch;
+use crate::launch::network::Networked;
+use crate::launch::prepare::Prepared;
+use crate::launch::sandbox::argv;
 use crate::launch::sandbox::error::SandboxStepError;
 use crate::launch::sandbox::SessionArgv;
+use relay_token::sandbox::{Realpaths, SandboxNet};
 
 /// Where bwrap reads its options from (`--args`), in the shim and in bwrap: just below the bind
 /// descriptors, so `--pass-fds` hands both on as one range.
@@ -27,6 +32,50 @@ pub(crate) const BIND_FD_BASE: RawFd = ARGS_FD + 1;
 
 /// The SBPL profile's file name in the session folder (macOS).
 pub(crate) const SBPL_FILE: &str = "profile.sb";
+
+/// The command line the shim runs for the prepared `launch` on its network `n`: the sandbox (or
+/// ssh) around the session's own ([`argv::target_argv`]).
+pub(crate) fn confine(
+    cx: &Launch,
+    launch: &Prepared,
+    n: &Networked,
+) -> Result<SessionArgv, SandboxStepError> {
+    let target = argv::target_argv(cx.host, &cx.settings, launch);
+    let ca_file = n.handed.ca_file.as_deref();
+    session_argv(cx, launch, n.net.clone(), ca_file, target)
+}
+
+/// bwrap around the target (sandboxed), ssh to the remote host, or the target itself.
+fn session_argv(
+    cx: &Launch,
+    launch: &Prepared,
+    net: Option<SandboxNet>,
+    ca_file: Option<&Path>,
+    target: Vec<OsString>,
+) -> Result<SessionArgv, SandboxStepError> {
+    if let (Some(bwrap), Some(net)) = (&launch.programs.bwrap, net) {
+        let real = Realpaths::default();
+        let inputs = Inputs {
+            host: cx.host,
+            settings: &cx.settings,
+            launch,
+            ca_file,
+            bwrap,
+            net,
+            real: &real,
+        };
+        // The request's variables reach the sandboxed program only (bwrap's --setenv), never
+        // the shim or bwrap, which run outside the sandbox and hold the token's descriptor.
+        let setenv: Vec<(OsString, OsString)> = (launch.v.env().iter())
+            .map(|(k, val)| (k.into(), val.into()))
+            .collect();
+        return sandbox_argv(&inputs, cx.state.path(), &setenv, &target);
+    }
+    if let (Some(h), Some(ssh)) = (launch.v.ssh_host(), &launch.programs.ssh) {
+        return Ok(SessionArgv::plain(argv::ssh_argv(cx.host, ssh, h, target)));
+    }
+    Ok(SessionArgv::plain(target))
+}
 
 /// The sandbox's command line around `target`, `setenv` reaching the sandboxed program only:
 /// `bwrap` on Linux, what `relay-shim --sandbox-profile` runs under `sandbox-exec` on macOS.

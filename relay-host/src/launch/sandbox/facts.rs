@@ -77,7 +77,7 @@ pub(crate) fn gather(
         command_dir: l.programs.command.parent().map(Path::to_path_buf),
         tmp: l.folder.tmp().to_path_buf(),
         project: project.map(Path::to_path_buf),
-        token_file: l.token.path().map(Path::to_path_buf),
+        token_file: l.token_file.clone(),
         carries_token: l.carries_token(),
         state_dir: state_dir.to_path_buf(),
         session_dir: l.folder.dir().to_path_buf(),

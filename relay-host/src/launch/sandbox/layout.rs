@@ -46,11 +46,11 @@ fn place(plan: &SandboxPlan, file: &Staged, profile: &mut Profile) -> Result<(),
         }
         Staged::OwnConfig => {
             let home = plan.home.as_path();
-            let own = crate::launch::prepare::own_config::place(dir, home)?;
+            let own = crate::launch::sandbox::own_config::place(dir, home)?;
             own.into_iter().map(|(src, at)| (src, at.into())).collect()
         }
         Staged::EmptyHome => {
-            let (home, at) = crate::launch::prepare::own_config::place_home(dir)?;
+            let (home, at) = crate::launch::sandbox::own_config::place_home(dir)?;
             vec![(home, at.into())]
         }
         Staged::GitConfigs(dirs) => super::git_config::write_copies(dirs, dir)

@@ -1,8 +1,9 @@
 //! The sandbox of one launch: the session's own command line (`argv`); the facts the sandbox is
 //! made from, read once (`facts`); the plan made from them alone (`plan`); the plan laid out on
 //! the disk (`layout`) and rendered by one file per system, `bwrap` (every system but macOS)
-//! and `seatbelt` (macOS), each the `system` of its build; `confine` runs the three; a linked
-//! worktree's repository (`git_binds`).
+//! and `seatbelt` (macOS), each the `system` of its build; `confine` runs the three (the step
+//! itself, `confine::confine`); what a token session's tools read as configuration
+//! (`own_config`); a linked worktree's repository (`git_binds`).
 
 pub(crate) mod argv;
 #[cfg(not(target_os = "macos"))]
@@ -13,6 +14,7 @@ mod facts;
 mod git_binds;
 mod git_config;
 mod layout;
+pub(crate) mod own_config;
 pub(crate) mod plan;
 #[cfg(target_os = "macos")]
 mod seatbelt;

@@ -20,32 +20,22 @@ use relay_shim::StatusEvent;
 use crate::launch::error::{LaunchError, RequestError};
 use crate::launch::plan::invalid_spec::InvalidSpec;
 use crate::launch::plan::request::valid_session_id;
+use crate::launch::prepare::token_mode::TokenMode;
 
 /// The `version` of every answer row; it grows when a field changes meaning or goes away.
 const ANSWER_VERSION: u32 = 1;
 
-/// How the session holds Claude's credential: `"pipe"` (the token on fd 5), `"stand_in"` (a
-/// stand-in on fd 5, the token in `relay-stand-in`), `"none"`.
-pub(crate) fn token_mode_word(
-    carries_token: bool,
-    mode: crate::settings::TokenMode,
-) -> &'static str {
-    if carries_token {
-        mode.word()
-    } else {
-        "none"
-    }
-}
-
-/// The answer of a session that started.
-pub(crate) fn started(session_id: &str, pid: i64, token_mode: &str, template: &str) -> Value {
+/// The answer of a session that started; `token_mode` says how the session holds Claude's
+/// credential (`pipe`: the token on fd 5, `stand_in`: a stand-in on fd 5 and the token in
+/// `relay-stand-in`, `none`).
+pub(crate) fn started(session_id: &str, pid: i64, token_mode: &TokenMode, template: &str) -> Value {
     json!({
         "event": "launch",
         "version": ANSWER_VERSION,
         "status": 201,
         "session_id": session_id,
         "pid": pid,
-        "token_mode": token_mode,
+        "token_mode": token_mode.word(),
         "template": template,
     })
 }
@@ -141,19 +131,13 @@ pub(crate) fn print(answer: &Value) {
 mod tests {
     use super::*;
     use crate::launch::error::StartError;
-    use crate::settings::TokenMode;
 
     #[test]
-    fn the_token_mode_is_none_without_the_token() {
-        assert_eq!(token_mode_word(true, TokenMode::StandIn), "stand_in");
-        assert_eq!(token_mode_word(false, TokenMode::Pipe), "none");
-    }
-
-    #[test]
-    fn a_started_launch_is_answered_201() {
-        let a = started("s-1", 4242, "pipe", "claude-code");
+    fn a_started_launch_is_answered_201_with_its_token_mode() {
+        let a = started("s-1", 4242, &TokenMode::Pipe, "claude-code");
         assert_eq!(a["status"], 201);
         assert_eq!(a["version"], 1);
+        assert_eq!(a["token_mode"], "pipe");
     }
 
     #[test]

@@ -7,9 +7,7 @@ use serde_json::{json, Value};
 use crate::launch::error::LaunchError;
 use crate::launch::plan::request::Request;
 use crate::launch::plan::LaunchPlan;
-
-/// The token mode of a launch that handed nothing on fd 5.
-const NONE: &str = "none";
+use crate::launch::prepare::token_mode::TokenMode;
 
 /// What a launch is about, as far as it got.
 #[derive(Debug, Clone)]
@@ -18,7 +16,7 @@ pub(crate) struct AuditRow {
     template: String,
     sandbox: bool,
     /// What fd 5 carried: `stand_in`, `pipe` (the real token) or `none`.
-    token_mode: &'static str,
+    token_mode: TokenMode,
     session_id: Option<String>,
 }
 
@@ -37,7 +35,7 @@ impl AuditRow {
             kind: "",
             template: String::new(),
             sandbox: false,
-            token_mode: NONE,
+            token_mode: TokenMode::None,
             session_id: None,
         }
     }
@@ -48,7 +46,7 @@ impl AuditRow {
             kind: r.kind.as_str(),
             template: r.template.clone().unwrap_or_default(),
             sandbox: r.sandbox,
-            token_mode: NONE,
+            token_mode: TokenMode::None,
             session_id: r.session_id.clone(),
         }
     }
@@ -59,14 +57,15 @@ impl AuditRow {
             kind: v.kind().as_str(),
             template: v.template().id.clone(),
             sandbox: v.sandboxed(),
-            token_mode: NONE,
+            token_mode: TokenMode::None,
             session_id: Some(v.session_id().to_string()),
         }
     }
 
     /// The row once the shim was spawned: `token_mode` says what fd 5 carried
     /// ([`crate::launch::prepare::Prepared::token_mode`]).
-    pub(crate) fn spawned(self, token_mode: &'static str) -> AuditRow {
+    pub(crate) fn spawned(self, token_mode: &TokenMode) -> AuditRow {
+        let token_mode = token_mode.clone();
         AuditRow { token_mode, ..self }
     }
 
@@ -86,16 +85,15 @@ impl AuditRow {
     /// How the token went: `fd` (the real token or a stand-in: see [`AuditRow::token_mode`])
     /// or `none`.
     pub(crate) fn token_word(&self) -> &'static str {
-        if self.token_mode == NONE {
-            "none"
-        } else {
-            "fd"
+        match self.token_mode.carries_token() {
+            true => "fd",
+            false => "none",
         }
     }
 
     /// What fd 5 carried: `stand_in`, `pipe` or `none`.
     pub(crate) fn token_mode(&self) -> &'static str {
-        self.token_mode
+        self.token_mode.word()
     }
 
     /// The `session_launch` row with its outcome and message.
@@ -107,7 +105,7 @@ impl AuditRow {
             "template": self.template,
             "sandbox": self.sandbox,
             "token": self.token_word(),
-            "token_mode": self.token_mode,
+            "token_mode": self.token_mode.word(),
             "session_id": self.session_id,
             "message": message,
         })

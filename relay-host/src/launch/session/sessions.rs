@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::human::path_json;
-use crate::launch::error::{LaunchError, RequestError};
+use crate::launch::plan::error::RequestError;
 use crate::launch::plan::LaunchPlan;
+use crate::launch::prepare::token_mode::TokenMode;
 use crate::settings::SameProject;
 use crate::state::{self, SESSIONS_DIR};
 
@@ -52,7 +53,7 @@ pub(crate) struct Record {
 impl Record {
     /// The record of a launch that started: its request, its program's and shim's pids, whether
     /// it carries the token.
-    pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token_mode: &str) -> Record {
+    pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token_mode: &TokenMode) -> Record {
         let network = if v.sandboxed() {
             v.template().network().word()
         } else {
@@ -67,8 +68,8 @@ impl Record {
             shim_pid,
             host_pid: std::process::id(),
             started: crate::state::time::now_rfc3339(),
-            token: token_mode != "none",
-            token_mode: Some(token_mode.to_string()),
+            token: token_mode.carries_token(),
+            token_mode: Some(token_mode.word().to_string()),
             network: network.to_string(),
         }
     }
@@ -77,8 +78,8 @@ impl Record {
     pub(crate) fn token_mode(&self) -> &str {
         match (&self.token_mode, self.token) {
             (Some(m), _) => m,
-            (None, true) => "pipe",
-            (None, false) => "none",
+            (None, true) => TokenMode::Pipe.word(),
+            (None, false) => TokenMode::None.word(),
         }
     }
 
@@ -192,10 +193,20 @@ pub(crate) fn release_project() {
         .take();
 }
 
+/// Before a launch is prepared: refuses one whose session id's session still runs (its folder
+/// is locked), then checks its project ([`check_same_project`]).
+pub(crate) fn check_launch(state: &state::State, v: &LaunchPlan) -> Result<(), RequestError> {
+    if crate::state::session_locked(&state.session_dir(v.session_id())) {
+        let session_id = v.session_id().to_string();
+        return Err(RequestError::SessionRunning { session_id });
+    }
+    check_same_project(state, v)
+}
+
 /// Before a Claude launch: the Claude sessions already running in its project, by the
 /// template's `same_project` rule. Refuses, or prints the warning (and logs it), or says
 /// nothing. Takes the project's lock first (see [`PROJECT_LOCK`]).
-pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result<(), LaunchError> {
+fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result<(), RequestError> {
     let rule = v.template().same_project.unwrap_or_default();
     let (Some(project), true, false) = (v.project(), v.claude(), rule == SameProject::Allow) else {
         return Ok(());
@@ -212,8 +223,7 @@ pub(crate) fn check_same_project(state: &state::State, v: &LaunchPlan) -> Result
         return Err(RequestError::ProjectBusy {
             project: project.to_path_buf(),
             session_id: first.id.clone(),
-        }
-        .into());
+        });
     }
     let text = format!(
         "warning: a Claude session already runs in {} (session {}, pid {}): both share Claude's \

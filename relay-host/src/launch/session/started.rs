@@ -16,14 +16,37 @@ use crate::state::State;
 
 /// Waits for the `started` of the shim `s` spawned for `launch` and records it; the launch's
 /// `guard` is kept then. A shim that fails first is killed and reaped, and one whose start
-/// cannot be recorded is stopped at once (the guard then undoes the launch).
+/// cannot be recorded is stopped at once; the guard then undoes the launch.
 pub(crate) fn wait_started(
     state: &State,
     row: &AuditRow,
     launch: &Prepared,
-    mut s: Spawned,
-    guard: Guard,
+    s: Spawned,
+    guard: &mut Guard,
 ) -> Result<Session, LaunchError> {
+    let started = start(state, row, launch, s);
+    match started {
+        Ok(s) => Ok(Session {
+            id: launch.v.session_id().to_string(),
+            sandboxed: launch.v.sandboxed(),
+            shim: s.shim,
+            status: s.status,
+            kept: guard.keep(),
+        }),
+        Err(e) => {
+            guard.undo();
+            Err(e)
+        }
+    }
+}
+
+/// [`wait_started`]'s wait and record, the guard aside.
+fn start(
+    state: &State,
+    row: &AuditRow,
+    launch: &Prepared,
+    mut s: Spawned,
+) -> Result<Spawned, LaunchError> {
     let bwrap = launch.programs.bwrap.clone();
     let pid = match read_started(&mut s.status, START_TIMEOUT, &mut s.gate, bwrap.as_deref()) {
         Ok(pid) => pid,
@@ -38,13 +61,7 @@ pub(crate) fn wait_started(
         // rather than run unrecorded.
         stop_at_once(&mut s.shim, pid);
     })?;
-    Ok(Session {
-        id: launch.v.session_id().to_string(),
-        sandboxed: launch.v.sandboxed(),
-        shim: s.shim,
-        status: s.status,
-        kept: guard.keep(),
-    })
+    Ok(s)
 }
 
 /// Records a session that started: its earlier `ended` mark gone (a kept folder resumed), the
@@ -63,16 +80,12 @@ fn record_started(
     for e in s.gate.events(v.session_id()) {
         let _ = state.event(&e);
     }
-    let token_mode = crate::launch::session::answer::token_mode_word(
-        launch.carries_token(),
-        v.template().token_mode,
-    );
+    let mode = &launch.token_mode;
     let mut answer =
-        crate::launch::session::answer::started(v.session_id(), pid, token_mode, &v.template().id);
+        crate::launch::session::answer::started(v.session_id(), pid, mode, &v.template().id);
     answer["ts"] = json!(crate::state::now_secs());
     let _ = state.event(&answer);
-    let record =
-        crate::launch::session::sessions::Record::of(v, pid, s.shim.id(), launch.token_mode());
+    let record = crate::launch::session::sessions::Record::of(v, pid, s.shim.id(), mode);
     let _ = record.write(launch.folder.dir());
     // The record exists: the next launch in the project may be checked (it sees this one).
     crate::launch::session::sessions::release_project();

@@ -5,11 +5,14 @@
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
+use crate::launch::context::Launch;
 use crate::launch::prepare::Prepared;
 use crate::launch::sandbox::argv::subst;
 use crate::launch::sandbox::confine;
 use crate::launch::sandbox::SessionArgv;
+use crate::launch::shim::error::{ShimError, StartError};
 use crate::launch::shim::wiring::ShimWiring;
+use crate::launch::shim::ShimCommand;
 use relay_shim::{SessionId, ShimOptions};
 use relay_token::sandbox;
 use relay_token::ChildEnv;
@@ -23,6 +26,22 @@ pub enum Stdin {
     Inherit,
     /// `/dev/null` (the request came on stdin).
     Null,
+}
+
+/// The shim's wiring (a provider launch proves itself to the host: `--identity`, the secret at
+/// 3, status at 4) and its command around `argv`.
+pub(crate) fn command(
+    cx: &Launch,
+    launch: &Prepared,
+    argv: &SessionArgv,
+    stdin: Stdin,
+) -> Result<ShimCommand, ShimError> {
+    let v = launch.v;
+    let identity = v.kind().proves_identity();
+    let wiring =
+        ShimWiring::new(identity, cx.state.path(), v.session_id()).map_err(StartError::Bridge)?;
+    let cmd = shim_command(launch, argv, stdin, &wiring);
+    Ok(ShimCommand { wiring, cmd })
 }
 
 /// The `relay-shim` command that runs the prepared `launch` in `argv` (the sandbox's command

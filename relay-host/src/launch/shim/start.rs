@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use relay_shim::StatusEvent;
 
+use crate::launch::guard::Guard;
 use crate::launch::sandbox::confine;
 use crate::launch::sandbox::SessionArgv;
 use crate::launch::shim::error::{ShimError, StartError};
@@ -26,17 +27,15 @@ pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Spawns the shim `s`, handing it the status pipe, the wiring's descriptors, bwrap's
 /// descriptors (of `argv`, which the caller holds until the session started) and the token
-/// (which is dropped here).
+/// (which is dropped here). The launch's `guard` lets the signals it held back through first
+/// ([`Guard::let_signals_through`]: here, not later).
 pub(crate) fn spawn(
     s: ShimCommand,
     argv: &SessionArgv,
     token: Option<ClaudeToken>,
+    guard: &Guard,
 ) -> Result<Spawned, ShimError> {
-    // Everything this launch made is recorded by now: a SIGTERM held back ends the host here,
-    // leaving what `gc` removes. Not later: forwarded the moment bwrap reports its sandbox, it
-    // can reach bwrap before the sandbox's init has tied itself to bwrap's life, and that init
-    // would run on alone.
-    crate::launch::signals::undefer();
+    guard.let_signals_through();
     let ShimCommand { wiring, mut cmd } = s;
     let (status_r, status_w) = sys::pipe2_cloexec().map_err(spawn_err("status pipe"))?;
     let mut extra = FdMap::new();

@@ -20,6 +20,7 @@ const POLICY_VARIANTS: &[&str] = &[
     "Pattern::Name",
     "Pattern::Below",
     "Pattern::Ip",
+    "TokenMode::None",
     "TokenMode::Pipe",
     "TokenMode::StandIn",
     "TokenNetwork::Host",

@@ -146,7 +146,7 @@ pub(crate) enum Staged {
     StandInCa(StandInCa),
     /// git's wrapper, at [`SANDBOX_GIT`].
     GitWrapper,
-    /// The pinned configuration (`launch::prepare::own_config`).
+    /// The pinned configuration (`launch::sandbox::own_config`).
     OwnConfig,
     /// The empty home of a token session beside a template that writes the home
     /// (`own_config::place_home`).
@@ -301,11 +301,11 @@ fn staged(f: &Facts, shared: &[PathBuf]) -> (Vec<Staged>, Vec<(OsString, OsStrin
     }
     if token {
         files.push(Staged::OwnConfig);
-        crate::launch::prepare::own_config::pin_env(&mut env);
+        crate::launch::sandbox::own_config::pin_env(&mut env);
     }
     if token && f.home_written {
         files.push(Staged::EmptyHome);
-        crate::launch::prepare::own_config::pin_home(&mut env);
+        crate::launch::sandbox::own_config::pin_home(&mut env);
     }
     (files, env)
 }

@@ -4,7 +4,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::launch::prepare::own_config::SANDBOX_HOME;
+use crate::launch::sandbox::own_config::SANDBOX_HOME;
 use relay_token::sandbox::BwrapFeatures;
 
 fn p(s: &str) -> PathBuf {
