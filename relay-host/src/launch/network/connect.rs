@@ -32,8 +32,8 @@ pub(crate) fn connect(
         return Ok(Networked { net, handed });
     }
     let socket = session_socket(launch.folder.dir());
-    let network = launch.v.template().network();
-    check_socket(&network, &socket)?;
+    let network = launch.v.network();
+    check_socket(network, &socket)?;
     let handed = match (token, &launch.token_mode) {
         (Some(real), TokenMode::StandIn { program }) => {
             let s = stand_in::begin(launch, program, real, cx, &socket)?;
@@ -44,7 +44,7 @@ pub(crate) fn connect(
         (token, TokenMode::None | TokenMode::Pipe | TokenMode::StandIn { .. }) => plain(token),
     };
     let (net, proxy) = start(
-        &network,
+        network,
         launch.programs.forwarder.as_deref(),
         launch.folder.dir(),
         &cx.state,

@@ -36,7 +36,7 @@ pub(crate) fn check_launch(
     settings: &Settings,
 ) -> Result<(), NetworkError> {
     match v.sandboxed() {
-        true => check(&v.template().network(), carries_token, settings),
+        true => check(v.network(), carries_token, settings),
         false => Ok(()),
     }
 }

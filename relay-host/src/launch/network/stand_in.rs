@@ -148,8 +148,8 @@ fn spawn(
     use std::os::fd::AsFd;
     let template = launch.v.template();
     let mut allow = Vec::new();
-    let network = template.network();
-    if let Some(list) = crate::net::network_rules(&network).proxied {
+    let network = launch.v.network();
+    if let Some(list) = crate::net::network_rules(network).proxied {
         allow = list.entries().to_vec();
     }
     let args = Args {

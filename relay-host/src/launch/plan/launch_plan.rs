@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::launch::plan::claude_args;
 use crate::launch::plan::error::{PlanError, RequestError};
 use crate::launch::plan::request::{InvalidSpec, Kind, Validated, NEVER_ENV_PREFIXES};
+use crate::net::Network;
 use crate::settings::Template;
 use crate::Host;
 
@@ -22,6 +23,8 @@ pub(crate) struct LaunchPlan {
     project: Option<PathBuf>,
     /// The transcripts it resumes ([`LaunchPlan::resumes`]), read once.
     resumes: Option<Option<String>>,
+    /// The template's network, its gateway's entry added ([`Template::network`]), made once.
+    network: Network,
 }
 
 impl LaunchPlan {
@@ -46,10 +49,12 @@ impl LaunchPlan {
 
     fn with_project(v: Validated, project: Option<PathBuf>) -> LaunchPlan {
         let resumes = resumed(&v);
+        let network = v.template.network();
         LaunchPlan {
             v,
             project,
             resumes,
+            network,
         }
     }
 
@@ -68,6 +73,12 @@ impl LaunchPlan {
     /// The template it resolved to.
     pub(crate) fn template(&self) -> &Template {
         &self.v.template
+    }
+
+    /// The network its template reaches (the allow-list with its gateway's entry), decided
+    /// once: every step reads it here.
+    pub(crate) fn network(&self) -> &Network {
+        &self.network
     }
 
     /// True for a Claude launch (kind `claude`, or `terminal` with `claude-code`).

@@ -63,8 +63,8 @@ pub(crate) fn resolve(
         claude_config,
         &sandbox::Realpaths::default(),
     );
-    let network = v.template().network();
-    let forwarder = match (v.sandboxed(), network_rules(&network).proxied) {
+    let network = v.network();
+    let forwarder = match (v.sandboxed(), network_rules(network).proxied) {
         (true, Some(_)) => Some(
             crate::net::forwarder_program()
                 .map_err(spawn_err("relay-host's own path".to_string()))?,

@@ -37,7 +37,7 @@ impl TokenMode {
         if !carries_token {
             return Ok(TokenMode::None);
         }
-        let proxied = || v.sandboxed() && network_rules(&v.template().network()).proxied.is_some();
+        let proxied = || v.sandboxed() && network_rules(v.network()).proxied.is_some();
         Ok(match v.template().token_mode {
             Setting::StandIn if proxied() => TokenMode::StandIn {
                 program: find_stand_in()?,

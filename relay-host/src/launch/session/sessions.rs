@@ -55,7 +55,7 @@ impl Record {
     /// it carries the token.
     pub(crate) fn of(v: &LaunchPlan, pid: i64, shim_pid: u32, token_mode: &TokenMode) -> Record {
         let network = if v.sandboxed() {
-            v.template().network().word()
+            v.network().word()
         } else {
             "host"
         };

@@ -177,3 +177,43 @@ fn the_token_mode_check_sees_a_second_decision() {
     assert_eq!(found.len(), 4, "{found:?}");
     assert!(decisions_in(TOKEN_MODE_FILE, "TokenMode::Pipe => \"pipe\",").is_empty());
 }
+
+/// The one place a launch makes its template's network (the plan, once per launch).
+const PLAN_FILE: &str = "launch/plan/launch_plan.rs";
+
+/// Where `code` (of the launch's file at `rel`) makes the template's network again instead of
+/// reading the plan's.
+fn network_made_in(rel: &str, code: &str) -> Vec<String> {
+    let made = |l: &str| l.contains("template().network()") || l.contains("template.network()");
+    (code.lines().enumerate())
+        .filter(|(_, l)| rel.starts_with("launch/") && rel != PLAN_FILE && made(l))
+        .map(|(n, l)| format!("{rel}:{}: `{}`", n + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn a_launch_s_network_is_made_once_in_its_plan() {
+    let mut found = Vec::new();
+    let files = host_files();
+    assert!(
+        files.iter().any(|(rel, _)| rel == PLAN_FILE),
+        "no {PLAN_FILE}"
+    );
+    for (rel, path) in files {
+        let code = code_of(&std::fs::read_to_string(path).unwrap());
+        found.extend(network_made_in(&rel, &code));
+    }
+    assert!(
+        found.is_empty(),
+        "a launch step makes its template's network again (read `LaunchPlan::network`):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_network_check_sees_a_second_making() {
+    let code = "let n = launch.v.template().network();\nlet m = v.network();\n";
+    assert_eq!(network_made_in("launch/network/connect.rs", code).len(), 1);
+    assert!(network_made_in(PLAN_FILE, code).is_empty());
+    assert!(network_made_in("cli/status.rs", code).is_empty());
+}
