@@ -168,7 +168,7 @@ pub(crate) use anthropic_api_host;
 /// Claude Code's telemetry, error reports and feature flags (`statsig.anthropic.com`,
 /// `sentry.io` and its customer subdomains, in the firewall script of Claude Code's own
 /// development container) are switched off by the template's environment
-/// ([`CLAUDE_CODE_ENV`](crate::settings::template::CLAUDE_CODE_ENV)) instead of allowed: those services
+/// (`CLAUDE_CODE_ENV` in `settings/template.rs`) instead of allowed: those services
 /// take data from anyone, so a session could post the token there.
 pub(crate) const CLAUDE_CODE_HOSTS: &[&str] = &[anthropic_api_host!()];
 

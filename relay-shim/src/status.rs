@@ -261,7 +261,7 @@ impl StatusOut {
     ///
     /// # Safety
     ///
-    /// The process owns `fd` when it is open (see [`run`]), and it is not fd 5 when fd 5 was
+    /// The process owns `fd` when it is open (see [`crate::run`]), and it is not fd 5 when fd 5 was
     /// claimed.
     pub(super) unsafe fn claim(fd: RawFd) -> Result<StatusOut, i32> {
         if sys::fd_flags(fd).is_err() {

@@ -94,7 +94,7 @@ impl Sandbox {
     }
 
     /// The first read-write grant that would let a session write where no session may
-    /// ([`write_places`](super::write_places)): the grant as written, the place it names for
+    /// ([`super::write_places`]): the grant as written, the place it names for
     /// this launch, and why. The launch's own Claude config folder (`claude_config`, in the
     /// state folder) is the relay's and passes; `writes_home` lifts the home's rules.
     pub(crate) fn refused_write(

@@ -9,7 +9,7 @@ use super::io_words;
 
 /// A bind source as the host checked it: its real path, its `(device, inode)`, and the `O_PATH`
 /// descriptor that was checked, kept so bwrap can bind that very object
-/// ([`Resolved::bind_by_fd`]).
+/// ([`super::Resolved::bind_by_fd`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Ident {
     pub(crate) path: PathBuf,

@@ -49,7 +49,7 @@ impl DenyNotes {
         }
     }
 
-    /// One refusal of `host:port` ([`super::note_denied`]'s fields): written when within the
+    /// One refusal of `host:port` ([`note_denied`]'s fields): written when within the
     /// bounds, else counted.
     pub(crate) fn denied(&self, host: &str, port: u64, reason: &str, allow_with: &str) {
         if self.admit(host, port) {
