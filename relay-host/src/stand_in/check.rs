@@ -205,8 +205,9 @@ unsafe fn check(args: Vec<OsString>) -> CheckReport {
         (Ok(e), Ok(s)) => (e, s),
         (Err(e), _) | (_, Err(e)) => return failed(&e),
     };
-    let some = |b: &Vec<u8>| (!b.is_empty()).then_some(b.as_slice()).map(<[u8]>::to_vec);
-    let config = match tls::upstream_config(some(&system).as_deref(), some(&extra).as_deref()) {
+    // An empty descriptor: none (webpki's roots for the system's, as in the proxy's mode).
+    let (system, extra) = (given(&system), given(&extra));
+    let config = match tls::upstream_config(system, extra) {
         Ok(c) => c,
         Err(e) => return failed(&e),
     };
@@ -228,6 +229,11 @@ unsafe fn check(args: Vec<OsString>) -> CheckReport {
     let answer = read_answer(&mut s);
     tls::close(&mut s);
     answer
+}
+
+/// `bytes`, or none when empty.
+fn given(bytes: &[u8]) -> Option<&[u8]> {
+    (!bytes.is_empty()).then_some(bytes)
 }
 
 /// A TCP connection to `host:port`, each of its addresses tried in turn; else why not.
