@@ -18,7 +18,9 @@
 //!   serialized by one lock, so one spawn's guard never shields another. Other threads still open
 //!   and close descriptors at will: a target number found busy may hold another thread's file,
 //!   closed a moment later. The parent records what each target number holds (a number freed
-//!   while it looks is parked instead, never reported as `EBADF`); if that changed by the time
+//!   while it looks is parked instead, never reported as `EBADF`; a number another thread's
+//!   `open` has reserved and not yet filled is looked at again until that thread has run on);
+//!   if that changed by the time
 //!   the child runs, std's channel may sit there, so the hook fails with `EAGAIN` instead of
 //!   overwriting it, and [`FdMap::spawn`] parks and records again and spawns anew. A failed
 //!   `exec` is never taken for a success, and another thread's churn never refuses a spawn.
@@ -379,23 +381,34 @@ impl std::fmt::Debug for Armed {
     }
 }
 
-/// How many times in a row [`hold_target`] may find a number freed between parking and looking
-/// before it gives up (each time it tries to park it again).
-const FREED_LIMIT: u32 = 1000;
+/// How long [`hold_target`] keeps looking at a number that neither parks nor holds a file: one
+/// another thread's `open` (or `pipe`, `dup`, `accept`) has reserved and not yet filled. Such a
+/// number is taken for `dup` and empty for `fstat` (`EBADF`) until that thread runs on, which
+/// under load (the thread preempted inside its `open`) can take a scheduler's time slice or
+/// more: `hold_target` yields, then sleeps a little, meanwhile. A count of tries was spent in
+/// microseconds and failed the spawn with `EBADF`.
+const RESERVED_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Tries at a reserved number before [`hold_target`] sleeps between them instead of yielding.
+const RESERVED_SPINS: u32 = 64;
 
 /// Holds target number `fd` for one attempt: parks it when free (the guard is returned), or
 /// records what another descriptor there is. Returns the guard and `(st_dev, st_ino)` of what the
 /// number holds.
 ///
 /// A number held by another thread's descriptor may be freed between the look that found it busy
-/// and the `fstat` (`EBADF`): it is then parked. With `insist` above 0, a busy number is looked at
-/// that many more times, yielding between looks, in the hope of finding it free.
+/// and the `fstat` (`EBADF`): it is then parked. It may also be reserved by another thread's
+/// `open` that has not yet put its file there (`EBADF` too, and busy to `park`): it is looked at
+/// again, yielding and then sleeping, until that thread has run on ([`RESERVED_PATIENCE`]). With
+/// `insist` above 0, a busy number is looked at that many more times, yielding between looks, in
+/// the hope of finding it free.
 fn hold_target(
     fd: RawFd,
     insist: u32,
     devnull: &mut Option<OwnedFd>,
 ) -> io::Result<(Option<OwnedFd>, (u64, u64))> {
-    let (mut busy, mut freed) = (0, 0);
+    let (mut busy, mut empty) = (0, 0u32);
+    let start = std::time::Instant::now();
     loop {
         if let Some(guard) = park(fd, devnull)? {
             let id = file_id(&sys::fstat(&guard)?);
@@ -408,7 +421,16 @@ fn hold_target(
                 busy += 1;
                 std::thread::yield_now();
             }
-            Err(e) if e.raw_os_error() == Some(libc::EBADF) && freed < FREED_LIMIT => freed += 1,
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBADF) && start.elapsed() < RESERVED_PATIENCE =>
+            {
+                empty += 1;
+                if empty < RESERVED_SPINS {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
             Err(e) => return Err(e),
         }
     }

@@ -124,3 +124,108 @@ fn a_missing_program_beside_the_churn_is_not_found_every_time() {
         &wrong[..wrong.len().min(5)]
     );
 }
+
+/// Threads that make pipes and close them (each end a new open file, unlike `/dev/null`), and
+/// threads that spawn `true` with std alone (its own exec-error and stdio pipes opened and closed
+/// beside ours, unserialized): the descriptors another thread of a server opens.
+fn churn_pipes_and_spawns(stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
+    let mut handles = Vec::new();
+    for kind in 0..2 {
+        let stop = Arc::clone(stop);
+        handles.push(std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if kind == 0 {
+                    let p = relay_token::sys::pipe2_cloexec().unwrap();
+                    std::hint::black_box(&p);
+                } else {
+                    let out = Command::new("true")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .output()
+                        .unwrap();
+                    assert!(out.status.success());
+                }
+                n += 1;
+            }
+            n
+        }));
+    }
+    handles
+}
+
+/// `spawners` threads each spawning through [`FdMap`] (and [`TokenPipe`]) `each` times, beside
+/// the `/dev/null` churn, pipe churn and std's own spawns: every spawn's error and every child
+/// that read the wrong descriptors, as text.
+fn spawn_from_many_threads(spawners: usize, each: usize) -> (Vec<String>, u64) {
+    let (stop, mut handles) = churn(3);
+    handles.extend(churn_pipes_and_spawns(&stop));
+    let token = ClaudeToken::from_bytes(b"sk-ant-oat01-MANY_0123456789abcdef-xyz").unwrap();
+    let token = Arc::new(token);
+    let workers: Vec<_> = (0..spawners)
+        .map(|t| {
+            let token = Arc::clone(&token);
+            std::thread::spawn(move || {
+                let mut wrong = Vec::new();
+                for i in 0..each {
+                    let marker = format!("thread-{t}-spawn-{i}");
+                    match spawn_once(&token, &marker) {
+                        Ok(out) if out == format!("{marker}\n{}", token_text(&token)) => {}
+                        Ok(_) => wrong.push(format!("{marker}: the wrong descriptors")),
+                        Err(e) => wrong.push(format!("{marker}: {e} ({:?})", e.raw_os_error())),
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    let wrong: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    (wrong, stop_churn(stop, handles))
+}
+
+fn token_text(t: &ClaudeToken) -> String {
+    String::from_utf8(t.expose_bytes().to_vec()).unwrap()
+}
+
+/// Four threads spawn through [`FdMap`] at once beside threads that open and close descriptors
+/// (`/dev/null`, pipes) and spawn with std alone: no spawn fails and every child reads its own
+/// descriptors. Bounded for the normal suite (4 × 40 spawns); `many_threads_stress` is the long
+/// run.
+#[test]
+fn spawns_from_many_threads_beside_the_churn_all_succeed_with_the_right_fds() {
+    let (wrong, opened) = spawn_from_many_threads(4, 40);
+    assert!(opened > 1000, "the churn ran: {opened}");
+    assert!(
+        wrong.is_empty(),
+        "{} of 160: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}
+
+/// The long run of the test above: `RELAY_FD_CHURN_ROUNDS` rounds (default 25) of 8 threads ×
+/// 100 spawns. `cargo test -p relay-token --test fd_churn -- --ignored many_threads_stress`.
+#[test]
+#[ignore = "a stress run of minutes; the bounded test above runs in the normal suite"]
+fn many_threads_stress() {
+    let rounds: usize = std::env::var("RELAY_FD_CHURN_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
+    let mut all = Vec::new();
+    for round in 0..rounds {
+        let (wrong, _) = spawn_from_many_threads(8, 100);
+        eprintln!("round {round}: {} of 800 wrong", wrong.len());
+        all.extend(wrong);
+    }
+    assert!(
+        all.is_empty(),
+        "{} of {}: {:?}",
+        all.len(),
+        rounds * 800,
+        &all[..all.len().min(10)]
+    );
+}

@@ -150,9 +150,35 @@ pub(crate) enum TokenCommand {
         file: Option<PathBuf>,
     },
     /// The token file's path, mode, owner, link count, size, shape and age; exit 78 when it does
-    /// not read as a token
-    Check,
+    /// not read as a token; --online also asks the API whether it accepts the token
+    #[command(after_help = TOKEN_CHECK_HELP)]
+    Check {
+        /// Make one authenticated request to the template's API host (through relay-stand-in,
+        /// verified as stand-in mode verifies it) and say whether it accepts the token
+        #[arg(long)]
+        online: bool,
+        /// The template whose API host --online asks (its https:// api_base_url, else
+        /// api.anthropic.com)
+        #[arg(
+            short,
+            long,
+            value_name = "ID",
+            default_value = "claude-code",
+            requires = "online"
+        )]
+        template: String,
+    },
 }
+
+const TOKEN_CHECK_HELP: &str = "\
+--online sends exactly one request: GET /api/claude_code/policy_limits (what Claude Code fetches
+at each start) with the token and Claude Code's anthropic-beta header, over TLS verified against
+the system trust store and upstream_ca_file. The token is handed to relay-stand-in on a pipe and
+is never printed. Without --online nothing is sent: in pipe mode relay cannot see the API's
+answers to a session, so --online is how to learn whether the API still accepts the token.
+Exit codes: 0 accepted, 77 refused (401/403: make one with `claude setup-token`, then
+`relay-host token import`), 76 the API host's TLS failed, 69 unreachable or no verdict,
+78 the token file or the trust store is not usable, 71 relay-stand-in could not start.";
 
 /// `audit` and `events` options.
 #[derive(Debug, Args)]

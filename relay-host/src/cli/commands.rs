@@ -140,7 +140,7 @@ pub(crate) fn token_import(host: &Host, file: Option<&Path>, json: bool) -> i32 
 
 /// `relay-host token check`: the token file's health; exit 0 when it reads as a token, 78 when
 /// not (or when `claude_token_file` is not set).
-pub(crate) fn token_check(host: &Host, json: bool) -> i32 {
+pub(crate) fn token_check(host: &Host, json: bool, online: Option<&str>) -> i32 {
     let path = match token_file::configured_path(host) {
         Ok(Some(p)) => p,
         Ok(None) => {
@@ -160,17 +160,55 @@ pub(crate) fn token_check(host: &Host, json: bool) -> i32 {
             return ExitCode::Unavailable.code();
         }
     };
-    let r = token_file::check(&path);
+    let mut r = token_file::check(&path);
+    let file_ok = r["ok"] == json!(true);
+    let online = match online {
+        Some(template) if file_ok => Some(online_check(host, template, &path)),
+        _ => None,
+    };
+    if let Some(o) = &online {
+        r["online"] = o.1.clone();
+    }
     if json {
         outln!("{r}");
     } else {
         let _ = crate::human::write_out(format_args!("{}", super::status::token_text(&r)));
+        for line in online.iter().flat_map(|o| &o.0) {
+            outln!("{line}");
+        }
     }
-    if r["ok"] == json!(true) {
-        0
-    } else {
-        ExitCode::Unavailable.code()
+    match (file_ok, online) {
+        (false, _) => ExitCode::Unavailable.code(),
+        (true, Some((_, _, code))) => code,
+        (true, None) => 0,
     }
+}
+
+/// `token check --online`'s request for `template` with the token file at `path`: its lines,
+/// its JSON and its exit code ([`super::token_online`]).
+#[cfg(target_os = "linux")]
+fn online_check(host: &Host, template: &str, path: &Path) -> (Vec<String>, serde_json::Value, i32) {
+    let Some(token) = super::token_online::read_token(path) else {
+        let why = "the token file changed while it was read";
+        return (
+            vec![format!("online: {why}")],
+            json!({"ok": false, "error": why}),
+            ExitCode::Unavailable.code(),
+        );
+    };
+    let o = super::token_online::check(host, template, &token);
+    (o.lines, o.json, o.code)
+}
+
+/// No stand-in mode, hence no TLS code, on this system.
+#[cfg(not(target_os = "linux"))]
+fn online_check(_: &Host, _: &str, _: &Path) -> (Vec<String>, serde_json::Value, i32) {
+    let why = "--online is Linux only (relay-stand-in's TLS)";
+    (
+        vec![format!("online: {why}")],
+        json!({"ok": false, "error": why}),
+        ExitCode::Unavailable.code(),
+    )
 }
 
 /// `relay-host gc [--keep-days N]`: removes ended sessions' folders (kept ones once older than

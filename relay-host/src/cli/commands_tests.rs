@@ -97,7 +97,7 @@ fn a_log_that_cannot_be_read_is_an_internal_error() {
 #[test]
 fn token_check_without_a_token_file_set_is_unavailable() {
     let (_root, host) = temp_host(None);
-    assert_eq!(token_check(&host, true), ExitCode::Unavailable.code());
+    assert_eq!(token_check(&host, true, None), ExitCode::Unavailable.code());
 }
 
 #[test]
@@ -106,9 +106,9 @@ fn token_check_passes_a_private_token_file_and_refuses_one_others_may_read() {
     let token = host.home.join("token");
     fs::write(&token, format!("{FAKE_TOKEN}\n")).unwrap();
     fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
-    assert_eq!(token_check(&host, true), 0);
+    assert_eq!(token_check(&host, true, None), 0);
     fs::set_permissions(&token, fs::Permissions::from_mode(0o644)).unwrap();
-    assert_eq!(token_check(&host, true), ExitCode::Unavailable.code());
+    assert_eq!(token_check(&host, true, None), ExitCode::Unavailable.code());
 }
 
 #[test]

@@ -87,7 +87,9 @@ fn run(host: &Host, command: Command, json: bool) -> i32 {
         }
         Command::Token { action } => match action {
             TokenCommand::Import { file } => cmd::token_import(host, file.as_deref(), json),
-            TokenCommand::Check => cmd::token_check(host, json),
+            TokenCommand::Check { online, template } => {
+                cmd::token_check(host, json, online.then_some(template.as_str()))
+            }
         },
         Command::Audit(a) => log(host, AUDIT_FILE, json, a),
         Command::Events(a) => log(host, EVENTS_FILE, json, a),

@@ -27,6 +27,7 @@
 //! token (`StandIn::end`).
 
 mod ca;
+pub mod check;
 mod error;
 mod http1;
 pub mod program;
@@ -177,12 +178,7 @@ impl StandIn {
             let hp = http1::host_port(entry, 443);
             hosts.push(hp.ok_or_else(|| StandInError::ApiHost(entry.clone()))?);
         }
-        let extra = match upstream_ca {
-            Some(pem) => tls::anchors(pem)?,
-            None => Vec::new(),
-        };
-        let roots = tls::roots(system)?;
-        let upstream = tls::client_config(roots, extra).map_err(StandInError::Tls)?;
+        let upstream = tls::upstream_config(system, upstream_ca)?;
         let ca = ca::SessionCa::new()?;
         let stand_in = stand_in_for(&real).map_err(StandInError::Random)?;
         let handed = ClaudeToken::from_bytes(stand_in.expose_bytes())

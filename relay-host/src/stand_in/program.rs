@@ -45,7 +45,7 @@ use crate::net::{AllowError, AllowList};
 const MAX_CA: usize = 4 << 20;
 
 /// The exit code when it cannot start (after an `error` line).
-const CANNOT_START: i32 = 78;
+pub(super) const CANNOT_START: i32 = 78;
 
 /// The largest token read from fd 3.
 const MAX_TOKEN: usize = 64 * 1024;
@@ -133,6 +133,10 @@ impl std::error::Error for StartError {
 /// std::process::exit(code);
 /// ```
 pub unsafe fn run(args: Vec<OsString>) -> i32 {
+    if super::check::asked(&args) {
+        // SAFETY: forwarded from this function's contract.
+        return unsafe { super::check::run(args) };
+    }
     // SAFETY: forwarded from this function's contract.
     let report = match unsafe { claim(REPORT_FD) } {
         Ok(fd) => Reporter(Arc::new(Mutex::new(File::from(fd)))),
@@ -202,7 +206,7 @@ unsafe fn start(args: Vec<OsString>, report: &Reporter) -> Result<(Proxy, Report
 /// # Safety
 ///
 /// As [`run`]'s (descriptor 3).
-unsafe fn read_token() -> Result<ClaudeToken, StartError> {
+pub(super) unsafe fn read_token() -> Result<ClaudeToken, StartError> {
     // SAFETY: forwarded.
     let bytes = unsafe { read_fd(TOKEN_FD, MAX_TOKEN) }?;
     ClaudeToken::from_bytes(&bytes).ok_or(StartError::NotAToken)
@@ -215,7 +219,7 @@ unsafe fn read_token() -> Result<ClaudeToken, StartError> {
 /// As [`claim`]'s: the caller owns `fd`, and nothing else in this process uses it.
 /// Read into a buffer that grows with what comes (public bytes: nothing to wipe), never one of
 /// the limit's size.
-unsafe fn read_ca(fd: i32) -> Result<Vec<u8>, StartError> {
+pub(super) unsafe fn read_ca(fd: i32) -> Result<Vec<u8>, StartError> {
     use std::io::Read;
     let failed = |source| StartError::Fd { fd, source };
     // SAFETY: forwarded.
@@ -261,7 +265,7 @@ unsafe fn read_fd(fd: i32, max: usize) -> Result<Zeroizing<Vec<u8>>, StartError>
 /// # Safety
 ///
 /// The caller owns `fd`, and nothing else in this process uses it.
-unsafe fn claim(fd: i32) -> io::Result<OwnedFd> {
+pub(super) unsafe fn claim(fd: i32) -> io::Result<OwnedFd> {
     relay_token::sys::fd_flags(fd)?;
     // SAFETY: open (checked above) and owned by the caller (this function's contract).
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };

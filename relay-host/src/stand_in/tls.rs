@@ -107,6 +107,20 @@ pub(super) fn roots(system: Option<&[u8]>) -> Result<RootCertStore, StandInError
     Ok(roots)
 }
 
+/// The client side toward the API hosts, as every use of stand-in mode's TLS builds it: the
+/// system bundle `system` ([`roots`]; `None`: webpki's roots) and `upstream_ca_file`'s bytes
+/// `extra` ([`anchors`]).
+pub(super) fn upstream_config(
+    system: Option<&[u8]>,
+    extra: Option<&[u8]>,
+) -> Result<Arc<ClientConfig>, StandInError> {
+    let extra = match extra {
+        Some(pem) => anchors(pem)?,
+        None => Vec::new(),
+    };
+    client_config(roots(system)?, extra).map_err(StandInError::Tls)
+}
+
 /// The server side for one leaf: TLS 1.3 and 1.2, no client certificate, `http/1.1` only.
 pub(super) fn server_config(
     chain: Vec<CertificateDer<'static>>,

@@ -586,9 +586,10 @@ impl TerminalRun {
             project = fx.project.display(),
         );
         // tmux may still set up the new pane's terminal as its shell starts: the settings are
-        // read once it has settled, as the operator's terminal is when relay-host starts.
-        // Each reading is written whole, then renamed into place: the test may look the moment
-        // the file appears, and `stty -g > FILE` makes it empty before stty writes.
+        // read once it has settled, as the operator's terminal is when relay-host starts. Each
+        // file appears whole (written aside, then renamed): `> file` makes it before `stty`
+        // has written a byte, and a test that saw it then read "" (under load, in fresh-clone
+        // runs of the whole suite, this case's failures).
         let text = format!(
             "sleep 1\nstty -g > {b}.new && mv {b}.new {b}\n{line}\necho \"exit=$?\"\n{pause}\n\
              stty -g > {a}.new && mv {a}.new {a}\nsleep 60\n",
