@@ -31,12 +31,19 @@
 //! Printed: each series' p25, median and p75, and the ratio of each median to `direct`'s and
 //! to `bwrap`'s.
 //!
+//! `bench-turn N T L`: first L rounds (default 0) of the launch alone, relay's series only: the
+//! same installation with the fake agent as the template's command (it reads fd 5 and exits),
+//! `relay-host run --template claude-code`, spawn to exit; printed: medians and the stand-in
+//! launch over the pipe launch.
+//!
 //! Use the release build, as root:
 //! `cargo build --release -p relay-host -p relay-shim -p relay-tests --bins &&
 //! RELAY_TEST_CLAUDE=$PWD/.tools/claude-code/node_modules/.bin/claude target/release/bench-turn`.
 //!
 //! By hand, for tracing one turn: `bench-turn --once SERIES` runs one print-mode turn of one
 //! series (`--once-tui SERIES`: one start of the UI) and prints what the fake internet saw, when.
+//! `BENCH_TURN_B=DIR` adds the series `pipe B` and `stand-in B`: the `relay-host` in DIR
+//! (another build, its `relay-shim` and `relay-stand-in` beside it) in the same installation.
 //! `BENCH_TURN_DEBUG=1` turns on Claude Code's debug log (`DEBUG=1`, its folder in the project's
 //! `.debug/`, in every series' environment), `BENCH_TURN_KEEP=DIR` copies it out before the
 //! installation is removed, `BENCH_TURN_ARGS` adds arguments to every series' turn (a relay
@@ -153,6 +160,10 @@ mod linux {
         }
         let n: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(6);
         let tui: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+        let launches: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if launches > 0 {
+            b.launches(launches);
+        }
         println!("claude: {}", b.s.installed.claude.display());
         println!("bwrap: {}", b.bwrap.display());
         for (i, name) in all_series().iter().enumerate() {
@@ -400,26 +411,31 @@ mod linux {
                     self.mode(i);
                     let mut run = vec!["run", "--template", "claude-code", "--"];
                     run.extend(args.iter().map(String::as_str));
-                    let cmd = self.s.host(&run);
-                    match b_dir() {
-                        Some(dir) if all_series()[i].ends_with(" B") => {
-                            let mut b = Command::new(dir.join("relay-host"));
-                            b.args(cmd.get_args());
-                            for (k, v) in cmd.get_envs() {
-                                match v {
-                                    Some(v) => b.env(k, v),
-                                    None => b.env_remove(k),
-                                };
-                            }
-                            if let Some(d) = cmd.get_current_dir() {
-                                b.current_dir(d);
-                            }
-                            self.s.enter(&mut b);
-                            b
-                        }
-                        _ => cmd,
-                    }
+                    self.command_for(i, &run)
                 }
+            }
+        }
+
+        /// `relay-host ARGS` for the relay series `i` (the `B` build's for a `B` series).
+        fn command_for(&self, i: usize, run: &[&str]) -> Command {
+            let cmd = self.s.host(run);
+            match b_dir() {
+                Some(dir) if all_series()[i].ends_with(" B") => {
+                    let mut b = Command::new(dir.join("relay-host"));
+                    b.args(cmd.get_args());
+                    for (k, v) in cmd.get_envs() {
+                        match v {
+                            Some(v) => b.env(k, v),
+                            None => b.env_remove(k),
+                        };
+                    }
+                    if let Some(d) = cmd.get_current_dir() {
+                        b.current_dir(d);
+                    }
+                    self.s.enter(&mut b);
+                    b
+                }
+                _ => cmd,
             }
         }
 
@@ -466,6 +482,76 @@ mod linux {
                 first: since(hits.first()),
                 last: since(hits.last()),
             }
+        }
+
+        /// L rounds of the launch alone, the relay series only: the same template with the fake
+        /// agent as its command (it reads fd 5 and exits), spawn to exit, interleaved; prints
+        /// medians and the stand-in launch over the pipe launch (each build's).
+        fn launches(&self, l: usize) {
+            let relay: Vec<usize> = (2..all_series().len()).collect();
+            let agent = relay_tests::fake_agent_arg();
+            let run = |i: usize| -> Duration {
+                let mut how = if all_series()[i].starts_with("pipe") {
+                    json!({"token_mode": "pipe"})
+                } else {
+                    json!({})
+                };
+                how["command"] = json!([agent]);
+                self.s.write_settings_with(how);
+                let mut cmd = self.command_for(i, &["run", "--template", "claude-code"]);
+                cmd.env("FAKE_AGENT_RECORD", "/dev/null")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped());
+                let token = std::fs::File::open(&self.s.token_file).unwrap();
+                let start = Instant::now();
+                let child = relay_tests::spawn_with_fds(&mut cmd, &[(token.as_fd(), 5)]).unwrap();
+                let out = child.wait_with_output().unwrap();
+                let took = start.elapsed();
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    all_series()[i],
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                took
+            };
+            for &i in &relay {
+                run(i);
+            }
+            let mut times: Vec<Vec<Duration>> = vec![Vec::new(); all_series().len()];
+            for round in 0..l {
+                for k in 0..relay.len() {
+                    let i = relay[(k + round) % relay.len()];
+                    times[i].push(run(i));
+                }
+            }
+            println!(
+                "\nthe launch alone, L={l} interleaved rounds (ms, spawn to exit, fake agent)"
+            );
+            let mut med = vec![0.0; all_series().len()];
+            for &i in &relay {
+                let mut v = times[i].clone();
+                let (a, m, c) = (
+                    quantile(&mut v, 0.25),
+                    quantile(&mut v, 0.5),
+                    quantile(&mut v, 0.75),
+                );
+                med[i] = m;
+                println!(
+                    "{:<10} p25 {a:>7.1}  median {m:>7.1}  p75 {c:>7.1}",
+                    all_series()[i]
+                );
+            }
+            for (p, si) in relay.iter().zip(relay.iter().skip(1)).step_by(2) {
+                println!(
+                    "{} / {}: {:.3}",
+                    all_series()[*si],
+                    all_series()[*p],
+                    med[*si] / med[*p]
+                );
+            }
+            self.mode(3);
         }
 
         /// The lines of the project's [`RUNS`].
