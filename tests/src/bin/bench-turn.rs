@@ -163,6 +163,11 @@ mod linux {
         let launches: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
         if launches > 0 {
             b.launches(launches);
+            if n == 0 && tui == 0 {
+                let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+                println!("\nload average at the end: {}", load.trim());
+                return;
+            }
         }
         println!("claude: {}", b.s.installed.claude.display());
         println!("bwrap: {}", b.bwrap.display());
