@@ -124,6 +124,7 @@ pub(crate) fn plain_answer(code: u16, msg: &str) -> String {
         400 => "Bad Request",
         403 => "Forbidden",
         417 => "Expectation Failed",
+        421 => "Misdirected Request",
         502 => "Bad Gateway",
         504 => "Gateway Timeout",
         _ => "Service Unavailable",

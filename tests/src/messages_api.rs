@@ -28,7 +28,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -155,6 +155,8 @@ impl Seen {
 pub struct MessagesApi {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// The connections accepted so far (a refused TLS handshake counts: an attempt).
+    connections: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     tls: bool,
     /// The listening socket, shut down to wake the accepting thread when dropped.
@@ -212,8 +214,10 @@ impl MessagesApi {
         let port = sock.local_addr().expect("local address").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(AtomicUsize::new(0));
         let script = Arc::new(script);
         let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
+        let counted = Arc::clone(&connections);
         let listening = sock.try_clone().expect("a second handle on the socket");
         std::thread::spawn(move || {
             for conn in listening.incoming() {
@@ -221,6 +225,7 @@ impl MessagesApi {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
+                counted.fetch_add(1, Ordering::SeqCst);
                 let (seen, script) = (Arc::clone(&seen2), Arc::clone(&script));
                 let wire = wire.clone();
                 std::thread::spawn(move || {
@@ -231,6 +236,7 @@ impl MessagesApi {
         MessagesApi {
             port,
             seen,
+            connections,
             stop,
             tls,
             sock,
@@ -264,6 +270,16 @@ impl MessagesApi {
     /// ```
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// The connections accepted so far, whether or not a request came on them (a client that
+    /// refused the TLS handshake made one too): the attempts to reach the fixture.
+    ///
+    /// ```
+    /// assert_eq!(relay_tests::messages_api::MessagesApi::start(vec![]).connections(), 0);
+    /// ```
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// The record itself, shared (the fake internet reads it).

@@ -70,6 +70,17 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// within seconds (the connection itself has the proxy's 10 s).
 const UPSTREAM_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The status of a request whose API host's TLS failed (`421 Misdirected Request`: this proxy
+/// cannot give an answer that is that host's). A 4xx, not a 5xx: Claude Code's start-up
+/// fetches (its policy limits, the managed settings) retry every 5xx five times, whatever the
+/// answer says, and start the turn only when both are done (18 s with `502`); a 4xx other than
+/// 408, 409 and 429 they, and the messages request, do not retry.
+pub(crate) const UPSTREAM_TLS_FAILED: u16 = 421;
+
+/// How long a session may take to send the request that a refusal answers (the refusal comes
+/// after it: [`relay::refuse_request`]).
+const REFUSED_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long an API host may send nothing, once its TLS is up (a streamed answer sends pings
 /// far more often; a whole answer takes at most 10 minutes).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -93,8 +104,8 @@ pub(crate) struct Refused {
     pub(crate) host: String,
     /// Its port.
     pub(crate) port: u16,
-    /// The status the session got: `400`, `417`, `502` or `504`; `0` when its TLS handshake
-    /// failed.
+    /// The status the session got: `400`, `417`, `421` (the API host's TLS failed), `502` or
+    /// `504`; `0` when its TLS handshake failed.
     pub(crate) status: u16,
     /// Why, in words (never a byte of the request).
     pub(crate) reason: &'static str,
@@ -286,11 +297,14 @@ impl StandIn {
         let mut outside = match tls::connect(upstream_tls, host, upstream, handshake, idle) {
             Ok(s) => s,
             Err(e) => {
-                // Its TLS failed (an unknown certificate, no TLS at all): the session's request
-                // gets a 502 that names the cause and says not to retry, and never goes anywhere.
+                // Its TLS failed (an unknown certificate, no TLS at all): the session's request,
+                // read whole, gets an answer that names the cause and says not to retry, and
+                // never goes anywhere.
                 let why = tls::failure_words(&e);
-                noted(502, why);
-                let _ = relay::refuse_final(&mut inside, 502, why);
+                noted(UPSTREAM_TLS_FAILED, why);
+                let _ = inside.sock.set_read_timeout(Some(REFUSED_REQUEST_TIMEOUT));
+                let code = UPSTREAM_TLS_FAILED;
+                let _ = relay::refuse_request(&mut inside, host, port, code, why);
                 tls::close(&mut inside);
                 return Err(e);
             }

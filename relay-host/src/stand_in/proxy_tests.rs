@@ -412,8 +412,9 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
         "a failed handshake is told: {told:?}"
     );
     // Upstream TLS is verified: without upstream_ca_file the test CA is no root. The session
-    // hears at once why (an unknown issuer) and which setting fixes it, told not to retry
-    // (Claude Code heeds x-should-retry), and so is the host.
+    // hears at once why (an unknown issuer) and which setting fixes it, in a 4xx (which Claude
+    // Code's start-up fetches do not retry, as they do every 5xx) saying not to retry (Claude
+    // Code's messages requests heed x-should-retry), and so is the host.
     let s = setup(false);
     let mut tls = session(&s.socket, &s.api.entry(), &s.session_ca).unwrap();
     let asked = std::time::Instant::now();
@@ -430,7 +431,7 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
         "{:?}",
         asked.elapsed()
     );
-    assert!(a.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{a}");
+    assert!(a.starts_with("HTTP/1.1 421 Misdirected Request\r\n"), "{a}");
     assert!(a.contains("\r\nx-should-retry: false\r\n"), "{a}");
     let why = "the API host's TLS failed: its certificate is from an unknown issuer (a TLS proxy \
                on the way? put its CA in the system trust store or in relay-host's \
@@ -439,6 +440,60 @@ fn what_is_not_http_or_not_trusted_upstream_is_refused() {
     assert!(s.api.seen().is_empty());
     let told = refusals(&s, 1);
     assert_eq!(told.last().map(|r| r.reason), Some(why));
+}
+
+/// An untrusted API host's refusal answers the session's request once it has been read whole,
+/// head and body (dropped, never sent on): answered before its body came, or closed with the
+/// body unread (which resets the connection), the request fails as a reset connection, which
+/// Claude Code retries, instead of as the refusal (`421`, `x-should-retry: false`) it heeds. The
+/// body comes in two writes; the answer comes after the second, and a 1 MiB body is taken
+/// whole.
+#[test]
+fn an_untrusted_api_hosts_refusal_answers_the_whole_request() {
+    let s = setup(false);
+    let mut tls = session(&s.socket, &s.api.entry(), &s.session_ca).unwrap();
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 4\r\n\r\n{{}}",
+        s.api.port
+    );
+    tls.write_all(head.as_bytes()).unwrap();
+    tls.flush().unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let early = tls.read(&mut buf);
+    assert!(
+        early
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock),
+        "an answer before the request's body came: {:?}",
+        early.map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+    );
+    tls.sock.set_read_timeout(None).unwrap();
+    tls.write_all(b"{}").unwrap();
+    tls.flush().unwrap();
+    let mut a = String::new();
+    let _ = tls.read_to_string(&mut a);
+    assert!(a.starts_with("HTTP/1.1 421 Misdirected Request\r\n"), "{a}");
+    assert!(a.contains("\r\nx-should-retry: false\r\n"), "{a}");
+
+    let mut tls = session(&s.socket, &s.api.entry(), &s.session_ca).unwrap();
+    let body = vec![b'x'; 1 << 20];
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
+        s.api.port,
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    tls.write_all(&body)
+        .and_then(|()| tls.flush())
+        .expect("the whole body taken");
+    let mut a = String::new();
+    let _ = tls.read_to_string(&mut a);
+    assert!(a.starts_with("HTTP/1.1 421 Misdirected Request\r\n"), "{a}");
+    assert!(s.api.seen().is_empty());
 }
 
 /// The refusals the proxy has told, once there are `n` of them: the proxy's thread tells a

@@ -334,6 +334,29 @@ pub(super) fn refuse_final(client: &mut impl Write, code: u16, why: &str) -> io:
     client.flush()
 }
 
+/// Reads the session's next request whole, head and body (dropped: nothing of it goes
+/// anywhere), then answers it with [`refuse_final`]. An answer sent before the request is read,
+/// or a close with its body still unread (the kernel then resets the connection), reaches
+/// Claude Code as a reset connection, which it retries for some 20 seconds; an answer to its
+/// request saying `x-should-retry: false` ends the turn at once. A request that does not parse
+/// gets the same answer.
+pub(super) fn refuse_request<S: Read + Write>(
+    client: S,
+    host: &Host,
+    port: u16,
+    code: u16,
+    why: &str,
+) -> io::Result<()> {
+    let mut c = Conn::new(client);
+    if let Ok(Some(head)) = c.until(b"\r\n\r\n", MAX_HEAD) {
+        let head = Zeroizing::new(head);
+        if let Ok(req) = http1::request(&head, host, port, &|_| None) {
+            let _ = send_body(&mut c, &mut io::sink(), req.body);
+        }
+    }
+    refuse_final(&mut c.s, code, why)
+}
+
 #[cfg(test)]
 #[path = "relay_tests.rs"]
 mod tests;

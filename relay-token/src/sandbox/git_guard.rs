@@ -259,6 +259,10 @@ mod tests {
     /// The wrapper needs nothing but `sh` and the real git (the shell's own built-ins quote and
     /// split): with an empty `PATH`, a command in the project's repository still runs pinned,
     /// its global options (a quote and a space in a value) passed on intact to each git it runs.
+    /// In a work tree it asks git once (`rev-parse` with `--show-toplevel`), then runs the
+    /// command: two programs per call, not three (Claude Code makes about ten git calls a
+    /// turn). In the git folder itself, where `--show-toplevel` fails, it asks again without it
+    /// and runs the command pinned, without a work tree (`--bare`).
     #[test]
     fn the_wrapper_runs_no_program_but_git() {
         let dir = tempfile::tempdir().unwrap();
@@ -278,7 +282,7 @@ mod tests {
         std::fs::write(
             &recorder,
             format!(
-                "#!/bin/sh\nprintf '%s|' \"GIT_DIR=$GIT_DIR\" \"$@\" >> '{}'\nprintf '\\n' >> '{}'\n\
+                "#!/bin/sh\nprintf '%s|' \"GIT_DIR=$GIT_DIR\" \"GIT_WORK_TREE=$GIT_WORK_TREE\" \"$@\" >> '{}'\nprintf '\\n' >> '{}'\n\
                  exec '{}' \"$@\"\n",
                 log.display(),
                 log.display(),
@@ -290,29 +294,43 @@ mod tests {
         let wrapper = super::write_wrapper(&root).unwrap();
         let empty = root.join("empty-bin");
         std::fs::create_dir(&empty).unwrap();
-        let out = Command::new("/bin/sh")
-            .arg(&wrapper)
-            .args(["-c", "user.name=O'Brien the 2nd", "config", "user.name"])
-            .env_clear()
-            .env("PATH", &empty)
-            .env("HOME", &root)
-            .env("RELAY_GIT", &recorder)
-            .env("RELAY_GIT_COMMON_DIR", repo.join(".git"))
-            .env("RELAY_GIT_SHARED", format!("{}\n", root.display()))
-            .current_dir(&repo)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "O'Brien the 2nd\n");
-        let calls = std::fs::read_to_string(&log).unwrap();
         let gitdir = repo.join(".git");
+        let run = |cwd: &std::path::Path| {
+            let _ = std::fs::remove_file(&log);
+            let out = Command::new("/bin/sh")
+                .arg(&wrapper)
+                .args(["-c", "user.name=O'Brien the 2nd", "config", "user.name"])
+                .env_clear()
+                .env("PATH", &empty)
+                .env("HOME", &root)
+                .env("RELAY_GIT", &recorder)
+                .env("RELAY_GIT_COMMON_DIR", &gitdir)
+                .env("RELAY_GIT_SHARED", format!("{}\n", root.display()))
+                .current_dir(cwd)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "O'Brien the 2nd\n");
+            std::fs::read_to_string(&log).unwrap()
+        };
+        let ask = "GIT_DIR=|GIT_WORK_TREE=|-c|user.name=O'Brien the 2nd|rev-parse|\
+                   --path-format=absolute|--git-dir|--git-common-dir|--is-inside-work-tree|";
+        let calls = run(&repo);
         let want = [
-            "GIT_DIR=|-c|user.name=O'Brien the 2nd|rev-parse|--path-format=absolute|--git-dir|\
-             --git-common-dir|--is-inside-work-tree|"
-                .to_string(),
-            "GIT_DIR=|-c|user.name=O'Brien the 2nd|rev-parse|--show-toplevel|".to_string(),
+            format!("{ask}--show-toplevel|"),
             format!(
-                "GIT_DIR={}|-c|user.name=O'Brien the 2nd|config|user.name|",
+                "GIT_DIR={}|GIT_WORK_TREE={}|-c|user.name=O'Brien the 2nd|config|user.name|",
+                gitdir.display(),
+                repo.display()
+            ),
+        ];
+        assert_eq!(calls.lines().collect::<Vec<_>>(), want, "{calls}");
+        let calls = run(&gitdir);
+        let want = [
+            format!("{ask}--show-toplevel|"),
+            ask.to_string(),
+            format!(
+                "GIT_DIR={}|GIT_WORK_TREE=|--bare|-c|user.name=O'Brien the 2nd|config|user.name|",
                 gitdir.display()
             ),
         ];

@@ -45,10 +45,14 @@ for a in "$@"; do
     *) break ;;
     esac
 done
-# Where git would work: rev-parse runs no driver, filter, hook or monitor.
-found=$(eval "exec \"\$real\" $globals rev-parse --path-format=absolute --git-dir --git-common-dir --is-inside-work-tree" 2>/dev/null) ||
+# Where git would work: rev-parse runs no driver, filter, hook or monitor. One call asks for
+# the work tree too (Claude Code makes about ten git calls a turn, each a process more); where
+# there is none (the git folder itself), --show-toplevel fails, and the call is made without it.
+ask='rev-parse --path-format=absolute --git-dir --git-common-dir --is-inside-work-tree'
+found=$(eval "exec \"\$real\" $globals $ask --show-toplevel" 2>/dev/null) ||
+    found=$(eval "exec \"\$real\" $globals $ask" 2>/dev/null) ||
     exec "$real" "$@"
-# Its three lines, read by the shell itself.
+# Its three lines (and the work tree's after them, when there), read by the shell itself.
 gitdir= common= inside=
 {
     IFS= read -r gitdir
@@ -57,6 +61,10 @@ gitdir= common= inside=
 } <<EOF
 $found
 EOF
+nl='
+'
+top=${found#*"$nl"*"$nl"*"$nl"}
+[ "$top" = "$found" ] && top=
 own=$RELAY_GIT_COMMON_DIR
 within() { case $1/ in "$2"/*) return 0 ;; esac; return 1; }
 shared() {
@@ -85,7 +93,8 @@ main_or_worktree() { [ "$common" = "$own" ] && { [ "$gitdir" = "$own" ] || { wit
 submodule() { within "$gitdir" "$own/modules" && [ "$common" = "$gitdir" ] && listed "$gitdir"; }
 if [ -n "$own" ] && { main_or_worktree || submodule; }; then
     if [ "$inside" = true ]; then
-        GIT_WORK_TREE=$(eval "exec \"\$real\" $globals rev-parse --show-toplevel") || exit 128
+        [ -n "$top" ] || exit 128
+        GIT_WORK_TREE=$top
         export GIT_WORK_TREE
     fi
     GIT_DIR=$gitdir

@@ -31,12 +31,19 @@
 //! Printed: each series' p25, median and p75, and the ratio of each median to `direct`'s and
 //! to `bwrap`'s.
 //!
+//! `bench-turn N T L`: first L rounds (default 0) of the launch alone, relay's series only: the
+//! same installation with the fake agent as the template's command (it reads fd 5 and exits),
+//! `relay-host run --template claude-code`, spawn to exit; printed: medians and the stand-in
+//! launch over the pipe launch.
+//!
 //! Use the release build, as root:
 //! `cargo build --release -p relay-host -p relay-shim -p relay-tests --bins &&
 //! RELAY_TEST_CLAUDE=$PWD/.tools/claude-code/node_modules/.bin/claude target/release/bench-turn`.
 //!
 //! By hand, for tracing one turn: `bench-turn --once SERIES` runs one print-mode turn of one
 //! series (`--once-tui SERIES`: one start of the UI) and prints what the fake internet saw, when.
+//! `BENCH_TURN_B=DIR` adds the series `pipe B` and `stand-in B`: the `relay-host` in DIR
+//! (another build, its `relay-shim` and `relay-stand-in` beside it) in the same installation.
 //! `BENCH_TURN_DEBUG=1` turns on Claude Code's debug log (`DEBUG=1`, its folder in the project's
 //! `.debug/`, in every series' environment), `BENCH_TURN_KEEP=DIR` copies it out before the
 //! installation is removed, `BENCH_TURN_ARGS` adds arguments to every series' turn (a relay
@@ -74,7 +81,26 @@ mod linux {
     const PROMPT: &str = "Run the scripted command.";
 
     /// The series, in the order of the first round.
-    const SERIES: [&str; 4] = ["direct", "bwrap", "pipe", "stand-in"];
+    const BASE: [&str; 4] = ["direct", "bwrap", "pipe", "stand-in"];
+
+    /// With `BENCH_TURN_B=DIR` (a folder holding another build's `relay-host`, `relay-shim`
+    /// and `relay-stand-in`): two more series, `pipe B` and `stand-in B`, that build's
+    /// `relay-host` in the same installation, for a before/after in one run.
+    fn b_dir() -> Option<PathBuf> {
+        std::env::var_os("BENCH_TURN_B").map(PathBuf::from)
+    }
+
+    /// The series of this run: [`BASE`], then the `B` series when [`b_dir`] is set.
+    fn all_series() -> &'static [&'static str] {
+        static S: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        S.get_or_init(|| {
+            let mut v = BASE.to_vec();
+            if b_dir().is_some() {
+                v.extend(["pipe B", "stand-in B"]);
+            }
+            v
+        })
+    }
 
     /// The built-in template's environment (besides `CLAUDE_CONFIG_DIR`).
     const TEMPLATE_ENV: [(&str, &str); 2] = [
@@ -90,10 +116,10 @@ mod linux {
         let b = Bench::new();
         if args.first().map(String::as_str) == Some("--once-tui") {
             let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
-            let i = SERIES
+            let i = all_series()
                 .iter()
                 .position(|s| *s == series)
-                .unwrap_or_else(|| panic!("a series of {SERIES:?}"));
+                .unwrap_or_else(|| panic!("a series of {:?}", all_series()));
             let start = Instant::now();
             let took = b.tui(i);
             println!("{series}: at the prompt after {:.1} ms", ms(took));
@@ -110,10 +136,10 @@ mod linux {
         }
         if args.first().map(String::as_str) == Some("--once") {
             let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
-            let i = SERIES
+            let i = all_series()
                 .iter()
                 .position(|s| *s == series)
-                .unwrap_or_else(|| panic!("a series of {SERIES:?}"));
+                .unwrap_or_else(|| panic!("a series of {:?}", all_series()));
             let t = b.turn(i, false);
             println!(
                 "{series}: {:.1} ms (first request at {:.1}, last at {:.1})",
@@ -134,27 +160,36 @@ mod linux {
         }
         let n: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(6);
         let tui: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+        let launches: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if launches > 0 {
+            b.launches(launches);
+            if n == 0 && tui == 0 {
+                let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+                println!("\nload average at the end: {}", load.trim());
+                return;
+            }
+        }
         println!("claude: {}", b.s.installed.claude.display());
         println!("bwrap: {}", b.bwrap.display());
-        for (i, name) in SERIES.iter().enumerate() {
+        for (i, name) in all_series().iter().enumerate() {
             let t = b.turn(i, true);
             println!(
                 "  {name:<9} checked: the turn completed ({:.0} ms)",
                 ms(t.took)
             );
         }
-        let mut turns: Vec<Vec<Turn>> = vec![Vec::new(); SERIES.len()];
+        let mut turns: Vec<Vec<Turn>> = vec![Vec::new(); all_series().len()];
         for round in 0..n {
-            for k in 0..SERIES.len() {
-                let i = (k + round) % SERIES.len();
+            for k in 0..all_series().len() {
+                let i = (k + round) % all_series().len();
                 turns[i].push(b.turn(i, false));
             }
             eprintln!("print mode: round {} of {n} done", round + 1);
         }
-        let mut starts: Vec<Vec<Duration>> = vec![Vec::new(); SERIES.len()];
+        let mut starts: Vec<Vec<Duration>> = vec![Vec::new(); all_series().len()];
         for round in 0..tui {
-            for k in 0..SERIES.len() {
-                let i = (k + round) % SERIES.len();
+            for k in 0..all_series().len() {
+                let i = (k + round) % all_series().len();
                 starts[i].push(b.tui(i));
             }
             eprintln!("terminal UI: round {} of {tui} done", round + 1);
@@ -170,7 +205,7 @@ mod linux {
             "{:<9} {:>10} {:>10} {:>10}",
             "series", "start", "requests", "end"
         );
-        for (i, name) in SERIES.iter().enumerate() {
+        for (i, name) in all_series().iter().enumerate() {
             let v = &turns[i];
             let part = |f: &dyn Fn(&Turn) -> Duration| {
                 let mut d: Vec<Duration> = v.iter().map(f).collect();
@@ -194,7 +229,7 @@ mod linux {
     /// Prints p25, median, p75 of each series and each median over `direct`'s and `bwrap`'s.
     fn table(series: &[Vec<Duration>]) {
         let mut medians = Vec::new();
-        for (i, name) in SERIES.iter().enumerate() {
+        for (i, name) in all_series().iter().enumerate() {
             let mut v = series[i].clone();
             let (a, m, c) = (
                 quantile(&mut v, 0.25),
@@ -204,7 +239,7 @@ mod linux {
             medians.push(m);
             println!("{name:<9} p25 {a:>9.1}  median {m:>9.1}  p75 {c:>9.1}");
         }
-        for (i, name) in SERIES.iter().enumerate().skip(1) {
+        for (i, name) in all_series().iter().enumerate().skip(1) {
             let over_bwrap = if i > 1 {
                 format!(", / bwrap {:.3}", medians[i] / medians[1])
             } else {
@@ -300,7 +335,7 @@ mod linux {
 
         /// Sets the template's token mode for the relay series `i`.
         fn mode(&self, i: usize) {
-            let mut how = if SERIES[i] == "pipe" {
+            let mut how = if all_series()[i].starts_with("pipe") {
                 json!({"token_mode": "pipe"})
             } else {
                 json!({})
@@ -321,10 +356,10 @@ mod linux {
         /// The command of series `i` running `claude ARGS` (stdio not set).
         fn command(&self, i: usize, args: &[String]) -> Command {
             let claude = &self.s.installed.claude;
-            match SERIES[i] {
+            match all_series()[i] {
                 "direct" | "bwrap" => {
                     self.fresh_direct_config();
-                    let mut cmd = if SERIES[i] == "direct" {
+                    let mut cmd = if all_series()[i] == "direct" {
                         Command::new(claude)
                     } else {
                         let mut c = Command::new(&self.bwrap);
@@ -381,8 +416,31 @@ mod linux {
                     self.mode(i);
                     let mut run = vec!["run", "--template", "claude-code", "--"];
                     run.extend(args.iter().map(String::as_str));
-                    self.s.host(&run)
+                    self.command_for(i, &run)
                 }
+            }
+        }
+
+        /// `relay-host ARGS` for the relay series `i` (the `B` build's for a `B` series).
+        fn command_for(&self, i: usize, run: &[&str]) -> Command {
+            let cmd = self.s.host(run);
+            match b_dir() {
+                Some(dir) if all_series()[i].ends_with(" B") => {
+                    let mut b = Command::new(dir.join("relay-host"));
+                    b.args(cmd.get_args());
+                    for (k, v) in cmd.get_envs() {
+                        match v {
+                            Some(v) => b.env(k, v),
+                            None => b.env_remove(k),
+                        };
+                    }
+                    if let Some(d) = cmd.get_current_dir() {
+                        b.current_dir(d);
+                    }
+                    self.s.enter(&mut b);
+                    b
+                }
+                _ => cmd,
             }
         }
 
@@ -406,7 +464,7 @@ mod linux {
             let out = relay_tests::run::finish_with(child, LIMIT, &|| false);
             let took = start.elapsed();
             drop(token);
-            let what = SERIES[i];
+            let what = all_series()[i];
             if std::env::var_os("BENCH_TURN_SHOW").is_some() {
                 eprintln!("{what}: {}", out.describe());
             }
@@ -429,6 +487,76 @@ mod linux {
                 first: since(hits.first()),
                 last: since(hits.last()),
             }
+        }
+
+        /// L rounds of the launch alone, the relay series only: the same template with the fake
+        /// agent as its command (it reads fd 5 and exits), spawn to exit, interleaved; prints
+        /// medians and the stand-in launch over the pipe launch (each build's).
+        fn launches(&self, l: usize) {
+            let relay: Vec<usize> = (2..all_series().len()).collect();
+            let agent = relay_tests::fake_agent_arg();
+            let run = |i: usize| -> Duration {
+                let mut how = if all_series()[i].starts_with("pipe") {
+                    json!({"token_mode": "pipe"})
+                } else {
+                    json!({})
+                };
+                how["command"] = json!([agent]);
+                self.s.write_settings_with(how);
+                let mut cmd = self.command_for(i, &["run", "--template", "claude-code"]);
+                cmd.env("FAKE_AGENT_RECORD", "/dev/null")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped());
+                let token = std::fs::File::open(&self.s.token_file).unwrap();
+                let start = Instant::now();
+                let child = relay_tests::spawn_with_fds(&mut cmd, &[(token.as_fd(), 5)]).unwrap();
+                let out = child.wait_with_output().unwrap();
+                let took = start.elapsed();
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    all_series()[i],
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                took
+            };
+            for &i in &relay {
+                run(i);
+            }
+            let mut times: Vec<Vec<Duration>> = vec![Vec::new(); all_series().len()];
+            for round in 0..l {
+                for k in 0..relay.len() {
+                    let i = relay[(k + round) % relay.len()];
+                    times[i].push(run(i));
+                }
+            }
+            println!(
+                "\nthe launch alone, L={l} interleaved rounds (ms, spawn to exit, fake agent)"
+            );
+            let mut med = vec![0.0; all_series().len()];
+            for &i in &relay {
+                let mut v = times[i].clone();
+                let (a, m, c) = (
+                    quantile(&mut v, 0.25),
+                    quantile(&mut v, 0.5),
+                    quantile(&mut v, 0.75),
+                );
+                med[i] = m;
+                println!(
+                    "{:<10} p25 {a:>7.1}  median {m:>7.1}  p75 {c:>7.1}",
+                    all_series()[i]
+                );
+            }
+            for (p, si) in relay.iter().zip(relay.iter().skip(1)).step_by(2) {
+                println!(
+                    "{} / {}: {:.3}",
+                    all_series()[*si],
+                    all_series()[*p],
+                    med[*si] / med[*p]
+                );
+            }
+            self.mode(3);
         }
 
         /// The lines of the project's [`RUNS`].
@@ -480,7 +608,7 @@ mod linux {
                 assert!(
                     start.elapsed() < LIMIT,
                     "{}: no prompt after {LIMIT:?}:\n{screen}",
-                    SERIES[i]
+                    all_series()[i]
                 );
                 std::thread::sleep(Duration::from_millis(20));
             };
@@ -490,7 +618,7 @@ mod linux {
             assert!(
                 tmux.gone(Duration::from_secs(30)),
                 "{}: the UI did not end after /exit",
-                SERIES[i]
+                all_series()[i]
             );
             took
         }

@@ -204,6 +204,55 @@ fn stand_in_print_mode_trusts_the_system_store() {
     assert_every_api_credential_is(&s, &token);
 }
 
+/// As shipped, when `relay-stand-in` does not trust `api.anthropic.com`'s certificate (the
+/// fake internet's CA taken out of the system bundle relay-host hands it, as a TLS proxy's
+/// unknown CA would be): the print-mode turn fails naming the cause and
+/// `upstream_ca_file`, no request reaches the API, and Claude Code gives up on each of its
+/// requests at the first refusal: each is one attempt to reach the host (one connection the
+/// fixture accepts, its TLS then refused by relay), not one per retry. Seen red with the
+/// refusal answered `502`: 15 attempts and 21 s (its start-up fetches of the policy limits and the
+/// managed settings retry every 5xx five times, `x-should-retry` or not); answered `421`: 4 or 5.
+#[test]
+fn stand_in_with_an_untrusted_api_certificate_gives_up_at_the_first_refusal() {
+    /// The most connections Claude Code 2.1.332's print mode makes to `api.anthropic.com` when
+    /// none of its requests is retried: its start-up fetches (the policy limits' may be sent
+    /// twice, hedged, when the first is slow), the message, and room for one more (4 and 5
+    /// seen). Each retried fetch alone makes six.
+    const MAX_ATTEMPTS: usize = 8;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    relay_tests::relay_host();
+    let s = Setup::as_shipped(Install::Native, None, |_, _| script());
+    // The machine's own bundle, without the fake internet's CA, in its place.
+    let own = std::fs::read("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+    std::fs::write(net(&s).bundle_file(), own).unwrap();
+    s.hand_over();
+    let start = Instant::now();
+    let turn = s.turn_by_run("Run the scripted command.");
+    let attempts = s.api.connections();
+    eprintln!(
+        "untrusted: {:?}, {attempts} attempts; the fake internet saw:\n{}\nrelay refused {:?}",
+        turn.took,
+        net(&s).report(start),
+        s.denied()
+    );
+    let out = format!("{}{}", turn.stdout, turn.stderr);
+    assert!(!turn.killed && turn.code != Some(0), "{}", turn.describe());
+    assert!(
+        out.contains("from an unknown issuer"),
+        "{}",
+        turn.describe()
+    );
+    assert!(out.contains("upstream_ca_file"), "{}", turn.describe());
+    assert!(s.api.seen().is_empty(), "a request reached the API");
+    assert!(attempts >= 1, "no attempt reached the fixture");
+    assert!(
+        attempts <= MAX_ATTEMPTS,
+        "{attempts} attempts to reach api.anthropic.com (at most {MAX_ATTEMPTS}): Claude Code \
+         retried relay's refusal: {}",
+        turn.describe()
+    );
+}
+
 /// As shipped (stand-in mode, nothing set) the real token never enters the sandbox: while a
 /// print-mode turn waits in its Bash call, a scan of every process of the session's sandbox finds
 /// neither the token nor its random part, and is not blind: Claude Code's memory holds a

@@ -67,7 +67,7 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     let fx = World::agent(&fake_agent());
     let real = fx.fresh_token();
     // An "API" that takes each connection and closes it: the proxy's upstream TLS to it fails
-    // (502), after the session's TLS with the proxy succeeded.
+    // (421), after the session's TLS with the proxy succeeded.
     let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = api.local_addr().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -101,7 +101,7 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
     assert!(read(&fx, "ca.pem").starts_with("-----BEGIN CERTIFICATE-----"));
     assert_eq!(
         read(&fx, "with-ca"),
-        "502 0",
+        "421 0",
         "TLS with the proxy, then no upstream TLS"
     );
     assert_eq!(
@@ -114,7 +114,7 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
         got.starts_with(&[0x16, 0x03]),
         "a TLS ClientHello, no clear text: {got:?}"
     );
-    // Both refusals are events: the upstream's TLS (502), the session's handshake (curl
+    // Both refusals are events: the upstream's TLS (421), the session's handshake (curl
     // without the CA: status 0).
     let refused: Vec<(u64, String)> = fx
         .log("events.jsonl")
@@ -128,7 +128,7 @@ fn a_stand_in_session_gets_the_stand_in_and_its_ca_and_pipe_mode_the_real_token(
         })
         .collect();
     let statuses: Vec<u64> = refused.iter().map(|r| r.0).collect();
-    assert_eq!(statuses, [502, 0], "{refused:?}");
+    assert_eq!(statuses, [421, 0], "{refused:?}");
     // Pipe mode (the default): the real token on fd 5, no CA.
     let _ = std::fs::remove_file(fx.project.join("ca.pem"));
     settings(&fx, &probe, port, "pipe");
