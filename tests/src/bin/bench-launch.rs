@@ -443,7 +443,10 @@ fn print_private_by_mapping(name: &str, pid: i32) {
 }
 
 fn memory(fx: &World) {
-    let req = fx.request("memory", true, "memory", &["--sleep", "30"]);
+    // The agent's own options go in the template's command: a token launch's extra_args take
+    // Claude Code's options only.
+    fx.set_agent_args(&["--sleep", "30"]);
+    let req = fx.request("memory", true, "memory", &[]);
     let mut host_rows = Vec::new();
     let mut shim_rows = Vec::new();
     for _ in 0..5 {
@@ -554,7 +557,8 @@ fn endurance_concurrent(agent: &Path, count: usize) {
         .iter()
         .enumerate()
         .map(|(i, fx)| {
-            let req = fx.request("conc", true, &format!("conc-{i}"), &["--sleep", "2"]);
+            fx.set_agent_args(&["--sleep", "2"]);
+            let req = fx.request("conc", true, &format!("conc-{i}"), &[]);
             (fx.launch_cmd(&req).spawn().unwrap(), Instant::now())
         })
         .collect();
