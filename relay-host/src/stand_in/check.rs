@@ -1,7 +1,7 @@
 //! `relay-stand-in --check HOST:PORT PATH`: the one request of `relay-host token check
 //! --online`, made by this program because stand-in mode's TLS code lives here and nowhere
 //! else (relay-host links none). The API host is verified exactly as a stand-in session's proxy
-//! verifies it (the same [`tls::upstream_config`] and [`tls::connect`]), and its answer is
+//! verifies it (the same `tls::upstream_config` and `tls::connect`), and its answer is
 //! told back as one [`CheckReport`] line on fd 4.
 //!
 //! Descriptors as in the proxy's mode ([`super::program`]): the token on fd 3 (read to its end,
@@ -125,7 +125,7 @@ impl CheckReport {
 }
 
 /// The check's command line, `FLAG HOST:PORT PATH` (`args` without the program's name), as
-/// [`run`] reads it back.
+/// `relay-stand-in --check` reads it back.
 ///
 /// ```
 /// let a = relay_host::stand_in::check::args("api.anthropic.com:443", "");

@@ -3,7 +3,8 @@
 //!
 //! | part | where |
 //! |---|---|
-//! | the program `relay-stand-in`, the session's allow-list proxy holding the real token | [`program`] (its `main` is `bin/relay-stand-in.rs`) |
+//! | the program `relay-stand-in` ([`main`], called by `bin/relay-stand-in.rs`): the session's allow-list proxy holding the real token | [`program`] |
+//! | `relay-stand-in --check`: the one request of `relay-host token check --online` | [`check`] |
 //! | what relay-host and the program say to each other: command line, descriptors, reports | [`protocol`] |
 //! | the interception: the session CA, TLS both ways, HTTP/1.1, the swap | this module (`StandIn`), `ca.rs`, `tls.rs`, `http1.rs`, `relay.rs`, `token.rs` |
 //!
@@ -44,6 +45,30 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+/// The whole of `relay-stand-in` (`args` without the program name): with [`check::FLAG`] first
+/// the one request of `relay-host token check --online` ([`check`]), else a stand-in session's
+/// proxy ([`program::run`]); returns its exit code.
+///
+/// # Safety
+///
+/// Called once, from `main`, before any other thread runs: this process owns descriptors 3 to
+/// 6 it inherited, and nothing else in it uses them.
+///
+/// ```no_run
+/// // SAFETY: from main, owning fds 3 to 6.
+/// let code = unsafe { relay_host::stand_in::main(std::env::args_os().skip(1).collect()) };
+/// std::process::exit(code);
+/// ```
+pub unsafe fn main(args: Vec<std::ffi::OsString>) -> i32 {
+    if check::asked(&args) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { check::run(args) }
+    } else {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { program::run(args) }
+    }
+}
 
 use relay_token::ClaudeToken;
 use zeroize::Zeroizing;

@@ -120,7 +120,8 @@ impl std::error::Error for StartError {
     }
 }
 
-/// The whole of `relay-stand-in` (`args` without the program name); returns its exit code.
+/// A stand-in session's proxy, `relay-stand-in` without `--check` (`args` without the program
+/// name); returns its exit code.
 ///
 /// # Safety
 ///
@@ -133,10 +134,6 @@ impl std::error::Error for StartError {
 /// std::process::exit(code);
 /// ```
 pub unsafe fn run(args: Vec<OsString>) -> i32 {
-    if super::check::asked(&args) {
-        // SAFETY: forwarded from this function's contract.
-        return unsafe { super::check::run(args) };
-    }
     // SAFETY: forwarded from this function's contract.
     let report = match unsafe { claim(REPORT_FD) } {
         Ok(fd) => Reporter(Arc::new(Mutex::new(File::from(fd)))),

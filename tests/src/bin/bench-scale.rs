@@ -496,7 +496,9 @@ fn check_tokens(series: &[Series], peers_token: &Path) {
         let want = sha256_hex(&std::fs::read(token_file).unwrap());
         let record = read_records(&record_file).into_iter().next();
         let got = (record.as_ref()).and_then(|r| r["token_sha256"].as_str().map(str::to_owned));
-        let bytes = (record.as_ref()).and_then(|r| r["token_bytes"].as_u64()).unwrap_or(0);
+        let bytes = (record.as_ref())
+            .and_then(|r| r["token_bytes"].as_u64())
+            .unwrap_or(0);
         let ok = match s.token {
             Fd5::Token => got.as_deref() == Some(want.as_str()),
             Fd5::StandIn => {
