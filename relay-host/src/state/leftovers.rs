@@ -58,9 +58,10 @@ pub(crate) const WATCHED_FILE: &str = "watched";
 
 /// True when `path` is what the tool sandbox leaves: an empty regular file, an empty folder, or
 /// a `commondir` holding `.` (the git folder itself: no redirect). Links are never leftovers,
-/// nor is anything reached through one ([`nofollow::lookup`]).
-pub(crate) fn is_leftover(path: &Path) -> bool {
-    match nofollow::lookup(path) {
+/// nor is anything reached through one: `walk` reaches it ([`nofollow::Walk::lookup`]), through
+/// the folders it has already opened.
+pub(crate) fn is_leftover(walk: &mut nofollow::Walk, path: &Path) -> bool {
+    match walk.lookup(path) {
         Ok(Some(f)) if f.dir => fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
         Ok(Some(f)) => leftover_file(path, &f),
         _ => false,
@@ -81,8 +82,8 @@ fn leftover_file(path: &Path, found: &nofollow::Found) -> bool {
 /// Removes `path` when it is a leftover: reached from `/` without following a link (a
 /// `node_modules` a session replaced with a link to a folder outside every grant leads the
 /// removal nowhere), a folder only when empty, a file only while [`leftover_file`] holds.
-fn remove_leftover(path: &Path) -> bool {
-    nofollow::remove_if(path, |f| f.dir || leftover_file(path, f)).unwrap_or(false)
+fn remove_leftover(walk: &mut nofollow::Walk, path: &Path) -> bool {
+    (walk.remove_if(path, |f| f.dir || leftover_file(path, f))).unwrap_or(false)
 }
 
 /// Records, for a launch in `project`, the [`NAMES`] missing there now (appended to
@@ -124,16 +125,21 @@ pub(crate) fn watched(state_dir: &Path) -> Vec<PathBuf> {
 /// go before it. Paths in `skip` (the write-deny placeholders, which go their own way) are left
 /// out.
 pub(crate) fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
+    pending_in(&mut nofollow::Walk::new(), state_dir, skip)
+}
+
+/// [`pending`], through the folders `walk` has opened (the watched paths share a few).
+fn pending_in(walk: &mut nofollow::Walk, state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for p in watched(state_dir).into_iter().rev() {
         if out.contains(&p) || skip.contains(&p) {
             continue;
         }
-        let goes = match nofollow::lookup(&p) {
+        let goes = match walk.lookup(&p) {
             Ok(Some(f)) if f.dir => {
                 fs::read_dir(&p).is_ok_and(|d| d.flatten().all(|e| out.contains(&e.path())))
             }
-            _ => is_leftover(&p),
+            _ => is_leftover(walk, &p),
         };
         if goes {
             out.push(p);
@@ -146,9 +152,10 @@ pub(crate) fn pending(state_dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
 /// many it removed. The caller holds the placeholders' lock and has made sure no session of the
 /// state folder runs.
 pub(crate) fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
+    let mut walk = nofollow::Walk::new();
     let mut removed = 0;
-    for p in pending(state_dir, skip) {
-        removed += usize::from(remove_leftover(&p));
+    for p in pending_in(&mut walk, state_dir, skip) {
+        removed += usize::from(remove_leftover(&mut walk, &p));
     }
     match fs::remove_file(state_dir.join(WATCHED_FILE)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -159,11 +166,14 @@ pub(crate) fn release(state_dir: &Path, skip: &[PathBuf]) -> io::Result<usize> {
 /// Removes `file` (the `.git/commondir` a token launch would refuse) when it is a leftover
 /// ([`is_leftover`]: it holds `.`, so it redirects nothing); true when it is gone.
 pub(crate) fn clear_commondir(file: &Path) -> bool {
-    file.file_name().is_some_and(|n| n == "commondir") && remove_leftover(file)
+    file.file_name().is_some_and(|n| n == "commondir")
+        && remove_leftover(&mut nofollow::Walk::new(), file)
 }
 
 #[cfg(test)]
 mod tests {
+    use relay_token::sandbox::nofollow::Walk;
+
     /// A state folder watching a fresh project (`watch`), both in a new temporary folder.
     #[cfg(target_os = "linux")]
     fn watched_project(
@@ -184,9 +194,15 @@ mod tests {
             use crate::state::leftovers::{is_leftover, NAMES};
             let dir = tempfile::tempdir()?;
             std::fs::write(dir.path().join("package.json"), "")?;
-            assert!(is_leftover(&dir.path().join("package.json")));
+            assert!(is_leftover(
+                &mut Walk::new(),
+                &dir.path().join("package.json")
+            ));
             std::fs::write(dir.path().join("package.json"), "{}")?;
-            assert!(!is_leftover(&dir.path().join("package.json")));
+            assert!(!is_leftover(
+                &mut Walk::new(),
+                &dir.path().join("package.json")
+            ));
             assert!(NAMES.contains(&".git/commondir"));
             Ok::<(), std::io::Error>(())
         })();
@@ -200,9 +216,9 @@ mod tests {
             let dir = tempfile::tempdir()?;
             let c = dir.path().join("commondir");
             std::fs::write(&c, ".")?;
-            assert!(crate::state::leftovers::is_leftover(&c));
+            assert!(crate::state::leftovers::is_leftover(&mut Walk::new(), &c));
             std::fs::write(&c, "../..\n")?;
-            assert!(!crate::state::leftovers::is_leftover(&c));
+            assert!(!crate::state::leftovers::is_leftover(&mut Walk::new(), &c));
             Ok::<(), std::io::Error>(())
         })();
         result.unwrap();

@@ -74,10 +74,7 @@ pub const HEAD_LEN: u64 = 8;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn lookup(path: &Path) -> io::Result<Option<Found>> {
-    let Some((parent, name)) = parent_of(path)? else {
-        return Ok(None);
-    };
-    found_at(&parent, &name)
+    Walk::new().lookup(path)
 }
 
 /// Removes `path` (absolute; a folder only when empty) when `expect` accepts what stands there:
@@ -94,26 +91,154 @@ pub fn lookup(path: &Path) -> io::Result<Option<Found>> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn remove_if(path: &Path, expect: impl FnOnce(&Found) -> bool) -> io::Result<bool> {
-    let Some((parent, name)) = parent_of(path)? else {
-        return Ok(false);
-    };
-    let Some(found) = found_at(&parent, &name)? else {
-        return Ok(false);
-    };
-    if !expect(&found) {
-        return Ok(false);
+    Walk::new().remove_if(path, expect)
+}
+
+/// Several [`lookup`]s and [`remove_if`]s of paths that share folders, each folder on the way
+/// opened once (from `/`, without following a link) and kept open for the next path below it.
+/// A folder is reached as the first walk through it reached it: a link put in its place later
+/// is never followed, and what this walk removes is only ever an entry of the folder it opened.
+///
+/// ```
+/// use relay_token::sandbox::nofollow::Walk;
+/// let dir = tempfile::tempdir()?;
+/// let real = dir.path().canonicalize()?;
+/// std::fs::create_dir_all(real.join("p/node_modules/.bin"))?;
+/// let mut walk = Walk::new();
+/// assert!(walk.lookup(&real.join("p/node_modules"))?.unwrap().dir);
+/// // Deepest first: the folder's entry, then the folder, through the folders opened once.
+/// assert!(walk.remove_if(&real.join("p/node_modules/.bin"), |f| f.dir)?);
+/// assert!(walk.remove_if(&real.join("p/node_modules"), |f| f.dir)?);
+/// assert!(!real.join("p/node_modules").exists());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// The folders opened so far, each with its path from `/` (its `Normal` components).
+    opened: Vec<(std::path::PathBuf, OwnedFd)>,
+}
+
+impl Walk {
+    /// A walk with no folder opened yet.
+    ///
+    /// ```
+    /// let mut walk = relay_token::sandbox::nofollow::Walk::new();
+    /// assert!(walk.lookup(std::path::Path::new("/"))?.is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new() -> Walk {
+        Walk::default()
     }
-    let flag = if found.dir { libc::AT_REMOVEDIR } else { 0 };
-    // SAFETY: `name` is NUL-terminated and outlives the call; `parent` is an open descriptor.
-    if unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), flag) } == 0 {
-        return Ok(true);
+
+    /// [`lookup`], through the folders this walk has opened.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let real = dir.path().canonicalize()?;
+    /// std::fs::write(real.join("a"), "")?;
+    /// let mut walk = relay_token::sandbox::nofollow::Walk::new();
+    /// assert!(walk.lookup(&real.join("a"))?.unwrap().file);
+    /// assert!(walk.lookup(&real.join("b"))?.is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn lookup(&mut self, path: &Path) -> io::Result<Option<Found>> {
+        let Some((parent, name)) = self.parent(path)? else {
+            return Ok(None);
+        };
+        found_at(&self.opened[parent].1, &name)
     }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOENT | libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR | libc::EISDIR) => {
-            Ok(false)
+
+    /// [`remove_if`], through the folders this walk has opened; a folder it removes is
+    /// forgotten, with every folder opened below it.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let real = dir.path().canonicalize()?;
+    /// std::fs::write(real.join("f"), "")?;
+    /// let mut walk = relay_token::sandbox::nofollow::Walk::new();
+    /// assert!(walk.remove_if(&real.join("f"), |f| f.len == 0)?);
+    /// assert!(!walk.remove_if(&real.join("f"), |_| true)?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn remove_if(
+        &mut self,
+        path: &Path,
+        expect: impl FnOnce(&Found) -> bool,
+    ) -> io::Result<bool> {
+        let Some((parent, name)) = self.parent(path)? else {
+            return Ok(false);
+        };
+        let at = &self.opened[parent].1;
+        let Some(found) = found_at(at, &name)? else {
+            return Ok(false);
+        };
+        if !expect(&found) {
+            return Ok(false);
         }
-        _ => Err(e),
+        let flag = if found.dir { libc::AT_REMOVEDIR } else { 0 };
+        // SAFETY: `name` is NUL-terminated and outlives the call; `at` is an open descriptor.
+        if unsafe { libc::unlinkat(at.as_raw_fd(), name.as_ptr(), flag) } == 0 {
+            if found.dir {
+                use std::os::unix::ffi::OsStrExt;
+                let gone = self.opened[parent]
+                    .0
+                    .join(OsStr::from_bytes(name.as_bytes()));
+                self.opened.retain(|(p, _)| !p.starts_with(&gone));
+            }
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOENT | libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR | libc::EISDIR) => {
+                Ok(false)
+            }
+            _ => Err(e),
+        }
+    }
+
+    /// The parent folder of `path` (its index in `opened`), reached from `/` without following
+    /// a link, opening only the folders not yet open, and the last name; `None` when a link or
+    /// a non-folder stands on the way (or `path` is `/` or relative).
+    fn parent(&mut self, path: &Path) -> io::Result<Option<(usize, CString)>> {
+        let names: Vec<&OsStr> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n),
+                _ => None,
+            })
+            .collect();
+        let Some((last, way)) = names.split_last() else {
+            return Ok(None);
+        };
+        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+            return Ok(None);
+        }
+        let mut here = std::path::PathBuf::from("/");
+        let mut at = match self.index(&here) {
+            Some(i) => i,
+            None => self.keep(here.clone(), open_dir_at(None, OsStr::new("/"))?),
+        };
+        for name in way {
+            here.push(name);
+            at = match self.index(&here) {
+                Some(i) => i,
+                None => match open_dir_at(Some(&self.opened[at].1), name) {
+                    Ok(fd) => self.keep(here.clone(), fd),
+                    Err(e) if not_followed(&e) => return Ok(None),
+                    Err(e) => return Err(e),
+                },
+            };
+        }
+        Ok(Some((at, cname(last)?)))
+    }
+
+    fn index(&self, path: &Path) -> Option<usize> {
+        self.opened.iter().position(|(p, _)| p == path)
+    }
+
+    fn keep(&mut self, path: std::path::PathBuf, fd: OwnedFd) -> usize {
+        self.opened.push((path, fd));
+        self.opened.len() - 1
     }
 }
 
@@ -135,9 +260,11 @@ pub fn remove_if(path: &Path, expect: impl FnOnce(&Found) -> bool) -> io::Result
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let Some((parent, name)) = parent_of(path)? else {
+    let mut walk = Walk::new();
+    let Some((at, name)) = walk.parent(path)? else {
         return Ok(None);
     };
+    let parent = &walk.opened[at].1;
     let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     // SAFETY: `name` outlives the call; `parent` is an open descriptor.
     let fd = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
@@ -156,33 +283,6 @@ pub fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
         return Err(io::Error::from_raw_os_error(libc::EFBIG));
     }
     Ok(Some(buf))
-}
-
-/// The parent folder of `path`, opened from `/` without following a link, and the last name;
-/// `None` when a link or a non-folder stands on the way (or `path` is `/` or relative).
-fn parent_of(path: &Path) -> io::Result<Option<(OwnedFd, CString)>> {
-    let names: Vec<&OsStr> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    let Some((last, way)) = names.split_last() else {
-        return Ok(None);
-    };
-    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
-        return Ok(None);
-    }
-    let mut at = open_dir_at(None, OsStr::new("/"))?;
-    for name in way {
-        at = match open_dir_at(Some(&at), name) {
-            Ok(fd) => fd,
-            Err(e) if not_followed(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-    }
-    Ok(Some((at, cname(last)?)))
 }
 
 /// What stands at `name` in `dir` (not followed), with a small regular file's content.
@@ -273,4 +373,48 @@ pub(crate) fn open_dir_at(dir: Option<&OwnedFd>, name: &OsStr) -> io::Result<Own
     }
     // SAFETY: `fd` was just returned by openat and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Walk;
+
+    /// A folder is reached as the walk first reached it: a link put in its place afterwards
+    /// leads a later removal nowhere outside (the entry goes from the folder the walk opened).
+    #[test]
+    fn a_walk_keeps_the_folder_it_opened_and_follows_no_later_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(real.join("p")).unwrap();
+        std::fs::write(real.join("p/a"), "").unwrap();
+        std::fs::write(real.join("p/x"), "").unwrap();
+        std::fs::create_dir_all(real.join("outside")).unwrap();
+        std::fs::write(real.join("outside/x"), "").unwrap();
+        let mut walk = Walk::new();
+        assert!(walk.lookup(&real.join("p/a")).unwrap().unwrap().file);
+        std::fs::rename(real.join("p"), real.join("moved")).unwrap();
+        std::os::unix::fs::symlink(real.join("outside"), real.join("p")).unwrap();
+        assert!(walk.remove_if(&real.join("p/x"), |f| f.file).unwrap());
+        assert!(real.join("outside/x").exists(), "the link was followed");
+        assert!(!real.join("moved/x").exists());
+        // A fresh walk does not follow the link at all.
+        assert!(Walk::new().lookup(&real.join("p/x")).unwrap().is_none());
+    }
+
+    /// A folder the walk removed is forgotten with what it opened below it: one made again
+    /// under the same name is reached afresh.
+    #[test]
+    fn a_removed_folder_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(real.join("d/e")).unwrap();
+        let mut walk = Walk::new();
+        assert!(walk.lookup(&real.join("d/e/f")).unwrap().is_none());
+        assert!(walk.remove_if(&real.join("d/e"), |f| f.dir).unwrap());
+        assert!(walk.remove_if(&real.join("d"), |f| f.dir).unwrap());
+        std::fs::create_dir_all(real.join("d/e")).unwrap();
+        std::fs::write(real.join("d/e/f"), "x").unwrap();
+        let found = walk.lookup(&real.join("d/e/f")).unwrap().unwrap();
+        assert_eq!(found.head, b"x");
+    }
 }

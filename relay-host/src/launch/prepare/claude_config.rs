@@ -177,11 +177,16 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
             &scoped(named_state(&v), s.project),
         )?;
     }
+    // Relay's answers to Claude Code's first-run questions, laid over the file in one write.
+    let mut answer = Value::Object(Map::new());
     if s.onboard {
-        seed_onboarded(launch)?;
+        answer = merged(answer, onboarded());
     }
     if let Some(project) = s.trust {
-        seed_trust(launch, project)?;
+        answer = merged(answer, trusted(project));
+    }
+    if answer.as_object().is_some_and(|m| !m.is_empty()) {
+        lay_over(launch, answer)?;
     }
     if let (Some(which), Some(project)) = (s.resume, s.project) {
         let want = |name: &str| which.is_none_or(|id| name == format!("{id}.jsonl"));
@@ -195,21 +200,18 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// Marks `project` trusted in the launch folder's `.claude.json` (`projects.<project>.
-/// hasTrustDialogAccepted`), keeping what the file holds; the file is written anew (0600,
-/// renamed into place).
-pub(crate) fn seed_trust(launch: &Path, project: &Path) -> io::Result<()> {
+/// What marks `project` trusted in the launch folder's `.claude.json` (`projects.<project>.
+/// hasTrustDialogAccepted`), laid over what the file holds.
+fn trusted(project: &Path) -> Value {
     let key = project.to_string_lossy().into_owned();
-    let trusted = serde_json::json!({"projects": {key: {"hasTrustDialogAccepted": true}}});
-    lay_over(launch, trusted)
+    serde_json::json!({"projects": {key: {"hasTrustDialogAccepted": true}}})
 }
 
-/// Marks Claude Code's first-run onboarding done in the launch folder's `.claude.json`
-/// (`hasCompletedOnboarding`, whatever a session's carried-back copy said), keeping what the
-/// file holds: onboarding would check Anthropic's `hello` endpoints and ask for a login that
-/// the token on fd 5 already is.
-pub(crate) fn seed_onboarded(launch: &Path) -> io::Result<()> {
-    lay_over(launch, serde_json::json!({"hasCompletedOnboarding": true}))
+/// What marks Claude Code's first-run onboarding done in the launch folder's `.claude.json`
+/// (`hasCompletedOnboarding`, whatever a session's carried-back copy said): onboarding would
+/// check Anthropic's `hello` endpoints and ask for a login that the token on fd 5 already is.
+fn onboarded() -> Value {
+    serde_json::json!({"hasCompletedOnboarding": true})
 }
 
 /// Lays relay's `answer` over the launch folder's `.claude.json` (per project, key by key); the
@@ -612,7 +614,7 @@ mod tests {
         let read = || -> Value {
             serde_json::from_slice(&fs::read(dir.path().join(".claude.json")).unwrap()).unwrap()
         };
-        seed_trust(dir.path(), "/work/p".as_ref()).unwrap();
+        lay_over(dir.path(), trusted("/work/p".as_ref())).unwrap();
         assert_eq!(
             read()["projects"]["/work/p"]["hasTrustDialogAccepted"],
             true
@@ -627,7 +629,7 @@ mod tests {
         };
         let given = r#"{"hasCompletedOnboarding": false, "numStartups": 3}"#;
         fs::write(dir.path().join(".claude.json"), given).unwrap();
-        seed_onboarded(dir.path()).unwrap();
+        lay_over(dir.path(), onboarded()).unwrap();
         assert_eq!(
             read(),
             json!({"hasCompletedOnboarding": true, "numStartups": 3})

@@ -188,7 +188,7 @@ impl Placeholders {
     }
 
     /// Removes every recorded placeholder that is still what was made (deepest first), and the
-    /// record: each reached from `/` without following a link ([`crate::sandbox::nofollow::remove_if`]),
+    /// record: each reached from `/` without following a link ([`crate::sandbox::nofollow::Walk`]),
     /// so a link a session put on the way leads the removal nowhere. A placeholder someone
     /// filled in meanwhile stays.
     ///
@@ -199,9 +199,10 @@ impl Placeholders {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn remove_all(&mut self) -> io::Result<()> {
+        let mut walk = crate::sandbox::nofollow::Walk::new();
         for (p, dev, ino) in self.made.iter().rev() {
             // Reached without following a link, and only while it is still what was made.
-            let _ = crate::sandbox::nofollow::remove_if(p, |f| {
+            let _ = walk.remove_if(p, |f| {
                 (f.dev, f.ino) == (*dev, *ino) && (f.dir || (f.file && f.len == 0))
             });
         }
