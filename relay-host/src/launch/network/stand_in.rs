@@ -59,8 +59,9 @@ pub(crate) fn begin(
     let mut report = report;
     // The line holds the stand-in: read into a buffer that is wiped when dropped (no buffered
     // reader keeps a copy), it lives on in the token handed over only.
-    let ready = read_ready_line(&mut report).and_then(|line| ready(&line));
-    let (handed, ca) = match ready {
+    let ready =
+        read_ready_line(&mut report).and_then(|(line, after)| ready(&line).map(|r| (r, after)));
+    let ((handed, ca), after) = match ready {
         Ok(r) => r,
         Err(e) => {
             let _ = child.kill();
@@ -69,7 +70,8 @@ pub(crate) fn begin(
         }
     };
     let (id, dir) = (launch.v.session_id(), launch.folder.dir());
-    let report = std::io::BufReader::new(report);
+    // The reports read with the ready line come first.
+    let report = std::io::BufReader::new(std::io::Read::chain(std::io::Cursor::new(after), report));
     let proxy = StandInProxy::new(child, reports(report, &cx.state, id, dir));
     let ca_file = launch.folder.dir().join(CA_FILE);
     write_ca(&ca_file, &ca).map_err(spawn_err(format_args!("{}", ca_file.display())))?;
@@ -181,25 +183,34 @@ fn spawn(
 #[cfg(target_os = "linux")]
 const READY_LINE_MAX: usize = 64 << 10;
 
-/// The program's first report line, read a byte at a time (nothing of the reports after it is
-/// read) into one allocation made up front and wiped when dropped: it holds the stand-in.
+/// The program's first report line, and what was read after it (the next reports' start),
+/// read in pieces into one allocation made up front and wiped when dropped: the line holds the
+/// stand-in. The program writes the line in one `write`, so this is a read or two, not one a
+/// byte (about 1,500 of them); the line stops at [`READY_LINE_MAX`] bytes.
 #[cfg(target_os = "linux")]
-fn read_ready_line(report: &mut std::fs::File) -> std::io::Result<zeroize::Zeroizing<String>> {
+fn read_ready_line(
+    report: &mut std::fs::File,
+) -> std::io::Result<(zeroize::Zeroizing<String>, Vec<u8>)> {
     use std::io::Read;
-    let mut line = zeroize::Zeroizing::new(Vec::with_capacity(READY_LINE_MAX));
-    let mut byte = [0u8; 1];
-    while line.len() < READY_LINE_MAX {
-        match report.read(&mut byte) {
+    let mut buf = zeroize::Zeroizing::new(vec![0u8; READY_LINE_MAX]);
+    let mut len = 0;
+    while len < READY_LINE_MAX && !buf[..len].contains(&b'\n') {
+        match report.read(&mut buf[len..]) {
             Ok(0) => break,
-            Ok(_) if byte[0] == b'\n' => break,
-            Ok(_) => line.push(byte[0]),
+            Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    zeroize::Zeroize::zeroize(&mut byte);
-    match String::from_utf8(std::mem::take(&mut *line)) {
-        Ok(text) => Ok(zeroize::Zeroizing::new(text)),
+    let (line, after) = match buf[..len].iter().position(|&b| b == b'\n') {
+        Some(nl) => (nl, buf[nl + 1..len].to_vec()),
+        // No end of line: the program ended, or the line reached its limit.
+        None => (len, Vec::new()),
+    };
+    let mut text = zeroize::Zeroizing::new(Vec::with_capacity(line));
+    text.extend_from_slice(&buf[..line]);
+    match String::from_utf8(std::mem::take(&mut *text)) {
+        Ok(text) => Ok((zeroize::Zeroizing::new(text), after)),
         Err(e) => {
             zeroize::Zeroize::zeroize(&mut e.into_bytes());
             Err(std::io::Error::other("its first report is not UTF-8"))
@@ -229,12 +240,11 @@ fn ready(line: &str) -> std::io::Result<(relay_token::ClaudeToken, String)> {
 /// `stand_in_use` event at the end.
 #[cfg(target_os = "linux")]
 fn reports(
-    report: std::io::BufReader<std::fs::File>,
+    report: impl std::io::BufRead + Send + 'static,
     state: &State,
     session_id: &str,
     dir: &std::path::Path,
 ) -> std::thread::JoinHandle<()> {
-    use std::io::BufRead;
     let events = State::open(state.path()).ok();
     if let Some(e) = &events {
         // A refused host is the session's text: it may spell the token.
@@ -352,15 +362,19 @@ mod tests {
         std::fs::File::from(r)
     }
 
-    /// The first report line is read alone: the reports after it stay in the pipe for the
-    /// thread that reads them.
+    /// The first report line comes alone; the reports read with it, then those still in the
+    /// pipe, are the reports' reader's, whole and in order.
     #[test]
     fn the_ready_line_is_read_alone() {
-        let mut r = pipe_with(b"{\"ready\": 1}\n{\"denied\": 2}\n");
-        assert_eq!(read_ready_line(&mut r).unwrap().as_str(), "{\"ready\": 1}");
+        let mut r = pipe_with(b"{\"ready\": 1}\n{\"denied\": 2}\n{\"denied\": 3}\n");
+        let (line, after) = read_ready_line(&mut r).unwrap();
+        assert_eq!(line.as_str(), "{\"ready\": 1}");
         let mut rest = String::new();
-        r.read_to_string(&mut rest).unwrap();
-        assert_eq!(rest, "{\"denied\": 2}\n");
+        std::io::Cursor::new(after)
+            .chain(r)
+            .read_to_string(&mut rest)
+            .unwrap();
+        assert_eq!(rest, "{\"denied\": 2}\n{\"denied\": 3}\n");
     }
 
     /// Claude retries a refused request many times: the events hold one `stand_in_refused` row
@@ -409,7 +423,15 @@ mod tests {
     #[test]
     fn the_ready_line_is_bounded_and_text() {
         let mut r = pipe_with(&vec![b'a'; READY_LINE_MAX + 10]);
-        assert_eq!(read_ready_line(&mut r).unwrap().len(), READY_LINE_MAX);
+        assert_eq!(read_ready_line(&mut r).unwrap().0.len(), READY_LINE_MAX);
+        // A line cut short by the program's end is what it wrote.
+        assert_eq!(
+            read_ready_line(&mut pipe_with(b"{\"error\""))
+                .unwrap()
+                .0
+                .as_str(),
+            "{\"error\""
+        );
         let e = read_ready_line(&mut pipe_with(b"\xff\xfe\n")).unwrap_err();
         assert_eq!(e.to_string(), "its first report is not UTF-8");
     }
