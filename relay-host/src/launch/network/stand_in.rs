@@ -186,7 +186,7 @@ const READY_LINE_MAX: usize = 64 << 10;
 /// The program's first report line, and what was read after it (the next reports' start),
 /// read in pieces into one allocation made up front and wiped when dropped: the line holds the
 /// stand-in. The program writes the line in one `write`, so this is a read or two, not one a
-/// byte (about 1,500 of them); the line stops at [`READY_LINE_MAX`] bytes.
+/// byte (about 700 of them); the line stops at [`READY_LINE_MAX`] bytes.
 #[cfg(target_os = "linux")]
 fn read_ready_line(
     report: &mut std::fs::File,
