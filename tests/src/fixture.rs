@@ -232,6 +232,21 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     all
 }
 
+/// True while `pid` exists and is not a zombie.
+///
+/// ```
+/// assert!(relay_tests::fixture::alive(std::process::id() as i32));
+/// ```
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
 /// The zombie children of `pid`.
 ///
 /// ```

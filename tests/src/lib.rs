@@ -635,6 +635,32 @@ pub fn openpty() -> (OwnedFd, OwnedFd) {
     }
 }
 
+/// What a pseudo-terminal's `master` holds now (what its programs showed), read without
+/// waiting: call it once they have ended.
+///
+/// ```
+/// use std::io::Write;
+/// let (master, slave) = relay_tests::openpty();
+/// std::fs::File::from(slave).write_all(b"shown\n")?;
+/// assert_eq!(relay_tests::terminal_shown(master), b"shown\r\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn terminal_shown(master: impl Into<OwnedFd>) -> Vec<u8> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut f = std::fs::File::from(master.into());
+    // SAFETY: fcntl on a descriptor this function owns.
+    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let (mut shown, mut buf) = (Vec::new(), [0u8; 4096]);
+    while let Ok(n) = f.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        shown.extend_from_slice(&buf[..n]);
+    }
+    shown
+}
+
 /// Every entry under `dir`, recursively and without following links, as its path relative to
 /// `dir` and its file type, sorted by path.
 ///
@@ -662,6 +688,19 @@ pub fn entries_under(dir: &Path) -> Vec<(String, std::fs::FileType)> {
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// The paths of [`entries_under`] alone: every entry under `dir`, relative, sorted (links not
+/// followed), for a before-and-after comparison of a folder.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::create_dir(dir.path().join("a"))?;
+/// assert_eq!(relay_tests::paths_under(dir.path()), ["a"]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn paths_under(dir: &Path) -> Vec<String> {
+    entries_under(dir).into_iter().map(|(rel, _)| rel).collect()
 }
 
 /// Every regular file under `dir`, recursively (symlinks are not followed); panics naming a

@@ -188,7 +188,7 @@ pub(crate) fn token_check(host: &Host, json: bool, online: Option<&str>) -> i32 
 /// its JSON and its exit code ([`super::token_online`]).
 #[cfg(target_os = "linux")]
 fn online_check(host: &Host, template: &str, path: &Path) -> (Vec<String>, serde_json::Value, i32) {
-    let Some(token) = super::token_online::read_token(path) else {
+    let Ok(token) = crate::launch::prepare::token::read_usable(path) else {
         let why = "the token file changed while it was read";
         return (
             vec![format!("online: {why}")],

@@ -14,8 +14,6 @@
 //! | the token file, the trust store or the template is not usable | 78 |
 //! | `relay-stand-in` could not be started | 71 |
 
-use std::path::Path;
-
 use relay_token::ClaudeToken;
 use serde_json::{json, Value};
 
@@ -240,11 +238,6 @@ fn outcome(host_port: &str, path: &str, report: CheckReport) -> Online {
     json["ok"] = json!(code == 0);
     json["exit"] = json!(code);
     Online { lines, json, code }
-}
-
-/// The token file at `path` as a launch reads it, for the online check.
-pub(crate) fn read_token(path: &Path) -> Option<ClaudeToken> {
-    crate::launch::prepare::token::read_usable(path).ok()
 }
 
 #[cfg(test)]

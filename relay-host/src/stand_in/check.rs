@@ -254,7 +254,8 @@ fn connect(host: &Host, port: u16) -> Result<TcpStream, String> {
 }
 
 /// The request: `GET`, the host, the token, Claude Code's OAuth beta, and `Connection: close`.
-/// It holds the token: wiped when dropped.
+/// It holds the token: wiped when dropped, and sized before the token goes in, so no growth
+/// leaves a copy in freed memory.
 fn request_head(host: &Host, port: u16, path: &str, token: &[u8]) -> Zeroizing<Vec<u8>> {
     let authority = match (host, port) {
         (Host::Ip(std::net::IpAddr::V6(a)), 443) => format!("[{a}]"),
@@ -262,16 +263,17 @@ fn request_head(host: &Host, port: u16, path: &str, token: &[u8]) -> Zeroizing<V
         (h, 443) => h.to_string(),
         (h, p) => format!("{h}:{p}"),
     };
-    let mut head = Zeroizing::new(Vec::with_capacity(512 + token.len()));
+    const END: &[u8] = b"\r\nConnection: close\r\n\r\n";
     let start = format!(
         "GET {path}{CHECK_PATH} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: relay-host/{} \
          (token check)\r\nAccept: application/json\r\nanthropic-beta: {OAUTH_BETA}\r\n\
          Authorization: Bearer ",
         env!("CARGO_PKG_VERSION")
     );
+    let mut head = Zeroizing::new(Vec::with_capacity(start.len() + token.len() + END.len()));
     head.extend_from_slice(start.as_bytes());
     head.extend_from_slice(token);
-    head.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    head.extend_from_slice(END);
     head
 }
 
@@ -357,6 +359,17 @@ mod tests {
         let v6 = crate::net::allow::normal_host("[::1]").unwrap();
         let head = request_head(&v6, 443, "", b"t");
         assert!(head.starts_with(b"GET /api/claude_code/policy_limits HTTP/1.1\r\nHost: [::1]\r\n"));
+    }
+
+    /// The request holding the token is made in one allocation of its exact size, whatever the
+    /// gateway's path: no growth leaves a copy of the token in freed memory.
+    #[test]
+    fn the_request_holding_the_token_is_never_moved() {
+        let h = crate::net::allow::normal_host("gw.example").unwrap();
+        for path in [String::new(), "/v1".into(), format!("/{}", "p".repeat(600))] {
+            let head = request_head(&h, 443, &path, b"sk-ant-oat01-x");
+            assert_eq!(head.capacity(), head.len(), "path of {} bytes", path.len());
+        }
     }
 
     /// The answer's status and error type, read from a whole answer, a chunked one and a body

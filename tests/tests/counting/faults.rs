@@ -9,7 +9,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use relay_tests::fixture::descendants;
+use relay_tests::fixture::{alive, descendants};
+use relay_tests::paths_under;
 use relay_tests::run::{finish_with, Out};
 use relay_tests::wait_until;
 use relay_tests::world::World;
@@ -150,27 +151,6 @@ fn a_nul_byte_in_the_project_is_refused_with_a_reason() {
     );
 }
 
-/// Every path under `dir` (folders and files, symlinks not followed), relative, sorted.
-fn tree(dir: &std::path::Path) -> Vec<String> {
-    let mut out: Vec<String> = relay_tests::entries_under(dir)
-        .into_iter()
-        .map(|(rel, _)| rel)
-        .collect();
-    out.sort();
-    out
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
-}
-
 /// Settings with a `shell` template: `/bin/sh`, sandboxed, home and project read-write (so the
 /// launch makes write-deny placeholders in both).
 fn shell_settings(fx: &World) {
@@ -234,7 +214,7 @@ fn start_script(fx: &World, script: &str) -> (std::process::Child, Vec<i32>) {
 fn after_kill_9_of_the_host_and_shim_gc_removes_the_placeholders_and_the_session_folder() {
     let _turn = shared();
     let fx = World::agent(&relay_tests::fake_agent());
-    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
     // An allow-list: the session folder holds the proxy's socket too.
     shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
     let (mut host, session) = start_sleeping(&fx);
@@ -245,7 +225,7 @@ fn after_kill_9_of_the_host_and_shim_gc_removes_the_placeholders_and_the_session
     let placeholders = fx.state.join("placeholders");
     assert!(placeholders.is_file(), "the launch made placeholders");
     assert_ne!(
-        tree(&fx.project),
+        paths_under(&fx.project),
         project_before,
         "placeholders in the project"
     );
@@ -368,12 +348,12 @@ fn after_kill_9_of_the_host_and_shim_gc_removes_the_placeholders_and_the_session
     );
     assert!(!socket.exists(), "the proxy's socket is gone");
     assert_eq!(
-        tree(&fx.home),
+        paths_under(&fx.home),
         home_before,
         "a placeholder stayed in the home"
     );
     assert_eq!(
-        tree(&fx.project),
+        paths_under(&fx.project),
         project_before,
         "a placeholder stayed in the project"
     );
@@ -449,7 +429,7 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
     let _turn = shared();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let fx = World::agent(&relay_tests::fake_agent());
-        let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+        let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
         let (host, session) = start_sleeping_shell(&fx);
         // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
         assert_eq!(unsafe { libc::kill(host.id() as i32, sig) }, 0);
@@ -475,8 +455,8 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
             .unwrap()
             .count();
         assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
-        assert_eq!(tree(&fx.home), home_before, "signal {sig}");
-        assert_eq!(tree(&fx.project), project_before, "signal {sig}");
+        assert_eq!(paths_under(&fx.home), home_before, "signal {sig}");
+        assert_eq!(paths_under(&fx.project), project_before, "signal {sig}");
     }
 }
 
@@ -817,7 +797,7 @@ fn exit_rows(fx: &World) -> Vec<serde_json::Value> {
 fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
     let _turn = shared();
     let fx = World::agent(&relay_tests::fake_agent());
-    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
     shell_settings_with(&fx, serde_json::json!({"allow": ["127.0.0.1:9"]}));
     let (host, session) = start_sleeping(&fx);
     let socket = fx.state.join("sessions");
@@ -868,8 +848,8 @@ fn kill_9_of_the_shim_ends_the_session_and_the_host_cleans_up() {
         !unix.contains(fx.state.to_str().unwrap()),
         "a proxy socket still listens"
     );
-    assert_eq!(tree(&fx.home), home_before);
-    assert_eq!(tree(&fx.project), project_before);
+    assert_eq!(paths_under(&fx.home), home_before);
+    assert_eq!(paths_under(&fx.project), project_before);
 }
 
 /// What one run in an odd environment ended with: no signal (no abort), no panic, and the
@@ -1865,7 +1845,7 @@ fn a_host_signalled_while_it_prepares_the_launch_leaves_nothing_after_gc() {
         for delay_ms in [0u64, 1, 3, 6, 10, 20, 40, 80] {
             let what = format!("signal {sig} after {delay_ms} ms");
             let fx = World::agent(&relay_tests::fake_agent());
-            let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+            let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
             shell_settings(&fx);
             let req = fx.root.join("shell.json");
             let request = serde_json::json!({
@@ -1905,8 +1885,12 @@ fn a_host_signalled_while_it_prepares_the_launch_leaves_nothing_after_gc() {
             let gc = finish(host_cmd(&fx).arg("gc").stderr(Stdio::piped()));
             assert_eq!(gc.code, Some(0), "{what}: {}", gc.stderr);
             if sig == libc::SIGTERM {
-                assert_eq!(tree(&fx.home), home_before, "{what}: the home");
-                assert_eq!(tree(&fx.project), project_before, "{what}: the project");
+                assert_eq!(paths_under(&fx.home), home_before, "{what}: the home");
+                assert_eq!(
+                    paths_under(&fx.project),
+                    project_before,
+                    "{what}: the project"
+                );
             }
             let sessions = fx.state.join("sessions");
             let left = std::fs::read_dir(&sessions).map(|d| d.count()).unwrap_or(0);

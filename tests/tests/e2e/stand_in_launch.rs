@@ -547,26 +547,41 @@ const TOKEN_FORBIDDEN: &[u8] = b"HTTP/1.1 403 Forbidden\r\nContent-Type: applica
 Content-Length: 96\r\n\r\n{\"type\":\"error\",\"error\":{\"type\":\"permission_error\",\
 \"message\":\"OAuth token lacks a scope\"}}";
 
-/// `relay-host token check --online` makes one request with the token to the template's API
-/// host, verified as stand-in mode verifies it, and says what came of it, each outcome with its
-/// own line and exit code: accepted (0), refused with 401 or 403 and the fix (77), an API host
-/// whose certificate is from an issuer relay does not trust (76, the cause named, nothing sent),
-/// nothing listening (69). The token is in no output; the API host saw its hash only on the
-/// one `GET` Claude Code itself sends at start.
-#[test]
-fn token_check_online_says_whether_the_api_accepts_the_token() {
-    let fx = World::agent(&fake_agent());
-    let real = fx.fresh_token();
-    let real_sha = relay_tests::sha256_hex(real.as_bytes());
-    let ca = relay_tests::tls::TestCa::new();
-    let ca_file = fx.root.join("ca.pem");
-    ca.write_pem(&ca_file);
-    let script = fx.project.join("none.sh");
-    std::fs::write(&script, "#!/bin/sh\n").unwrap();
-    let check = |port: u16, mode: &str, trusted: bool| {
-        settings(&fx, &script, port, mode);
+/// A world for `relay-host token check --online`: a fake-agent installation with a fresh token,
+/// a test CA (trusted through `upstream_ca_file` when asked) and an API host of the caller's.
+struct Online {
+    fx: World,
+    real: String,
+    ca: relay_tests::tls::TestCa,
+    ca_file: std::path::PathBuf,
+    script: std::path::PathBuf,
+}
+
+impl Online {
+    fn new() -> Online {
+        let fx = World::agent(&fake_agent());
+        let real = fx.fresh_token();
+        let ca = relay_tests::tls::TestCa::new();
+        let ca_file = fx.root.join("ca.pem");
+        ca.write_pem(&ca_file);
+        let script = fx.project.join("none.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        Online {
+            fx,
+            real,
+            ca,
+            ca_file,
+            script,
+        }
+    }
+
+    /// `token check --online` against `127.0.0.1:port` in `mode`: its exit code, its
+    /// `online:` lines and its stderr; panics when the token is in its output.
+    fn check(&self, port: u16, mode: &str, trusted: bool) -> (Option<i32>, Vec<String>, String) {
+        let fx = &self.fx;
+        settings(fx, &self.script, port, mode);
         if trusted {
-            fx.edit_settings(|s| s["upstream_ca_file"] = json!(ca_file));
+            fx.edit_settings(|s| s["upstream_ca_file"] = json!(self.ca_file));
         }
         let out = std::process::Command::new(&fx.host)
             .arg("--config-dir")
@@ -582,7 +597,7 @@ fn token_check_online_says_whether_the_api_accepts_the_token() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         );
         assert!(
-            !stdout.contains(real.as_str()) && !stderr.contains(real.as_str()),
+            !stdout.contains(self.real.as_str()) && !stderr.contains(self.real.as_str()),
             "the token was printed"
         );
         let online: Vec<String> = (stdout.lines())
@@ -590,24 +605,36 @@ fn token_check_online_says_whether_the_api_accepts_the_token() {
             .map(str::to_string)
             .collect();
         (out.status.code(), online, stderr)
-    };
-    let get = "GET /api/claude_code/policy_limits HTTP/1.1";
+    }
+}
 
-    let api = relay_tests::tls::OkApi::start(&ca);
+/// `relay-host token check --online` makes one request with the token to the template's API
+/// host, verified as stand-in mode verifies it: accepted (0). The token is in no output; the API
+/// host saw its hash only, on the one `GET` Claude Code itself sends at start.
+#[test]
+fn token_check_online_says_the_api_accepts_the_token() {
+    let w = Online::new();
+    let api = relay_tests::tls::OkApi::start(&w.ca);
     let port = api.port();
-    let (code, online, err) = check(port, "stand_in", true);
+    let (code, online, err) = w.check(port, "stand_in", true);
     let verified = format!("online: 127.0.0.1:{port}: TLS verified");
     let accepted = "online: the API accepted the token (GET /api/claude_code/policy_limits: 200)";
     assert_eq!(online, [verified.as_str(), accepted], "{err}");
     assert_eq!(code, Some(0), "{err}");
     let seen = api.seen();
     assert_eq!(seen.len(), 1, "one request: {seen:?}");
-    assert_eq!(seen[0].line, get);
+    assert_eq!(seen[0].line, "GET /api/claude_code/policy_limits HTTP/1.1");
+    let real_sha = relay_tests::sha256_hex(w.real.as_bytes());
     assert_eq!(
         seen[0].authorization_sha256.as_deref(),
         Some(real_sha.as_str())
     );
+}
 
+/// A token the API refuses with 401 or 403 is said with the fix (77), in either token mode.
+#[test]
+fn token_check_online_says_the_api_refuses_the_token_with_the_fix() {
+    let w = Online::new();
     let fix = "make one with `claude setup-token`, then store it with `relay-host token import`";
     for (answer, mode, said) in [
         (
@@ -617,19 +644,25 @@ fn token_check_online_says_whether_the_api_accepts_the_token() {
         ),
         (TOKEN_FORBIDDEN, "pipe", "403 permission_error"),
     ] {
-        let api = relay_tests::tls::OkApi::answering(&ca, answer);
+        let api = relay_tests::tls::OkApi::answering(&w.ca, answer);
         let port = api.port();
-        let (code, online, err) = check(port, mode, true);
+        let (code, online, err) = w.check(port, mode, true);
         let verified = format!("online: 127.0.0.1:{port}: TLS verified");
         let refused = format!("online: the API refused the token ({said}): {fix}");
         assert_eq!(online, [verified, refused], "{err}");
         assert_eq!(code, Some(77), "{err}");
         assert_eq!(api.seen().len(), 1, "{:?}", api.seen());
     }
+}
 
-    let api = relay_tests::tls::OkApi::start(&ca);
+/// An API host whose certificate is from an issuer relay does not trust: the cause named (76),
+/// nothing sent; nothing listening: unreachable (69).
+#[test]
+fn token_check_online_says_an_untrusted_or_unreachable_api_host() {
+    let w = Online::new();
+    let api = relay_tests::tls::OkApi::start(&w.ca);
     let port = api.port();
-    let (code, online, err) = check(port, "stand_in", false);
+    let (code, online, err) = w.check(port, "stand_in", false);
     let untrusted = format!(
         "online: 127.0.0.1:{port}: the API host's TLS failed: its certificate is from an unknown \
          issuer (a TLS proxy on the way? put its CA in the system trust store or in relay-host's \
@@ -642,7 +675,7 @@ fn token_check_online_says_whether_the_api_accepts_the_token() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let (code, online, err) = check(port, "stand_in", true);
+    let (code, online, err) = w.check(port, "stand_in", true);
     let unreachable = format!(
         "online: 127.0.0.1:{port}: unreachable: cannot connect: Connection refused (os error 111)"
     );

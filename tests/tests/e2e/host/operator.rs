@@ -338,17 +338,7 @@ pub fn on_a_terminal(mut cmd: std::process::Command) -> (i32, String) {
     cmd.stderr(Stdio::from(slave));
     let out = finish(cmd.spawn().unwrap(), TIMEOUT);
     drop(cmd);
-    let mut shown = Vec::new();
-    let mut f = fs::File::from(master);
-    let mut buf = [0u8; 4096];
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-    while let Ok(n) = f.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        shown.extend_from_slice(&buf[..n]);
-    }
+    let shown = relay_tests::terminal_shown(master);
     (
         out.code.expect("finish saw an exit code"),
         String::from_utf8_lossy(&shown).replace("\r\n", "\n"),
@@ -721,14 +711,7 @@ fn import_on_a_terminal_echoes_nothing() {
     assert_eq!(unsafe { libc::tcgetattr(slave.as_raw_fd(), &mut t) }, 0);
     assert_ne!(t.c_lflag & libc::ECHO, 0, "echo was left off");
     drop(slave);
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe { libc::fcntl(term.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-    while let Ok(n) = term.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        shown.extend_from_slice(&buf[..n]);
-    }
+    shown.extend(relay_tests::terminal_shown(term));
     assert_no_token("the terminal", &shown, &token);
     assert_quiet(&out, &token);
     let written = fs::read(default_token_path(&fx)).unwrap();

@@ -3,32 +3,13 @@
 //! any `gc`.
 
 use super::*;
-
-/// Every path under `dir`, relative, sorted (symlinks not followed).
-fn tree(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = relay_tests::entries_under(dir)
-        .into_iter()
-        .map(|(rel, _)| rel)
-        .collect();
-    out.sort();
-    out
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
-}
+use relay_tests::fixture::alive;
+use relay_tests::paths_under;
 
 #[test]
 fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
     let fx = world();
-    let (home_before, project_before) = (tree(&fx.home), tree(&fx.project));
+    let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
     // A sandboxed shell with home and project read-write (it says `writes_home`; placeholders
     // in the project, none in the home) behind an allow-list (the proxy's socket in the session
     // folder).
@@ -46,7 +27,7 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
     );
     let session = descendants(bg.id() as i32);
     assert_ne!(
-        tree(&fx.project),
+        paths_under(&fx.project),
         project_before,
         "the launch made placeholders"
     );
@@ -65,12 +46,12 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
 
     // Before any gc: nothing left.
     assert_eq!(
-        tree(&fx.project),
+        paths_under(&fx.project),
         project_before,
         "a placeholder stayed in the project"
     );
     assert_eq!(
-        tree(&fx.home),
+        paths_under(&fx.home),
         home_before,
         "a placeholder stayed in the home"
     );
@@ -114,7 +95,7 @@ fn after_kill_9_of_the_host_the_shim_leaves_nothing_in_the_project() {
 #[test]
 fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
     let fx = world();
-    let project_before = tree(&fx.project);
+    let project_before = paths_under(&fx.project);
     // Claude Code's folder of the project's transcripts: only that folder comes back.
     let folder = relay_tests::transcript_folder(&fx.project.canonicalize().unwrap());
     let write = format!(
@@ -141,7 +122,7 @@ fn after_kill_9_of_the_host_a_conversation_is_kept_for_gc_to_carry_back() {
     });
     assert!(ended, "the session outlived its host");
     drop(bg);
-    let mut project_after = tree(&fx.project);
+    let mut project_after = paths_under(&fx.project);
     project_after.retain(|p| p != "rec.jsonl");
     assert_eq!(
         project_after, project_before,

@@ -3,8 +3,7 @@
 //! `...` span) as a person would (through `sh -c`, `relay-host` on `PATH`), and checks that the
 //! cause is gone.
 
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::io::Write;
 
 use super::*;
 
@@ -18,16 +17,7 @@ fn on_a_terminal(mut cmd: Command, stdin: &[u8]) -> (Option<i32>, String, String
     let out = finish_with(child, TIMEOUT, &|| false);
     assert!(!out.killed, "did not finish within {TIMEOUT:?}");
     drop(cmd);
-    let mut f = std::fs::File::from(master);
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-    let (mut shown, mut buf) = (Vec::new(), [0u8; 4096]);
-    while let Ok(n) = f.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        shown.extend_from_slice(&buf[..n]);
-    }
+    let shown = relay_tests::terminal_shown(master);
     let shown = String::from_utf8_lossy(&shown).replace("\r\n", "\n");
     (out.code, out.stdout, shown)
 }

@@ -1,9 +1,6 @@
 //! `run --resume ID` and `run --continue` through relay, and the line that says how to resume
 //! through relay after a Claude session.
 
-use std::io::Read;
-use std::os::fd::AsRawFd;
-
 use super::*;
 
 /// `cmd` with its stderr on a terminal (a pty): its exit code and what the terminal showed.
@@ -12,16 +9,7 @@ fn on_a_terminal(mut cmd: Command) -> (Option<i32>, String) {
     cmd.stderr(Stdio::from(slave));
     let out = finish(&mut cmd);
     drop(cmd);
-    let mut f = std::fs::File::from(master);
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-    let (mut shown, mut buf) = (Vec::new(), [0u8; 4096]);
-    while let Ok(n) = f.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        shown.extend_from_slice(&buf[..n]);
-    }
+    let shown = relay_tests::terminal_shown(master);
     (
         out.code,
         String::from_utf8_lossy(&shown).replace("\r\n", "\n"),
