@@ -91,11 +91,10 @@ impl Guard {
         self.proxy = Some(proxy);
     }
 
-    /// Lets the held-back signals through, just before the shim is spawned (everything this
-    /// launch made is recorded by now: a SIGTERM held back ends the host here, leaving what `gc`
-    /// removes; not later: forwarded the moment bwrap reports its sandbox, it can reach bwrap
-    /// before the sandbox's init has tied itself to bwrap's life, and that init would run on
-    /// alone), and once the session's signals are forwarded.
+    /// Lets the held-back signals through once the started session's signals are forwarded to
+    /// its shim: one held back meanwhile (while the sandbox started) is forwarded now, and ends
+    /// the session the normal way. Never earlier: at its default action it would end the host
+    /// with the session unsupervised, its `exit` row left to `gc`.
     pub(crate) fn let_signals_through(&self) {
         crate::launch::signals::undefer();
     }

@@ -150,6 +150,6 @@ fn spawn_shim<'p>(
     let networked = network::connect::connect(cx, &prepared, token, guard)?;
     let argv = confine::confine(cx, &prepared, &networked)?;
     let shim = shim_command::command(cx, &prepared, &argv, stdin)?;
-    let spawned = start::spawn(shim, &argv, networked.handed.token, guard)?;
+    let spawned = start::spawn(shim, &argv, networked.handed.token)?;
     Ok((prepared, argv, spawned))
 }

@@ -49,13 +49,13 @@ fn mask(how: libc::c_int) {
     }
 }
 
-/// Holds SIGTERM, SIGHUP and SIGINT back while a launch prepares (placeholders made one by one
-/// and recorded, a session folder, a proxy): one that arrives stays pending until [`undefer`],
-/// just before the shim is spawned (then the host ends with everything it made recorded, for
-/// `gc`) or after a refusal has been recorded and cleaned up, when its default action ends the
-/// host. Threads started meanwhile (the
-/// proxy's, the bridge's) keep them blocked. A child inherits the mask: the shim's spawn lets
-/// them through again ([`undefer_in_child`]).
+/// Holds SIGTERM, SIGHUP and SIGINT back while a launch prepares and its sandbox starts
+/// (placeholders made one by one and recorded, a session folder, a proxy, the shim waited for):
+/// one that arrives stays pending until [`undefer`], once the started session's signals are
+/// forwarded (then it ends the session the normal way), or after a refusal has been recorded and
+/// cleaned up, when its default action ends the host. Threads started meanwhile (the proxy's,
+/// the bridge's) keep them blocked. A child inherits the mask: the shim's spawn lets them through
+/// again ([`undefer_in_child`]).
 pub fn defer() {
     mask(libc::SIG_BLOCK);
 }

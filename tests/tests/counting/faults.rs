@@ -187,16 +187,7 @@ fn start_sleeping(fx: &World) -> (std::process::Child, Vec<i32>) {
 /// and waits for a `sleep` in it; returns the host and every process of the session (the host
 /// first).
 fn start_script(fx: &World, script: &str) -> (std::process::Child, Vec<i32>) {
-    let req = fx.root.join("shell.json");
-    let request = serde_json::json!({
-        "kind": "terminal",
-        "template": "shell",
-        "project": fx.project,
-        "sandbox": true,
-        "extra_args": ["-c", script],
-    });
-    std::fs::write(&req, request.to_string()).unwrap();
-    let host = host_cmd(fx).arg("launch").arg(&req).spawn().unwrap();
+    let host = spawn_script(fx, script);
     let pid = host.id() as i32;
     let sleeping = || {
         descendants(pid).iter().any(|p| {
@@ -208,6 +199,21 @@ fn start_script(fx: &World, script: &str) -> (std::process::Child, Vec<i32>) {
         "the session's sleep never ran"
     );
     (host, descendants(pid))
+}
+
+/// Spawns the host launching a sandboxed `shell` session running `sh -c script` on the settings
+/// already written.
+fn spawn_script(fx: &World, script: &str) -> std::process::Child {
+    let req = fx.root.join("shell.json");
+    let request = serde_json::json!({
+        "kind": "terminal",
+        "template": "shell",
+        "project": fx.project,
+        "sandbox": true,
+        "extra_args": ["-c", script],
+    });
+    std::fs::write(&req, request.to_string()).unwrap();
+    host_cmd(fx).arg("launch").arg(&req).spawn().unwrap()
 }
 
 #[test]
@@ -450,6 +456,93 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
             .filter(|e: &serde_json::Value| e["event"] == "exit")
             .collect();
         assert_eq!(exit.len(), 1, "signal {sig}: one exit event: {events}");
+        assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
+        let sessions = std::fs::read_dir(fx.state.join("sessions"))
+            .unwrap()
+            .count();
+        assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
+        assert_eq!(paths_under(&fx.home), home_before, "signal {sig}");
+        assert_eq!(paths_under(&fx.project), project_before, "signal {sig}");
+    }
+}
+
+/// SIGTERM or SIGHUP sent to the host alone in the moment its shim exists and the session is not
+/// yet supervised (bwrap here starts half a second late, and the host is stopped in that moment,
+/// signalled, and let go on): the signal waits for the session's forwarding, then ends the
+/// session the normal way, with the session's status. It never takes the host down by its
+/// default action, which left the session without its `exit` row until `gc` (seen once in CI,
+/// where a machine under load stretched that moment).
+#[test]
+fn a_signal_while_the_sandbox_starts_waits_for_the_forwarding_and_ends_the_session() {
+    let _turn = shared();
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        let fx = World::agent(&relay_tests::fake_agent());
+        shell_settings(&fx);
+        let slow = fx.root.join("slow-bwrap");
+        let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
+        std::fs::write(
+            &slow,
+            format!(
+                // relay reads a bwrap's options out of its file: the ones it passes on.
+                "#!/bin/sh\n# --json-status-fd --bind-fd --ro-bind-fd\nsleep 0.5\nexec {} \"$@\"\n",
+                bwrap.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = fx.config.join("settings.json");
+        let mut settings: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        settings["bwrap"] = serde_json::json!(slow);
+        std::fs::write(&path, settings.to_string()).unwrap();
+        let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
+        let host = spawn_script(&fx, "sleep 30");
+        let pid = host.id() as i32;
+        let shim = || {
+            descendants(pid).iter().any(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "relay-shim")
+            })
+        };
+        assert!(wait_until(TIMEOUT, &shim), "signal {sig}: no shim");
+        // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let has = |field: &str| {
+            let mask = status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+                .unwrap();
+            mask & (1 << (sig - 1)) != 0
+        };
+        assert!(
+            !has("SigCgt:"),
+            "signal {sig}: the host was stopped after the forwarding began; the test missed the \
+             moment it is about"
+        );
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(libc::kill(pid, sig), 0);
+            assert_eq!(libc::kill(pid, libc::SIGCONT), 0);
+        }
+        let session = descendants(pid);
+        let f = finish_with(host, Duration::from_secs(15), &|| false);
+        assert!(
+            !f.killed,
+            "signal {sig}: the session did not end within 15 s"
+        );
+        assert_eq!(
+            (f.code, f.signal),
+            (Some(128 + sig), None),
+            "signal {sig}: the host's own end"
+        );
+        let ended = wait_until(Duration::from_secs(5), &|| {
+            !session.iter().any(|&p| alive(p))
+        });
+        assert!(ended, "signal {sig}: processes of the session left");
+        assert_eq!(exit_rows(&fx).len(), 1, "signal {sig}: one exit event");
         assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
         let sessions = std::fs::read_dir(fx.state.join("sessions"))
             .unwrap()

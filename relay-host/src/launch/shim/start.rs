@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use relay_shim::StatusEvent;
 
-use crate::launch::guard::Guard;
 use crate::launch::sandbox::confine;
 use crate::launch::sandbox::SessionArgv;
 use crate::launch::shim::error::{ShimError, StartError};
@@ -27,15 +26,13 @@ pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Spawns the shim `s`, handing it the status pipe, the wiring's descriptors, bwrap's
 /// descriptors (of `argv`, which the caller holds until the session started) and the token
-/// (which is dropped here). The launch's `guard` lets the signals it held back through first
-/// ([`Guard::let_signals_through`]: here, not later).
+/// (which is dropped here). The signals the launch's guard holds back stay held in the host; the
+/// shim gets them from the start ([`crate::launch::tie`]).
 pub(crate) fn spawn(
     s: ShimCommand,
     argv: &SessionArgv,
     token: Option<ClaudeToken>,
-    guard: &Guard,
 ) -> Result<Spawned, ShimError> {
-    guard.let_signals_through();
     let ShimCommand { wiring, mut cmd } = s;
     let (status_r, status_w) = sys::pipe2_cloexec().map_err(spawn_err("status pipe"))?;
     let mut extra = FdMap::new();
