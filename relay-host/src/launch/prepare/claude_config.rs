@@ -171,13 +171,9 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
     state::private_dir(launch)?;
     record_project(launch, s.project)?;
     state::seed_claude_config(s.config_dir, launch);
-    if let Some(v) = read_state(&s.persistent.join(CLAUDE_STATE_FILE)) {
-        write_new(
-            &launch.join(CLAUDE_STATE_FILE),
-            &scoped(named_state(&v), s.project),
-        )?;
-    }
-    // Relay's answers to Claude Code's first-run questions, laid over the file in one write.
+    // The persistent folder's named state, with relay's answers to Claude Code's first-run
+    // questions laid over it, written once.
+    let carried = read_state(&s.persistent.join(CLAUDE_STATE_FILE));
     let mut answer = Value::Object(Map::new());
     if s.onboard {
         answer = merged(answer, onboarded());
@@ -185,8 +181,13 @@ pub(crate) fn seed(launch: &Path, s: &Seed<'_>) -> io::Result<()> {
     if let Some(project) = s.trust {
         answer = merged(answer, trusted(project));
     }
-    if answer.as_object().is_some_and(|m| !m.is_empty()) {
-        lay_over(launch, answer)?;
+    let answered = answer.as_object().is_some_and(|m| !m.is_empty());
+    if carried.is_some() || answered {
+        let base = carried
+            .map(|v| scoped(named_state(&v), s.project))
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        write_new(&launch.join(CLAUDE_STATE_FILE), &merged(base, answer))?;
     }
     if let (Some(which), Some(project)) = (s.resume, s.project) {
         let want = |name: &str| which.is_none_or(|id| name == format!("{id}.jsonl"));
@@ -212,18 +213,6 @@ fn trusted(project: &Path) -> Value {
 /// check Anthropic's `hello` endpoints and ask for a login that the token on fd 5 already is.
 fn onboarded() -> Value {
     serde_json::json!({"hasCompletedOnboarding": true})
-}
-
-/// Lays relay's `answer` over the launch folder's `.claude.json` (per project, key by key); the
-/// file is written anew (0600, renamed into place).
-fn lay_over(launch: &Path, answer: Value) -> io::Result<()> {
-    let path = launch.join(CLAUDE_STATE_FILE);
-    let mut v = read_state(&path).unwrap_or_else(|| Value::Object(Map::new()));
-    if !v.is_object() {
-        v = Value::Object(Map::new());
-    }
-    let v = merged(v, answer);
-    replace(&path, &mut serde_json::to_vec(&v)?.as_slice(), None)
 }
 
 /// After the session: carries the launch folder's named state back into the persistent folder
@@ -608,32 +597,61 @@ mod tests {
         assert_eq!(named_state(&planted), kept);
     }
 
+    /// `seed` into a fresh launch folder from a persistent folder holding `carried` as its
+    /// `.claude.json` (none when `None`); returns the launch folder's `.claude.json`, if any.
+    fn seeded(carried: Option<Value>, onboard: bool, trust: bool) -> Option<Value> {
+        let dir = tempfile::tempdir().unwrap();
+        let persistent = dir.path().join("persistent");
+        fs::create_dir(&persistent).unwrap();
+        if let Some(v) = carried {
+            fs::write(persistent.join(CLAUDE_STATE_FILE), v.to_string()).unwrap();
+        }
+        let project = Path::new("/work/p");
+        let launch = dir.path().join("launch");
+        let s = Seed {
+            config_dir: dir.path(),
+            persistent: &persistent,
+            onboard,
+            resume: None,
+            trust: trust.then_some(project),
+            project: Some(project),
+        };
+        seed(&launch, &s).unwrap();
+        let names: Vec<_> = fs::read_dir(&launch)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(names.iter().all(|n| n == CLAUDE_STATE_FILE), "{names:?}");
+        let bytes = fs::read(launch.join(CLAUDE_STATE_FILE)).ok()?;
+        Some(serde_json::from_slice(&bytes).unwrap())
+    }
+
     #[test]
     fn trust_is_seeded_for_the_project() {
-        let dir = tempfile::tempdir().unwrap();
-        let read = || -> Value {
-            serde_json::from_slice(&fs::read(dir.path().join(".claude.json")).unwrap()).unwrap()
-        };
-        lay_over(dir.path(), trusted("/work/p".as_ref())).unwrap();
+        let v = seeded(None, false, true).unwrap();
         assert_eq!(
-            read()["projects"]["/work/p"]["hasTrustDialogAccepted"],
-            true
+            v,
+            json!({"projects": {"/work/p": {"hasTrustDialogAccepted": true}}})
         );
     }
 
     #[test]
-    fn onboarding_is_laid_over_what_the_file_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let read = || -> Value {
-            serde_json::from_slice(&fs::read(dir.path().join(".claude.json")).unwrap()).unwrap()
-        };
-        let given = r#"{"hasCompletedOnboarding": false, "numStartups": 3}"#;
-        fs::write(dir.path().join(".claude.json"), given).unwrap();
-        lay_over(dir.path(), onboarded()).unwrap();
+    fn onboarding_is_laid_over_what_the_persistent_file_holds() {
+        let carried = json!({"hasCompletedOnboarding": false,
+            "projects": {"/work/p": {"hasTrustDialogAccepted": true}, "/other": {}}});
+        let v = seeded(Some(carried), true, false).unwrap();
         assert_eq!(
-            read(),
-            json!({"hasCompletedOnboarding": true, "numStartups": 3})
+            v,
+            json!({"hasCompletedOnboarding": true,
+                "projects": {"/work/p": {"hasTrustDialogAccepted": true}}})
         );
+    }
+
+    #[test]
+    fn nothing_carried_and_nothing_answered_writes_no_state_file() {
+        assert_eq!(seeded(None, false, false), None);
+        let carried = json!({"hasCompletedOnboarding": true});
+        assert_eq!(seeded(Some(carried.clone()), false, false), Some(carried));
     }
 
     #[test]
