@@ -37,14 +37,15 @@ pub(crate) fn supervise(state: &State, mut session: Session, guard: &Guard) -> i
         line.clear();
     }
     // Wait for the shim's exit without reaping it, stop forwarding, then reap: a signal that
-    // arrives in between must not reach another process that reused the pid.
+    // arrives in between must not reach another process that reused the pid. The signals are
+    // held back first: the exit row and the cleanup are not cut short, not even by one that
+    // arrives as the default dispositions come back (the guard lets them through when the
+    // launch ends).
     let _ = sys::waitid(pid, libc::WEXITED | libc::WNOWAIT);
+    guard.hold_signals();
     if let Err(e) = crate::launch::signals::stop_forwarding() {
         eprintln!("relay-host: cannot restore signal dispositions: {e}");
     }
-    // The exit row and the cleanup are not cut short either (the guard lets them through when
-    // the launch ends).
-    guard.hold_signals();
     let code = match session.shim.wait() {
         Ok(s) => crate::exit_code_of(s),
         Err(_) => ExitCode::Internal.code(),
