@@ -467,7 +467,7 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
 }
 
 /// SIGTERM or SIGHUP sent to the host alone in the moment its shim exists and the session is not
-/// yet supervised (bwrap here starts half a second late, and the host is stopped in that moment,
+/// yet supervised (bwrap here starts a second late, and the host is stopped in that moment,
 /// signalled, and let go on): the signal waits for the session's forwarding, then ends the
 /// session the normal way, with the session's status. It never takes the host down by its
 /// default action, which left the session without its `exit` row until `gc` (seen once in CI,
@@ -484,7 +484,7 @@ fn a_signal_while_the_sandbox_starts_waits_for_the_forwarding_and_ends_the_sessi
             &slow,
             format!(
                 // relay reads a bwrap's options out of its file: the ones it passes on.
-                "#!/bin/sh\n# --json-status-fd --bind-fd --ro-bind-fd\nsleep 0.5\nexec {} \"$@\"\n",
+                "#!/bin/sh\n# --json-status-fd --bind-fd --ro-bind-fd\nsleep 1\nexec {} \"$@\"\n",
                 bwrap.display()
             ),
         )
