@@ -1829,13 +1829,21 @@ fn concurrent_allow_list_launches_are_each_answered_logged_and_cleaned_up() {
         wait_until(limit, &recorded),
         "the sessions did not all start"
     );
-    let mut fds: Vec<usize> = running
-        .iter()
-        .filter_map(|h| relay_tests::fixture::open_fds(h.id() as i32))
-        .collect();
-    assert_eq!(fds.len(), n, "every host still runs its session");
-    fds.sort();
-    fds.dedup();
+    // An agent records before its host has read the shim's `started` and let go of bwrap's
+    // descriptors: each host is counted once it is past its start, which on a busy machine may
+    // be a moment after its agent ran.
+    let counts = || {
+        let mut fds: Vec<usize> = running
+            .iter()
+            .filter_map(|h| relay_tests::fixture::open_fds(h.id() as i32))
+            .collect();
+        assert_eq!(fds.len(), n, "every host still runs its session");
+        fds.sort();
+        fds.dedup();
+        fds
+    };
+    wait_until(Duration::from_secs(2), &|| counts().len() == 1);
+    let fds = counts();
     eprintln!("descriptors of each host mid-session: {fds:?}");
     assert_eq!(fds.len(), 1, "hosts differ in their descriptors: {fds:?}");
     for (i, host) in running.into_iter().enumerate() {
