@@ -1,9 +1,9 @@
-//! The supervising host's signals, on the one forwarder ([`relay_shim::forwarder`]), and the signals it
-//! holds back while a launch prepares. SIGTERM and SIGHUP go to the shim. SIGINT sent
-//! by a process (a supervisor's `kill -INT PID`, off a terminal) goes to the shim as well, so it
-//! ends the session like SIGTERM; SIGINT from a terminal (Ctrl-C, `si_code` `SI_KERNEL`) is
-//! ignored, since the terminal delivers it to the whole foreground group, the shim included,
-//! which forwards it once. SIGQUIT is ignored while a session runs.
+//! The supervising host's signals, on the one forwarder ([`relay_shim::forwarder`]), and the
+//! signals it holds back while a launch prepares and its sandbox starts. SIGTERM and SIGHUP go to
+//! the shim. SIGINT sent by a process (a supervisor's `kill -INT PID`, off a terminal) goes to
+//! the shim as well, so it ends the session like SIGTERM; SIGINT from a terminal (Ctrl-C,
+//! `si_code` `SI_KERNEL`) is ignored, since the terminal delivers it to the whole foreground
+//! group, the shim included, which forwards it once. SIGQUIT is ignored while a session runs.
 
 use relay_shim::forwarder::{self as signals, Forwarder};
 
@@ -33,7 +33,8 @@ pub fn stop_forwarding() -> std::io::Result<()> {
     signals::default_action(libc::SIGQUIT)
 }
 
-/// The signals a supervisor ends a session with, which a launch defers while it prepares.
+/// The signals a supervisor ends a session with, which a launch defers while it prepares and its
+/// sandbox starts.
 const DEFERRED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
 
 fn mask(how: libc::c_int) {

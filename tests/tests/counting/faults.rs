@@ -189,16 +189,18 @@ fn start_sleeping(fx: &World) -> (std::process::Child, Vec<i32>) {
 fn start_script(fx: &World, script: &str) -> (std::process::Child, Vec<i32>) {
     let host = spawn_script(fx, script);
     let pid = host.id() as i32;
-    let sleeping = || {
-        descendants(pid).iter().any(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
-        })
-    };
     assert!(
-        wait_until(TIMEOUT, &sleeping),
+        wait_until(TIMEOUT, &|| runs_below(pid, "sleep")),
         "the session's sleep never ran"
     );
     (host, descendants(pid))
+}
+
+/// True when a process named `comm` runs below `pid` (or is `pid`).
+fn runs_below(pid: i32, comm: &str) -> bool {
+    descendants(pid)
+        .iter()
+        .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm))
 }
 
 /// Spawns the host launching a sandboxed `shell` session running `sh -c script` on the settings
@@ -439,31 +441,43 @@ fn sigint_sigterm_sighup_to_the_host_alone_end_the_session() {
         let (host, session) = start_sleeping_shell(&fx);
         // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
         assert_eq!(unsafe { libc::kill(host.id() as i32, sig) }, 0);
-        let f = finish_with(host, Duration::from_secs(10), &|| false);
-        assert!(
-            !f.killed,
-            "signal {sig}: the session did not end within 10 s"
-        );
-        assert_eq!(f.code, Some(128 + sig), "signal {sig}: stderr {}", f.stderr);
-        let ended = wait_until(Duration::from_secs(5), &|| {
-            !session.iter().any(|&p| alive(p))
-        });
-        assert!(ended, "signal {sig}: processes of the session left");
-        let events = std::fs::read_to_string(fx.state.join("events.jsonl")).unwrap();
-        let exit: Vec<serde_json::Value> = events
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .filter(|e: &serde_json::Value| e["event"] == "exit")
-            .collect();
-        assert_eq!(exit.len(), 1, "signal {sig}: one exit event: {events}");
-        assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
-        let sessions = std::fs::read_dir(fx.state.join("sessions"))
-            .unwrap()
-            .count();
-        assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
-        assert_eq!(paths_under(&fx.home), home_before, "signal {sig}");
-        assert_eq!(paths_under(&fx.project), project_before, "signal {sig}");
+        ended_by_the_signal(&fx, sig, host, &session, (home_before, project_before));
     }
+}
+
+/// The host signalled with `sig` ends within 15 s with the session's status (128 + `sig`, not
+/// killed by it), the `session`'s processes gone, one `exit` event, no placeholder nor session
+/// folder left, and the home and the project as `before`.
+fn ended_by_the_signal(
+    fx: &World,
+    sig: i32,
+    host: std::process::Child,
+    session: &[i32],
+    before: (Vec<String>, Vec<String>),
+) {
+    let f = finish_with(host, Duration::from_secs(15), &|| false);
+    assert!(
+        !f.killed,
+        "signal {sig}: the session did not end within 15 s"
+    );
+    assert_eq!(
+        (f.code, f.signal),
+        (Some(128 + sig), None),
+        "signal {sig}: the host's own end; stderr {}",
+        f.stderr
+    );
+    let ended = wait_until(Duration::from_secs(5), &|| {
+        !session.iter().any(|&p| alive(p))
+    });
+    assert!(ended, "signal {sig}: processes of the session left");
+    assert_eq!(exit_rows(fx).len(), 1, "signal {sig}: one exit event");
+    assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
+    let sessions = std::fs::read_dir(fx.state.join("sessions"))
+        .unwrap()
+        .count();
+    assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
+    assert_eq!(paths_under(&fx.home), before.0, "signal {sig}");
+    assert_eq!(paths_under(&fx.project), before.1, "signal {sig}");
 }
 
 /// SIGTERM or SIGHUP sent to the host alone in the moment its shim exists and the session is not
@@ -478,47 +492,18 @@ fn a_signal_while_the_sandbox_starts_waits_for_the_forwarding_and_ends_the_sessi
     for sig in [libc::SIGTERM, libc::SIGHUP] {
         let fx = World::agent(&relay_tests::fake_agent());
         shell_settings(&fx);
-        let slow = fx.root.join("slow-bwrap");
-        let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
-        std::fs::write(
-            &slow,
-            format!(
-                // relay reads a bwrap's options out of its file: the ones it passes on.
-                "#!/bin/sh\n# --json-status-fd --bind-fd --ro-bind-fd\nsleep 1\nexec {} \"$@\"\n",
-                bwrap.display()
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = fx.config.join("settings.json");
-        let mut settings: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        settings["bwrap"] = serde_json::json!(slow);
-        std::fs::write(&path, settings.to_string()).unwrap();
-        let (home_before, project_before) = (paths_under(&fx.home), paths_under(&fx.project));
+        name_a_late_bwrap(&fx);
+        let before = (paths_under(&fx.home), paths_under(&fx.project));
         let host = spawn_script(&fx, "sleep 30");
         let pid = host.id() as i32;
-        let shim = || {
-            descendants(pid).iter().any(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "relay-shim")
-            })
-        };
-        assert!(wait_until(TIMEOUT, &shim), "signal {sig}: no shim");
+        assert!(
+            wait_until(TIMEOUT, &|| runs_below(pid, "relay-shim")),
+            "signal {sig}: no shim"
+        );
         // SAFETY: kill takes integers only; the pid is our own child, not yet reaped.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let has = |field: &str| {
-            let mask = status
-                .lines()
-                .find_map(|l| l.strip_prefix(field))
-                .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
-                .unwrap();
-            mask & (1 << (sig - 1)) != 0
-        };
         assert!(
-            !has("SigCgt:"),
+            !catches(pid, sig),
             "signal {sig}: the host was stopped after the forwarding began; the test missed the \
              moment it is about"
         );
@@ -528,29 +513,38 @@ fn a_signal_while_the_sandbox_starts_waits_for_the_forwarding_and_ends_the_sessi
             assert_eq!(libc::kill(pid, libc::SIGCONT), 0);
         }
         let session = descendants(pid);
-        let f = finish_with(host, Duration::from_secs(15), &|| false);
-        assert!(
-            !f.killed,
-            "signal {sig}: the session did not end within 15 s"
-        );
-        assert_eq!(
-            (f.code, f.signal),
-            (Some(128 + sig), None),
-            "signal {sig}: the host's own end"
-        );
-        let ended = wait_until(Duration::from_secs(5), &|| {
-            !session.iter().any(|&p| alive(p))
-        });
-        assert!(ended, "signal {sig}: processes of the session left");
-        assert_eq!(exit_rows(&fx).len(), 1, "signal {sig}: one exit event");
-        assert!(!fx.state.join("placeholders").exists(), "signal {sig}");
-        let sessions = std::fs::read_dir(fx.state.join("sessions"))
-            .unwrap()
-            .count();
-        assert_eq!(sessions, 0, "signal {sig}: the session folder stayed");
-        assert_eq!(paths_under(&fx.home), home_before, "signal {sig}");
-        assert_eq!(paths_under(&fx.project), project_before, "signal {sig}");
+        ended_by_the_signal(&fx, sig, host, &session, before);
     }
+}
+
+/// Names, in the fixture's settings, a bwrap that starts a second late: the real one run by a
+/// script (which names the options relay reads out of a bwrap's file, the real one's).
+fn name_a_late_bwrap(fx: &World) {
+    use std::os::unix::fs::PermissionsExt;
+    let late = fx.root.join("late-bwrap");
+    let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
+    let script = format!(
+        "#!/bin/sh\n# --json-status-fd --bind-fd --ro-bind-fd\nsleep 1\nexec {} \"$@\"\n",
+        bwrap.display()
+    );
+    std::fs::write(&late, script).unwrap();
+    std::fs::set_permissions(&late, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = fx.config.join("settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    settings["bwrap"] = serde_json::json!(late);
+    std::fs::write(&path, settings.to_string()).unwrap();
+}
+
+/// True when process `pid` has a handler for `sig` (its `SigCgt` in `/proc`).
+fn catches(pid: i32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap();
+    mask & (1 << (sig - 1)) != 0
 }
 
 /// SIGTERM, SIGHUP or SIGINT sent to the host alone reaches the sandboxed program itself (its
