@@ -5,7 +5,8 @@
 //! runs a launch whose `bwrap` setting is a small wrapper script: it copies the options file
 //! (reopened through `/proc/self/fd/9`, so bwrap still reads it from the start) and the command
 //! line into a folder, then `exec`s the real bwrap. The wrapper names bwrap's options in a
-//! comment, so the host reads the same features from it as from bwrap itself.
+//! comment, so the host reads the same features from it as from bwrap itself. The same kind of
+//! wrapper can start bwrap late ([`late_wrapper`]), for the tests of that moment.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
@@ -46,17 +47,38 @@ pub struct Captured {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
-    let path = dir.join("bwrap-capture");
     let d = dir.display();
+    let first = format!(
+        "cat /proc/self/fd/{ARGS_FD} > '{d}/options' 2>/dev/null\n\
+         printf '%s\\0' \"$@\" > '{d}/argv'"
+    );
+    write_wrapper(&dir.join("bwrap-capture"), &first, bwrap)
+}
+
+/// Writes into `dir` a wrapper that starts the real `bwrap` `seconds` late, and returns its
+/// path: the moment between relay's spawn of its shim and the sandbox's start, made long.
+///
+/// ```no_run
+/// let dir = tempfile::tempdir()?;
+/// let w = relay_tests::capture::late_wrapper(dir.path(), "/usr/bin/bwrap".as_ref(), 1);
+/// assert!(w.is_file());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn late_wrapper(dir: &Path, bwrap: &Path, seconds: u32) -> PathBuf {
+    write_wrapper(&dir.join("bwrap-late"), &format!("sleep {seconds}"), bwrap)
+}
+
+/// A script at `path` that runs `first`, then `exec`s `bwrap` with its arguments. It names
+/// bwrap's options in a comment, so the host reads the same features from it as from bwrap.
+fn write_wrapper(path: &Path, first: &str, bwrap: &Path) -> PathBuf {
     let script = format!(
-        "#!/bin/sh\n# captures relay's bwrap; bwrap's options: --bind-fd --ro-bind-fd \
-         --json-status-fd\ncat /proc/self/fd/{ARGS_FD} > '{d}/options' 2>/dev/null\n\
-         printf '%s\\0' \"$@\" > '{d}/argv'\nexec '{}' \"$@\"\n",
+        "#!/bin/sh\n# a wrapper of bwrap; bwrap's options: --bind-fd --ro-bind-fd \
+         --json-status-fd\n{first}\nexec '{}' \"$@\"\n",
         bwrap.display()
     );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    std::fs::write(path, script).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_path_buf()
 }
 
 fn split_nul(bytes: &[u8]) -> Vec<OsString> {

@@ -492,7 +492,8 @@ fn a_signal_while_the_sandbox_starts_waits_for_the_forwarding_and_ends_the_sessi
     for sig in [libc::SIGTERM, libc::SIGHUP] {
         let fx = World::agent(&relay_tests::fake_agent());
         shell_settings(&fx);
-        name_a_late_bwrap(&fx);
+        let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
+        fx.set_bwrap(&relay_tests::capture::late_wrapper(&fx.root, &bwrap, 1));
         let before = (paths_under(&fx.home), paths_under(&fx.project));
         let host = spawn_script(&fx, "sleep 30");
         let pid = host.id() as i32;
@@ -515,25 +516,6 @@ fn a_signal_while_the_sandbox_starts_waits_for_the_forwarding_and_ends_the_sessi
         let session = descendants(pid);
         ended_by_the_signal(&fx, sig, host, &session, before);
     }
-}
-
-/// Names, in the fixture's settings, a bwrap that starts a second late: the real one run by a
-/// script (which names the options relay reads out of a bwrap's file, the real one's).
-fn name_a_late_bwrap(fx: &World) {
-    use std::os::unix::fs::PermissionsExt;
-    let late = fx.root.join("late-bwrap");
-    let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
-    let script = format!(
-        "#!/bin/sh\n# --json-status-fd --bind-fd --ro-bind-fd\nsleep 1\nexec {} \"$@\"\n",
-        bwrap.display()
-    );
-    std::fs::write(&late, script).unwrap();
-    std::fs::set_permissions(&late, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = fx.config.join("settings.json");
-    let mut settings: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    settings["bwrap"] = serde_json::json!(late);
-    std::fs::write(&path, settings.to_string()).unwrap();
 }
 
 /// True when process `pid` has a handler for `sig` (its `SigCgt` in `/proc`).
