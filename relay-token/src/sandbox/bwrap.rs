@@ -348,8 +348,12 @@ impl Resolved {
         let folders = self.folder_masks();
         let inside_folder_mask = |p: &Path| folders.iter().any(|f| p.starts_with(f));
         let mut layered: Vec<super::Bind> = self.binds.clone();
-        // A protected path is read-only, even where a grant names it read-write.
-        for p in &self.protects {
+        // A protected path is read-only, even where a grant names it read-write. One a placed
+        // file stands over (a repository's configuration, shown as relay's copy) is not bound
+        // itself: the copy, bound last and read-only, is all the sandbox sees there. Its guards
+        // stay.
+        let placed_over = |p: &Path| self.placed.iter().any(|(_, dest)| dest == p);
+        for p in self.protects.iter().filter(|p| !placed_over(&p.path)) {
             match layered.iter_mut().find(|b| b.path == p.path) {
                 Some(b) => b.rw = false,
                 None => layered.push(super::Bind {
@@ -556,5 +560,49 @@ mod tests {
             assert_eq!(argv, want, "{n} grants");
             assert_eq!(argv.len(), want.len());
         }
+    }
+
+    /// A protected path a placed file stands over is mounted once, by the placed file (read-only,
+    /// last); the folder above it stays guarded, and the other protected paths are bound as ever.
+    #[test]
+    fn a_protected_path_under_a_placed_file_is_bound_once() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let project = root.join("p");
+        std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+        std::fs::write(project.join(".git/config"), "").unwrap();
+        let copy = root.join("copy");
+        std::fs::write(&copy, "").unwrap();
+        let (config, hooks) = (project.join(".git/config"), project.join(".git/hooks"));
+        let mut profile = Profile::new();
+        profile.read_write(project.clone());
+        profile.protect(config.clone()).protect(hooks.clone());
+        let bare = profile.resolve(&[]).unwrap();
+        profile.place_file(copy.clone(), config.clone());
+        let mut r = profile.resolve(&[]).unwrap();
+        let mounted_at = |argv: &[OsString], at: &Path| {
+            argv.windows(3)
+                .filter(|w| w[0].to_string_lossy().contains("bind") && w[2] == at)
+                .map(|w| (w[0].clone(), w[1].clone()))
+                .collect::<Vec<_>>()
+        };
+        let before = bare.bwrap_argv(Path::new("bwrap"), &[OsString::from("true")]);
+        assert_eq!(
+            mounted_at(&before, &config),
+            [("--ro-bind".into(), config.clone().into())]
+        );
+        r.bind_by_fd(10);
+        let argv = r.bwrap_argv(Path::new("bwrap"), &[OsString::from("true")]);
+        assert_eq!(
+            mounted_at(&argv, &config),
+            [("--ro-bind".into(), copy.into())]
+        );
+        assert_eq!(mounted_at(&argv, &hooks)[0].0, "--ro-bind-fd");
+        assert_eq!(mounted_at(&argv, &project.join(".git"))[0].0, "--bind-fd");
+        let by_fd = argv
+            .iter()
+            .filter(|a| a.to_string_lossy().ends_with("-fd"))
+            .count();
+        assert_eq!(r.bind_fds().len(), by_fd);
     }
 }
