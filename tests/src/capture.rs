@@ -35,6 +35,8 @@ pub struct Captured {
     pub command: Vec<OsString>,
     /// Where the options are kept as a file (reopened for each replay).
     pub options_file: PathBuf,
+    /// bwrap's environment, `NAME=VALUE` each ([`session_wrapper`] only; else empty).
+    pub env: Vec<OsString>,
 }
 
 /// Writes the capturing wrapper into `dir` (a folder outside every grant) and returns its path;
@@ -53,6 +55,29 @@ pub fn wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
          printf '%s\\0' \"$@\" > '{d}/argv'"
     );
     write_wrapper(&dir.join("bwrap-capture"), &first, bwrap)
+}
+
+/// [`wrapper`], which also keeps what a replay of a session that has ended needs: its
+/// environment (`env`, as bwrap gets it) and a copy of its session folder as it stands when the
+/// sandbox starts (`session/`, the folder holding `CLAUDE_CONFIG_DIR`: the files relay places
+/// in the sandbox, the Claude config folder and the temp folder). `bench-turn` replays a real
+/// Claude Code turn in relay's profile with it ([`Captured::moved_to`]).
+///
+/// ```no_run
+/// let dir = tempfile::tempdir()?;
+/// let w = relay_tests::capture::session_wrapper(dir.path(), "/usr/bin/bwrap".as_ref());
+/// assert!(w.is_file());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn session_wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
+    let d = dir.display();
+    let first = format!(
+        "cat /proc/self/fd/{ARGS_FD} > '{d}/options' 2>/dev/null\n\
+         printf '%s\\0' \"$@\" > '{d}/argv'\n\
+         env -0 > '{d}/env'\n\
+         cp -a \"$(dirname \"$CLAUDE_CONFIG_DIR\")\" '{d}/session'"
+    );
+    write_wrapper(&dir.join("bwrap-session"), &first, bwrap)
 }
 
 /// Writes into `dir` a wrapper that starts the real `bwrap` `seconds` late, and returns its
@@ -81,10 +106,14 @@ fn write_wrapper(path: &Path, first: &str, bwrap: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
+/// The arguments of a list each ended by a NUL, empty ones kept (a `--setenv NAME ""` is three
+/// arguments).
 fn split_nul(bytes: &[u8]) -> Vec<OsString> {
-    bytes
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
+    let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if body.is_empty() && bytes.len() <= 1 {
+        return Vec::new();
+    }
+    body.split(|&b| b == 0)
         .map(|a| OsStr::from_bytes(a).to_os_string())
         .collect()
 }
@@ -120,6 +149,7 @@ pub fn read(dir: &Path, bwrap: &Path) -> Captured {
         options: inline,
         command: argv[dashes + 1..].to_vec(),
         options_file,
+        env: split_nul(&std::fs::read(dir.join("env")).unwrap_or_default()),
     }
 }
 
@@ -157,6 +187,39 @@ impl Captured {
         out
     }
 
+    /// The capture with every path below `from` (a session folder) moved below `to` (its
+    /// copy), in the options, the options file and the environment.
+    pub fn moved_to(&self, from: &Path, to: &Path) -> Captured {
+        let (from, to) = (from.as_os_str().as_bytes(), to.as_os_str().as_bytes());
+        let move_one = |a: &OsString| -> OsString {
+            let b = a.as_bytes();
+            match b.windows(from.len()).position(|w| w == from) {
+                Some(i) if b[i + from.len()..].first().is_none_or(|c| *c == b'/') => {
+                    let mut out = b[..i].to_vec();
+                    out.extend_from_slice(to);
+                    out.extend_from_slice(&b[i + from.len()..]);
+                    OsStr::from_bytes(&out).to_os_string()
+                }
+                _ => a.clone(),
+            }
+        };
+        let options: Vec<OsString> = self.options.iter().map(move_one).collect();
+        let options_file = self.options_file.with_extension("moved");
+        let mut bytes = Vec::new();
+        for o in &options {
+            bytes.extend_from_slice(o.as_bytes());
+            bytes.push(0);
+        }
+        std::fs::write(&options_file, bytes).unwrap();
+        Captured {
+            bwrap: self.bwrap.clone(),
+            options,
+            command: self.command.clone(),
+            options_file,
+            env: self.env.iter().map(move_one).collect(),
+        }
+    }
+
     /// Replays the capture: `bwrap --args 9 -- COMMAND`, the options file at 9, `fds` (from
     /// [`numbered_fds`](Self::numbered_fds)) and `extra` at their numbers, stdio on `/dev/null`,
     /// `env` set.
@@ -184,5 +247,23 @@ impl Captured {
         all.extend(fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
         all.extend_from_slice(extra);
         crate::spawn_with_fds(&mut c, &all).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An empty argument stays one (relay sets `RELAY_GIT_LINKED` to ""): dropping it shifted
+    /// every option after it, and a replay ran with `PATH` and more unset.
+    #[test]
+    fn an_empty_argument_is_kept() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            split_nul(b"--setenv\0A\0\0--setenv\0B\0b\0"),
+            os(&["--setenv", "A", "", "--setenv", "B", "b"])
+        );
+        assert_eq!(split_nul(b"a\0"), os(&["a"]));
+        assert!(split_nul(b"").is_empty());
     }
 }

@@ -15,6 +15,14 @@
 //!   (new user, pid, ipc, uts and cgroup namespaces, `/` read-only, a fresh `/dev`, `/proc` and
 //!   `/tmp`, the project and the config folder read-write, dies with its parent, a new
 //!   session), the network shared (the fake internet's);
+//! - `replay`: bare bubblewrap with relay's own profile: the options and the environment
+//!   `relay-host` gave bwrap for a pipe-mode launch of the template with `"network": "host"`
+//!   (captured once, [`relay_tests::capture::session_wrapper`]: every mount and write-deny
+//!   entry, git's wrapper, the no-dump preload, the pinned configuration), replayed without
+//!   relay's programs around it: a copy of that session's folder as it stood at its start
+//!   (its Claude config folder as relay seeded it) and the project's placeholders made afresh
+//!   before each round and removed after it; the network shared. What relay adds over it is
+//!   its own programs' share: the launch and the end, the forwarder and the proxy;
 //! - `pipe`: `relay-host run --template claude-code -- ARGS` with `"token_mode": "pipe"`;
 //! - `stand-in`: the same as shipped (stand-in mode, the default).
 //!
@@ -28,8 +36,8 @@
 //! timed from the start of tmux to the first screen showing the prompt (polled every 20 ms),
 //! then `/exit`.
 //!
-//! Printed: each series' p25, median and p75, and the ratio of each median to `direct`'s and
-//! to `bwrap`'s.
+//! Printed: each series' p25, median and p75, and the ratio of each median to `direct`'s, to
+//! `bwrap`'s and, for relay's series, to `replay`'s.
 //!
 //! `bench-turn N T L`: first L rounds (default 0) of the launch alone, relay's series only: the
 //! same installation with the fake agent as the template's command (it reads fd 5 and exits),
@@ -81,7 +89,12 @@ mod linux {
     const PROMPT: &str = "Run the scripted command.";
 
     /// The series, in the order of the first round.
-    const BASE: [&str; 4] = ["direct", "bwrap", "pipe", "stand-in"];
+    const BASE: [&str; 5] = ["direct", "bwrap", "replay", "pipe", "stand-in"];
+
+    /// True for a series run through `relay-host`.
+    fn is_relay(name: &str) -> bool {
+        name.starts_with("pipe") || name.starts_with("stand-in")
+    }
 
     /// With `BENCH_TURN_B=DIR` (a folder holding another build's `relay-host`, `relay-shim`
     /// and `relay-stand-in`): two more series, `pipe B` and `stand-in B`, that build's
@@ -245,8 +258,13 @@ mod linux {
             } else {
                 String::new()
             };
+            let over_replay = if is_relay(name) {
+                format!(", / replay {:.3}", medians[i] / medians[2])
+            } else {
+                String::new()
+            };
             println!(
-                "{name:<9} / direct {:.3}{over_bwrap}",
+                "{name:<9} / direct {:.3}{over_bwrap}{over_replay}",
                 medians[i] / medians[0]
             );
         }
@@ -276,6 +294,23 @@ mod linux {
         bwrap: PathBuf,
         /// The direct series' Claude config folder (made afresh each run).
         direct_config: PathBuf,
+        /// The `replay` series' capture.
+        replay: Replay,
+    }
+
+    /// relay's bwrap profile for a pipe-mode launch with the host's network, captured once and
+    /// moved onto a copy of its session folder.
+    struct Replay {
+        captured: relay_tests::capture::Captured,
+        /// The session folder as it stood at the sandbox's start.
+        pristine: PathBuf,
+        /// Where each round's copy of it is made (the path the moved profile names).
+        live: PathBuf,
+        /// relay's command before the request's arguments: Claude Code and the template's own.
+        command: Vec<std::ffi::OsString>,
+        /// The project's write-deny entries relay made as placeholders for that launch, each
+        /// with whether it is a folder: made before each round, removed after it.
+        placeholders: Vec<(PathBuf, bool)>,
     }
 
     impl Bench {
@@ -291,10 +326,12 @@ mod linux {
             s.seed_claude_config();
             let bwrap = relay_tests::settings_bwrap().unwrap_or_else(|| "/usr/bin/bwrap".into());
             let direct_config = s.root.join("direct-claude");
+            let replay = Replay::capture(&s, &bwrap);
             Bench {
                 s,
                 bwrap,
                 direct_config,
+                replay,
             }
         }
 
@@ -412,6 +449,21 @@ mod linux {
                     self.s.enter(&mut cmd);
                     cmd
                 }
+                "replay" => {
+                    self.replay.fresh(&self.s.project);
+                    let mut c = Command::new(&self.replay.captured.bwrap);
+                    c.args(["--args", &relay_tests::capture::ARGS_FD.to_string(), "--"])
+                        .args(&self.replay.command)
+                        .args(args)
+                        .env_clear()
+                        .envs(self.replay.captured.env.iter().filter_map(|kv| {
+                            let kv = kv.to_str()?;
+                            kv.split_once('=')
+                        }))
+                        .current_dir(&self.s.project);
+                    self.s.enter(&mut c);
+                    c
+                }
                 _ => {
                     self.mode(i);
                     let mut run = vec!["run", "--template", "claude-code", "--"];
@@ -459,12 +511,18 @@ mod linux {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             let token = std::fs::File::open(&self.s.token_file).unwrap();
+            let held = self.held_fds(i);
+            let mut fds: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(token.as_fd(), 5)];
+            fds.extend(held.iter().map(|(fd, n)| (fd.as_fd(), *n)));
             let start = Instant::now();
-            let child = relay_tests::spawn_with_fds(&mut cmd, &[(token.as_fd(), 5)]).unwrap();
+            let child = relay_tests::spawn_with_fds(&mut cmd, &fds).unwrap();
             let out = relay_tests::run::finish_with(child, LIMIT, &|| false);
             let took = start.elapsed();
-            drop(token);
+            drop((token, held));
             let what = all_series()[i];
+            if what == "replay" {
+                self.replay.clean();
+            }
             if std::env::var_os("BENCH_TURN_SHOW").is_some() {
                 eprintln!("{what}: {}", out.describe());
             }
@@ -493,7 +551,9 @@ mod linux {
         /// agent as its command (it reads fd 5 and exits), spawn to exit, interleaved; prints
         /// medians and the stand-in launch over the pipe launch (each build's).
         fn launches(&self, l: usize) {
-            let relay: Vec<usize> = (2..all_series().len()).collect();
+            let relay: Vec<usize> = (0..all_series().len())
+                .filter(|&i| is_relay(all_series()[i]))
+                .collect();
             let agent = relay_tests::fake_agent_arg();
             let run = |i: usize| -> Duration {
                 let mut how = if all_series()[i].starts_with("pipe") {
@@ -556,7 +616,24 @@ mod linux {
                     med[*si] / med[*p]
                 );
             }
-            self.mode(3);
+            self.mode(
+                (all_series().iter())
+                    .position(|s| *s == "stand-in")
+                    .expect("the stand-in series"),
+            );
+        }
+
+        /// The descriptors series `i` gets besides the token: for `replay`, the options file at
+        /// bwrap's `--args` number and each descriptor the options name at its own.
+        fn held_fds(&self, i: usize) -> Vec<(std::os::fd::OwnedFd, i32)> {
+            if all_series()[i] != "replay" {
+                return Vec::new();
+            }
+            let c = &self.replay.captured;
+            let options = std::fs::File::open(&c.options_file).unwrap();
+            let mut fds = vec![(options.into(), relay_tests::capture::ARGS_FD)];
+            fds.extend(c.numbered_fds(&self.replay.live.join("tmp")));
+            fds
         }
 
         /// The lines of the project's [`RUNS`].
@@ -586,8 +663,35 @@ mod linux {
                 .chain(cmd.get_args())
                 .map(quote)
                 .collect();
+            // The replay's descriptors, opened by the pane's shell at their numbers: the options
+            // file and each source the options bind by descriptor (`/dev/null` for the status).
+            let mut opens = String::new();
+            if all_series()[i] == "replay" {
+                let c = &self.replay.captured;
+                let (o, tmp) = (&c.options, self.replay.live.join("tmp"));
+                opens = format!(
+                    "exec {}<{}; ",
+                    relay_tests::capture::ARGS_FD,
+                    quote(c.options_file.as_os_str())
+                );
+                for (k, a) in o.iter().enumerate() {
+                    if a == "--bind-fd" || a == "--ro-bind-fd" {
+                        let dest = Path::new(&o[k + 2]);
+                        let src = if dest == Path::new("/tmp") {
+                            &tmp
+                        } else {
+                            dest
+                        };
+                        let n = o[k + 1].to_str().unwrap();
+                        opens.push_str(&format!("exec {n}<{}; ", quote(src.as_os_str())));
+                    } else if a == "--json-status-fd" {
+                        let n = o[k + 1].to_str().unwrap();
+                        opens.push_str(&format!("exec {n}>/dev/null; "));
+                    }
+                }
+            }
             let line = format!(
-                "exec 5<{}; exec env -i TERM=xterm-256color {} {}",
+                "exec 5<{}; {opens}exec env -i TERM=xterm-256color {} {}",
                 quote(self.s.token_file.as_os_str()),
                 env.join(" "),
                 argv.join(" ")
@@ -620,7 +724,99 @@ mod linux {
                 "{}: the UI did not end after /exit",
                 all_series()[i]
             );
+            if all_series()[i] == "replay" {
+                self.replay.clean();
+            }
             took
+        }
+    }
+
+    impl Replay {
+        /// One print-mode turn through relay in pipe mode with the host's network, its bwrap a
+        /// wrapper that keeps the options, the environment and the session folder; the turn
+        /// must complete. The settings are written as shipped again afterwards.
+        fn capture(s: &Setup, bwrap: &Path) -> Replay {
+            let dir = s.root.join("replay");
+            std::fs::create_dir_all(&dir).unwrap();
+            let wrapper = relay_tests::capture::session_wrapper(&dir, bwrap);
+            s.write_settings_with(json!({"token_mode": "pipe", "network": "host"}));
+            s.edit_settings(|v| {
+                v["token_network"] = json!("host");
+                v["bwrap"] = json!(wrapper);
+            });
+            let args = print_args(PROMPT);
+            let mut run = vec!["run", "--template", "claude-code", "--"];
+            run.extend(args.iter().map(String::as_str));
+            let mut cmd = s.host(&run);
+            cmd.stdin(Stdio::null());
+            let token = std::fs::File::open(&s.token_file).unwrap();
+            let child = relay_tests::spawn_with_fds(&mut cmd, &[(token.as_fd(), 5)]).unwrap();
+            let out = relay_tests::run::finish_with(child, LIMIT, &|| false);
+            assert_eq!(out.code, Some(0), "the capture's turn: {}", out.describe());
+            s.write_settings_with(json!({}));
+            let captured = relay_tests::capture::read(&dir, bwrap);
+            let config = (captured.env.iter())
+                .find_map(|kv| kv.to_str()?.strip_prefix("CLAUDE_CONFIG_DIR="))
+                .map(PathBuf::from)
+                .expect("CLAUDE_CONFIG_DIR in the captured environment");
+            let session = config.parent().expect("the session folder").to_path_buf();
+            let (pristine, live) = (dir.join("session"), dir.join("live"));
+            let captured = captured.moved_to(&session, &live);
+            let tail: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            let keep = captured.command.len() - tail.len();
+            assert_eq!(captured.command[keep..], tail[..], "the captured command");
+            let command = captured.command[..keep].to_vec();
+            // What relay made as placeholders: the bind destinations the project lacks now.
+            let o = &captured.options;
+            let placeholders = (0..o.len())
+                .filter(|&k| o[k] == "--bind-fd" || o[k] == "--ro-bind-fd")
+                .map(|k| PathBuf::from(&o[k + 2]))
+                .filter(|p| p.starts_with(&s.project) && std::fs::symlink_metadata(p).is_err())
+                .map(|p| {
+                    // Each a folder, but for a file the list names in a git folder.
+                    let file = p.parent().is_some_and(|d| d.ends_with(".git"))
+                        && p.file_name().is_some_and(|n| n == "config.worktree");
+                    (p, !file)
+                })
+                .collect();
+            Replay {
+                captured,
+                pristine,
+                live,
+                command,
+                placeholders,
+            }
+        }
+
+        /// Before a round: the session folder's copy made afresh, the placeholders made.
+        fn fresh(&self, project: &Path) {
+            let _ = std::fs::remove_dir_all(&self.live);
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(&self.pristine)
+                .arg(&self.live)
+                .status()
+                .unwrap();
+            assert!(st.success(), "cp -a {}", self.pristine.display());
+            for (p, dir) in &self.placeholders {
+                assert!(p.starts_with(project));
+                if *dir {
+                    std::fs::create_dir(p).unwrap();
+                } else {
+                    std::fs::write(p, "").unwrap();
+                }
+            }
+        }
+
+        /// After a round: the placeholders removed (deepest first).
+        fn clean(&self) {
+            for (p, dir) in self.placeholders.iter().rev() {
+                if *dir {
+                    let _ = std::fs::remove_dir(p);
+                } else {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
         }
     }
 }
