@@ -22,7 +22,9 @@
 //!   relay's programs around it: a copy of that session's folder as it stood at its start
 //!   (its Claude config folder as relay seeded it) and the project's placeholders made afresh
 //!   before each round and removed after it; the network shared. What relay adds over it is
-//!   its own programs' share: the launch and the end, the forwarder and the proxy;
+//!   its own programs' share: the launch and the end, the forwarder and the proxy. Print mode
+//!   only: the capture is a print-mode launch with the bench's environment, while the UI's
+//!   launches start from `env -i` in their pane;
 //! - `pipe`: `relay-host run --template claude-code -- ARGS` with `"token_mode": "pipe"`;
 //! - `stand-in`: the same as shipped (stand-in mode, the default).
 //!
@@ -203,7 +205,11 @@ mod linux {
         for round in 0..tui {
             for k in 0..all_series().len() {
                 let i = (k + round) % all_series().len();
-                starts[i].push(b.tui(i));
+                // The replay's environment is a print-mode launch's (the bench's own around it);
+                // the UI's launches start from `env -i` in the pane: no fair replay of them.
+                if all_series()[i] != "replay" {
+                    starts[i].push(b.tui(i));
+                }
             }
             eprintln!("terminal UI: round {} of {tui} done", round + 1);
         }
@@ -240,10 +246,15 @@ mod linux {
     }
 
     /// Prints p25, median, p75 of each series and each median over `direct`'s and `bwrap`'s.
+    /// A series without samples (the replay in the UI's rounds) is left out.
     fn table(series: &[Vec<Duration>]) {
         let mut medians = Vec::new();
         for (i, name) in all_series().iter().enumerate() {
             let mut v = series[i].clone();
+            if v.is_empty() {
+                medians.push(f64::NAN);
+                continue;
+            }
             let (a, m, c) = (
                 quantile(&mut v, 0.25),
                 quantile(&mut v, 0.5),
@@ -253,12 +264,15 @@ mod linux {
             println!("{name:<9} p25 {a:>9.1}  median {m:>9.1}  p75 {c:>9.1}");
         }
         for (i, name) in all_series().iter().enumerate().skip(1) {
+            if medians[i].is_nan() {
+                continue;
+            }
             let over_bwrap = if i > 1 {
                 format!(", / bwrap {:.3}", medians[i] / medians[1])
             } else {
                 String::new()
             };
-            let over_replay = if is_relay(name) {
+            let over_replay = if is_relay(name) && !medians[2].is_nan() {
                 format!(", / replay {:.3}", medians[i] / medians[2])
             } else {
                 String::new()
