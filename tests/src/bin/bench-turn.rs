@@ -780,16 +780,19 @@ mod linux {
             let keep = captured.command.len() - tail.len();
             assert_eq!(captured.command[keep..], tail[..], "the captured command");
             let command = captured.command[..keep].to_vec();
-            // What relay made as placeholders: the bind destinations the project lacks now.
+            // What relay made as placeholders: the bind destinations the project lacks now,
+            // each a file where the write-deny list makes a file's placeholder, else a folder.
+            use relay_token::sandbox::write_deny::{plan, Role};
+            let project = s.project.canonicalize().unwrap();
+            let listed = plan(&[(project.clone(), Role::Project)], true, &[]);
             let o = &captured.options;
             let placeholders = (0..o.len())
                 .filter(|&k| o[k] == "--bind-fd" || o[k] == "--ro-bind-fd")
                 .map(|k| PathBuf::from(&o[k + 2]))
-                .filter(|p| p.starts_with(&s.project) && std::fs::symlink_metadata(p).is_err())
+                .filter(|p| p.starts_with(&project) && std::fs::symlink_metadata(p).is_err())
                 .map(|p| {
-                    // Each a folder, but for a file the list names in a git folder.
-                    let file = p.parent().is_some_and(|d| d.ends_with(".git"))
-                        && p.file_name().is_some_and(|n| n == "config.worktree");
+                    let file =
+                        (listed.iter()).any(|l| l.path == p && !(l.dir || l.folder_placeholder));
                     (p, !file)
                 })
                 .collect();
