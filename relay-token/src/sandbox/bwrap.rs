@@ -132,6 +132,10 @@ impl Resolved {
         for (src, dest) in &self.placed {
             a.three("--ro-bind", src, dest);
         }
+        for dest in &self.empty {
+            a.two("--tmpfs", dest);
+            a.two("--remount-ro", dest);
+        }
         if let Some(p) = &self.project {
             a.two("--chdir", p);
         }

@@ -118,6 +118,7 @@ pub struct Profile {
     protect: Vec<PathBuf>,
     net: SandboxNet,
     placed: Vec<(PathBuf, PathBuf)>,
+    empty: Vec<PathBuf>,
 }
 
 impl Profile {
@@ -257,6 +258,24 @@ impl Profile {
         self
     }
 
+    /// Shows an empty folder at `dest` inside the sandbox that nothing inside can write: a
+    /// fresh tmpfs mounted there and remounted read-only (the sandbox holds no capability to
+    /// mount it again), so no host folder is made for it. For a place a program reads its
+    /// configuration from, emptied on purpose. bwrap only, like
+    /// [`place_file`](Self::place_file).
+    ///
+    /// ```
+    /// let mut p = relay_token::sandbox::Profile::new();
+    /// p.place_empty_dir("/run/relay/config");
+    /// let argv = p.resolve(&[])?.bwrap_argv(std::path::Path::new("bwrap"), &["true".into()]);
+    /// assert!(argv.windows(4).any(|w| w == ["--tmpfs", "/run/relay/config", "--remount-ro", "/run/relay/config"]));
+    /// # Ok::<(), relay_token::sandbox::SandboxError>(())
+    /// ```
+    pub fn place_empty_dir(&mut self, dest: impl Into<PathBuf>) -> &mut Self {
+        self.empty.push(dest.into());
+        self
+    }
+
     /// The read-only grants, as given.
     ///
     /// ```
@@ -356,6 +375,7 @@ impl Profile {
             fd_base: None,
             net: self.net.clone(),
             placed: self.placed.clone(),
+            empty: self.empty.clone(),
         })
     }
 

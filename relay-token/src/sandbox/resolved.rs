@@ -102,6 +102,8 @@ pub struct Resolved {
     pub(super) net: SandboxNet,
     /// Host-made files shown read-only inside ([`Profile::place_file`](super::Profile::place_file)).
     pub(super) placed: Vec<(PathBuf, PathBuf)>,
+    /// Empty read-only folders inside ([`Profile::place_empty_dir`](super::Profile::place_empty_dir)).
+    pub(super) empty: Vec<PathBuf>,
 }
 
 impl Resolved {

@@ -329,6 +329,7 @@ impl Resolved {
             fd_base: None,
             net: Default::default(),
             placed: Vec::new(),
+            empty: Vec::new(),
         }
     }
 }

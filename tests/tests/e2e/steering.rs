@@ -59,6 +59,16 @@ fn home_npm_configuration_as_a_user() {
 }
 
 #[test]
+fn pinned_folders_as_root() {
+    the_pinned_configuration_folders_are_empty_and_nothing_writes_them(None)
+}
+
+#[test]
+fn pinned_folders_as_a_user() {
+    the_pinned_configuration_folders_are_empty_and_nothing_writes_them(Some(65534))
+}
+
+#[test]
 fn config_worktree_as_root() {
     the_main_repositorys_config_worktree_is_written_by_no_session(None)
 }
@@ -220,6 +230,30 @@ fn npm_configuration_in_the_home_folder_steers_no_token_npm(user: Option<u32>) {
     assert_eq!(
         seen, "guarded rc=0\ntested\ncontrol rc=0\ncontrol ran\n",
         "what the token session's npm did"
+    );
+}
+
+/// A token session's `XDG_CONFIG_HOME`, and its `HOME` beside a template that writes the home,
+/// are empty folders of the sandbox's own that nothing inside can write: a file, a folder and
+/// a mode change are each refused, in both. (Where a session could write them, every tool that
+/// follows the XDG rule, or a shell's start-up files, would read what it put there.)
+fn the_pinned_configuration_folders_are_empty_and_nothing_writes_them(user: Option<u32>) {
+    let fx = world(user);
+    let body = "for d in \"$XDG_CONFIG_HOME\" \"$HOME\"; do\n\
+                n=$(ls -A \"$d\" | wc -l)\n\
+                touch \"$d/f\" 2>/dev/null && w=wrote || w=refused\n\
+                mkdir \"$d/x\" 2>/dev/null && m=made || m=refused\n\
+                chmod 777 \"$d\" 2>/dev/null && c=changed || c=refused\n\
+                echo \"$d entries=$n file=$w folder=$m mode=$c\" >> seen.txt\n\
+                done\n";
+    let writer = json!({"id": "shell", "command": ["/bin/sh"], "network": "none",
+                        "sandbox": {"read_write": ["~/", "{project}"]}, "writes_home": true});
+    let seen = fx.run_token_script(&TokenScript::new(body).beside(writer));
+    assert_eq!(
+        seen,
+        "/run/relay/config entries=0 file=refused folder=refused mode=refused\n\
+         /run/relay/home entries=0 file=refused folder=refused mode=refused\n",
+        "what a token session could do to its pinned folders"
     );
 }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::plan::{own_masks, SandboxPlan, Staged, SANDBOX_GIT, SANDBOX_PRELOAD};
 use super::system;
 use crate::launch::sandbox::error::{ConfineError, SandboxStepError};
+use crate::launch::sandbox::own_config;
 use crate::launch::spawn_error::spawn_err;
 use relay_token::sandbox::{git_guard, Profile, Realpaths, Resolved};
 
@@ -28,7 +29,8 @@ pub(crate) fn lay_out(plan: &SandboxPlan, real: &Realpaths) -> Result<Resolved, 
 
 /// Writes one file of the plan into the session folder (which no sandbox reaches) and places
 /// it read-only: the no-dump preload, git's wrapper, the pinned configuration; stand-in mode's
-/// CA is already written.
+/// CA is already written. An empty configuration folder or home is the sandbox's own, placed
+/// empty and read-only.
 fn place(plan: &SandboxPlan, file: &Staged, profile: &mut Profile) -> Result<(), SandboxStepError> {
     let dir = plan.session_dir.as_path();
     let placed: Vec<(PathBuf, PathBuf)> = match file {
@@ -46,12 +48,13 @@ fn place(plan: &SandboxPlan, file: &Staged, profile: &mut Profile) -> Result<(),
         }
         Staged::OwnConfig => {
             let home = plan.home.as_path();
-            let own = crate::launch::sandbox::own_config::place(dir, home)?;
-            own.into_iter().map(|(src, at)| (src, at.into())).collect()
+            let (gitconfig, at) = crate::launch::sandbox::own_config::place(dir, home)?;
+            profile.place_empty_dir(own_config::SANDBOX_CONFIG_HOME);
+            vec![(gitconfig, at.into())]
         }
         Staged::EmptyHome => {
-            let (home, at) = crate::launch::sandbox::own_config::place_home(dir)?;
-            vec![(home, at.into())]
+            profile.place_empty_dir(own_config::SANDBOX_HOME);
+            Vec::new()
         }
         Staged::GitConfigs(dirs) => super::git_config::write_copies(dirs, dir)
             .map_err(spawn_err("the repository's configuration"))?,

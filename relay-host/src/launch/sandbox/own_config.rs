@@ -6,10 +6,10 @@
 //! one more file each round, a token session's sandbox does not consult the user's per-user
 //! configuration at all, by variables set last (after a request's and the template's):
 //!
-//! - `XDG_CONFIG_HOME` names an empty folder relay made in the session folder, shown read-only
-//!   at [`SANDBOX_CONFIG_HOME`]: everything that follows the XDG rule (git's `config`,
-//!   `attributes` and `ignore`, gh, pip's user file, fish, ...) finds nothing there, and no
-//!   session can put anything there;
+//! - `XDG_CONFIG_HOME` names an empty read-only folder, [`SANDBOX_CONFIG_HOME`] (a tmpfs the
+//!   sandbox mounts there read-only: no folder on the host): everything that follows the XDG
+//!   rule (git's `config`, `attributes` and `ignore`, gh, pip's user file, fish, ...) finds
+//!   nothing there, and no session can put anything there;
 //! - `GIT_CONFIG_GLOBAL` names a file relay wrote, shown read-only at [`SANDBOX_GITCONFIG`],
 //!   holding only the operator's `user.name` and `user.email` (read on the host from the
 //!   operator's git configuration, [`identity`]): git reads neither `~/.gitconfig` nor the XDG
@@ -24,7 +24,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::launch::spawn_error::{spawn_err, SpawnError};
@@ -60,63 +60,36 @@ pub(crate) fn pin_env(env: &mut Vec<(OsString, OsString)>) {
     }
 }
 
-/// The empty configuration folder and the git configuration written into the session folder
-/// `dir`, each with where the sandbox shows it read-only; the operator's identity is read from
-/// git's files under `home`.
-pub(crate) fn place(dir: &Path, home: &Path) -> Result<[(PathBuf, &'static str); 2], SpawnError> {
-    let (config_home, gitconfig) = write_into(dir, &identity(home)).map_err(spawn_err(
-        format_args!("configuration in {}", dir.display()),
-    ))?;
-    Ok([
-        (config_home, SANDBOX_CONFIG_HOME),
-        (gitconfig, SANDBOX_GITCONFIG),
-    ])
+/// The git configuration written into the session folder `dir`, with where the sandbox shows
+/// it read-only; the operator's identity is read from git's files under `home`. The empty
+/// configuration folder is the sandbox's own ([`SANDBOX_CONFIG_HOME`], placed empty by the
+/// caller).
+pub(crate) fn place(dir: &Path, home: &Path) -> Result<(PathBuf, &'static str), SpawnError> {
+    let gitconfig = write_into(dir, &identity(home)).map_err(spawn_err(format_args!(
+        "configuration in {}",
+        dir.display()
+    )))?;
+    Ok((gitconfig, SANDBOX_GITCONFIG))
 }
 
 /// Where a token session sees its (empty, read-only) `HOME` when a template writes the home
-/// ([`place_home`]).
+/// ([`pin_home`]).
 pub(crate) const SANDBOX_HOME: &str = "/run/relay/home";
 
-/// For a token launch beside a template that writes the home (`"writes_home": true`): the
-/// empty folder `HOME` names ([`pin_home`]), made in the session folder `dir` and shown
-/// read-only at [`SANDBOX_HOME`], so the token session's shells (Claude Code's shell snapshot,
-/// a login `bash`, an interactive one) source no start-up file, nor anything such a file would
-/// source, that a session could have written in the real home.
-pub(crate) fn place_home(dir: &Path) -> Result<(PathBuf, &'static str), SpawnError> {
-    let home = empty_folder(dir, "home").map_err(spawn_err(format_args!(
-        "empty home folder in {}",
-        dir.display()
-    )))?;
-    Ok((home, SANDBOX_HOME))
-}
-
-/// `HOME` set to [`SANDBOX_HOME`], last in `env` (replacing one set before).
+/// For a token launch beside a template that writes the home (`"writes_home": true`): `HOME`
+/// set to [`SANDBOX_HOME`], an empty read-only folder the sandbox shows (placed empty by the
+/// caller), last in `env` (replacing one set before), so the token session's shells (Claude
+/// Code's shell snapshot, a login `bash`, an interactive one) source no start-up file, nor
+/// anything such a file would source, that a session could have written in the real home.
 pub(crate) fn pin_home(env: &mut Vec<(OsString, OsString)>) {
     env.retain(|(name, _)| name != "HOME");
     env.push(("HOME".into(), SANDBOX_HOME.into()));
 }
 
-/// Makes the empty folder `name` (0700) in `dir`; a kept session's folder reused keeps it only
-/// while it is an empty folder.
-fn empty_folder(dir: &Path, name: &str) -> std::io::Result<PathBuf> {
-    let path = dir.join(name);
-    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let m = std::fs::symlink_metadata(&path)?;
-            if !m.is_dir() || std::fs::read_dir(&path)?.next().is_some() {
-                return Err(e);
-            }
-        }
-        r => r?,
-    }
-    Ok(path)
-}
-
-/// Makes `config/` (empty, 0700) and writes `gitconfig` (0600, [`gitconfig_text`]) in the session
-/// folder `dir`, which no sandbox reaches; returns both paths. A kept session launched again
-/// finds both from its last launch: the empty folder is kept, the file written afresh.
-fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)> {
-    let config_home = empty_folder(dir, "config")?;
+/// Writes `gitconfig` (0600, [`gitconfig_text`]) in the session folder `dir`, which no sandbox
+/// reaches, and returns its path. A kept session launched again finds it from its last launch:
+/// it is written afresh.
+fn write_into(dir: &Path, who: &Identity) -> std::io::Result<PathBuf> {
     let gitconfig = dir.join("gitconfig");
     match std::fs::remove_file(&gitconfig) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -128,7 +101,7 @@ fn write_into(dir: &Path, who: &Identity) -> std::io::Result<(PathBuf, PathBuf)>
         .mode(0o600)
         .open(&gitconfig)?
         .write_all(gitconfig_text(who).as_bytes())?;
-    Ok((config_home, gitconfig))
+    Ok(gitconfig)
 }
 
 /// The operator's `user.name` and `user.email`, as git on the host would find them.

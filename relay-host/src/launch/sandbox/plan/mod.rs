@@ -149,7 +149,7 @@ pub(crate) enum Staged {
     /// The pinned configuration (`launch::sandbox::own_config`).
     OwnConfig,
     /// The empty home of a token session beside a template that writes the home
-    /// (`own_config::place_home`).
+    /// (`own_config::pin_home`).
     EmptyHome,
     /// The kept copies of the project repository's configurations (`git_config`), each over
     /// the `config` of one of these git folders: the repository's common folder, then its
