@@ -106,6 +106,16 @@ fn write_wrapper(path: &Path, first: &str, bwrap: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Writes `args` to `path`, each ended by a NUL (what [`split_nul`] reads back).
+fn write_nul(path: &Path, args: &[OsString]) {
+    let mut bytes = Vec::new();
+    for a in args {
+        bytes.extend_from_slice(a.as_bytes());
+        bytes.push(0);
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
 /// The arguments of a list each ended by a NUL, empty ones kept (a `--setenv NAME ""` is three
 /// arguments).
 fn split_nul(bytes: &[u8]) -> Vec<OsString> {
@@ -138,12 +148,7 @@ pub fn read(dir: &Path, bwrap: &Path) -> Captured {
         inline.drain(i..i + 2);
     }
     inline.append(&mut options);
-    let mut bytes = Vec::new();
-    for o in &inline {
-        bytes.extend_from_slice(o.as_bytes());
-        bytes.push(0);
-    }
-    std::fs::write(&options_file, bytes).unwrap();
+    write_nul(&options_file, &inline);
     Captured {
         bwrap: bwrap.to_path_buf(),
         options: inline,
@@ -205,12 +210,7 @@ impl Captured {
         };
         let options: Vec<OsString> = self.options.iter().map(move_one).collect();
         let options_file = self.options_file.with_extension("moved");
-        let mut bytes = Vec::new();
-        for o in &options {
-            bytes.extend_from_slice(o.as_bytes());
-            bytes.push(0);
-        }
-        std::fs::write(&options_file, bytes).unwrap();
+        write_nul(&options_file, &options);
         Captured {
             bwrap: self.bwrap.clone(),
             options,
@@ -265,5 +265,9 @@ mod tests {
         );
         assert_eq!(split_nul(b"a\0"), os(&["a"]));
         assert!(split_nul(b"").is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let (file, args) = (dir.path().join("options"), os(&["--setenv", "A", "", "-x"]));
+        write_nul(&file, &args);
+        assert_eq!(split_nul(&std::fs::read(&file).unwrap()), args);
     }
 }
