@@ -244,7 +244,8 @@ impl Profile {
     /// Shows the host file `src`, one the host made where no sandbox reaches (such as
     /// [`nodump`]'s preload in the session folder), read-only at `dest` inside the sandbox,
     /// bound after every grant, so it also stands over a file a grant shows (a copy in place of
-    /// the original). bwrap only: the macOS rendering has no use for it.
+    /// the original); a protected path ([`protect`](Self::protect)) it stands over is then not
+    /// bound itself, its guards are. bwrap only: the macOS rendering has no use for it.
     ///
     /// ```
     /// let mut p = relay_token::sandbox::Profile::new();
