@@ -49,12 +49,16 @@ pub struct Captured {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
+    write_wrapper(&dir.join("bwrap-capture"), &keep_command_line(dir), bwrap)
+}
+
+/// The wrapper's lines that keep bwrap's options and command line in `dir`.
+fn keep_command_line(dir: &Path) -> String {
     let d = dir.display();
-    let first = format!(
+    format!(
         "cat /proc/self/fd/{ARGS_FD} > '{d}/options' 2>/dev/null\n\
          printf '%s\\0' \"$@\" > '{d}/argv'"
-    );
-    write_wrapper(&dir.join("bwrap-capture"), &first, bwrap)
+    )
 }
 
 /// [`wrapper`], which also keeps what a replay of a session that has ended needs: its
@@ -72,10 +76,8 @@ pub fn wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
 pub fn session_wrapper(dir: &Path, bwrap: &Path) -> PathBuf {
     let d = dir.display();
     let first = format!(
-        "cat /proc/self/fd/{ARGS_FD} > '{d}/options' 2>/dev/null\n\
-         printf '%s\\0' \"$@\" > '{d}/argv'\n\
-         env -0 > '{d}/env'\n\
-         cp -a \"$(dirname \"$CLAUDE_CONFIG_DIR\")\" '{d}/session'"
+        "{}\nenv -0 > '{d}/env'\ncp -a \"$(dirname \"$CLAUDE_CONFIG_DIR\")\" '{d}/session'",
+        keep_command_line(dir)
     );
     write_wrapper(&dir.join("bwrap-session"), &first, bwrap)
 }
@@ -120,7 +122,7 @@ fn write_nul(path: &Path, args: &[OsString]) {
 /// arguments).
 fn split_nul(bytes: &[u8]) -> Vec<OsString> {
     let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
-    if body.is_empty() && bytes.len() <= 1 {
+    if body.is_empty() {
         return Vec::new();
     }
     body.split(|&b| b == 0)
@@ -220,6 +222,20 @@ impl Captured {
         }
     }
 
+    /// `bwrap --args 9 -- COMMAND`: this capture's bwrap with its options file (at
+    /// [`options_fd`](Self::options_fd)'s number) running `command` (nothing else set).
+    pub fn bwrap_command(&self, command: &[OsString]) -> Command {
+        let mut c = Command::new(&self.bwrap);
+        c.args(["--args", &ARGS_FD.to_string(), "--"]).args(command);
+        c
+    }
+
+    /// The options file opened afresh, with the number bwrap reads it at ([`ARGS_FD`]).
+    pub fn options_fd(&self) -> (OwnedFd, i32) {
+        let f = std::fs::File::open(&self.options_file).unwrap();
+        (f.into(), ARGS_FD)
+    }
+
     /// Replays the capture: `bwrap --args 9 -- COMMAND`, the options file at 9, `fds` (from
     /// [`numbered_fds`](Self::numbered_fds)) and `extra` at their numbers, stdio on `/dev/null`,
     /// `env` set.
@@ -229,21 +245,19 @@ impl Captured {
         extra: &[(std::os::fd::BorrowedFd<'_>, i32)],
         env: &[(&str, &OsStr)],
     ) -> Child {
-        let options = std::fs::File::open(&self.options_file).unwrap();
-        let mut c = Command::new(&self.bwrap);
-        c.args(["--args", &ARGS_FD.to_string(), "--"])
-            .args(&self.command)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(if std::env::var_os("CAPTURE_STDERR").is_some() {
+        let (options, at) = self.options_fd();
+        let mut c = self.bwrap_command(&self.command);
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(
+            if std::env::var_os("CAPTURE_STDERR").is_some() {
                 Stdio::inherit()
             } else {
                 Stdio::null()
-            });
+            },
+        );
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut all: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(options.as_fd(), ARGS_FD)];
+        let mut all: Vec<(std::os::fd::BorrowedFd<'_>, i32)> = vec![(options.as_fd(), at)];
         all.extend(fds.iter().map(|(fd, n)| (fd.as_fd(), *n)));
         all.extend_from_slice(extra);
         crate::spawn_with_fds(&mut c, &all).unwrap()

@@ -205,8 +205,7 @@ mod linux {
         for round in 0..tui {
             for k in 0..all_series().len() {
                 let i = (k + round) % all_series().len();
-                // The replay's environment is a print-mode launch's (the bench's own around it);
-                // the UI's launches start from `env -i` in the pane: no fair replay of them.
+                // The replay is print mode only (see `tui`).
                 if all_series()[i] != "replay" {
                     starts[i].push(b.tui(i));
                 }
@@ -465,11 +464,10 @@ mod linux {
                 }
                 "replay" => {
                     self.replay.fresh(&self.s.project);
-                    let mut c = Command::new(&self.replay.captured.bwrap);
-                    c.args(["--args", &relay_tests::capture::ARGS_FD.to_string(), "--"])
-                        .args(&self.replay.command)
-                        .args(args)
-                        .env_clear()
+                    let mut argv = self.replay.command.clone();
+                    argv.extend(args.iter().map(Into::into));
+                    let mut c = self.replay.captured.bwrap_command(&argv);
+                    c.env_clear()
                         .envs(self.replay.captured.env.iter().filter_map(|kv| {
                             let kv = kv.to_str()?;
                             kv.split_once('=')
@@ -644,8 +642,7 @@ mod linux {
                 return Vec::new();
             }
             let c = &self.replay.captured;
-            let options = std::fs::File::open(&c.options_file).unwrap();
-            let mut fds = vec![(options.into(), relay_tests::capture::ARGS_FD)];
+            let mut fds = vec![c.options_fd()];
             fds.extend(c.numbered_fds(&self.replay.live.join("tmp")));
             fds
         }
@@ -665,6 +662,9 @@ mod linux {
             ]
             .map(String::from)
             .to_vec();
+            // The replay's environment is a print-mode launch's (the bench's own around it);
+            // the UI's launches start from `env -i` in the pane: no fair replay of them.
+            assert!(all_series()[i] != "replay", "the replay is print mode only");
             let cmd = self.command(i, &args);
             // The pane's line: the command's environment and arguments, its token on fd 5.
             let quote =
@@ -677,35 +677,8 @@ mod linux {
                 .chain(cmd.get_args())
                 .map(quote)
                 .collect();
-            // The replay's descriptors, opened by the pane's shell at their numbers: the options
-            // file and each source the options bind by descriptor (`/dev/null` for the status).
-            let mut opens = String::new();
-            if all_series()[i] == "replay" {
-                let c = &self.replay.captured;
-                let (o, tmp) = (&c.options, self.replay.live.join("tmp"));
-                opens = format!(
-                    "exec {}<{}; ",
-                    relay_tests::capture::ARGS_FD,
-                    quote(c.options_file.as_os_str())
-                );
-                for (k, a) in o.iter().enumerate() {
-                    if a == "--bind-fd" || a == "--ro-bind-fd" {
-                        let dest = Path::new(&o[k + 2]);
-                        let src = if dest == Path::new("/tmp") {
-                            &tmp
-                        } else {
-                            dest
-                        };
-                        let n = o[k + 1].to_str().unwrap();
-                        opens.push_str(&format!("exec {n}<{}; ", quote(src.as_os_str())));
-                    } else if a == "--json-status-fd" {
-                        let n = o[k + 1].to_str().unwrap();
-                        opens.push_str(&format!("exec {n}>/dev/null; "));
-                    }
-                }
-            }
             let line = format!(
-                "exec 5<{}; {opens}exec env -i TERM=xterm-256color {} {}",
+                "exec 5<{}; exec env -i TERM=xterm-256color {} {}",
                 quote(self.s.token_file.as_os_str()),
                 env.join(" "),
                 argv.join(" ")
@@ -738,9 +711,6 @@ mod linux {
                 "{}: the UI did not end after /exit",
                 all_series()[i]
             );
-            if all_series()[i] == "replay" {
-                self.replay.clean();
-            }
             took
         }
     }
