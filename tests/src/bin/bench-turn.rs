@@ -129,48 +129,9 @@ mod linux {
     pub fn main() {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let b = Bench::new();
-        if args.first().map(String::as_str) == Some("--once-tui") {
-            let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
-            let i = all_series()
-                .iter()
-                .position(|s| *s == series)
-                .unwrap_or_else(|| panic!("a series of {:?}", all_series()));
-            let start = Instant::now();
-            let took = b.tui(i);
-            println!("{series}: at the prompt after {:.1} ms", ms(took));
-            println!("{}", b.net().report(start));
-            println!("relay refused {:?}", b.s.denied());
-            if let Some(keep) = std::env::var_os("BENCH_TURN_KEEP") {
-                let _ = Command::new("cp")
-                    .arg("-r")
-                    .arg(b.s.project.join(".debug"))
-                    .arg(keep)
-                    .status();
-            }
-            return;
-        }
-        if args.first().map(String::as_str) == Some("--once") {
-            let series = args.get(1).map(String::as_str).unwrap_or("stand-in");
-            let i = all_series()
-                .iter()
-                .position(|s| *s == series)
-                .unwrap_or_else(|| panic!("a series of {:?}", all_series()));
-            let t = b.turn(i, false);
-            println!(
-                "{series}: {:.1} ms (first request at {:.1}, last at {:.1})",
-                ms(t.took),
-                ms(t.first),
-                ms(t.last)
-            );
-            println!("{}", b.net().report(t.start));
-            b.s.report(series);
-            if let Some(keep) = std::env::var_os("BENCH_TURN_KEEP") {
-                let _ = Command::new("cp")
-                    .arg("-r")
-                    .arg(b.s.project.join(".debug"))
-                    .arg(keep)
-                    .status();
-            }
+        let once = args.first().map(String::as_str);
+        if matches!(once, Some("--once" | "--once-tui")) {
+            b.once(once == Some("--once-tui"), args.get(1).map(String::as_str));
             return;
         }
         let n: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(6);
@@ -345,6 +306,41 @@ mod linux {
                 bwrap,
                 direct_config,
                 replay,
+            }
+        }
+
+        /// By hand: one print-mode turn (`--once SERIES`) or one start of the UI (`--once-tui
+        /// SERIES`, default `stand-in`), and what the fake internet saw, when; with
+        /// `BENCH_TURN_KEEP=DIR`, Claude Code's debug log copied out.
+        fn once(&self, tui: bool, series: Option<&str>) {
+            let series = series.unwrap_or("stand-in");
+            let i = all_series()
+                .iter()
+                .position(|s| *s == series)
+                .unwrap_or_else(|| panic!("a series of {:?}", all_series()));
+            if tui {
+                let start = Instant::now();
+                let took = self.tui(i);
+                println!("{series}: at the prompt after {:.1} ms", ms(took));
+                println!("{}", self.net().report(start));
+                println!("relay refused {:?}", self.s.denied());
+            } else {
+                let t = self.turn(i, false);
+                println!(
+                    "{series}: {:.1} ms (first request at {:.1}, last at {:.1})",
+                    ms(t.took),
+                    ms(t.first),
+                    ms(t.last)
+                );
+                println!("{}", self.net().report(t.start));
+                self.s.report(series);
+            }
+            if let Some(keep) = std::env::var_os("BENCH_TURN_KEEP") {
+                let _ = Command::new("cp")
+                    .arg("-r")
+                    .arg(self.s.project.join(".debug"))
+                    .arg(keep)
+                    .status();
             }
         }
 
